@@ -1,0 +1,55 @@
+"""`/v1/audit`: export the key's tenant chain, list its checkpoints, publish the verifier key (contract §6)."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, StreamingResponse
+
+from app.api.jsonio import json_response
+from app.api.routing import ApiRoute, ctx_of, query_params
+from app.contracts import default_contracts
+from app.core.access import Principal
+from app.services.audit import chain_for, list_checkpoints
+
+
+async def export(request: Request, principal: Principal):
+    params = query_params(request)
+    spec = {k: _int_or_raw(v) for k, v in params.items()}
+    default_contracts().validate("audit-export.query", spec)
+    ctx = ctx_of(request)
+    chain_id = chain_for(principal.tenant_id)
+    lines = ctx.audit.export(ctx.db.sessions, chain_id, from_seq=spec.get("from_seq", 1), to_seq=spec.get("to_seq"))
+    filename = f"memwarden-audit-{principal.tenant_id}.jsonl"
+    return StreamingResponse((line + "\n" for line in lines), media_type="application/x-ndjson",
+                             headers={"content-disposition": f'attachment; filename="{filename}"'})
+
+
+async def checkpoints(request: Request, principal: Principal):
+    ctx = ctx_of(request)
+    notes = await run_in_threadpool(list_checkpoints, ctx, chain_for(principal.tenant_id))
+    return json_response({"chain_id": chain_for(principal.tenant_id), "vkey": ctx.audit.vkey, "checkpoints": notes})
+
+
+async def public_key(request: Request, principal: Principal | None):
+    ctx = ctx_of(request)
+    if "application/json" in request.headers.get("accept", ""):
+        return json_response({"vkey": ctx.audit.vkey, "algorithm": "Ed25519", "format": "C2SP signed-note vkey"})
+    return PlainTextResponse(ctx.audit.vkey + "\n")
+
+
+def _int_or_raw(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value
+
+
+routes = [
+    ApiRoute("/v1/audit/export", export, method="GET", summary="Export the tenant's audit chain as JSONL",
+             scope="audit:read", request="audit-export.query", tag="audit"),
+    ApiRoute("/v1/audit/checkpoints", checkpoints, method="GET", summary="Signed checkpoints of the tenant chain",
+             scope="audit:read", responses={200: "audit-checkpoints.response"}, tag="audit"),
+    ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",
+             scope=None, tag="audit", public=True),
+]

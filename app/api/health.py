@@ -1,0 +1,33 @@
+"""Liveness and readiness probes."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.routing import Route
+
+from app.api.jsonio import json_response
+from app.errors import Unavailable
+
+
+async def healthz(request: Request):
+    """The process is up (no dependencies checked)."""
+    return json_response({"status": "ok"})
+
+
+def _ping(ctx) -> None:
+    with ctx.db.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+
+
+async def readyz(request: Request):
+    """The database answers; 503 `unavailable` otherwise."""
+    try:
+        await run_in_threadpool(_ping, request.app.state.ctx)
+    except Exception:
+        raise Unavailable("database unreachable") from None
+    return json_response({"status": "ready"})
+
+
+routes = [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"])]

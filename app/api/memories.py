@@ -1,0 +1,100 @@
+"""`/v1/memories`: the agents' memory API (contract §3). Handlers validate, then call services
+in the thread pool (database and embedding work stay off the event loop)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from app.api.jsonio import json_response, read_json
+from app.api.routing import ApiRoute, ctx_of, query_params
+from app.contracts import default_contracts
+from app.core.access import Principal
+from app.core.ids import has_prefix
+from app.errors import NotFound
+from app.services import memories, recall as recall_service
+
+INT_QUERY_FIELDS = {"limit", "k", "from_seq", "to_seq"}
+
+
+def parse_query(request: Request, schema: str) -> dict[str, Any]:
+    """Query parameters coerced (integers) and validated against `schema`."""
+    params = query_params(request)
+    for key in INT_QUERY_FIELDS & params.keys():
+        value = params[key]
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            params[key] = int(value)
+    if isinstance(params.get("as_of"), str) and params["as_of"].isdigit():
+        params["as_of"] = int(params["as_of"])
+    return default_contracts().validate(schema, params)
+
+
+def _mutation(service: Callable, schema: str):
+    async def handler(request: Request, principal: Principal):
+        body = await read_json(request, schema)
+        outcome = await run_in_threadpool(service, ctx_of(request), principal, body)
+        return json_response(outcome.body, outcome.status)
+
+    handler.__name__ = service.__name__
+    return handler
+
+
+async def recall(request: Request, principal: Principal):
+    body = await read_json(request, "recall.request")
+    return json_response(await run_in_threadpool(recall_service.recall, ctx_of(request), principal, body))
+
+
+async def list_memories(request: Request, principal: Principal):
+    query = parse_query(request, "list.query")
+    return json_response(await run_in_threadpool(memories.list_memories, ctx_of(request), principal, query))
+
+
+def _memory_id(request: Request) -> str:
+    memory_id = request.path_params["memory_id"]
+    if not has_prefix(memory_id, "mem"):
+        raise NotFound("memory not found")
+    return memory_id
+
+
+async def get_memory(request: Request, principal: Principal):
+    query = parse_query(request, "get.query")
+    entry = await run_in_threadpool(memories.get_memory, ctx_of(request), principal, _memory_id(request),
+                                    query.get("as_of"))
+    return json_response(entry)
+
+
+async def delete_memory(request: Request, principal: Principal):
+    outcome = await run_in_threadpool(memories.delete_memory, ctx_of(request), principal, _memory_id(request))
+    return json_response(outcome.body, outcome.status)
+
+
+async def history(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(memories.history, ctx_of(request), principal, _memory_id(request)))
+
+
+routes = [
+    ApiRoute("/v1/memories/remember", _mutation(memories.remember, "remember.request"), method="POST",
+             summary="Remember a memory (201), or stage it for review (202)", scope="memory:write",
+             request="remember.request", responses={201: "remember.response", 202: "pending.response"}),
+    ApiRoute("/v1/memories/recall", recall, method="POST", summary="Hybrid recall for one agent",
+             scope="memory:read", request="recall.request", responses={200: "recall.response"}),
+    ApiRoute("/v1/memories/forget", _mutation(memories.forget, "forget.request"), method="POST",
+             summary="Forget by ids and/or filter (soft by default)", scope="memory:write",
+             request="forget.request", responses={200: "forget.response", 202: "pending.response"}),
+    ApiRoute("/v1/memories/merge", _mutation(memories.merge, "merge.request"), method="POST",
+             summary="Merge duplicates into a canonical memory", scope="memory:write",
+             request="merge.request", responses={200: "merge.response", 202: "pending.response"}),
+    ApiRoute("/v1/memories/expire", _mutation(memories.expire, "expire.request"), method="POST",
+             summary="Apply a TTL policy", scope="memory:write", request="expire.request",
+             responses={200: "expire.response", 202: "pending.response"}),
+    ApiRoute("/v1/memories", list_memories, method="GET", summary="List an agent's memories, newest first",
+             scope="memory:read", request="list.query", responses={200: "list.response"}),
+    ApiRoute("/v1/memories/{memory_id}", get_memory, method="GET", summary="Get one memory",
+             scope="memory:read", request="get.query", responses={200: "entry"}),
+    ApiRoute("/v1/memories/{memory_id}", delete_memory, method="DELETE", summary="Delete (forget) one memory",
+             scope="memory:write", responses={200: "delete.response", 202: "pending.response"}),
+    ApiRoute("/v1/memories/{memory_id}/history", history, method="GET", summary="A memory's audit trail",
+             scope="memory:read", responses={200: "history.response"}),
+]

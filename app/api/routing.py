@@ -1,0 +1,79 @@
+"""API routes as plain data: each carries its `Operation` (scope, schemas) for checks and OpenAPI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from app.core.access import Principal
+from app.errors import Forbidden, NotFound
+from app.services.context import AppContext
+
+Handler = Callable[[Request, Principal], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What OpenAPI says about one endpoint, and what the wrapper enforces (the scope)."""
+
+    method: str
+    path: str
+    summary: str
+    scope: str | None
+    request: str | None = None
+    responses: dict[int, str] = field(default_factory=dict)
+    tag: str = "memory"
+    public: bool = False
+
+
+class ApiRoute(Route):
+    """A Starlette route that checks the caller's scope before the handler runs."""
+
+    def __init__(self, path: str, handler: Handler, *, method: str, summary: str, scope: str | None,
+                 request: str | None = None, responses: dict[int, str] | None = None, tag: str = "memory",
+                 public: bool = False):
+        self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public)
+
+        async def endpoint(req: Request) -> Response:
+            principal = req.scope.get("state", {}).get("principal")
+            if not public:
+                if principal is None:  # the auth middleware guarantees one; keep the check local too
+                    raise Forbidden("no credentials")
+                if scope and not principal.has_scope(scope):
+                    raise Forbidden(f"this key lacks the {scope!r} scope",
+                                    details=[{"path": "/", "message": f"required scope: {scope}"}])
+            return await handler(req, principal)
+
+        endpoint.__name__ = handler.__name__
+        super().__init__(path, endpoint, methods=[method])
+
+
+def ctx_of(request: Request) -> AppContext:
+    return request.app.state.ctx
+
+
+def require_agent(principal: Principal, agent_id: str) -> None:
+    """403 unless the key's allow-list covers `agent_id`."""
+    if not principal.may_act_for(agent_id):
+        raise Forbidden("this key may not act for that agent",
+                        details=[{"path": "/agent_id", "message": "agent not in the key's allow-list"}])
+
+
+def not_found(what: str = "resource") -> NotFound:
+    return NotFound(f"{what} not found")
+
+
+def query_params(request: Request) -> dict[str, Any]:
+    """Query string as a dict; repeated keys become lists."""
+    out: dict[str, Any] = {}
+    for key, value in request.query_params.multi_items():
+        if key in out:
+            out[key] = out[key] if isinstance(out[key], list) else [out[key]]
+            out[key].append(value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,196 @@
+"""The `memwarden` command line: thin over the services (contract §8)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import logging
+import os
+import sys
+from typing import Callable
+
+from app.config import Settings
+from app.errors import AppError
+
+
+def _actor() -> dict:
+    try:
+        who = getpass.getuser()
+    except Exception:  # no passwd entry (containers)
+        who = str(os.getuid())
+    return {"kind": "cli", "id": who}
+
+
+def _context(settings: Settings):
+    from app.services.context import AppContext
+
+    return AppContext.open(settings)
+
+
+# --- serve -----------------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.db.database import migrate, resolve_urls
+
+    settings = settings.with_changes(host=args.host or settings.host, port=args.port or settings.port)
+    settings.resolved_secret_key()
+    settings.resolved_signing_key_file()
+    urls = resolve_urls(settings)  # starts the embedded cluster when no URL is configured
+    migrate(urls)
+    if urls.embedded is not None:
+        # Workers (and this process's app) reach the embedded cluster through its URL; this
+        # process keeps its handle, so the cluster lives as long as `serve` does.
+        os.environ["MEMWARDEN_DATABASE_URL"] = urls.app_url
+        os.environ.setdefault("MEMWARDEN_MIGRATION_DATABASE_URL", urls.admin_url)
+        settings = settings.with_changes(database_url=urls.app_url, migration_database_url=urls.admin_url)
+    if args.demo:
+        from app.services.demo import seed_demo
+
+        print(seed_demo(_context(settings)), flush=True)
+    print(f"Memwarden serving on http://{settings.host}:{settings.port}", flush=True)
+    log_level = settings.log_level.lower()
+    if args.workers and args.workers > 1:
+        os.environ["MEMWARDEN_DATA_DIR"] = str(settings.data_path)
+        uvicorn.run("app.main:create_app", factory=True, host=settings.host, port=settings.port,
+                    workers=args.workers, log_level=log_level, proxy_headers=False, server_header=False)
+    else:
+        from app.main import create_app
+
+        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
+                    proxy_headers=False, server_header=False)
+    return 0
+
+
+def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from app.db.database import migrate, resolve_urls
+
+    migrate(resolve_urls(settings))
+    print("database is at the latest migration")
+    return 0
+
+
+# --- tenants and keys --------------------------------------------------------------------------
+
+def cmd_tenant_create(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.tenants import create_tenant
+
+    tenant = create_tenant(_context(settings), name=args.name, actor=_actor())
+    print(f"created tenant {tenant.name} ({tenant.id})")
+    return 0
+
+
+def cmd_tenant_list(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.tenants import list_tenants
+
+    for tenant in list_tenants(_context(settings)):
+        print(f"{tenant.id}\t{tenant.name}\t{tenant.created_at.isoformat()}")
+    return 0
+
+
+def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.apikeys import create_key
+    from app.services.tenants import resolve_tenant
+
+    ctx = _context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    created = create_key(ctx, tenant_id=tenant.id, scopes=args.scopes, agents=args.agents, name=args.name,
+                         actor=_actor())
+    print(f"created {created.key.id} for tenant {tenant.name}: scopes={','.join(created.key.scopes)} "
+          f"agents={','.join(created.key.agents)}")
+    print("the key is shown once; store it now:", file=sys.stderr)
+    print(created.token)
+    return 0
+
+
+def cmd_apikey_list(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.apikeys import list_keys
+    from app.services.tenants import resolve_tenant
+
+    ctx = _context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    for key in list_keys(ctx, tenant_id=tenant.id):
+        state = "revoked" if key.revoked_at else "active"
+        print(f"{key.id}\t{state}\t{','.join(key.scopes)}\t{','.join(key.agents)}\t{key.name}")
+    return 0
+
+
+def cmd_apikey_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.apikeys import revoke_key
+    from app.services.tenants import resolve_tenant
+
+    ctx = _context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    revoke_key(ctx, tenant_id=tenant.id, key_id=args.key_id, actor=_actor())
+    print(f"revoked {args.key_id}")
+    return 0
+
+
+# --- parser ------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memwarden", description="Governance layer for AI-agent memory.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="migrate, start the embedded database if needed, serve API + UI")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--demo", action="store_true", help="seed a demo tenant and print a sign-in and a key")
+    serve.set_defaults(func=cmd_serve)
+
+    db = sub.add_parser("db", help="database maintenance").add_subparsers(dest="db_command", required=True)
+    db.add_parser("upgrade", help="apply migrations").set_defaults(func=cmd_db_upgrade)
+
+    tenant = sub.add_parser("tenant", help="tenants").add_subparsers(dest="tenant_command", required=True)
+    t_create = tenant.add_parser("create", help="create a tenant")
+    t_create.add_argument("name")
+    t_create.set_defaults(func=cmd_tenant_create)
+    tenant.add_parser("list", help="list tenants").set_defaults(func=cmd_tenant_list)
+
+    apikey = sub.add_parser("apikey", help="API keys").add_subparsers(dest="apikey_command", required=True)
+    k_create = apikey.add_parser("create", help="issue a key; prints it alone on the last line")
+    k_create.add_argument("--tenant", required=True)
+    k_create.add_argument("--scopes", required=True, help="comma-separated, e.g. memory:read,memory:write")
+    k_create.add_argument("--agents", default="*", help="comma-separated agent-id globs (default *)")
+    k_create.add_argument("--name", default="")
+    k_create.set_defaults(func=cmd_apikey_create)
+    k_list = apikey.add_parser("list", help="list a tenant's keys")
+    k_list.add_argument("--tenant", required=True)
+    k_list.set_defaults(func=cmd_apikey_list)
+    k_revoke = apikey.add_parser("revoke", help="revoke a key")
+    k_revoke.add_argument("--tenant", required=True)
+    k_revoke.add_argument("key_id")
+    k_revoke.set_defaults(func=cmd_apikey_revoke)
+
+    for register in _extensions():
+        register(sub)
+    return parser
+
+
+def _extensions() -> list[Callable]:
+    """Command groups living beside their services (audit, bench, users)."""
+    from app.cli_audit import register as audit
+
+    return [audit]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = Settings.from_env()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args, settings) or 0)
+    except AppError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        if error.details:
+            print(json.dumps(error.details, indent=2), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""`memwarden audit …`: export a chain, verify an export offline or the database chain (contract §6).
+
+Exit codes: 0 intact, 1 tampered or truncated (prints the first bad sequence number and a
+reason code), 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from app.config import Settings
+
+EXIT = {"intact": 0, "tampered": 1, "unusable": 2}
+
+
+def _read_key(value: str) -> str:
+    path = Path(value)
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    return value.strip()
+
+
+def _report(report, as_json: bool, extra: dict | None = None) -> int:
+    payload = {**report.to_json(), **(extra or {})}
+    if as_json:
+        print(json.dumps(payload, sort_keys=True))
+    elif report.ok:
+        print(f"intact: {report.entries} entries, {report.checkpoints_verified} signed checkpoint(s) verified")
+    else:
+        seq = report.first_bad_seq if report.first_bad_seq is not None else "-"
+        print(f"{report.status}: first bad seq {seq}: {report.reason}: {report.detail}")
+    return EXIT[report.status]
+
+
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.audit import SYSTEM_CHAIN, chain_for
+    from app.services.context import AppContext
+    from app.services.tenants import resolve_tenant
+
+    ctx = AppContext.open(settings)
+    chain_id = SYSTEM_CHAIN if args.tenant == SYSTEM_CHAIN else chain_for(resolve_tenant(ctx, args.tenant).id)
+    out = Path(args.out)
+    tmp = out.with_name(out.name + ".part")
+    count = 0
+    with tmp.open("w", encoding="utf-8") as fh:
+        for line in ctx.audit.export(ctx.db.sessions, chain_id, from_seq=args.from_seq, to_seq=args.to_seq):
+            fh.write(line + "\n")
+            count += 1
+    tmp.replace(out)
+    print(f"exported {chain_id} to {out} ({count} lines); verifier key: {ctx.audit.vkey}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    if args.tenant:
+        return _verify_database(args, settings)
+    if not args.file:
+        print("error: give an export FILE or --tenant T", file=sys.stderr)
+        return 2
+    from app.core.auditchain import verify_export
+
+    try:
+        vkeys = [_read_key(k) for k in args.public_key] or None
+        trusted = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
+        with open(args.file, encoding="utf-8") as fh:
+            report = verify_export(fh, vkeys=vkeys, trusted_checkpoints=trusted)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"unusable: cannot read input: {exc}", file=sys.stderr)
+        return 2
+    if not vkeys and not args.json:
+        print("warning: no --public-key given; checkpoints were checked against the key inside the file, "
+              "which proves integrity only if you trust that file's origin", file=sys.stderr)
+    return _report(report, args.json, {"key_pinned": bool(vkeys)})
+
+
+def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.audit import SYSTEM_CHAIN, chain_for
+    from app.services.context import AppContext
+    from app.services.tenants import resolve_tenant
+
+    ctx = AppContext.open(settings)
+    chain_id = SYSTEM_CHAIN if args.tenant == SYSTEM_CHAIN else chain_for(resolve_tenant(ctx, args.tenant).id)
+    return _report(ctx.audit.verify_database(ctx.db.sessions, chain_id), args.json, {"chain_id": chain_id})
+
+
+def cmd_public_key(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.audit import AuditLog
+
+    print(AuditLog.from_settings(settings).vkey)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    audit = sub.add_parser("audit", help="export and verify the audit log").add_subparsers(
+        dest="audit_command", required=True)
+    export = audit.add_parser("export", help="write a tenant's chain (or `system`) as one JSONL file")
+    export.add_argument("--tenant", required=True, help="tenant name or id, or `system`")
+    export.add_argument("--out", required=True)
+    export.add_argument("--from-seq", type=int, default=1)
+    export.add_argument("--to-seq", type=int)
+    export.set_defaults(func=cmd_export)
+
+    verify = audit.add_parser("verify", help="verify an export offline, or the database chain with --tenant")
+    verify.add_argument("file", nargs="?")
+    verify.add_argument("--public-key", action="append", default=[], help="verifier key (vkey text or a file)")
+    verify.add_argument("--checkpoint", action="append", default=[],
+                        help="a signed checkpoint you hold (file); the export must cover it")
+    verify.add_argument("--tenant", help="verify this tenant's chain in the database instead")
+    verify.add_argument("--json", action="store_true", help="machine-readable report")
+    verify.set_defaults(func=cmd_verify)
+
+    audit.add_parser("public-key", help="print the checkpoint verifier key").set_defaults(func=cmd_public_key)

@@ -1,0 +1,134 @@
+"""Settings: one frozen object read from the environment (contract §8).
+
+Nothing happens at import time. `Settings.from_env()` reads variables; `ensure_secrets()`
+creates the generated key files in the data dir on first use (0600).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+
+def _setting(env: str, default: Any, help: str) -> Any:
+    return field(default=default, metadata={"env": env, "help": help})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob Memwarden reads. Each field names its environment variable."""
+
+    database_url: str | None = _setting(
+        "MEMWARDEN_DATABASE_URL", None,
+        "PostgreSQL (with pgvector) to use; unset starts the embedded PostgreSQL in the data dir.")
+    migration_database_url: str | None = _setting(
+        "MEMWARDEN_MIGRATION_DATABASE_URL", None,
+        "Owner role URL for migrations when the app role may not alter the schema; defaults to the database URL.")
+    data_dir: Path = _setting(
+        "MEMWARDEN_DATA_DIR", Path(".memwarden"),
+        "Embedded database and generated keys.")
+    secret_key: str | None = _setting(
+        "MEMWARDEN_SECRET_KEY", None,
+        "Session and CSRF signing key; generated once into the data dir when unset.")
+    signing_key_file: Path | None = _setting(
+        "MEMWARDEN_SIGNING_KEY_FILE", None,
+        "Ed25519 private key (PEM) for audit checkpoints; generated once into the data dir when unset.")
+    embedder: str = _setting(
+        "MEMWARDEN_EMBEDDER", "local",
+        "Embedding model: `local` (bundled all-MiniLM-L6-v2 ONNX) or `openai:<model>@<base_url>`.")
+    host: str = _setting("MEMWARDEN_HOST", "127.0.0.1", "Address `memwarden serve` binds.")
+    port: int = _setting("MEMWARDEN_PORT", 8000, "Port `memwarden serve` binds.")
+    max_body_bytes: int = _setting(
+        "MEMWARDEN_MAX_BODY_BYTES", 1_048_576, "Largest request body accepted (413 above).")
+    max_entry_size_bytes: int = _setting(
+        "MEMWARDEN_MAX_ENTRY_SIZE_BYTES", 65_536, "Largest memory content in UTF-8 bytes (413 above).")
+    rate_limit_per_minute: int = _setting(
+        "MEMWARDEN_RATE_LIMIT_PER_MINUTE", 6_000, "Requests per API key per minute (429 above); 0 disables.")
+    audit_origin: str = _setting(
+        "MEMWARDEN_AUDIT_ORIGIN", "memwarden.local",
+        "Log origin named in every audit entry and checkpoint.")
+    checkpoint_every: int = _setting(
+        "MEMWARDEN_CHECKPOINT_EVERY", 1_000, "Sign a checkpoint after this many new events on a chain.")
+    checkpoint_interval_seconds: int = _setting(
+        "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS", 60, "Sign a checkpoint of an active chain at least this often.")
+    db_pool_size: int = _setting("MEMWARDEN_DB_POOL_SIZE", 10, "Database connections per process.")
+    log_level: str = _setting("MEMWARDEN_LOG_LEVEL", "info", "Log level.")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+        """Build settings from environment variables (missing ones keep their defaults)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = environ.get(f.metadata["env"])
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _coerce(f.name, f.default, raw)
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def env_vars(cls) -> dict[str, str]:
+        """Map of environment variable name → help text (used by docs and deploy checks)."""
+        return {f.metadata["env"]: f.metadata["help"] for f in fields(cls)}
+
+    def with_changes(self, **changes: Any) -> "Settings":
+        return replace(self, **changes)
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser().resolve()
+
+    def resolved_secret_key(self) -> str:
+        """The session/CSRF key: the configured one, else the generated file in the data dir."""
+        if self.secret_key:
+            return self.secret_key
+        path = self.data_path / "secret_key"
+        return _read_or_create(path, lambda: secrets.token_urlsafe(48).encode()).decode().strip()
+
+    def resolved_signing_key_file(self) -> Path:
+        """The checkpoint signing key file, generated (Ed25519 PEM) when absent."""
+        if self.signing_key_file:
+            return Path(self.signing_key_file)
+        from app.core.auditchain import generate_private_key_pem
+
+        path = self.data_path / "audit-signing-key.pem"
+        _read_or_create(path, generate_private_key_pem)
+        return path
+
+
+def _coerce(name: str, default: Any, raw: str) -> Any:
+    if isinstance(default, bool):
+        return raw.lower() in {"1", "true", "yes", "on"}
+    if isinstance(default, int):
+        try:
+            return int(raw)
+        except ValueError as exc:
+            raise ValueError(f"setting {name} must be an integer, got {raw!r}") from exc
+    if isinstance(default, Path) or name.endswith("_file"):
+        return Path(raw)
+    return raw
+
+
+def _read_or_create(path: Path, make: Any) -> bytes:
+    """Read a generated secret, creating it atomically with 0600 permissions if missing."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = make()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    try:
+        os.link(tmp, path)  # fails if another process won the race; theirs is kept
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_bytes()

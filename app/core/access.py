@@ -1,0 +1,92 @@
+"""API-key tokens, scopes and agent allow-lists (contract §2). Pure: no database."""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+from app.core.ids import new_id
+
+SCOPES = (
+    "memory:read", "memory:write", "review:decide", "audit:read",
+    "workspace:read", "workspace:write", "events:read",
+)
+_TOKEN = re.compile(r"^mw_(key_[0-9a-z]{26})_([A-Za-z0-9_-]{43})$")
+AGENT_GLOB = re.compile(r"^[A-Za-z0-9_.:@*?\[\]-]{1,128}$")
+
+
+@dataclass(frozen=True)
+class IssuedToken:
+    key_id: str
+    token: str
+    token_hash: bytes
+
+
+def issue_token() -> IssuedToken:
+    """A new key id and its secret token (`mw_<key id>_<43 chars>`, 256 random bits)."""
+    key_id = new_id("key")
+    token = f"mw_{key_id}_{secrets.token_urlsafe(32)}"
+    return IssuedToken(key_id, token, hash_token(token))
+
+
+def hash_token(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+def parse_token(token: str) -> str | None:
+    """The key id a well-formed token names, or None."""
+    match = _TOKEN.match(token)
+    return match.group(1) if match else None
+
+
+def token_matches(token: str, stored_hash: bytes) -> bool:
+    return hmac.compare_digest(hash_token(token), stored_hash)
+
+
+def normalise_scopes(raw: str | list[str]) -> list[str]:
+    """Parse `a,b` or a list into known scopes; ValueError names any unknown one."""
+    items = [s.strip() for s in (raw.split(",") if isinstance(raw, str) else raw) if s.strip()]
+    unknown = [s for s in items if s not in SCOPES]
+    if unknown:
+        raise ValueError(f"unknown scope(s): {', '.join(unknown)}; known: {', '.join(SCOPES)}")
+    if not items:
+        raise ValueError("at least one scope is required")
+    return sorted(set(items), key=SCOPES.index)
+
+
+def normalise_agents(raw: str | list[str] | None) -> list[str]:
+    items = [a.strip() for a in (raw.split(",") if isinstance(raw, str) else (raw or ["*"])) if a.strip()]
+    bad = [a for a in items if not AGENT_GLOB.match(a)]
+    if bad:
+        raise ValueError(f"invalid agent pattern(s): {', '.join(bad)}")
+    return items or ["*"]
+
+
+def agent_allowed(agent_id: str, patterns: list[str] | tuple[str, ...]) -> bool:
+    """Case-sensitive glob match of an agent id against an allow-list."""
+    return any(fnmatch.fnmatchcase(agent_id, p) for p in patterns)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: an API key, its tenant, scopes and agent allow-list."""
+
+    tenant_id: str
+    key_id: str
+    scopes: frozenset[str]
+    agents: tuple[str, ...]
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+    def may_act_for(self, agent_id: str) -> bool:
+        return agent_allowed(agent_id, self.agents)
+
+    @property
+    def actor(self) -> dict[str, str]:
+        """How this caller is named in audit entries."""
+        return {"kind": "api_key", "id": self.key_id}

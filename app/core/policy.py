@@ -1,0 +1,390 @@
+"""Tenant review policies (contract §4): which writes need review, which are refused.
+
+A policy is an ordered list of rules, read like firewall rules: the first
+*enabled* rule whose ``match`` holds decides the write; when none matches the
+write is allowed. Independently of the rules, an agent that asks for review
+(``approval_required: true``) always gets it, unless a rule denies the write.
+
+``Policy.parse`` validates a document against ``schemas/policy.json`` and the
+checks a schema cannot express (unique ids, compilable and non-catastrophic
+regexes, ``approvals_required`` only with ``require_approval``).
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+from jsonschema import Draft202012Validator
+
+from app.errors import ValidationFailed
+
+try:  # CPython's regex parser; only used for the nested-quantifier check.
+    from re import _parser as _re_parser
+except ImportError:  # pragma: no cover - other interpreters skip that check
+    _re_parser = None  # type: ignore[assignment]
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "policy.json"
+
+Action = Literal["allow", "require_approval", "deny"]
+Operation = Literal[
+    "remember", "forget", "merge", "expire", "delete", "workspace_write", "workspace_delete"
+]
+OPERATIONS: frozenset[str] = frozenset(
+    ("remember", "forget", "merge", "expire", "delete", "workspace_write", "workspace_delete")
+)
+ACTIONS: frozenset[str] = frozenset(("allow", "require_approval", "deny"))
+
+#: Only this much of a write's content is searched by ``content_pattern`` (characters).
+CONTENT_SCAN_LIMIT = 64 * 1024
+MAX_PATTERN_LENGTH = 500
+# A quantifier bounded above this many repetitions is treated like an unbounded one.
+_LARGE_REPEAT = 10
+
+# Canonical order of match conditions in `to_doc` (also the schema's order).
+_MATCH_KEYS = (
+    "operations", "types", "agents", "sources", "tags_any", "content_pattern",
+    "confidence_below", "hard_delete", "rows_affected_above", "paths",
+)
+
+
+class PolicyError(ValidationFailed):
+    """A policy document is invalid; ``problems`` lists ``{"path", "message"}`` (JSON pointers)."""
+
+    def __init__(self, problems: list[dict[str, str]]):
+        self.problems = sorted(problems, key=lambda p: (p["path"], p["message"]))
+        summary = (
+            self.problems[0]["message"] if len(self.problems) == 1
+            else f"{len(self.problems)} problems in the policy"
+        )
+        super().__init__(summary, details=self.problems)
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """The write being judged. Unknown facts stay ``None`` and fail the conditions that need them."""
+
+    operation: Operation
+    agent_id: str
+    type: str | None = None
+    source: str | None = None
+    tags: Sequence[str] = ()
+    content: str | None = None
+    confidence: float | None = None
+    hard_delete: bool = False
+    rows_affected: int | None = None
+    path: str | None = None
+    approval_required: bool = False
+
+    def __post_init__(self) -> None:
+        if self.operation not in OPERATIONS:
+            raise ValueError(f"unknown operation {self.operation!r}")
+        object.__setattr__(self, "tags", tuple(self.tags))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Outcome of evaluating a write; ``approvals_required`` is 0 unless review is needed."""
+
+    action: Action
+    approvals_required: int
+    rule_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Match:
+    """Conditions of one rule, all ANDed; a field left ``None`` is no condition."""
+
+    operations: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    agents: tuple[str, ...] | None = None
+    sources: tuple[str, ...] | None = None
+    tags_any: tuple[str, ...] | None = None
+    content_pattern: str | None = None
+    confidence_below: float | None = None
+    hard_delete: bool | None = None
+    rows_affected_above: int | None = None
+    paths: tuple[str, ...] | None = None
+    _compiled: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Compile once so evaluation is a few set look-ups and precompiled matches.
+        compiled = self._compiled
+        compiled["operations"] = _frozen(self.operations)
+        compiled["types"] = _frozen(self.types)
+        compiled["tags_any"] = _frozen(self.tags_any)
+        for key in ("agents", "sources", "paths"):
+            globs = getattr(self, key)
+            compiled[key] = None if globs is None else _compile_globs(globs)
+        compiled["content_pattern"] = (
+            None if self.content_pattern is None else re.compile(self.content_pattern)
+        )
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Match:
+        """Build from the schema-valid ``match`` object of a rule."""
+        def tup(key: str) -> tuple[str, ...] | None:
+            return None if key not in doc else tuple(doc[key])
+
+        return cls(
+            operations=tup("operations"), types=tup("types"), agents=tup("agents"),
+            sources=tup("sources"), tags_any=tup("tags_any"),
+            content_pattern=doc.get("content_pattern"),
+            confidence_below=doc.get("confidence_below"), hard_delete=doc.get("hard_delete"),
+            rows_affected_above=doc.get("rows_affected_above"), paths=tup("paths"),
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        """The ``match`` object, listing only the conditions that are set."""
+        doc: dict[str, Any] = {}
+        for key in _MATCH_KEYS:
+            value = getattr(self, key)
+            if value is not None:
+                doc[key] = list(value) if isinstance(value, tuple) else value
+        return doc
+
+    def matches(self, req: WriteRequest) -> bool:
+        """Whether every condition holds for ``req`` (cheap checks first, the regex last)."""
+        c = self._compiled
+        if c["operations"] is not None and req.operation not in c["operations"]:
+            return False
+        if self.hard_delete is not None and req.hard_delete != self.hard_delete:
+            return False
+        if self.rows_affected_above is not None and (
+            req.rows_affected is None or req.rows_affected <= self.rows_affected_above
+        ):
+            return False
+        if self.confidence_below is not None and (
+            req.confidence is None or req.confidence >= self.confidence_below
+        ):
+            return False
+        if c["types"] is not None and req.type not in c["types"]:
+            return False
+        if c["tags_any"] is not None and c["tags_any"].isdisjoint(req.tags):
+            return False
+        for key, value in (("agents", req.agent_id), ("sources", req.source), ("paths", req.path)):
+            globs = c[key]
+            if globs is not None and (value is None or not any(g.match(value) for g in globs)):
+                return False
+        pattern = c["content_pattern"]
+        if pattern is not None and (
+            req.content is None or pattern.search(req.content, 0, CONTENT_SCAN_LIMIT) is None
+        ):
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ordered policy rule."""
+
+    id: str
+    match: Match
+    action: Action
+    enabled: bool = True
+    description: str | None = None
+    approvals_required: int = 1
+
+    @classmethod
+    def from_doc(cls, doc: Mapping[str, Any]) -> Rule:
+        """Build from a schema-valid rule object."""
+        return cls(
+            id=doc["id"], match=Match.from_doc(doc["match"]), action=doc["action"],
+            enabled=doc.get("enabled", True), description=doc.get("description"),
+            approvals_required=doc.get("approvals_required", 1),
+        )
+
+    def to_doc(self) -> dict[str, Any]:
+        """The canonical rule object (``approvals_required`` only with ``require_approval``)."""
+        doc: dict[str, Any] = {"id": self.id}
+        if self.description is not None:
+            doc["description"] = self.description
+        doc["enabled"] = self.enabled
+        doc["match"] = self.match.to_doc()
+        doc["action"] = self.action
+        if self.action == "require_approval":
+            doc["approvals_required"] = self.approvals_required
+        return doc
+
+    def decision(self) -> Decision:
+        """What this rule decides when it matches."""
+        reason = f"rule {self.id!r}" + (f": {self.description}" if self.description else " matched")
+        approvals = self.approvals_required if self.action == "require_approval" else 0
+        return Decision(self.action, approvals, self.id, reason)
+
+
+_ALLOW = Decision("allow", 0, None, "no rule matched")
+_AGENT_REVIEW = Decision("require_approval", 1, None, "agent requested approval")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An ordered, validated set of rules."""
+
+    rules: tuple[Rule, ...] = ()
+
+    @classmethod
+    def parse(cls, doc: Any) -> Policy:
+        """Validate a policy document and build it; raises ``PolicyError`` listing every problem."""
+        problems = schema_problems(doc)
+        problems += semantic_problems(doc)
+        if problems:
+            raise PolicyError(problems)
+        return cls(tuple(Rule.from_doc(rule) for rule in doc["rules"]))
+
+    def to_doc(self) -> dict[str, Any]:
+        """The canonical document; ``Policy.parse(p.to_doc()) == p``."""
+        return {"rules": [rule.to_doc() for rule in self.rules]}
+
+    def evaluate(self, req: WriteRequest) -> Decision:
+        """Decide ``req``: first matching enabled rule, else allow; the agent's request for review is honoured."""
+        decision = _ALLOW
+        for rule in self.rules:
+            if rule.enabled and rule.match.matches(req):
+                decision = rule.decision()
+                break
+        if req.approval_required and decision.action == "allow":
+            return _AGENT_REVIEW
+        return decision
+
+
+DEFAULT_POLICY: dict[str, Any] = {
+    "rules": [
+        {
+            "id": "hard-delete-review",
+            "description": "Hard deletes erase history and need a reviewer.",
+            "enabled": True,
+            "match": {"hard_delete": True},
+            "action": "require_approval",
+            "approvals_required": 1,
+        },
+        {
+            "id": "bulk-forget-review",
+            "description": "Forgets and expiries affecting more than 10 memories need a reviewer.",
+            "enabled": True,
+            "match": {"operations": ["forget", "expire"], "rows_affected_above": 10},
+            "action": "require_approval",
+            "approvals_required": 1,
+        },
+    ]
+}
+
+
+def default_policy() -> Policy:
+    """The policy a tenant gets until it sets its own (built from a copy of ``DEFAULT_POLICY``)."""
+    return Policy.parse(copy.deepcopy(DEFAULT_POLICY))
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return Draft202012Validator(schema)
+
+
+def schema_problems(doc: Any) -> list[dict[str, str]]:
+    """Every way ``doc`` breaks ``schemas/policy.json``, as ``{"path", "message"}``."""
+    found = []
+    for err in _validator().iter_errors(doc):
+        message = err.message if len(err.message) <= 300 else err.message[:297] + "..."
+        found.append({"path": _pointer(err.absolute_path), "message": message})
+    return found
+
+
+def semantic_problems(doc: Any) -> list[dict[str, str]]:
+    """Checks the schema cannot express; tolerant of malformed input (the schema reports that)."""
+    rules = doc.get("rules") if isinstance(doc, dict) else None
+    if not isinstance(rules, list):
+        return []
+    found: list[dict[str, str]] = []
+    first_index: dict[str, int] = {}
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            continue
+        base = f"/rules/{i}"
+        rule_id = rule.get("id")
+        if isinstance(rule_id, str):
+            if rule_id in first_index:
+                found.append({"path": f"{base}/id", "message":
+                              f"duplicate rule id {rule_id!r} (first used by /rules/{first_index[rule_id]})"})
+            else:
+                first_index[rule_id] = i
+        if "approvals_required" in rule and rule.get("action") != "require_approval":
+            found.append({"path": f"{base}/approvals_required",
+                          "message": "approvals_required is only allowed with action require_approval"})
+        match = rule.get("match")
+        pattern = match.get("content_pattern") if isinstance(match, dict) else None
+        if isinstance(pattern, str):
+            problem = regex_problem(pattern)
+            if problem:
+                found.append({"path": f"{base}/match/content_pattern", "message": problem})
+    return found
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is unusable as a ``content_pattern``, or ``None`` when it is fine.
+
+    Beyond compiling, a pattern is refused when an unbounded quantifier sits inside
+    another unbounded (or > 10) repetition, e.g. ``(a+)+`` or ``(\\w+\\s?)*``: the shape
+    behind most catastrophic backtracking. Possessive quantifiers and atomic groups
+    are exempt. This does not catch every slow pattern (e.g. overlapping alternations
+    like ``(a|a)*``); the 64 KiB scan limit bounds the rest.
+    """
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        return f"content_pattern is longer than {MAX_PATTERN_LENGTH} characters"
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError) as exc:
+        return f"invalid regular expression: {exc}"
+    if _re_parser is not None and _nested_unbounded(_re_parser.parse(pattern), inside=False):
+        return ("content_pattern nests unbounded quantifiers (catastrophic backtracking risk); "
+                "use a possessive quantifier or an atomic group")
+    return None
+
+
+def _nested_unbounded(node: Any, inside: bool) -> bool:
+    repeats = (_re_parser.MAX_REPEAT, _re_parser.MIN_REPEAT)
+    safe = tuple(getattr(_re_parser, name) for name in ("POSSESSIVE_REPEAT", "ATOMIC_GROUP")
+                 if hasattr(_re_parser, name))
+    for op, av in node:
+        if op in safe:
+            continue
+        if op in repeats:
+            _low, high, sub = av
+            unbounded = high == _re_parser.MAXREPEAT
+            if unbounded and inside:
+                return True
+            if _nested_unbounded(sub, inside or unbounded or high > _LARGE_REPEAT):
+                return True
+            continue
+        for child in _subpatterns(av):
+            if _nested_unbounded(child, inside):
+                return True
+    return False
+
+
+def _subpatterns(av: Any) -> list[Any]:
+    if isinstance(av, _re_parser.SubPattern):
+        return [av]
+    if isinstance(av, (list, tuple)):
+        return [sub for item in av for sub in _subpatterns(item)]
+    return []
+
+
+def _pointer(path: Any) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path) or "/"
+
+
+def _frozen(values: tuple[str, ...] | None) -> frozenset[str] | None:
+    return None if values is None else frozenset(values)
+
+
+def _compile_globs(globs: Sequence[str]) -> tuple[re.Pattern[str], ...]:
+    # fnmatch.translate + match == fnmatch.fnmatchcase: case-sensitive on every OS.
+    return tuple(re.compile(fnmatch.translate(g)) for g in globs)

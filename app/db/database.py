@@ -1,0 +1,117 @@
+"""Connecting to PostgreSQL: the embedded cluster or `MEMWARDEN_DATABASE_URL`, migrations, grants."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db.embedded import APP_ROLE, EmbeddedServer, start_embedded
+from app.paths import MIGRATIONS_DIR
+
+log = logging.getLogger(__name__)
+
+# Any constant works; it only has to be the same in every Memwarden process.
+_MIGRATION_LOCK = 0x6D656D77
+APPEND_ONLY_TABLES = ("audit_entries", "audit_checkpoints")
+
+
+@dataclass
+class Database:
+    """An engine and its session factory; services open their own transactions from `sessions`."""
+
+    engine: Engine
+    sessions: sessionmaker[Session]
+    embedded: EmbeddedServer | None = field(default=None, repr=False)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+@dataclass(frozen=True)
+class DatabaseUrls:
+    app_url: str
+    admin_url: str
+    embedded: EmbeddedServer | None = None
+
+
+def resolve_urls(settings: Settings) -> DatabaseUrls:
+    """The URLs to use: the configured ones, or those of the embedded cluster (started here)."""
+    if settings.database_url:
+        return DatabaseUrls(settings.database_url, settings.migration_database_url or settings.database_url)
+    server = start_embedded(settings.data_path)
+    return DatabaseUrls(server.app_url, server.admin_url, server)
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+    """An engine that survives a database restart (pre-ping) and never leaks secrets in logs."""
+    return create_engine(
+        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=1800,
+        hide_parameters=True,
+    )
+
+
+def make_database(engine: Engine, embedded: EmbeddedServer | None = None) -> Database:
+    return Database(engine, sessionmaker(engine, expire_on_commit=False), embedded)
+
+
+def migrate(urls: DatabaseUrls) -> None:
+    """Apply Alembic migrations as the owner and grant the app role its least privileges."""
+    engine = create_engine(urls.admin_url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _MIGRATION_LOCK})
+            conn.commit()
+            try:
+                cfg = Config()
+                cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+                conn.commit()
+                app_role = _separate_app_role(urls)
+                if app_role:
+                    _grant_app_role(conn, app_role, create=urls.embedded is not None)
+                    conn.commit()
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": _MIGRATION_LOCK})
+                conn.commit()
+    finally:
+        engine.dispose()
+
+
+def _separate_app_role(urls: DatabaseUrls) -> str | None:
+    if urls.embedded is not None:
+        return APP_ROLE
+    app_user = make_url(urls.app_url).username
+    admin_user = make_url(urls.admin_url).username
+    return app_user if app_user and app_user != admin_user else None
+
+
+def _grant_app_role(conn, role: str, *, create: bool) -> None:
+    """The app may read and write its tables but only SELECT/INSERT the audit log."""
+    quoted = conn.dialect.identifier_preparer.quote(role)
+    if create:
+        exists = conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first()
+        if not exists:
+            conn.execute(text(f"CREATE ROLE {quoted} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE"))
+    conn.execute(text(f"GRANT USAGE ON SCHEMA public TO {quoted}"))
+    conn.execute(text(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {quoted}"))
+    conn.execute(text(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {quoted}"))
+    for table in APPEND_ONLY_TABLES:
+        conn.execute(text(f"REVOKE UPDATE, DELETE, TRUNCATE ON {table} FROM {quoted}"))
+    conn.execute(text(f"REVOKE ALL ON alembic_version FROM {quoted}"))
+    conn.execute(text(f"GRANT SELECT ON alembic_version TO {quoted}"))
+
+
+def open_database(settings: Settings, *, run_migrations: bool = True) -> Database:
+    """Start or reach PostgreSQL, migrate it, and return the app-role connection pool."""
+    urls = resolve_urls(settings)
+    if run_migrations:
+        migrate(urls)
+    return make_database(make_engine(urls.app_url, pool_size=settings.db_pool_size), urls.embedded)

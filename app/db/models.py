@@ -1,0 +1,154 @@
+"""Typed SQLAlchemy models. Migrations in `app/db/migrations` are the schema's source of truth;
+these mappings mirror them for queries."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import REAL, Computed, BigInteger, DateTime, ForeignKey, LargeBinary, Text, func
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSONB, list[str]: ARRAY(Text), datetime: DateTime(timezone=True)}
+
+
+class Tenant(Base):
+    """An isolated customer space: its memories, keys, users and audit chain."""
+
+    __tablename__ = "tenants"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """Opaque id, `ten_…`."""
+    name: Mapped[str] = mapped_column(Text, unique=True)
+    """Human slug used by the CLI (`--tenant NAME`)."""
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    settings: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+    """Per-tenant options, e.g. `redaction_mode` (`redact`/`reject`)."""
+
+
+class ApiKey(Base):
+    """An agent credential bound to one tenant; only a SHA-256 of the token is stored."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """Public id, `key_…`; also the token's lookup prefix."""
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    name: Mapped[str] = mapped_column(Text, server_default="")
+    token_hash: Mapped[bytes] = mapped_column(LargeBinary)
+    """SHA-256 of the full token; tokens carry 256 bits of randomness, so no slow hash is needed."""
+    scopes: Mapped[list[str]]
+    agents: Mapped[list[str]]
+    """Glob patterns of agent ids this key may act for."""
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    revoked_at: Mapped[datetime | None]
+    last_used_at: Mapped[datetime | None]
+
+
+class AuditEntry(Base):
+    """One hash-chained audit event. `entry` holds the exact canonical bytes that were hashed;
+    the other columns are copies for querying and are checked against those bytes by verify."""
+
+    __tablename__ = "audit_entries"
+    chain_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    entry: Mapped[bytes] = mapped_column(LargeBinary)
+    leaf_hash: Mapped[bytes] = mapped_column(LargeBinary)
+    chain_hash: Mapped[bytes] = mapped_column(LargeBinary)
+    tenant_id: Mapped[str | None] = mapped_column(Text)
+    event_type: Mapped[str] = mapped_column(Text)
+    ts: Mapped[datetime]
+    actor: Mapped[str] = mapped_column(Text)
+    subject_type: Mapped[str | None] = mapped_column(Text)
+    subject_id: Mapped[str | None] = mapped_column(Text)
+
+
+class AuditCheckpoint(Base):
+    """A signed checkpoint (C2SP signed note) of one chain at one size, with the Merkle
+    frontier at that size so the next checkpoint only hashes new leaves."""
+
+    __tablename__ = "audit_checkpoints"
+    chain_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    note: Mapped[str] = mapped_column(Text)
+    frontier: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Memory(Base):
+    """One memory. `status` is the pending sentinel and lifecycle: pending → live → forgotten/
+    archived/merged/superseded, or pending → rejected/withdrawn. Reads filter on it in SQL."""
+
+    __tablename__ = "memories"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_id: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str | None] = mapped_column(Text)
+    type: Mapped[str] = mapped_column(Text)
+    content: Mapped[str | None] = mapped_column(Text)
+    """NULL only after a hard delete."""
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", server_default="{}")
+    tags: Mapped[list[str]] = mapped_column(server_default="{}")
+    confidence: Mapped[float] = mapped_column(REAL, server_default="1")
+    source: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[Any] = mapped_column(Vector(384), nullable=True, deferred=True)
+    content_tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', coalesce(content, ''))", persisted=True), deferred=True)
+    status: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    live_from: Mapped[datetime | None]
+    """When it became visible (approval time for staged writes); `as_of` compares against it."""
+    ended_at: Mapped[datetime | None]
+    """When it stopped being visible (forgotten, archived, merged, superseded)."""
+    expires_at: Mapped[datetime | None]
+    hard_deleted: Mapped[bool] = mapped_column(server_default="false")
+    score_multiplier: Mapped[float] = mapped_column(REAL, server_default="1")
+    """< 1 after an `expire` with action `demote`."""
+    recall_count: Mapped[int] = mapped_column(server_default="0")
+    last_recalled_at: Mapped[datetime | None]
+    merged_into: Mapped[str | None] = mapped_column(Text)
+    superseded_by: Mapped[str | None] = mapped_column(Text)
+    change_id: Mapped[str | None] = mapped_column(Text)
+    run_id: Mapped[str | None] = mapped_column(Text)
+    node_id: Mapped[str | None] = mapped_column(Text)
+    digest_key: Mapped[bytes | None] = mapped_column(LargeBinary)
+    """Per-memory key of the content digest in the audit log; destroyed by a hard delete."""
+
+
+class Change(Base):
+    """A staged write awaiting (or past) review: the requested operation, resolved on decision."""
+
+    __tablename__ = "changes"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_id: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str | None] = mapped_column(Text)
+    operation: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text, server_default="pending")
+    request: Mapped[dict[str, Any]]
+    memory_ids: Mapped[list[str]] = mapped_column(server_default="{}")
+    submitted_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    submitted_by: Mapped[str] = mapped_column(Text)
+    decided_at: Mapped[datetime | None]
+    decided_by: Mapped[str | None] = mapped_column(Text)
+    reason: Mapped[str | None] = mapped_column(Text)
+    approvals: Mapped[list[Any]] = mapped_column(JSONB, server_default="[]")
+    approvals_required: Mapped[int] = mapped_column(server_default="1")
+    policy_rule: Mapped[str | None] = mapped_column(Text)
+    redactions: Mapped[list[Any]] = mapped_column(JSONB, server_default="[]")
+    result: Mapped[dict[str, Any] | None]
+
+
+class TenantSecret(Base):
+    """A secret value a tenant registered for redaction, stored only as a keyed hash and length."""
+
+    __tablename__ = "tenant_secrets"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    label: Mapped[str] = mapped_column(Text)
+    digest: Mapped[bytes] = mapped_column(LargeBinary)
+    length: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())

@@ -1,0 +1,85 @@
+"""Application errors carrying the contract's error code and HTTP status (contract §1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AppError(Exception):
+    """Base class: `code` and `status` are what the client sees in the error envelope."""
+
+    code = "internal_error"
+    status = 500
+
+    def __init__(self, message: str, *, details: Any = None, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+        self.headers = headers or {}
+
+    def envelope(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            body["details"] = self.details
+        return {"error": body}
+
+
+class ValidationFailed(AppError):
+    code, status = "validation_error", 422
+
+    @classmethod
+    def at(cls, path: str, message: str) -> "ValidationFailed":
+        """One problem at a JSON pointer path."""
+        return cls(message, details=[{"path": path, "message": message}])
+
+
+class BadRequest(AppError):
+    code, status = "bad_request", 400
+
+
+class UnsupportedMediaType(AppError):
+    code, status = "unsupported_media_type", 415
+
+
+class Unauthorized(AppError):
+    code, status = "unauthorized", 401
+
+
+class Forbidden(AppError):
+    code, status = "forbidden", 403
+
+
+class NotFound(AppError):
+    code, status = "not_found", 404
+
+
+class MethodNotAllowed(AppError):
+    code, status = "method_not_allowed", 405
+
+
+class Conflict(AppError):
+    code, status = "conflict", 409
+
+
+class WorkspaceConflict(AppError):
+    code, status = "workspace_conflict", 409
+
+
+class PayloadTooLarge(AppError):
+    code, status = "payload_too_large", 413
+
+
+class WorkspaceTooLarge(AppError):
+    code, status = "workspace_too_large", 413
+
+
+class SecretLeakage(AppError):
+    code, status = "secret_leakage", 422
+
+
+class RateLimited(AppError):
+    code, status = "rate_limited", 429
+
+
+class Unavailable(AppError):
+    code, status = "unavailable", 503

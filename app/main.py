@@ -1,0 +1,80 @@
+"""`create_app(settings)`: routes, middleware, error handling and lifespan. Wiring only."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import AsyncIterator
+
+from sqlalchemy.exc import OperationalError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.routing import Mount
+from starlette.staticfiles import StaticFiles
+
+from app.api import auth as api_auth
+from app.api import health, openapi
+from app.config import Settings
+from app.errors import AppError
+from app.middleware import BodyLimit, SecurityHeaders
+from app.paths import STATIC_DIR
+from app.services.context import AppContext
+from app.web import home
+from app.web.csrf import CsrfProtect, CsrfTokens
+from app.web.errors import handle_exception
+
+log = logging.getLogger(__name__)
+
+
+def api_routes() -> list:
+    """Every `/v1` route, in one list (also what OpenAPI describes)."""
+    from app.api import audit as audit_api
+    from app.api import memories, meta
+
+    return [*meta.routes, *memories.routes, *audit_api.routes]
+
+
+def create_app(settings: Settings | None = None, *, ctx: AppContext | None = None) -> Starlette:
+    """Build the ASGI app. With `ctx` given (tests), it is used as is and not closed on shutdown."""
+    settings = settings or (ctx.settings if ctx else Settings.from_env())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        owned = app.state.ctx is None
+        if owned:
+            app.state.ctx = AppContext.open(settings)
+        async with contextlib.AsyncExitStack() as stack:
+            if owned:  # an injected (test) context runs no background jobs
+                from app.services.background import start_background_jobs
+
+                stack.callback(app.state.ctx.close)
+                await stack.enter_async_context(start_background_jobs(app.state.ctx))
+            yield
+
+    routes = [
+        *health.routes,
+        *openapi.routes,
+        *api_routes(),
+        *home.routes,
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    secret = (ctx.settings if ctx else settings).resolved_secret_key()
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        Middleware(CsrfProtect, tokens=CsrfTokens(secret)),
+        Middleware(api_auth.ApiKeyAuth, limiter=api_auth.RateLimiter(settings.rate_limit_per_minute)),
+    ]
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            AppError: handle_exception, HTTPException: handle_exception,
+            OperationalError: handle_exception, Exception: handle_exception,
+        },
+        lifespan=lifespan,
+    )
+    app.state.ctx = ctx
+    app.state.settings = settings
+    return app

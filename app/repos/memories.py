@@ -1,0 +1,147 @@
+"""SQL for memories. Every query is scoped by tenant (and agent where the API is agent-scoped);
+visibility (live, not expired, `as_of` snapshots) is decided here, in SQL, never after a top-k."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from sqlalchemy import Select, and_, func, or_, select, text, update
+from sqlalchemy.orm import Session
+
+from app.db.models import Memory
+
+# Statuses an `as_of` snapshot may still show: they were live at some point.
+ONCE_LIVE = ("live", "forgotten", "archived", "merged", "superseded")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which memories a read may see: always a tenant; usually one agent; optionally a user."""
+
+    tenant_id: str
+    agent_id: str | None = None
+    user_id: str | None = None
+    as_of: datetime | None = None
+
+
+def visible(scope: Scope):
+    """The SQL predicate for 'this caller may see this row now (or as of `scope.as_of`)'."""
+    conds = [Memory.tenant_id == scope.tenant_id,
+             or_(Memory.expires_at.is_(None), Memory.expires_at > func.now())]
+    if scope.agent_id is not None:
+        conds.append(Memory.agent_id == scope.agent_id)
+    if scope.user_id is not None:
+        conds.append(Memory.user_id == scope.user_id)
+    if scope.as_of is None:
+        conds.append(Memory.status == "live")
+    else:
+        conds += [Memory.status.in_(ONCE_LIVE), Memory.hard_deleted.is_(False),
+                  Memory.live_from <= scope.as_of,
+                  or_(Memory.ended_at.is_(None), Memory.ended_at > scope.as_of)]
+    return and_(*conds)
+
+
+def apply_filters(stmt: Select, *, types: Sequence[str] | None = None, tags: Sequence[str] | None = None,
+                  metadata: dict[str, Any] | None = None, fresher_than_days: float | None = None,
+                  source: str | None = None) -> Select:
+    if types:
+        stmt = stmt.where(Memory.type.in_(list(types)))
+    if tags:
+        stmt = stmt.where(Memory.tags.contains(list(tags)))
+    if metadata:
+        stmt = stmt.where(Memory.metadata_.contains(metadata))
+    if fresher_than_days is not None:
+        stmt = stmt.where(Memory.created_at >= func.now() - func.make_interval(0, 0, 0, 0, 0, 0,
+                                                                              fresher_than_days * 86400))
+    if source is not None:
+        stmt = stmt.where(Memory.source == source)
+    return stmt
+
+
+def insert(session: Session, memory: Memory) -> Memory:
+    session.add(memory)
+    session.flush()
+    return memory
+
+
+def get_visible(session: Session, *, scope: Scope, memory_id: str) -> Memory | None:
+    return session.scalars(select(Memory).where(Memory.id == memory_id, visible(scope))).first()
+
+
+def get_in_tenant(session: Session, *, tenant_id: str, memory_id: str, lock: bool = False) -> Memory | None:
+    stmt = select(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return session.scalars(stmt).first()
+
+
+def lock_live(session: Session, *, scope: Scope, ids: Sequence[str]) -> list[Memory]:
+    """Live rows among `ids` in scope, locked for update, in id order (no deadlocks)."""
+    return list(session.scalars(
+        select(Memory).where(Memory.id.in_(list(ids)), visible(Scope(scope.tenant_id, scope.agent_id)))
+        .order_by(Memory.id).with_for_update()))
+
+
+def page(session: Session, *, scope: Scope, limit: int, after: tuple[datetime, str] | None,
+         type_: str | None, tag: str | None) -> list[Memory]:
+    """Newest first, keyset-paginated on (created_at, id)."""
+    stmt = select(Memory).where(visible(scope))
+    stmt = apply_filters(stmt, types=[type_] if type_ else None, tags=[tag] if tag else None)
+    if after is not None:
+        created, mid = after
+        stmt = stmt.where(or_(Memory.created_at < created, and_(Memory.created_at == created, Memory.id < mid)))
+    return list(session.scalars(stmt.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)))
+
+
+def matching(session: Session, *, scope: Scope, ids: Sequence[str] | None = None,
+             metadata: dict[str, Any] | None = None, lock: bool = False, **filters: Any) -> list[Memory]:
+    """Live rows in scope matching ids (if given) and filters; locked when asked."""
+    stmt = select(Memory).where(visible(scope))
+    if ids is not None:
+        stmt = stmt.where(Memory.id.in_(list(ids)))
+    stmt = apply_filters(stmt, metadata=metadata, **filters).order_by(Memory.id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return list(session.scalars(stmt))
+
+
+def expire_candidates(session: Session, *, scope: Scope, older_than_days: float | None, type_: str | None,
+                      confidence_below: float | None, no_recall_in_days: float | None,
+                      lock: bool = False) -> list[Memory]:
+    """Live rows in scope matching every given predicate (ANDed)."""
+    stmt = select(Memory).where(visible(scope))
+    if older_than_days is not None:
+        stmt = stmt.where(Memory.created_at < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, older_than_days * 86400))
+    if type_ is not None:
+        stmt = stmt.where(Memory.type == type_)
+    if confidence_below is not None:
+        stmt = stmt.where(Memory.confidence < confidence_below)
+    if no_recall_in_days is not None:
+        stmt = stmt.where(func.coalesce(Memory.last_recalled_at, Memory.created_at)
+                          < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, no_recall_in_days * 86400))
+    stmt = stmt.order_by(Memory.id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return list(session.scalars(stmt))
+
+
+def end(session: Session, *, ids: Sequence[str], status: str, at: datetime, **extra: Any) -> None:
+    """Move live rows to a terminal status (forgotten, archived, merged, superseded)."""
+    session.execute(update(Memory).where(Memory.id.in_(list(ids)))
+                    .values(status=status, ended_at=at, updated_at=at, **extra))
+
+
+def hard_delete(session: Session, *, ids: Sequence[str], at: datetime) -> None:
+    """Remove content, embedding, tags, metadata and the digest key for good; keep a tombstone."""
+    session.execute(update(Memory).where(Memory.id.in_(list(ids))).values(
+        content=None, embedding=None, metadata_={}, tags=[], digest_key=None, hard_deleted=True,
+        status="forgotten", ended_at=func.coalesce(Memory.ended_at, at), updated_at=at))
+
+
+def record_recall(session: Session, *, ids: Sequence[str]) -> None:
+    if ids:
+        session.execute(text(
+            "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = now() WHERE id = ANY(:ids)"
+        ), {"ids": list(ids)})

@@ -1,0 +1,73 @@
+"""Candidate retrieval for recall: vector kNN and full-text, both filtered inside the scan.
+
+Scopes smaller than `EXACT_SCAN_MAX` are ranked exactly (a btree range scan plus a sort over a
+few thousand vectors takes milliseconds and can never miss). Larger scopes use the HNSW index
+over live rows with pgvector's iterative scan, so filters apply during the graph walk and a
+scope's top-k stays full even when other agents' rows are nearer (no global top-k post-filter).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from sqlalchemy import func, select, text
+from sqlalchemy.orm import Session
+
+from app.db.models import Memory
+from app.repos.memories import Scope, apply_filters, visible
+
+EXACT_SCAN_MAX = 20_000
+HNSW_MAX_SCAN_TUPLES = 200_000
+
+
+def _base(scope: Scope, filters: dict[str, Any]):
+    return apply_filters(select(Memory.id).where(visible(scope)), **filters)
+
+
+def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], cap: int) -> int:
+    """Count matching rows, stopping at `cap` (cheap on the scope index)."""
+    inner = _base(scope, filters).limit(cap).subquery()
+    return session.scalar(select(func.count()).select_from(inner)) or 0
+
+
+def vector_candidates(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
+                      n: int) -> list[tuple[str, float]]:
+    """Up to `n` (id, cosine distance) nearest to `query_vec` within scope, nearest first."""
+    distance = Memory.embedding.cosine_distance(query_vec)
+    exact = scope.as_of is not None or scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1) <= EXACT_SCAN_MAX
+    stmt = _base(scope, filters).add_columns(distance.label("distance")).where(Memory.embedding.is_not(None))
+    if exact:
+        # `+ 0` hides the operator from the planner so it sorts the (small) scope exactly
+        # instead of walking the global graph.
+        rows = session.execute(stmt.order_by(distance + 0).limit(n)).all()
+    else:
+        session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+        session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * n))}"))
+        session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}"))
+        # relaxed_order may return slightly out of order; re-sort the small result.
+        inner = stmt.order_by(distance).limit(n).subquery()
+        rows = session.execute(select(inner.c.id, inner.c.distance).order_by(inner.c.distance)).all()
+    return [(r.id, float(r.distance)) for r in rows]
+
+
+def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], query: str,
+                       n: int) -> list[tuple[str, float]]:
+    """Up to `n` (id, ts_rank_cd) whose text shares any stemmed word with `query`, best first."""
+    lexemes = session.scalar(text("SELECT tsvector_to_array(to_tsvector('english', :q))"), {"q": query}) or []
+    if not lexemes:
+        return []
+    # OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases).
+    tsquery = func.to_tsquery("simple", " | ".join("'" + lx.replace("'", "''") + "'" for lx in lexemes))
+    rank = func.ts_rank_cd(Memory.content_tsv, tsquery)
+    stmt = (_base(scope, filters).add_columns(rank.label("rank"))
+            .where(Memory.content_tsv.op("@@")(tsquery)).order_by(rank.desc()).limit(n))
+    return [(r.id, float(r.rank)) for r in session.execute(stmt).all()]
+
+
+def fetch_with_similarity(session: Session, ids: Sequence[str], query_vec: Sequence[float]) -> list[tuple[Memory, float]]:
+    """The rows for `ids` with their cosine similarity to the query."""
+    if not ids:
+        return []
+    similarity = (1 - Memory.embedding.cosine_distance(query_vec)).label("similarity")
+    rows = session.execute(select(Memory, similarity).where(Memory.id.in_(list(ids)))).all()
+    return [(r[0], float(r[1]) if r[1] is not None else 0.0) for r in rows]

@@ -1,0 +1,69 @@
+"""API keys: issue (token shown once), list, revoke, and authenticate a bearer token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.core import access
+from app.core.timefmt import utcnow
+from app.db.models import ApiKey
+from app.errors import NotFound, ValidationFailed
+from app.repos import apikeys as key_repo
+from app.services.context import AppContext
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key: ApiKey
+    token: str
+    """The secret; it exists only in this return value."""
+
+
+def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agents: str | list[str] | None = None,
+               name: str = "", actor: dict) -> CreatedKey:
+    """Issue a key for one tenant; the audit entry records its id, scopes and agents, never the token."""
+    try:
+        scope_list = access.normalise_scopes(scopes)
+    except ValueError as exc:
+        raise ValidationFailed.at("/scopes", str(exc)) from None
+    try:
+        agent_list = access.normalise_agents(agents)
+    except ValueError as exc:
+        raise ValidationFailed.at("/agents", str(exc)) from None
+    issued = access.issue_token()
+    with ctx.db.sessions.begin() as session:
+        key = key_repo.insert(session, key_id=issued.key_id, tenant_id=tenant_id, name=name[:200],
+                              token_hash=issued.token_hash, scopes=scope_list, agents=agent_list)
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="apikey.created", actor=actor,
+                         subject={"type": "api_key", "id": key.id},
+                         data={"scopes": scope_list, "agents": agent_list})
+    return CreatedKey(key, issued.token)
+
+
+def list_keys(ctx: AppContext, *, tenant_id: str) -> list[ApiKey]:
+    with ctx.db.sessions() as session:
+        return key_repo.list_for_tenant(session, tenant_id=tenant_id)
+
+
+def revoke_key(ctx: AppContext, *, tenant_id: str, key_id: str, actor: dict) -> ApiKey:
+    """Revoke at once: the next request with this key gets 401."""
+    with ctx.db.sessions.begin() as session:
+        key = key_repo.revoke(session, tenant_id=tenant_id, key_id=key_id, at=utcnow())
+        if key is None:
+            raise NotFound(f"no active key {key_id!r} in this tenant")
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="apikey.revoked", actor=actor,
+                         subject={"type": "api_key", "id": key_id}, data={})
+    return key
+
+
+def authenticate(ctx: AppContext, token: str) -> access.Principal | None:
+    """The principal for a bearer token, or None when unknown, malformed or revoked."""
+    key_id = access.parse_token(token)
+    if key_id is None:
+        return None
+    with ctx.db.sessions.begin() as session:
+        key = key_repo.find_active(session, key_id=key_id)
+        if key is None or not access.token_matches(token, key.token_hash):
+            return None
+        key_repo.touch(session, key_id=key_id)
+        return access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents))

@@ -1,0 +1,41 @@
+"""Periodic jobs of a serving process: the audit checkpoint cadence."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import AsyncIterator
+
+from starlette.concurrency import run_in_threadpool
+
+from app.services.context import AppContext
+
+log = logging.getLogger(__name__)
+
+
+async def _every(seconds: float, job, name: str) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            await run_in_threadpool(job)
+        except Exception:  # a failed round is retried next time; the server keeps serving
+            log.exception("background job %s failed", name)
+
+
+@contextlib.asynccontextmanager
+async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
+    """Run the jobs for the lifetime of the app; on shutdown sign a final checkpoint."""
+    interval = max(1, ctx.settings.checkpoint_interval_seconds)
+    tasks = [asyncio.create_task(_every(interval, lambda: ctx.audit.checkpoint_touched(ctx.db.sessions),
+                                        "audit-checkpoints"))]
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            await run_in_threadpool(ctx.audit.checkpoint_touched, ctx.db.sessions)

@@ -1,0 +1,43 @@
+"""What every service needs, built once per process: settings, database, audit log, embedder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from app.config import Settings
+from app.db.database import Database, open_database
+
+if TYPE_CHECKING:
+    from app.embeddings import Embedder
+    from app.services.audit import AuditLog
+
+
+@dataclass
+class AppContext:
+    """Shared resources. Services take it as their first argument and open their own transactions."""
+
+    settings: Settings
+    db: Database
+    audit: "AuditLog" = field(init=False)
+
+    def __post_init__(self) -> None:
+        from app.services.audit import AuditLog
+
+        self.audit = AuditLog.from_settings(self.settings)
+
+    @classmethod
+    def open(cls, settings: Settings, *, migrate: bool = True) -> "AppContext":
+        """Reach (or start) the database, migrate it, and build the context."""
+        return cls(settings, open_database(settings, run_migrations=migrate))
+
+    @cached_property
+    def embedder(self) -> "Embedder":
+        """The configured embedding model, loaded on first use and shared by the process."""
+        from app.embeddings import get_embedder
+
+        return get_embedder(self.settings.embedder)
+
+    def close(self) -> None:
+        self.db.dispose()

@@ -1,0 +1,54 @@
+"""Deciding whether a write needs review, and staging it as a change (contract §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.core.access import Principal
+from app.core.ids import new_id
+from app.core.policy import Decision, Policy, WriteRequest, default_policy
+from app.db.models import Change, Tenant
+from app.errors import Forbidden
+from app.services.context import AppContext
+
+
+def tenant_policy(session: Session, tenant_id: str) -> Policy:
+    """The tenant's policy document, or the defaults when it has none."""
+    tenant = session.get(Tenant, tenant_id)
+    doc = (tenant.settings or {}).get("policy") if tenant else None
+    return Policy.parse(doc) if doc else default_policy()
+
+
+def review_requirement(session: Session, tenant_id: str, request: WriteRequest) -> Decision:
+    """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403)."""
+    decision = tenant_policy(session, tenant_id).evaluate(request)
+    if decision.action == "deny":
+        raise Forbidden(f"denied by policy rule {decision.rule_id!r}",
+                        details=[{"path": "/", "message": decision.reason, "rule": decision.rule_id}])
+    return decision
+
+
+def stage_change(ctx: AppContext, session: Session, *, principal: Principal, operation: str, agent_id: str,
+                 user_id: str | None, request: dict[str, Any], memory_ids: list[str], decision: Decision,
+                 redactions: list[dict[str, str]]) -> Change:
+    """Record a pending change and its `change.proposed` audit event in `session`'s transaction."""
+    change = Change(
+        id=new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
+        operation=operation, status="pending", request=request, memory_ids=memory_ids,
+        submitted_by=principal.key_id, approvals=[], approvals_required=decision.approvals_required,
+        policy_rule=decision.rule_id, redactions=redactions,
+    )
+    session.add(change)
+    session.flush()
+    ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="change.proposed", actor=principal.actor,
+                     subject={"type": "change", "id": change.id},
+                     data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,
+                           "approvals_required": decision.approvals_required, "policy_rule": decision.rule_id,
+                           "reason": decision.reason, "redaction_labels": sorted({r["label"] for r in redactions})})
+    return change
+
+
+def review_url(change_id: str) -> str:
+    return f"/review/{change_id}"

@@ -1,0 +1,64 @@
+"""Per-tenant settings the memory services need: redaction mode and registered secrets."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.ids import new_id
+from app.core.redaction import RegisteredSecret, Redactor
+from app.db.models import Tenant, TenantSecret
+from app.errors import NotFound, ValidationFailed
+from app.services.context import AppContext
+
+REDACTION_MODES = ("redact", "reject")
+
+
+def secrets_key(ctx: AppContext, tenant_id: str) -> bytes:
+    """The HMAC key a tenant's registered secrets are hashed with (derived, never stored)."""
+    root = ctx.settings.resolved_secret_key().encode()
+    return hmac.new(root, b"memwarden/registered-secrets/" + tenant_id.encode(), hashlib.sha256).digest()
+
+
+def redaction_mode(session: Session, tenant_id: str) -> str:
+    tenant = session.get(Tenant, tenant_id)
+    if tenant is None:
+        raise NotFound("tenant not found")
+    return (tenant.settings or {}).get("redaction_mode", "redact")
+
+
+def redactor_for(ctx: AppContext, session: Session, tenant_id: str) -> Redactor:
+    rows = session.execute(select(TenantSecret.length, TenantSecret.digest)
+                           .where(TenantSecret.tenant_id == tenant_id)).all()
+    registered = [RegisteredSecret(r.length, r.digest) for r in rows]
+    return Redactor(registered, secrets_key(ctx, tenant_id) if registered else None)
+
+
+def set_redaction_mode(ctx: AppContext, *, tenant_id: str, mode: str, actor: dict) -> None:
+    if mode not in REDACTION_MODES:
+        raise ValidationFailed.at("/redaction_mode", f"must be one of {', '.join(REDACTION_MODES)}")
+    with ctx.db.sessions.begin() as session:
+        tenant = session.get(Tenant, tenant_id, with_for_update=True)
+        if tenant is None:
+            raise NotFound("tenant not found")
+        tenant.settings = {**(tenant.settings or {}), "redaction_mode": mode}
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="tenant.settings_changed", actor=actor,
+                         subject={"type": "tenant", "id": tenant_id}, data={"redaction_mode": mode})
+
+
+def register_secret(ctx: AppContext, *, tenant_id: str, label: str, value: str, actor: dict) -> str:
+    """Store a keyed hash of `value` so later writes containing it are redacted; returns its id."""
+    try:
+        secret = RegisteredSecret.from_plaintext(value, secrets_key(ctx, tenant_id))
+    except ValueError as exc:
+        raise ValidationFailed.at("/value", str(exc)) from None
+    secret_id = new_id("sec")
+    with ctx.db.sessions.begin() as session:
+        session.add(TenantSecret(id=secret_id, tenant_id=tenant_id, label=label[:64], digest=secret.digest,
+                                 length=secret.length))
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="secret.registered", actor=actor,
+                         subject={"type": "secret", "id": secret_id}, data={"label": label[:64]})
+    return secret_id

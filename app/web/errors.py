@@ -1,0 +1,61 @@
+"""The one error path: JSON envelope under `/v1` (or when JSON is asked for), an HTMX fragment
+for htmx requests, a full page otherwise."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from app.api.jsonio import json_response
+from app.errors import AppError, MethodNotAllowed, NotFound, Unavailable
+
+log = logging.getLogger(__name__)
+
+
+def as_app_error(exc: Exception) -> AppError:
+    """Map any exception to the AppError the client should see."""
+    if isinstance(exc, AppError):
+        return exc
+    if isinstance(exc, HTTPException):
+        if exc.status_code == 404:
+            return NotFound("no such resource")
+        if exc.status_code == 405:
+            return MethodNotAllowed("method not allowed on this resource")
+        error = AppError(str(exc.detail))
+        error.status = exc.status_code
+        error.code = "bad_request" if 400 <= exc.status_code < 500 else "internal_error"
+        return error
+    if isinstance(exc, OperationalError):
+        return Unavailable("database unreachable; the request had no effect")
+    log.exception("unhandled error", exc_info=exc)
+    return AppError("internal error; it has been logged")
+
+
+def wants_json(request: Request) -> bool:
+    path = request.url.path
+    if path.startswith("/v1/") or path in {"/openapi.json", "/readyz", "/healthz"} or path.startswith("/.well-known/"):
+        return True
+    accept = request.headers.get("accept", "")
+    return "application/json" in accept and "text/html" not in accept
+
+
+def render_error(request: Request, exc: Exception) -> Response:
+    error = as_app_error(exc)
+    if wants_json(request):
+        return json_response(error.envelope(), error.status, error.headers)
+    from app.web.templating import is_htmx, render
+
+    template = "errors/_error.html" if is_htmx(request) else "errors/error.html"
+    headers = dict(error.headers)
+    if is_htmx(request):
+        # Swap the error into the page's message area rather than the request's target.
+        headers.update({"HX-Retarget": "#flash", "HX-Reswap": "innerHTML"})
+    return render(request, template, {"error": error}, status=error.status, headers=headers)
+
+
+async def handle_exception(request: Request, exc: Exception) -> Response:
+    return render_error(request, exc)

@@ -1,0 +1,23 @@
+"""Home page and the sign-in page."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.routing import Route
+
+from app.web.templating import render
+
+
+async def home(request: Request):
+    return render(request, "web/home.html")
+
+
+routes = [Route("/", home, methods=["GET"])]
+
+
+async def login_page(request: Request):
+    """Sign-in form (reviewer accounts arrive with the governance work)."""
+    return render(request, "web/login.html", {"message": None, "username": "", "next_url": "/"})
+
+
+routes.append(Route("/login", login_page, methods=["GET"]))

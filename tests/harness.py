@@ -1,0 +1,220 @@
+"""Shared pytest fixtures (loaded as a plugin for `tests/` and `e2e/` alike).
+
+- One real PostgreSQL for the session: the embedded pgserver cluster in a temp dir, or
+  `MEMWARDEN_TEST_DATABASE_URL` (owner URL of a PostgreSQL with pgvector) when set.
+- `ctx`/`client`: each test runs inside an outer transaction that is rolled back; services'
+  commits become savepoints (SQLAlchemy's `join_transaction_mode="create_savepoint"`).
+- `committed_ctx`: real commits, for multi-process tests and the live server; such tests use
+  fresh tenants so they never see each other's rows.
+- `live_server`: `memwarden serve` as a subprocess on a free port against the same database.
+- Playwright runs Debian's Chromium (`/usr/bin/chromium`); it cannot download browsers here.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import httpx
+import pytest
+from sqlalchemy.orm import sessionmaker
+from starlette.testclient import TestClient
+
+from app.config import Settings
+from app.db.database import Database, DatabaseUrls, make_database, make_engine, migrate, resolve_urls
+from app.main import create_app
+from app.services.context import AppContext
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def unique(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("memwarden-data")
+
+
+@pytest.fixture(scope="session")
+def db_urls(data_dir: Path) -> Iterator[DatabaseUrls]:
+    """The session's PostgreSQL, migrated; app URL is the least-privilege role."""
+    external = os.environ.get("MEMWARDEN_TEST_DATABASE_URL")
+    settings = Settings(data_dir=data_dir, database_url=external, migration_database_url=external)
+    urls = resolve_urls(settings)
+    migrate(urls)
+    yield urls
+
+
+@pytest.fixture(scope="session")
+def settings(db_urls: DatabaseUrls, data_dir: Path) -> Settings:
+    return Settings(
+        database_url=db_urls.app_url,
+        migration_database_url=db_urls.admin_url,
+        data_dir=data_dir,
+        secret_key="test-secret-key-not-for-production",
+        rate_limit_per_minute=0,
+        checkpoint_every=50,
+    )
+
+
+@pytest.fixture(scope="session")
+def app_database(settings: Settings) -> Iterator[Database]:
+    database = make_database(make_engine(settings.database_url, pool_size=5))
+    yield database
+    database.dispose()
+
+
+@pytest.fixture(scope="session")
+def committed_ctx(settings: Settings, app_database: Database) -> AppContext:
+    """Services that really commit (visible to other processes)."""
+    return AppContext(settings, app_database)
+
+
+@pytest.fixture
+def ctx(settings: Settings, app_database: Database) -> Iterator[AppContext]:
+    """Services whose every commit is rolled back after the test."""
+    connection = app_database.engine.connect()
+    outer = connection.begin()
+    sessions = sessionmaker(bind=connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
+    yield AppContext(settings, Database(app_database.engine, sessions))
+    outer.rollback()
+    connection.close()
+
+
+@pytest.fixture
+def client(ctx: AppContext) -> Iterator[TestClient]:
+    with TestClient(create_app(ctx.settings, ctx=ctx), base_url="http://testserver") as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def make_tenant(ctx: AppContext) -> Callable[..., object]:
+    from app.services.tenants import create_tenant
+
+    def make(name: str | None = None):
+        return create_tenant(ctx, name=name or unique("ten"), actor={"kind": "test", "id": "pytest"})
+
+    return make
+
+
+@pytest.fixture
+def tenant(make_tenant):
+    return make_tenant()
+
+
+@pytest.fixture
+def make_key(ctx: AppContext, tenant) -> Callable[..., str]:
+    """Issue a key (default: the test tenant, all memory scopes, any agent); returns the token."""
+    from app.services.apikeys import create_key
+
+    def make(scopes: str = "memory:read,memory:write", agents: str = "*", tenant_id: str | None = None) -> str:
+        return create_key(ctx, tenant_id=tenant_id or tenant.id, scopes=scopes, agents=agents,
+                          actor={"kind": "test", "id": "pytest"}).token
+
+    return make
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# --- processes --------------------------------------------------------------------------------
+
+def server_env(settings: Settings, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "MEMWARDEN_DATABASE_URL": settings.database_url or "",
+        "MEMWARDEN_MIGRATION_DATABASE_URL": settings.migration_database_url or "",
+        "MEMWARDEN_DATA_DIR": str(settings.data_dir),
+        "MEMWARDEN_SECRET_KEY": settings.secret_key or "",
+        "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
+        "MEMWARDEN_LOG_LEVEL": "warning",
+        **extra,
+    })
+    return env
+
+
+def wait_ready(base_url: str, proc: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise TimeoutError(f"{base_url} not ready after {timeout}s: {last}")
+
+
+def start_server(settings: Settings, port: int | None = None, **env: str) -> tuple[subprocess.Popen, str]:
+    """`memwarden serve` as a real OS process; returns it and its base URL once ready."""
+    port = port or free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "--port", str(port)],
+        cwd=PROJECT_ROOT, env=server_env(settings, **env),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base_url, proc)
+    except Exception:
+        proc.kill()
+        raise RuntimeError(f"server failed to start: {proc.stderr.read().decode()[-3000:]}") from None
+    return proc, base_url
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def live_server(settings: Settings) -> Iterator[str]:
+    proc, base_url = start_server(settings)
+    yield base_url
+    stop_server(proc)
+
+
+@pytest.fixture
+def live_tenant(committed_ctx: AppContext):
+    """A fresh, committed tenant (for tests against the live server)."""
+    from app.services.tenants import create_tenant
+
+    return create_tenant(committed_ctx, name=unique("live"), actor={"kind": "test", "id": "pytest"})
+
+
+@pytest.fixture
+def live_key(committed_ctx: AppContext, live_tenant) -> Callable[..., str]:
+    from app.services.apikeys import create_key
+
+    def make(scopes: str = "memory:read,memory:write", agents: str = "*") -> str:
+        return create_key(committed_ctx, tenant_id=live_tenant.id, scopes=scopes, agents=agents,
+                          actor={"kind": "test", "id": "pytest"}).token
+
+    return make

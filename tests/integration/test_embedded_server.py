@@ -1,0 +1,74 @@
+"""The default path, for real: `memwarden serve` on a fresh data dir starts the embedded
+PostgreSQL, CLI commands run beside it, and a restart comes back fast."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness import PROJECT_ROOT, free_port, stop_server, wait_ready
+
+pytestmark = pytest.mark.slow
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWARDEN_")}
+    env.update({"MEMWARDEN_DATA_DIR": str(data_dir), "MEMWARDEN_LOG_LEVEL": "warning"})
+    return env
+
+
+def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=PROJECT_ROOT, env=_env(data_dir),
+                          capture_output=True, text=True, timeout=120)
+
+
+def _serve(data_dir: Path, port: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=PROJECT_ROOT,
+                            env=_env(data_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def test_serve_on_embedded_database_with_cli_alongside_and_fast_restart(tmp_path):
+    data_dir = tmp_path / "fresh" / ".memwarden"
+    data_dir.parent.mkdir()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    started = time.monotonic()
+    server = _serve(data_dir, port)
+    try:
+        wait_ready(base, server, timeout=60)
+        first_start = time.monotonic() - started
+        for name in ("secret_key", "audit-signing-key.pem"):
+            assert (data_dir / name).stat().st_mode & 0o777 == 0o600
+
+        # A second memwarden process on the same data dir while serve is up.
+        created = _cli(data_dir, "tenant", "create", "acme")
+        assert created.returncode == 0, created.stderr
+        issued = _cli(data_dir, "apikey", "create", "--tenant", "acme", "--scopes", "memory:read")
+        assert issued.returncode == 0, issued.stderr
+        token = issued.stdout.strip().splitlines()[-1]
+        assert token.startswith("mw_key_")
+        who = httpx.get(f"{base}/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+        assert who.status_code == 200 and who.json()["scopes"] == ["memory:read"]
+        # The CLI exiting must not have stopped the shared cluster.
+        assert httpx.get(f"{base}/readyz").status_code == 200
+        listed = _cli(data_dir, "apikey", "list", "--tenant", "acme")
+        assert "active" in listed.stdout
+    finally:
+        stop_server(server)
+
+    started = time.monotonic()
+    server = _serve(data_dir, port)
+    try:
+        wait_ready(base, server, timeout=15)
+        restart = time.monotonic() - started
+        # The tenant survived the restart (same cluster on disk).
+        assert "acme" in _cli(data_dir, "tenant", "list").stdout
+    finally:
+        stop_server(server)
+    print(f"first start {first_start:.1f}s, restart {restart:.1f}s")
+    assert first_start < 60 and restart < 15
