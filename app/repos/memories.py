@@ -12,6 +12,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import Memory
 
+# Time is `statement_timestamp()`, not `now()`: now() is frozen at transaction start, which
+# would let a long transaction (or a test's outer one) see an expired row as live.
+
 # Statuses an `as_of` snapshot may still show: they were live at some point.
 ONCE_LIVE = ("live", "forgotten", "archived", "merged", "superseded")
 
@@ -29,7 +32,7 @@ class Scope:
 def visible(scope: Scope):
     """The SQL predicate for 'this caller may see this row now (or as of `scope.as_of`)'."""
     conds = [Memory.tenant_id == scope.tenant_id,
-             or_(Memory.expires_at.is_(None), Memory.expires_at > func.now())]
+             or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp())]
     if scope.agent_id is not None:
         conds.append(Memory.agent_id == scope.agent_id)
     if scope.user_id is not None:
@@ -53,7 +56,7 @@ def apply_filters(stmt: Select, *, types: Sequence[str] | None = None, tags: Seq
     if metadata:
         stmt = stmt.where(Memory.metadata_.contains(metadata))
     if fresher_than_days is not None:
-        stmt = stmt.where(Memory.created_at >= func.now() - func.make_interval(0, 0, 0, 0, 0, 0,
+        stmt = stmt.where(Memory.created_at >= func.statement_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0,
                                                                               fresher_than_days * 86400))
     if source is not None:
         stmt = stmt.where(Memory.source == source)
@@ -113,14 +116,14 @@ def expire_candidates(session: Session, *, scope: Scope, older_than_days: float 
     """Live rows in scope matching every given predicate (ANDed)."""
     stmt = select(Memory).where(visible(scope))
     if older_than_days is not None:
-        stmt = stmt.where(Memory.created_at < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, older_than_days * 86400))
+        stmt = stmt.where(Memory.created_at < func.statement_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0, older_than_days * 86400))
     if type_ is not None:
         stmt = stmt.where(Memory.type == type_)
     if confidence_below is not None:
         stmt = stmt.where(Memory.confidence < confidence_below)
     if no_recall_in_days is not None:
         stmt = stmt.where(func.coalesce(Memory.last_recalled_at, Memory.created_at)
-                          < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, no_recall_in_days * 86400))
+                          < func.statement_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0, no_recall_in_days * 86400))
     stmt = stmt.order_by(Memory.id)
     if lock:
         stmt = stmt.with_for_update()
@@ -143,5 +146,5 @@ def hard_delete(session: Session, *, ids: Sequence[str], at: datetime) -> None:
 def record_recall(session: Session, *, ids: Sequence[str]) -> None:
     if ids:
         session.execute(text(
-            "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = now() WHERE id = ANY(:ids)"
+            "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = statement_timestamp() WHERE id = ANY(:ids)"
         ), {"ids": list(ids)})

@@ -62,3 +62,24 @@ def register_secret(ctx: AppContext, *, tenant_id: str, label: str, value: str, 
         ctx.audit.append(session, tenant_id=tenant_id, event_type="secret.registered", actor=actor,
                          subject={"type": "secret", "id": secret_id}, data={"label": label[:64]})
     return secret_id
+
+
+def set_policy(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> None:
+    """Replace the tenant's review policy (validated; the change is audited with a digest of it)."""
+    from app.core.canonical import canonical_json
+    from app.core.policy import Policy, PolicyError
+
+    try:
+        policy = Policy.parse(doc)
+    except PolicyError as exc:
+        raise ValidationFailed("invalid policy", details=exc.problems) from None
+    normalised = policy.to_doc()
+    with ctx.db.sessions.begin() as session:
+        tenant = session.get(Tenant, tenant_id, with_for_update=True)
+        if tenant is None:
+            raise NotFound("tenant not found")
+        tenant.settings = {**(tenant.settings or {}), "policy": normalised}
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="policy.changed", actor=actor,
+                         subject={"type": "tenant", "id": tenant_id},
+                         data={"rules": [r["id"] for r in normalised["rules"]],
+                               "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest()})
