@@ -173,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable]:
     """Command groups living beside their services (audit, bench, users)."""
     from app.cli_audit import register as audit
+    from app.cli_bench import register as bench
 
-    return [audit]
+    return [audit, bench]
 
 
 def main(argv: list[str] | None = None) -> int:

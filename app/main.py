@@ -30,9 +30,9 @@ log = logging.getLogger(__name__)
 def api_routes() -> list:
     """Every `/v1` route, in one list (also what OpenAPI describes)."""
     from app.api import audit as audit_api
-    from app.api import memories, meta
+    from app.api import changes, memories, meta
 
-    return [*meta.routes, *memories.routes, *audit_api.routes]
+    return [*meta.routes, *memories.routes, *changes.routes, *audit_api.routes]
 
 
 def create_app(settings: Settings | None = None, *, ctx: AppContext | None = None) -> Starlette:

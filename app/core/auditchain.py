@@ -30,10 +30,16 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import itertools
 import json
+import multiprocessing
+import os
 import re
+import threading
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -114,6 +120,7 @@ class ExportFormatError(AuditChainError):
 
     def __init__(self, detail: str, *, line: int | None = None):
         super().__init__("malformed", f"line {line}: {detail}" if line else detail)
+        self.message = detail
         self.line = line
 
 
@@ -707,3 +714,592 @@ def export_lines(manifest: Mapping[str, Any] | ExportManifest,
         yield _line({"kind": "checkpoint", "note": note})
 
 
+# Entry lines exactly as `export_lines` writes them; every field is digits, base64 or hex, so
+# no JSON escape can hide in a group. Other spellings take the general JSON path.
+_ENTRY_LINE = re.compile(r'\{"kind":"entry","seq":(0|[1-9][0-9]{0,18}),"entry":"([A-Za-z0-9+/=]*)",'
+                         r'"leaf_hash":"([0-9a-f]{64})","chain_hash":"([0-9a-f]{64})"\}\r?\n?')
+
+
+def _parse_line(raw: str | bytes, lineno: int) -> ExportManifest | ExportEntry | ExportCheckpoint | None:
+    """One export line as a record (None for a blank line); raises `ExportFormatError`."""
+    if not isinstance(raw, str):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except (UnicodeDecodeError, TypeError):
+            raise ExportFormatError("not UTF-8 text", line=lineno) from None
+    m = _ENTRY_LINE.fullmatch(raw)
+    if m is not None:
+        try:
+            entry = binascii.a2b_base64(m[2], strict_mode=True)
+        except binascii.Error:
+            raise ExportFormatError("entry is not valid base64", line=lineno) from None
+        return ExportEntry(int(m[1]), entry, bytes.fromhex(m[3]), bytes.fromhex(m[4]))
+    line = raw.rstrip("\r\n")
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        raise ExportFormatError("not a JSON line", line=lineno) from None
+    if type(obj) is not dict:
+        raise ExportFormatError("not a JSON object", line=lineno)
+    kind = obj.get("kind")
+    if kind == "entry":
+        return _entry_from_obj(obj, lineno)
+    if kind == "checkpoint":
+        if obj.keys() != {"kind", "note"} or not isinstance(obj["note"], str):
+            raise ExportFormatError("checkpoint line must have exactly kind and note", line=lineno)
+        return ExportCheckpoint(obj["note"])
+    if kind == "manifest":
+        if obj.get("format") != EXPORT_FORMAT:
+            raise ExportFormatError(f"manifest format must be {EXPORT_FORMAT!r}", line=lineno)
+        try:
+            return ExportManifest.from_json(obj)
+        except ExportFormatError as exc:
+            raise ExportFormatError(exc.message, line=lineno) from None
+    raise ExportFormatError(f"unexpected line kind {kind!r}", line=lineno)
+
+
+def _entry_from_obj(obj: dict[str, Any], lineno: int) -> ExportEntry:
+    if obj.keys() != {"kind", "seq", "entry", "leaf_hash", "chain_hash"}:
+        raise ExportFormatError("entry line must have exactly kind, seq, entry, leaf_hash, chain_hash", line=lineno)
+    seq = obj["seq"]
+    try:
+        if type(seq) is not int:
+            raise ValueError("seq must be an integer")
+        entry = binascii.a2b_base64(obj["entry"], strict_mode=True)
+        leaf, link = bytes.fromhex(obj["leaf_hash"]), bytes.fromhex(obj["chain_hash"])
+    except (TypeError, ValueError) as exc:
+        raise ExportFormatError(f"bad entry line: {exc}", line=lineno) from None
+    if len(leaf) != 32 or len(link) != 32:
+        raise ExportFormatError("leaf_hash and chain_hash must be 32 bytes of hex", line=lineno)
+    return ExportEntry(seq, entry, leaf, link)
+
+
+def read_export(lines: Iterable[str | bytes]) -> Iterator[ExportManifest | ExportEntry | ExportCheckpoint]:
+    """Parse export lines lazily: the manifest first, then entries and checkpoints as they come.
+
+    Raises `ExportFormatError` (with the line number) at the first line not in the format.
+    """
+    seen = False
+    for lineno, raw in enumerate(lines, 1):
+        rec = _parse_line(raw, lineno)
+        if rec is None:
+            continue
+        if (type(rec) is ExportManifest) is seen:
+            raise ExportFormatError("a second manifest" if seen else "the first line must be the manifest",
+                                    line=lineno)
+        seen = True
+        yield rec
+    if not seen:
+        raise ExportFormatError("empty export: no manifest")
+
+
+# -- the verifier -------------------------------------------------------------------------------------
+
+_COLUMN_ALIASES = {"event_type": "type", "chain_id": "chain"}
+
+
+def _entry_value(obj: Mapping[str, Any], key: str) -> Any:
+    """Value of a column key in an entry: a top-level key, an alias, or a dotted path (None if absent)."""
+    value: Any = obj
+    for part in _COLUMN_ALIASES.get(key, key).split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _iso(ts: str) -> str:
+    """RFC 3339 text in the form `datetime.fromisoformat` accepts (+00:00, at most 6 fraction digits)."""
+    m = _RFC3339.fullmatch(ts)
+    assert m is not None
+    return ts[:19] + (m.group(1) or "")[:7] + ("+00:00" if m.group(2) == "Z" else m.group(2))
+
+
+def _same_value(column: Any, hashed: Any) -> bool:
+    if isinstance(column, datetime):
+        return isinstance(hashed, str) and _is_rfc3339(hashed) and column == datetime.fromisoformat(_iso(hashed))
+    if isinstance(column, uuid.UUID):
+        return str(column) == hashed
+    if type(column) is bool or type(hashed) is bool:
+        return type(column) is type(hashed) and column == hashed
+    return column == hashed
+
+
+def _inspect_entry(entry: bytes, stored_leaf: bytes | None) -> tuple[bytes, dict[str, Any]]:
+    """Stateless checks of one entry (stored leaf hash, canonical bytes, v1 shape).
+
+    Returns (leaf hash, parsed entry); raises `ChainError` without a seq (the caller knows it).
+    Separate from the sequential part so worker processes can run it.
+    """
+    leaf = _sha256(b"\x00" + entry).digest()
+    if stored_leaf is not None and stored_leaf != leaf:
+        raise ChainError("leaf_hash_mismatch", "stored leaf hash is not the hash of the entry bytes",
+                         expected=leaf.hex(), found=bytes(stored_leaf).hex())
+    try:
+        return leaf, parse_entry(entry)
+    except EntryError as exc:
+        raise ChainError(exc.reason, exc.detail, expected=exc.expected, found=exc.found) from None
+
+
+def _at(exc: AuditChainError, pos: int) -> ChainError:
+    return ChainError(exc.reason, f"seq {pos}: {exc.detail}", seq=pos, expected=exc.expected, found=exc.found)
+
+
+class ChainVerifier:
+    """The shared verification loop: feed entries in order, check checkpoints at their size.
+
+    Keeps only the chain head and a Merkle frontier (O(log n) memory). Starting at seq 1 it
+    recomputes Merkle roots; starting later (a range) there is no frontier unless one is given,
+    so only chain heads are checked - which still authenticates the range, because the chain
+    hash commits to every entry before it. Every failure raises `ChainError` carrying the first
+    bad seq; do not keep using a verifier after a failure.
+    """
+
+    def __init__(self, origin: str, chain_id: str, *, start_seq: int = 1, prev_chain_hash: bytes = GENESIS,
+                 frontier: MerkleFrontier | None = None,
+                 project: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None):
+        if start_seq < 1 or len(prev_chain_hash) != 32:
+            raise ValueError("start_seq >= 1 and a 32-byte prev_chain_hash are required")
+        if frontier is None and start_seq == 1:
+            frontier = MerkleFrontier()
+        if frontier is not None and frontier.size != start_seq - 1:
+            raise ValueError(f"frontier size {frontier.size} does not match start_seq {start_seq}")
+        self.origin = origin
+        self.chain_id = chain_id
+        self.start_seq = start_seq
+        self._size = start_seq - 1
+        self._head = bytes(prev_chain_hash)
+        self._frontier = frontier.copy() if frontier is not None else None
+        self._project = project
+
+    @property
+    def size(self) -> int:
+        """Tree size reached: the seq of the last entry accepted (start_seq - 1 before any)."""
+        return self._size
+
+    @property
+    def chain_head(self) -> bytes:
+        """Recomputed chain hash at `size`."""
+        return self._head
+
+    @property
+    def root(self) -> bytes | None:
+        """Recomputed Merkle root at `size`, or None for a range without a frontier."""
+        return None if self._frontier is None else self._frontier.root()
+
+    @property
+    def frontier(self) -> MerkleFrontier | None:
+        """A copy of the frontier at `size` (None for a range without one)."""
+        return None if self._frontier is None else self._frontier.copy()
+
+    def add(self, entry: bytes, leaf: bytes | None = None, chain: bytes | None = None, *, seq: int | None = None,
+            columns: Mapping[str, Any] | None = None) -> None:
+        """Check the next entry with its stored hashes, record seq and query columns (None skips).
+
+        Order of checks: leaf hash, canonical bytes and shape, seq, chain/origin, chain link, columns.
+        """
+        try:
+            computed, obj = _inspect_entry(entry, leaf)
+        except ChainError as exc:
+            raise _at(exc, self._size + 1) from None
+        origin, chain_id = obj["origin"], obj["chain"]
+        foreign = None if origin == self.origin and chain_id == self.chain_id else (origin, chain_id)
+        link = self._link(computed, obj["seq"], foreign, chain, seq)
+        if columns:
+            self._check_columns(obj, columns, self._size + 1)
+        self._commit(computed, link)
+
+    def _link(self, leaf: bytes, inner: int, foreign: tuple[str, str] | None, stored_chain: bytes | None,
+              record_seq: int | None) -> bytes:
+        """The order-dependent checks of an inspected entry; returns its chain hash."""
+        pos = self._size + 1
+        if inner != pos:
+            # A duplicate of an earlier seq makes that earlier entry suspect too.
+            bad = min(pos, inner) if inner >= self.start_seq else pos
+            raise ChainError("seq_mismatch", f"position {pos} holds the entry with seq {inner}", seq=bad,
+                             expected=pos, found=inner)
+        if record_seq is not None and record_seq != inner:
+            raise ChainError("seq_mismatch", f"seq {pos}: record says seq {record_seq}, the hashed entry says {inner}",
+                             seq=pos, expected=inner, found=record_seq)
+        if foreign is not None:
+            raise ChainError("wrong_chain", f"seq {pos}: entry belongs to {foreign[0]!r} / {foreign[1]!r}", seq=pos,
+                             expected=[self.origin, self.chain_id], found=list(foreign))
+        link = _sha256(_CHAIN_PREFIX + self._head + leaf).digest()
+        if stored_chain is not None and stored_chain != link:
+            raise ChainError("chain_hash_mismatch", f"seq {pos}: stored chain hash does not link to seq {pos - 1}",
+                             seq=pos, expected=link.hex(), found=bytes(stored_chain).hex())
+        return link
+
+    def _commit(self, leaf: bytes, link: bytes) -> None:
+        self._size += 1
+        self._head = link
+        if self._frontier is not None:
+            self._frontier.append(leaf)
+
+    def _check_columns(self, obj: dict[str, Any], columns: Mapping[str, Any], pos: int) -> None:
+        projected = self._project(obj) if self._project is not None else None
+        for key, value in columns.items():
+            hashed = projected.get(key) if projected is not None else _entry_value(obj, key)
+            if not _same_value(value, hashed):
+                raise ChainError("column_mismatch", f"seq {pos}: column {key!r} disagrees with the hashed entry",
+                                 seq=pos, expected=hashed, found=value)
+
+    def check_checkpoint(self, cp: Checkpoint) -> None:
+        """Compare a checkpoint at exactly the current size with the recomputed state."""
+        if cp.size != self._size:
+            raise ValueError(f"checkpoint size {cp.size} is not the current size {self._size}")
+        if cp.origin != self.origin:
+            raise ChainError("wrong_chain", f"checkpoint at size {cp.size} is for origin {cp.origin!r}",
+                             seq=cp.size, expected=self.origin, found=cp.origin)
+        if self._frontier is not None:
+            root = self._frontier.root()
+            if root != cp.root:
+                raise ChainError("checkpoint_root_mismatch", f"checkpoint at size {cp.size} signs a different "
+                                 "Merkle root", seq=cp.size, expected=cp.root.hex(), found=root.hex())
+        if self._head != cp.chain_head:
+            raise ChainError("checkpoint_head_mismatch", f"checkpoint at size {cp.size} signs a different chain head",
+                             seq=cp.size, expected=cp.chain_head.hex(), found=self._head.hex())
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Outcome of a verification. `status` is "intact", "tampered" or "unusable" (`ok` iff intact).
+
+    `verified_through` is the largest seq vouched for by a checkpoint that matched the
+    recomputed state; `tree_size`, `root` and `chain_head` (hex) describe the last good state.
+    """
+
+    ok: bool
+    status: str
+    reason: str | None
+    first_bad_seq: int | None
+    detail: str
+    entries: int
+    checkpoints_verified: int
+    verified_through: int | None
+    tree_size: int
+    root: str | None
+    chain_head: str
+    signatures_checked: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return {"ok": self.ok, "status": self.status, "reason": self.reason, "first_bad_seq": self.first_bad_seq,
+                "detail": self.detail, "entries": self.entries, "checkpoints_verified": self.checkpoints_verified,
+                "verified_through": self.verified_through, "tree_size": self.tree_size, "root": self.root,
+                "chain_head": self.chain_head, "signatures_checked": self.signatures_checked}
+
+
+class _Run:
+    """One verification: a ChainVerifier plus checkpoint bookkeeping, shared by both entry points."""
+
+    def __init__(self, verifier: ChainVerifier, keys: list[VerifierKey] | None):
+        self.v = verifier
+        self.keys = keys
+        self.pending: dict[int, list[Checkpoint]] = {}
+        self.n_pending = 0
+        self.verified = 0
+        self.verified_through: int | None = None
+        self.unchecked = 0
+        self.entries = 0
+
+    def open(self, note: str) -> Checkpoint:
+        return parse_checkpoint(note) if self.keys is None else verify_checkpoint(note, self.keys)
+
+    def offer(self, cp: Checkpoint) -> None:
+        """Check a checkpoint now, when the stream reaches its size, or count it as unrecomputable."""
+        if cp.origin != self.v.origin:
+            raise ChainError("wrong_chain", f"checkpoint at size {cp.size} is for origin {cp.origin!r}",
+                             seq=cp.size, expected=self.v.origin, found=cp.origin)
+        if cp.size == self.v.size:
+            self._check(cp)
+        elif cp.size > self.v.size:
+            self.n_pending += 1
+            if self.n_pending > _MAX_PENDING_CHECKPOINTS:
+                raise ExportFormatError("too many checkpoints ahead of the entries")
+            self.pending.setdefault(cp.size, []).append(cp)
+        else:
+            self.unchecked += 1
+
+    def _check(self, cp: Checkpoint) -> None:
+        self.v.check_checkpoint(cp)
+        self.verified += 1
+        self.verified_through = max(self.verified_through or 0, cp.size)
+
+    def add(self, entry: bytes, leaf: bytes | None, chain: bytes | None, seq: int | None,
+            columns: Mapping[str, Any] | None = None) -> None:
+        self.v.add(entry, leaf, chain, seq=seq, columns=columns)
+        self._entry_done()
+
+    def add_inspected(self, leaf: bytes, inner: int, foreign: tuple[str, str] | None, stored_chain: bytes,
+                      record_seq: int) -> None:
+        self.v._commit(leaf, self.v._link(leaf, inner, foreign, stored_chain, record_seq))
+        self._entry_done()
+
+    def _entry_done(self) -> None:
+        self.entries += 1
+        if self.pending:
+            for cp in self.pending.pop(self.v.size, ()):
+                self.n_pending -= 1
+                self._check(cp)
+
+    def finish(self, require_coverage: bool, what: str) -> None:
+        """End-of-stream checks: checkpoints beyond the data, then (optionally) signed coverage."""
+        if self.pending:
+            beyond = min(self.pending)
+            raise ChainError("truncated", f"a checkpoint covers {beyond} entries but the data ends at seq "
+                             f"{self.v.size}", seq=self.v.size + 1, expected=beyond, found=self.v.size)
+        if require_coverage and self.entries and (self.verified_through or 0) < self.v.size:
+            start = self.verified_through + 1 if self.verified_through is not None else self.v.start_seq
+            raise ChainError("no_checkpoint", f"{what} {start}..{self.v.size} are not covered by a verified "
+                             "signed checkpoint", seq=start, expected=self.v.size, found=self.verified_through)
+
+    def report(self, error: AuditChainError | None = None, notes: Sequence[str] = ()) -> VerifyReport:
+        v = self.v
+        if error is None:
+            status, reason, first_bad = "intact", None, None
+            parts = [f"{self.entries} entries (seq {v.start_seq}..{v.size})" if self.entries else "no entries",
+                     f"{self.verified} checkpoint(s) matched"]
+            if self.verified_through is not None:
+                parts.append(f"verified through seq {self.verified_through}")
+        else:
+            status = "unusable" if isinstance(error, ExportFormatError) else "tampered"
+            reason, detail = error.reason, error.detail
+            first_bad = error.seq if status == "tampered" else None
+            if reason in ("checkpoint_root_mismatch", "checkpoint_head_mismatch"):
+                if self.verified_through is not None:
+                    detail += (f"; entries up to seq {self.verified_through} match an earlier verified checkpoint, "
+                               f"so the change lies in seq {self.verified_through + 1}..{first_bad}")
+                else:
+                    detail += f"; the change lies at or before seq {first_bad}"
+            parts = [detail]
+        return VerifyReport(
+            ok=error is None, status=status, reason=reason, first_bad_seq=first_bad, detail="; ".join(parts + [*notes]),
+            entries=self.entries, checkpoints_verified=self.verified, verified_through=self.verified_through,
+            tree_size=v.size, root=None if v.root is None else v.root.hex(), chain_head=v.chain_head.hex(),
+            signatures_checked=self.keys is not None)
+
+
+def _unusable(detail: str) -> VerifyReport:
+    return VerifyReport(ok=False, status="unusable", reason="malformed", first_bad_seq=None, detail=detail,
+                        entries=0, checkpoints_verified=0, verified_through=None, tree_size=0, root=None,
+                        chain_head=GENESIS.hex(), signatures_checked=False)
+
+
+# Result records of `_inspect_batch` (tuples: cheap to pickle back from a worker).
+_R_ENTRY, _R_CHECKPOINT, _R_BAD_ENTRY, _R_MALFORMED = range(4)
+_BATCH_LINES = 4096
+_INLINE_BATCHES = 4  # exports below ~16k lines never start worker processes
+
+
+def _inspect_batch(batch: list[tuple[int, str | bytes]], origin: str, chain_id: str) -> list[tuple[Any, ...]]:
+    """Parse lines and run the stateless entry checks; stops at the first bad line."""
+    out: list[tuple[Any, ...]] = []
+    for lineno, raw in batch:
+        try:
+            rec = _parse_line(raw, lineno)
+        except ExportFormatError as exc:
+            out.append((_R_MALFORMED, exc.message, lineno))
+            break
+        if rec is None:
+            continue
+        kind = type(rec)
+        if kind is ExportEntry:
+            try:
+                leaf, obj = _inspect_entry(rec.entry, rec.leaf_hash)
+            except ChainError as exc:
+                out.append((_R_BAD_ENTRY, exc.reason, exc.detail, exc.expected, exc.found))
+                break
+            o, c = obj["origin"], obj["chain"]
+            out.append((_R_ENTRY, leaf, obj["seq"], None if o == origin and c == chain_id else (o, c),
+                        rec.chain_hash, rec.seq))
+        elif kind is ExportCheckpoint:
+            out.append((_R_CHECKPOINT, rec.note))
+        else:
+            out.append((_R_MALFORMED, "a second manifest", lineno))
+            break
+    return out
+
+
+def _batches(numbered: Iterator[tuple[int, str | bytes]]) -> Iterator[list[tuple[int, str | bytes]]]:
+    while batch := list(itertools.islice(numbered, _BATCH_LINES)):
+        yield batch
+
+
+def _can_fork() -> bool:
+    # Forking a multi-threaded process (e.g. a web server) can deadlock the child.
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
+def _inspected(batches: Iterator[list[tuple[int, str | bytes]]], origin: str, chain_id: str,
+               workers: int) -> Iterator[list[tuple[Any, ...]]]:
+    """`_inspect_batch` over the batches, in order; in worker processes once the input is large.
+
+    At most 2 batches per worker are in flight, so memory stays bounded however long the input.
+    """
+    for _ in range(_INLINE_BATCHES):
+        batch = next(batches, None)
+        if batch is None:
+            return
+        yield _inspect_batch(batch, origin, chain_id)
+    if workers < 2 or not _can_fork():
+        for batch in batches:
+            yield _inspect_batch(batch, origin, chain_id)
+        return
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+    window: deque[Future[list[tuple[Any, ...]]]] = deque()
+    try:
+        for batch in batches:
+            window.append(pool.submit(_inspect_batch, batch, origin, chain_id))
+            if len(window) >= 2 * workers:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _default_workers() -> int:
+    return 2 if (os.cpu_count() or 1) >= 2 else 0
+
+
+def verify_export(lines: Iterable[str | bytes], vkeys: Sequence[str | VerifierKey] | None = None,
+                  trusted_checkpoints: Sequence[str] = (), *, workers: int | None = None) -> VerifyReport:
+    """Verify an export stream in bounded memory (a frontier and a head, never all leaves).
+
+    Checks every entry (leaf hash, canonical bytes, seq, chain/origin, chain link) and every
+    checkpoint at its size: Merkle root and chain head when the export starts at seq 1; for a
+    range export (from_seq > 1) the root cannot be recomputed, so only the chain head - which
+    commits to every earlier entry - is checked. `vkeys` pins the signing key(s); without them
+    the manifest's `vkey` is used (integrity, not authenticity) and with neither, signatures are
+    not checked. With a key, every entry must be covered by a matching signed checkpoint
+    (exports always end with one), else `no_checkpoint`. `trusted_checkpoints` are notes the
+    caller already trusts (signatures not required): each must match the recomputed state at
+    its size, and one beyond the last entry means `truncated`.
+
+    On a checkpoint mismatch `first_bad_seq` is the checkpoint's size (the entries themselves
+    are consistent, so the exact edit cannot be located); `verified_through` and the detail
+    bound it from below when an earlier checkpoint matched. `workers` (default: 2 on a
+    multi-core machine) parallelises the stateless per-entry checks for large inputs.
+    """
+    numbered = enumerate(lines, 1)
+    try:
+        manifest = None
+        for lineno, raw in numbered:
+            rec = _parse_line(raw, lineno)
+            if rec is not None:
+                if type(rec) is not ExportManifest:
+                    raise ExportFormatError("the first line must be the manifest", line=lineno)
+                manifest = rec
+                break
+        if manifest is None:
+            raise ExportFormatError("empty export: no manifest")
+        if vkeys is not None:
+            keys: list[VerifierKey] | None = [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+        else:
+            keys = [parse_vkey(manifest.vkey)] if manifest.vkey else None
+        trusted = [parse_checkpoint(n) for n in trusted_checkpoints]
+    except (ExportFormatError, KeyFormatError) as exc:
+        return _unusable(str(exc))
+    except CheckpointError as exc:
+        return _unusable(f"trusted checkpoint: {exc}")
+    notes = []
+    if vkeys is None:
+        notes.append("signatures checked against the export's own vkey (not pinned)" if keys is not None
+                     else "signatures NOT checked: no verifier key")
+    m = manifest
+    run = _Run(ChainVerifier(m.origin, m.chain_id, start_seq=m.from_seq, prev_chain_hash=m.prev_chain_hash), keys)
+    results = _inspected(_batches(numbered), m.origin, m.chain_id,
+                         _default_workers() if workers is None else workers)
+    try:
+        if m.from_seq == 1 and m.prev_chain_hash != GENESIS:
+            raise ChainError("chain_hash_mismatch", "an export from seq 1 must start at the genesis hash", seq=1,
+                             expected=GENESIS.hex(), found=m.prev_chain_hash.hex())
+        for cp in trusted:
+            if cp.origin != m.origin:
+                raise ChainError("wrong_chain", f"trusted checkpoint is for origin {cp.origin!r}", seq=m.from_seq,
+                                 expected=m.origin, found=cp.origin)
+            run.offer(cp)
+        if run.unchecked:
+            notes.append(f"{run.unchecked} trusted checkpoint(s) precede the export and were not checked")
+            run.unchecked = 0
+        for batch in results:
+            for item in batch:
+                if item[0] == _R_ENTRY:
+                    if run.v.size >= m.to_seq:
+                        raise ChainError("seq_mismatch", f"entry after the manifest's to_seq {m.to_seq}",
+                                         seq=m.to_seq + 1, expected=m.to_seq, found=item[5])
+                    run.add_inspected(*item[1:])
+                elif item[0] == _R_CHECKPOINT:
+                    run.offer(run.open(item[1]))
+                elif item[0] == _R_BAD_ENTRY:
+                    raise _at(ChainError(item[1], item[2], expected=item[3], found=item[4]), run.v.size + 1)
+                else:
+                    raise ExportFormatError(item[1], line=item[2])
+        if run.unchecked:
+            notes.append(f"{run.unchecked} checkpoint line(s) came after their size had passed and were not "
+                         "recomputed")
+        if run.v.size < m.to_seq and not run.pending:
+            raise ChainError("truncated", f"the manifest promises entries through seq {m.to_seq}",
+                             seq=run.v.size + 1, expected=m.to_seq, found=run.v.size)
+        run.finish(keys is not None, "entries")
+    except (ChainError, CheckpointError, ExportFormatError) as exc:
+        return run.report(exc, notes)
+    finally:
+        results.close()
+    return run.report(notes=notes)
+
+
+def verify_rows(rows: Iterable[tuple[int, bytes, bytes, bytes, Mapping[str, Any] | None]], chain_id: str,
+                origin: str, checkpoints: Iterable[str] = (), vkeys: Sequence[str | VerifierKey] | None = None, *,
+                start_seq: int = 1, prev_chain_hash: bytes = GENESIS, frontier: MerkleFrontier | None = None,
+                project: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+                require_checkpoint: bool = False) -> VerifyReport:
+    """Verify stored rows ``(seq, entry, leaf_hash, chain_hash, columns)`` in seq order.
+
+    The same loop as `verify_export`, plus each row's query `columns` must equal the values
+    inside the hashed bytes (`column_mismatch`). A column key is an entry key, a dotted path
+    (``"subject.id"``) or an alias (``event_type``, ``chain_id``); a missing path reads as
+    None; a datetime column compares with the entry's RFC 3339 `ts`. For derived columns pass
+    `project(entry) -> {column: expected value}` instead. `checkpoints` (notes in ascending
+    size order, consumed lazily) are signature-checked when `vkeys` is given and compared at
+    their size; one beyond the last row means `truncated`. Rows after the last checkpoint are
+    normal in a live log, so coverage is only enforced with `require_checkpoint`.
+    """
+    try:
+        keys = None if vkeys is None else [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+    except KeyFormatError as exc:
+        return _unusable(str(exc))
+    run = _Run(ChainVerifier(origin, chain_id, start_seq=start_seq, prev_chain_hash=prev_chain_hash,
+                             frontier=frontier, project=project), keys)
+    notes: list[str] = [] if keys is not None else ["signatures NOT checked: no verifier key"]
+    notes_iter = iter(checkpoints)
+
+    def next_checkpoint() -> Checkpoint | None:
+        note = next(notes_iter, None)
+        return None if note is None else run.open(note)
+
+    try:
+        nxt = next_checkpoint()
+        while nxt is not None and nxt.size <= run.v.size:
+            run.offer(nxt)
+            nxt = next_checkpoint()
+        for seq, entry, leaf, link, columns in rows:
+            run.add(bytes(entry), None if leaf is None else bytes(leaf), None if link is None else bytes(link), seq,
+                    columns)
+            while nxt is not None and nxt.size <= run.v.size:
+                run.offer(nxt)
+                nxt = next_checkpoint()
+        while nxt is not None:
+            run.offer(nxt)
+            nxt = next_checkpoint()
+        if run.unchecked:
+            notes.append(f"{run.unchecked} checkpoint(s) out of size order were not recomputed")
+        run.finish(require_checkpoint, "rows")
+        if run.verified_through is not None and run.verified_through < run.v.size:
+            notes.append(f"rows {run.verified_through + 1}..{run.v.size} are not yet covered by a checkpoint")
+    except (ChainError, CheckpointError, ExportFormatError) as exc:
+        return run.report(exc, notes)
+    return run.report(notes=notes)

@@ -152,3 +152,37 @@ class TenantSecret(Base):
     digest: Mapped[bytes] = mapped_column(LargeBinary)
     length: Mapped[int]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class User(Base):
+    """A person who signs in to review, audit or administer (argon2 password hash)."""
+
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    username: Mapped[str] = mapped_column(Text, unique=True)
+    password_hash: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    disabled_at: Mapped[datetime | None]
+    sessions_valid_after: Mapped[datetime] = mapped_column(server_default=func.now())
+    """Sessions created before this instant are void ("sign out everywhere")."""
+
+
+class UserRole(Base):
+    """A user's role in one tenant and the agents whose changes they may see and decide."""
+
+    __tablename__ = "user_roles"
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    role: Mapped[str] = mapped_column(Text)
+    agents: Mapped[list[str]] = mapped_column(server_default="{*}")
+
+
+class WebSession(Base):
+    """A signed-in browser; the cookie carries only this id, signed."""
+
+    __tablename__ = "web_sessions"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("users.id"))
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    last_seen_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    revoked_at: Mapped[datetime | None]

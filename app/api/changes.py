@@ -1,0 +1,97 @@
+"""`/v1/changes`: staged changes for agents (status, withdraw) and for review keys (decide) — §4."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from app.api.jsonio import json_response, read_json
+from app.api.memories import parse_query
+from app.api.routing import ApiRoute, ctx_of
+from app.core.access import Principal
+from app.core.ids import has_prefix
+from app.errors import NotFound, ValidationFailed
+from app.services import review
+
+
+def _change_id(request: Request) -> str:
+    change_id = request.path_params["change_id"]
+    if not has_prefix(change_id, "chg"):
+        raise NotFound("change not found")
+    return change_id
+
+
+async def get_change(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(
+        review.get_change, ctx_of(request), principal.tenant_id, _change_id(request), principal.may_act_for))
+
+
+async def get_diff(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(
+        review.review_view, ctx_of(request), principal.tenant_id, _change_id(request), principal.may_act_for))
+
+
+async def list_changes(request: Request, principal: Principal):
+    query = parse_query(request, "changes.query")
+    flt = review.QueueFilter(status=query.get("status", "pending"), agent_id=query.get("agent_id"),
+                             operation=query.get("operation"))
+    after = _decode(query["cursor"]) if query.get("cursor") else None
+    limit = query.get("limit", 50)
+    rows, total = await run_in_threadpool(review.list_changes, ctx_of(request), principal.tenant_id,
+                                          principal.agents, flt, limit, after)
+    cursor = _encode(rows[-1].submitted_at, rows[-1].id) if len(rows) == limit else None
+    return json_response({"items": [review.change_json(c) for c in rows], "total": total, "next_cursor": cursor})
+
+
+def _encode(ts: datetime, change_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([ts.isoformat(), change_id]).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[datetime, str]:
+    try:
+        ts, change_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(ts), str(change_id)
+    except (ValueError, TypeError):
+        raise ValidationFailed.at("/cursor", "not a cursor returned by this API") from None
+
+
+def _decision(kind: str):
+    async def handler(request: Request, principal: Principal):
+        body = await read_json(request, f"{kind}.request")
+        decision = review.DecisionRequest(decision=kind, reason=body.get("reason"), edits=body.get("edits"),
+                                          seen_state=body.get("seen_state"), merge_into=body.get("merge_into"),
+                                          supersedes=body.get("supersedes"))
+        result = await run_in_threadpool(
+            review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
+            actor=principal.actor, may_see=principal.may_act_for, request=decision)
+        return json_response(result)
+
+    handler.__name__ = kind
+    return handler
+
+
+async def withdraw(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(
+        review.withdraw, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
+        actor=principal.actor, may_see=principal.may_act_for))
+
+
+routes = [
+    ApiRoute("/v1/changes", list_changes, method="GET", summary="Staged changes, oldest first",
+             scope="memory:read", request="changes.query", responses={200: "changes.response"}, tag="governance"),
+    ApiRoute("/v1/changes/{change_id}", get_change, method="GET", summary="One staged change",
+             scope="memory:read", responses={200: "change"}, tag="governance"),
+    ApiRoute("/v1/changes/{change_id}/diff", get_diff, method="GET",
+             summary="The change diffed against live state now, with its fingerprint", scope="memory:read",
+             tag="governance"),
+    ApiRoute("/v1/changes/{change_id}/withdraw", withdraw, method="POST", summary="Withdraw a pending change",
+             scope="memory:write", responses={200: "change"}, tag="governance"),
+    ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST", summary="Approve",
+             scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance"),
+    ApiRoute("/v1/changes/{change_id}/reject", _decision("reject"), method="POST", summary="Reject",
+             scope="review:decide", request="reject.request", responses={200: "change"}, tag="governance"),
+]

@@ -1,0 +1,193 @@
+"""Shared benchmark plumbing: a fresh `memwarden serve` subprocess, provisioning, percentiles, output.
+
+Benchmarks measure the real stack: the server is the `memwarden serve` console entry point run as
+its own OS process on a free port, and every timed request goes over HTTP from this process
+(httpx keep-alive client), so latencies include JSON, auth, the thread pool and the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import httpx
+
+BENCH_ACTOR = {"kind": "cli", "id": "memwarden-bench"}
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile (memorywire's `_percentile`, so the numbers compare like for like)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    index = max(0, min(len(ordered) - 1, round(pct / 100.0 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
+    return {
+        "n": len(samples_ms),
+        "p50_ms": round(percentile(samples_ms, 50), 3),
+        "p95_ms": round(percentile(samples_ms, 95), 3),
+        "p99_ms": round(percentile(samples_ms, 99), 3),
+        "mean_ms": round(statistics.fmean(samples_ms), 3) if samples_ms else 0.0,
+    }
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": f"{platform.system()} {platform.release()} "
+            f"{platform.machine()}", "cpus": os.cpu_count()}
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment for a server on a fresh embedded database: no inherited MEMWARDEN_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWARDEN_")}
+    env.update({"MEMWARDEN_DATA_DIR": str(data_dir), "MEMWARDEN_LOG_LEVEL": "warning", **extra})
+    return env
+
+
+def wait_ready(base_url: str, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError as exc:
+            last = exc
+        time.sleep(0.1)
+    raise TimeoutError(f"{base_url} not ready after {timeout}s: {last}")
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    base_url: str
+    data_dir: Path
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = None) -> Iterator[Server]:
+    """`memwarden serve` as a subprocess on a free port; stopped (SIGTERM, then SIGKILL) on exit."""
+    port = port or free_port()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                            env=env or clean_env(data_dir), stdout=subprocess.DEVNULL, stderr=log)
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_ready(base_url, proc)
+        except Exception:
+            log.seek(0)
+            raise RuntimeError(f"memwarden serve failed to start: {log.read().decode(errors='replace')[-3000:]}") from None
+        yield Server(proc, base_url, data_dir)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@contextlib.contextmanager
+def scratch_dir(keep: str | None = None) -> Iterator[Path]:
+    """A fresh data dir (removed afterwards unless `keep` names one to use and keep)."""
+    if keep:
+        path = Path(keep).expanduser().resolve()
+        if path.exists() and any(path.iterdir()):
+            raise SystemExit(f"--data-dir {path} is not empty; benchmarks need a fresh database")
+        path.mkdir(parents=True, exist_ok=True)
+        yield path / ".memwarden"
+        return
+    root = Path(tempfile.mkdtemp(prefix="memwarden-bench-"))
+    try:
+        yield root / ".memwarden"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def cli(data_dir: Path, *args: str) -> str:
+    """Run `memwarden ARGS` beside the server (same data dir); stdout, raising on failure."""
+    done = subprocess.run([sys.executable, "-m", "app.cli", *args], env=clean_env(data_dir),
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"memwarden {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def provision_via_cli(data_dir: Path, tenant: str = "bench") -> str:
+    """Create a tenant and a read/write key the way an operator does; returns the key."""
+    cli(data_dir, "tenant", "create", tenant)
+    out = cli(data_dir, "apikey", "create", "--tenant", tenant, "--scopes", "memory:read,memory:write")
+    return out.strip().splitlines()[-1].strip()
+
+
+def client(base_url: str, token: str, timeout: float = 60.0) -> httpx.Client:
+    """One keep-alive connection (httpx reuses it across requests)."""
+    return httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout,
+                        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1))
+
+
+def timed_post(http: httpx.Client, path: str, body: dict[str, Any], expect: Sequence[int] = (200, 201)
+               ) -> tuple[float, dict[str, Any]]:
+    """POST and return (wall ms, JSON body); raises on an unexpected status."""
+    started = time.perf_counter()
+    response = http.post(path, json=body)
+    elapsed = (time.perf_counter() - started) * 1000.0
+    if response.status_code not in expect:
+        raise RuntimeError(f"POST {path} -> {response.status_code}: {response.text[:500]}")
+    return elapsed, response.json()
+
+
+def quiet_http_logs() -> None:
+    """The CLI logs at INFO by default; one line per benchmark request would drown the report."""
+    import logging
+
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+# --- output ------------------------------------------------------------------------------------
+
+def write_json(path: str | Path | None, report: dict[str, Any]) -> None:
+    if not path:
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A small GitHub-flavoured Markdown table (also readable in a terminal)."""
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+                      *[line(r) for r in cells[1:]]])

@@ -1,0 +1,24 @@
+"""`memwarden bench <name>`: the benchmarks (contract §8; results and commands in docs/benchmarks.md).
+
+To add a benchmark, write a module with `add_parser(bench_subparsers)` (it sets `func(args, settings)`
+as the handler) and add its import path to `BENCHMARKS` below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# Every `memwarden bench …` subcommand, one module each, in help order.
+BENCHMARKS: list[str] = [
+    "app.bench.recall",      # memwarden bench recall     — memorywire corpus, quality + latency over HTTP
+    "app.bench.calibrate",   # memwarden bench calibrate  — the default relevance floor, on our own data
+    "app.bench.scale",       # memwarden bench scale      — recall latency at N memories, ingest rate
+]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)").add_subparsers(
+        dest="bench_command", required=True)
+    for name in BENCHMARKS:
+        importlib.import_module(name).add_parser(bench)
