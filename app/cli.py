@@ -128,6 +128,78 @@ def cmd_apikey_revoke(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_user_create(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.tenants import resolve_tenant
+    from app.services.users import create_user
+
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = getpass.getpass("password: ")
+        if password != getpass.getpass("again: "):
+            print("error: passwords differ", file=sys.stderr)
+            return 2
+    ctx = _context(settings)
+    tenant = resolve_tenant(ctx, args.tenant) if args.tenant else _only_tenant(ctx)
+    user = create_user(ctx, username=args.username, password=password, tenant_id=tenant.id, role=args.role,
+                       agents=args.agents, actor=_actor())
+    print(f"created user {user.username} ({user.id}) as {args.role} of {tenant.name}")
+    return 0
+
+
+def cmd_user_grant(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.tenants import resolve_tenant
+    from app.services.users import find_user, set_role
+
+    ctx = _context(settings)
+    user = find_user(ctx, args.username)
+    if user is None:
+        print(f"error: no user {args.username!r}", file=sys.stderr)
+        return 2
+    tenant = resolve_tenant(ctx, args.tenant)
+    set_role(ctx, user_id=user.id, tenant_id=tenant.id, role=None if args.role == "none" else args.role,
+             agents=args.agents, actor=_actor())
+    print(f"{user.username} is now {args.role} of {tenant.name}")
+    return 0
+
+
+def _only_tenant(ctx):
+    from app.errors import ValidationFailed
+    from app.services.tenants import list_tenants
+
+    tenants = list_tenants(ctx)
+    if len(tenants) != 1:
+        raise ValidationFailed.at("/tenant", "--tenant is required when there is not exactly one tenant")
+    return tenants[0]
+
+
+def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.tenant_config import set_policy, set_redaction_mode
+    from app.services.tenants import resolve_tenant
+
+    ctx = _context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    if args.redaction_mode:
+        set_redaction_mode(ctx, tenant_id=tenant.id, mode=args.redaction_mode, actor=_actor())
+    if args.policy_file:
+        with open(args.policy_file, encoding="utf-8") as fh:
+            set_policy(ctx, tenant_id=tenant.id, doc=json.load(fh), actor=_actor())
+    print(f"updated tenant {tenant.name}")
+    return 0
+
+
+def cmd_secret_register(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services.tenant_config import register_secret
+    from app.services.tenants import resolve_tenant
+
+    ctx = _context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    value = sys.stdin.readline().rstrip("\n")
+    secret_id = register_secret(ctx, tenant_id=tenant.id, label=args.label, value=value, actor=_actor())
+    print(f"registered {secret_id}: writes containing it are redacted as <REDACTED:registered_secret>")
+    return 0
+
+
 # --- parser ------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,6 +236,34 @@ def build_parser() -> argparse.ArgumentParser:
     k_revoke.add_argument("--tenant", required=True)
     k_revoke.add_argument("key_id")
     k_revoke.set_defaults(func=cmd_apikey_revoke)
+
+    t_set = tenant.add_parser("set", help="change a tenant's redaction mode or review policy")
+    t_set.add_argument("--tenant", required=True)
+    t_set.add_argument("--redaction-mode", choices=["redact", "reject"])
+    t_set.add_argument("--policy-file", help="JSON policy document (schemas/policy.json)")
+    t_set.set_defaults(func=cmd_tenant_set)
+
+    user = sub.add_parser("user", help="reviewers, auditors, admins").add_subparsers(dest="user_command", required=True)
+    u_create = user.add_parser("create", help="create a user with a role in a tenant")
+    u_create.add_argument("--username", required=True)
+    u_create.add_argument("--role", required=True, choices=["viewer", "reviewer", "auditor", "admin"])
+    u_create.add_argument("--tenant")
+    u_create.add_argument("--agents", default="*", help="agent-id globs this user may review (default *)")
+    u_create.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    u_create.set_defaults(func=cmd_user_create)
+    u_grant = user.add_parser("grant", help="give a user a role (or `none`) in a tenant")
+    u_grant.add_argument("--username", required=True)
+    u_grant.add_argument("--tenant", required=True)
+    u_grant.add_argument("--role", required=True, choices=["viewer", "reviewer", "auditor", "admin", "none"])
+    u_grant.add_argument("--agents", default="*")
+    u_grant.set_defaults(func=cmd_user_grant)
+
+    secret = sub.add_parser("secret", help="tenant secrets to redact").add_subparsers(dest="secret_command",
+                                                                                     required=True)
+    s_reg = secret.add_parser("register", help="register a secret value (read from stdin) for redaction")
+    s_reg.add_argument("--tenant", required=True)
+    s_reg.add_argument("--label", default="registered_secret")
+    s_reg.set_defaults(func=cmd_secret_register)
 
     for register in _extensions():
         register(sub)

@@ -20,7 +20,9 @@ from app.errors import AppError
 from app.middleware import BodyLimit, SecurityHeaders
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
-from app.web import home
+from app.web import home, login
+from app.web import review as review_pages
+from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
 from app.web.errors import handle_exception
 
@@ -57,6 +59,8 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         *openapi.routes,
         *api_routes(),
         *home.routes,
+        *login.routes,
+        *review_pages.routes,
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     secret = (ctx.settings if ctx else settings).resolved_secret_key()
@@ -64,17 +68,20 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         Middleware(SecurityHeaders),
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
         Middleware(CsrfProtect, tokens=CsrfTokens(secret)),
+        Middleware(WebAuth, cookies=SessionCookies(secret)),
         Middleware(api_auth.ApiKeyAuth, limiter=api_auth.RateLimiter(settings.rate_limit_per_minute)),
     ]
     app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={
+            LoginRequired: lambda request, exc: login_redirect(request),
             AppError: handle_exception, HTTPException: handle_exception,
             OperationalError: handle_exception, Exception: handle_exception,
         },
         lifespan=lifespan,
     )
     app.state.ctx = ctx
+    app.state.session_cookies = SessionCookies(secret)
     app.state.settings = settings
     return app

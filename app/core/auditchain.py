@@ -46,19 +46,56 @@ from typing import Any, NamedTuple
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
 
-from .canonical import CanonicalizationError, NotCanonicalError, canonical_json, parse_canonical
+from .canonical import (
+    CanonicalizationError,
+    NotCanonicalError,
+    canonical_json,
+    parse_canonical,
+)
 
 __all__ = [
-    "GENESIS", "EMPTY_ROOT", "ENTRY_VERSION", "EXPORT_FORMAT",
-    "AuditChainError", "EntryError", "CheckpointError", "ChainError", "NotAnExtension",
-    "ExportFormatError", "KeyFormatError",
-    "build_entry", "parse_entry", "leaf_hash", "node_hash", "chain_hash", "merkle_root", "MerkleFrontier",
-    "NoteSignature", "Checkpoint", "VerifierKey", "Signer", "generate_private_key_pem",
-    "load_private_key_pem", "parse_vkey", "parse_checkpoint", "verify_checkpoint", "extend_checkpoint",
-    "ExportManifest", "ExportEntry", "ExportCheckpoint", "export_lines", "read_export",
-    "ChainVerifier", "VerifyReport", "verify_export", "verify_rows",
+    "EMPTY_ROOT",
+    "ENTRY_VERSION",
+    "EXPORT_FORMAT",
+    "GENESIS",
+    "AuditChainError",
+    "ChainError",
+    "ChainVerifier",
+    "Checkpoint",
+    "CheckpointError",
+    "EntryError",
+    "ExportCheckpoint",
+    "ExportEntry",
+    "ExportFormatError",
+    "ExportManifest",
+    "KeyFormatError",
+    "MerkleFrontier",
+    "NotAnExtension",
+    "NoteSignature",
+    "Signer",
+    "VerifierKey",
+    "VerifyReport",
+    "build_entry",
+    "chain_hash",
+    "export_lines",
+    "extend_checkpoint",
+    "generate_private_key_pem",
+    "leaf_hash",
+    "load_private_key_pem",
+    "merkle_root",
+    "node_hash",
+    "parse_checkpoint",
+    "parse_entry",
+    "parse_vkey",
+    "read_export",
+    "verify_checkpoint",
+    "verify_export",
+    "verify_rows",
 ]
 
 ENTRY_VERSION = 1
@@ -797,7 +834,8 @@ def read_export(lines: Iterable[str | bytes]) -> Iterator[ExportManifest | Expor
 
 # -- the verifier -------------------------------------------------------------------------------------
 
-_COLUMN_ALIASES = {"event_type": "type", "chain_id": "chain"}
+_COLUMN_ALIASES = {"event_type": "type", "chain_id": "chain", "subject_type": "subject.type",
+                   "subject_id": "subject.id", "actor_kind": "actor.kind", "actor_id": "actor.id"}
 
 
 def _entry_value(obj: Mapping[str, Any], key: str) -> Any:
@@ -1261,7 +1299,8 @@ def verify_rows(rows: Iterable[tuple[int, bytes, bytes, bytes, Mapping[str, Any]
 
     The same loop as `verify_export`, plus each row's query `columns` must equal the values
     inside the hashed bytes (`column_mismatch`). A column key is an entry key, a dotted path
-    (``"subject.id"``) or an alias (``event_type``, ``chain_id``); a missing path reads as
+    (``"subject.id"``) or an alias (``event_type``, ``chain_id``, ``subject_type``,
+    ``subject_id``, ``actor_kind``, ``actor_id``); a missing path reads as
     None; a datetime column compares with the entry's RFC 3339 `ts`. For derived columns pass
     `project(entry) -> {column: expected value}` instead. `checkpoints` (notes in ascending
     size order, consumed lazily) are signature-checked when `vkeys` is given and compared at

@@ -14,10 +14,3 @@ async def home(request: Request):
 
 routes = [Route("/", home, methods=["GET"])]
 
-
-async def login_page(request: Request):
-    """Sign-in form (reviewer accounts arrive with the governance work)."""
-    return render(request, "web/login.html", {"message": None, "username": "", "next_url": "/"})
-
-
-routes.append(Route("/login", login_page, methods=["GET"]))
