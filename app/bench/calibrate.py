@@ -1,4 +1,228 @@
-"""placeholder"""
+"""`memwarden bench calibrate`: the default relevance floor, fitted on Memwarden's own labelled set.
 
-def add_parser(bench):
-    pass
+Data: `app/bench/data/calibration.json` (written for Memwarden, never the memorywire corpus): facts
+across ten scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
+scoped to its `user_id` (null = the whole agent), as recall scopes them.
+
+For every query, with the real embedder (in-process, no database; cosine = dot product of the
+unit vectors the server stores), this computes the cosine similarity of each memory in scope,
+then the two numbers recall's defaults act on:
+
+- `similarity` of each hit: the per-hit floor (`DEFAULT_MIN_SCORE`) drops weak hits;
+- `lift` of the query = best similarity in scope - beta * scope mean similarity * n / (n + n0):
+  the answerability gate (`DEFAULT_MIN_LIFT`) returns nothing when even the best memory is not
+  clearly closer to the query than the scope's memories are on average. The scope mean removes
+  what every memory in scope shares with the query (above all the person's name: "What is
+  Priya's blood type?" is 0.42 similar to "Priya works night shifts as an ICU nurse"); n0 pseudo
+  rows of similarity 0 keep tiny scopes (1-3 memories) from gating themselves out.
+
+A labelled query is handled when the gate lets it through and every gold memory clears the
+floor; a probe is handled when it comes back empty. Two rules are fitted by exhaustive search,
+maximising handled queries, ties broken by the widest margin (distance to the nearest observed
+value, so the chosen value sits mid-gap): (1) a cosine floor alone; (2) floor + gate, with beta
+on a 0.1 grid. Leave-one-scope-out cross-validation (fit on nine scopes, score the tenth)
+estimates how each rule does on data it was not fitted on. Recall ships rule (2) when its
+cross-validated score is higher; the chosen values are written to `app/services/recall.py` by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from app.bench import common
+
+DATA = Path(__file__).resolve().parent / "data" / "calibration.json"
+BETAS = tuple(round(b, 1) for b in np.arange(0.0, 1.01, 0.1))
+
+
+@dataclass
+class QueryStats:
+    """One query's similarities, as the recall service sees them."""
+
+    query: str
+    user_id: str | None
+    probe: bool
+    scope_rows: int
+    scope_mean: float
+    best: float
+    best_id: str
+    gold: dict[str, float]
+
+    @property
+    def gold_min(self) -> float:
+        return min(self.gold.values()) if self.gold else float("nan")
+
+    def lift(self, beta: float, prior_rows: float) -> float:
+        return self.best - beta * self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
+
+
+def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> list[QueryStats]:
+    fact_vecs = embedder.embed([f["content"] for f in facts])
+    query_vecs = embedder.embed([q["query"] for q in queries])
+    out = []
+    for q, qv in zip(queries, query_vecs):
+        scope = [i for i, f in enumerate(facts) if q.get("user_id") is None or f["user_id"] == q["user_id"]]
+        sims = fact_vecs[scope] @ qv
+        by_id = {facts[i]["id"]: float(s) for i, s in zip(scope, sims)}
+        best = int(np.argmax(sims))
+        out.append(QueryStats(q["query"], q.get("user_id"), not q["gold_ids"], len(scope), float(sims.mean()),
+                              float(sims[best]), facts[scope[best]]["id"],
+                              {g: by_id[g] for g in q["gold_ids"]}))
+    return out
+
+
+def evaluate(stats: Sequence[QueryStats], floor: float, gate: float | None = None, beta: float = 0.0,
+             prior_rows: float = 2.0) -> dict[str, int]:
+    """How many labelled queries keep all their gold, and how many probes come back empty."""
+    kept = empty = 0
+    for s in stats:
+        passes = gate is None or s.lift(beta, prior_rows) >= gate
+        if s.probe:
+            empty += int(not (passes and s.best >= floor))
+        else:
+            kept += int(passes and s.gold_min >= floor)
+    labelled = sum(not s.probe for s in stats)
+    return {"handled": kept + empty, "of": len(stats), "gold_kept": kept, "labelled": labelled,
+            "probes_empty": empty, "probes": len(stats) - labelled}
+
+
+def _candidates(values: Sequence[float]) -> list[tuple[float, float]]:
+    """Mid-gap thresholds between sorted distinct observed values, each with its margin (half-gap)."""
+    v = np.unique(np.round(np.asarray(values, dtype=float), 6))
+    mids = [((a + b) / 2, (b - a) / 2) for a, b in zip(v[:-1], v[1:])]
+    return [(float(v[0]) - 0.01, 0.01)] + mids + [(float(v[-1]) + 0.01, 0.01)]
+
+
+def fit_floor(stats: Sequence[QueryStats]) -> dict[str, Any]:
+    """Rule 1: a cosine floor alone."""
+    values = [s.gold_min for s in stats if not s.probe] + [s.best for s in stats if s.probe]
+    best = max(_candidates(values), key=lambda c: (evaluate(stats, c[0])["handled"], c[1]))
+    return {"rule": "floor", "min_score": round(best[0], 3), "margin": round(best[1], 3),
+            "result": evaluate(stats, best[0])}
+
+
+def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequence[float] = BETAS) -> dict[str, Any]:
+    """Rule 2: per-hit cosine floor + per-query lift gate; exhaustive over (beta, gate, floor)."""
+    floors = _candidates([s.gold_min for s in stats if not s.probe] + [s.best for s in stats if s.probe])
+    best_key, best = None, None
+    for beta in betas:
+        lifts = np.array([s.lift(beta, prior_rows) for s in stats])
+        bests = np.array([s.best for s in stats])
+        gold_min = np.array([s.gold_min if not s.probe else np.inf for s in stats])
+        probe = np.array([s.probe for s in stats])
+        for gate, g_margin in _candidates(lifts):
+            passes = lifts >= gate
+            for floor, f_margin in floors:
+                handled = int(np.sum(~probe & passes & (gold_min >= floor)) + np.sum(probe & ~(passes & (bests >= floor))))
+                key = (handled, min(g_margin, f_margin), -abs(beta - 0.5))
+                if best_key is None or key > best_key:
+                    best_key, best = key, (beta, gate, g_margin, floor, f_margin)
+    beta, gate, g_margin, floor, f_margin = best
+    return {"rule": "floor+gate", "beta": float(beta), "prior_rows": prior_rows, "min_lift": round(gate, 3),
+            "min_lift_margin": round(g_margin, 3), "min_score": round(floor, 3), "min_score_margin": round(f_margin, 3),
+            "result": evaluate(stats, floor, gate, beta, prior_rows)}
+
+
+def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
+    """Leave one scope out: fit on the others, score the held-out scope; summed over scopes."""
+    total = {"handled": 0, "of": 0, "gold_kept": 0, "labelled": 0, "probes_empty": 0, "probes": 0}
+    for scope in sorted({str(s.user_id) for s in stats}):
+        train = [s for s in stats if str(s.user_id) != scope]
+        test = [s for s in stats if str(s.user_id) == scope]
+        fitted = fit(train)
+        result = evaluate(test, fitted["min_score"], fitted.get("min_lift"), fitted.get("beta", 0.0),
+                          fitted.get("prior_rows", 2.0))
+        for key in total:
+            total[key] += result[key]
+    return total
+
+
+def _dist(values: Sequence[float]) -> dict[str, float]:
+    v = np.asarray(values, dtype=float)
+    return {name: round(float(np.percentile(v, p)), 3) for name, p in
+            (("min", 0), ("p05", 5), ("p25", 25), ("p50", 50), ("p75", 75), ("p95", 95), ("max", 100))}
+
+
+def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
+    stats = query_stats(embedder, data["facts"], data["queries"])
+    floor_rule, gate_rule = fit_floor(stats), fit_gate(stats)
+    floor_rule["cross_validated"] = cross_validate(stats, fit_floor)
+    gate_rule["cross_validated"] = cross_validate(stats, fit_gate)
+    chosen = gate_rule if gate_rule["cross_validated"]["handled"] > floor_rule["cross_validated"]["handled"] else floor_rule
+    beta, prior = gate_rule["beta"], gate_rule["prior_rows"]
+    labelled = [s for s in stats if not s.probe]
+    probes = [s for s in stats if s.probe]
+    return {
+        "benchmark": "calibrate",
+        "data": {"name": data.get("name"), "facts": len(data["facts"]), "labelled_queries": len(labelled),
+                 "no_match_probes": len(probes), "scopes": len({str(s.user_id) for s in stats})},
+        "embedder": getattr(embedder, "name", "?"),
+        "distributions": {
+            "gold_similarity": _dist([v for s in labelled for v in s.gold.values()]),
+            "probe_best_similarity": _dist([s.best for s in probes]),
+            f"labelled_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in labelled]),
+            f"probe_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in probes]),
+        },
+        "rules": {"floor": floor_rule, "floor+gate": gate_rule},
+        "chosen": chosen,
+        "queries": [{**asdict(s), "lift": round(s.lift(beta, prior), 4)} for s in stats],
+    }
+
+
+def summary(report: dict[str, Any]) -> str:
+    rows = []
+    for name, rule in report["rules"].items():
+        r, cv = rule["result"], rule["cross_validated"]
+        params = (f"min_score={rule['min_score']} (±{rule['margin']})" if name == "floor" else
+                  f"min_score={rule['min_score']} (±{rule['min_score_margin']}), beta={rule['beta']}, "
+                  f"min_lift={rule['min_lift']} (±{rule['min_lift_margin']})")
+        rows.append((name, params, f"{r['handled']}/{r['of']} ({r['gold_kept']}/{r['labelled']} gold, "
+                     f"{r['probes_empty']}/{r['probes']} empty)",
+                     f"{cv['handled']}/{cv['of']} ({cv['gold_kept']} gold, {cv['probes_empty']} empty)"))
+    lines = [common.table(rows, ["rule", "fitted values", "in-sample", "leave-one-scope-out"])]
+    d = report["distributions"]
+    for key, dist in d.items():
+        lines.append(f"  {key:28s} " + "  ".join(f"{k}={v:.3f}" for k, v in dist.items()))
+    return "\n".join(lines)
+
+
+def current_defaults() -> dict[str, float]:
+    from app.services import recall
+
+    return {name: getattr(recall, name) for name in ("DEFAULT_MIN_SCORE", "DEFAULT_MIN_LIFT", "LIFT_BETA",
+                                                     "LIFT_PRIOR_ROWS") if hasattr(recall, name)}
+
+
+def cmd_calibrate(args: argparse.Namespace, settings) -> int:
+    from app.embeddings import get_embedder
+
+    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    report = calibrate(data, get_embedder(settings.embedder))
+    chosen = report["chosen"]
+    defaults = current_defaults()
+    wanted = {"DEFAULT_MIN_SCORE": chosen["min_score"]}
+    if chosen["rule"] == "floor+gate":
+        wanted.update(DEFAULT_MIN_LIFT=chosen["min_lift"], LIFT_BETA=chosen["beta"], LIFT_PRIOR_ROWS=chosen["prior_rows"])
+    report["recall_defaults"] = {"current": defaults, "calibrated": wanted,
+                                 "up_to_date": all(abs(defaults.get(k, -9) - v) < 1e-9 for k, v in wanted.items())}
+    report["command"] = "memwarden bench calibrate" + (f" --out {args.out}" if args.out else "")
+    print(summary(report))
+    print(f"chosen rule: {chosen['rule']} -> " + ", ".join(f"{k}={v}" for k, v in wanted.items()))
+    print("app/services/recall.py defaults " + ("match" if report["recall_defaults"]["up_to_date"] else
+                                                 f"DIFFER (current {defaults})"))
+    common.write_json(args.out, report)
+    return 0
+
+
+def add_parser(bench: argparse._SubParsersAction) -> None:
+    p = bench.add_parser("calibrate", help="fit the default relevance floor on Memwarden's own labelled set",
+                         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(DATA), help="labelled set (default: the bundled calibration.json)")
+    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/calibration.json)")
+    p.set_defaults(func=cmd_calibrate)

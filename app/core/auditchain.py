@@ -38,7 +38,7 @@ import re
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -182,9 +182,9 @@ def build_entry(*, origin: str, chain_id: str, seq: int, ts: str, event_type: st
         raise EntryError("entry_invalid", "seq must be an integer >= 1", found=seq)
     if not isinstance(ts, str) or not _is_rfc3339(ts):
         raise EntryError("entry_invalid", "ts must be an RFC 3339 timestamp with offset", found=ts)
-    for name, value in (("actor", actor), ("subject", subject), ("data", data)):
-        if not isinstance(value, dict):
-            raise EntryError("entry_invalid", f"{name} must be an object", found=type(value).__name__)
+    for name, part in (("actor", actor), ("subject", subject), ("data", data)):
+        if not isinstance(part, dict):
+            raise EntryError("entry_invalid", f"{name} must be an object", found=type(part).__name__)
     obj = {"v": ENTRY_VERSION, "origin": origin, "chain": chain_id, "seq": seq, "ts": ts, "type": event_type,
            "actor": actor, "subject": subject, "data": data}
     try:
@@ -215,7 +215,7 @@ def parse_entry(b: bytes) -> dict[str, Any]:
 
 def _entry_shape_error(obj: Any) -> EntryError:
     if type(obj) is not dict or obj.keys() != _ENTRY_KEYS:
-        found = sorted(obj) if type(obj) is dict else type(obj).__name__
+        found: Any = sorted(obj) if type(obj) is dict else type(obj).__name__
         return EntryError("entry_invalid", "not a v1 entry object", expected=sorted(_ENTRY_KEYS), found=found)
     if type(obj["v"]) is not int or obj["v"] != ENTRY_VERSION:
         return EntryError("entry_invalid", "unsupported entry version", expected=ENTRY_VERSION, found=obj["v"])
@@ -339,10 +339,9 @@ class MerkleFrontier:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str) -> MerkleFrontier:
         """Inverse of `to_json` (accepts the dict or its JSON text); raises ValueError if invalid."""
-        if isinstance(data, (str, bytes)):
-            data = json.loads(data)
+        obj: Any = json.loads(data) if isinstance(data, (str, bytes)) else data
         try:
-            return cls([bytes.fromhex(n) for n in data["nodes"]], data["size"])
+            return cls([bytes.fromhex(n) for n in obj["nodes"]], obj["size"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a frontier: {exc}") from None
 
@@ -1143,8 +1142,7 @@ def _inspect_batch(batch: list[tuple[int, str | bytes]], origin: str, chain_id: 
             break
         if rec is None:
             continue
-        kind = type(rec)
-        if kind is ExportEntry:
+        if isinstance(rec, ExportEntry):
             try:
                 leaf, obj = _inspect_entry(rec.entry, rec.leaf_hash)
             except ChainError as exc:
@@ -1153,7 +1151,7 @@ def _inspect_batch(batch: list[tuple[int, str | bytes]], origin: str, chain_id: 
             o, c = obj["origin"], obj["chain"]
             out.append((_R_ENTRY, leaf, obj["seq"], None if o == origin and c == chain_id else (o, c),
                         rec.chain_hash, rec.seq))
-        elif kind is ExportCheckpoint:
+        elif isinstance(rec, ExportCheckpoint):
             out.append((_R_CHECKPOINT, rec.note))
         else:
             out.append((_R_MALFORMED, "a second manifest", lineno))
@@ -1172,7 +1170,7 @@ def _can_fork() -> bool:
 
 
 def _inspected(batches: Iterator[list[tuple[int, str | bytes]]], origin: str, chain_id: str,
-               workers: int) -> Iterator[list[tuple[Any, ...]]]:
+               workers: int) -> Generator[list[tuple[Any, ...]], None, None]:
     """`_inspect_batch` over the batches, in order; in worker processes once the input is large.
 
     At most 2 batches per worker are in flight, so memory stays bounded however long the input.

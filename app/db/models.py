@@ -186,3 +186,80 @@ class WebSession(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     last_seen_at: Mapped[datetime] = mapped_column(server_default=func.now())
     revoked_at: Mapped[datetime | None]
+
+
+# --- OpenWOP: events, runs, refs, webhooks (migration 0005) ----------------------------------------
+
+class Event(Base):
+    """One entry of a tenant's event log (SSE and webhooks read it). `id` increases per tenant in
+    commit order; `payload` holds identifiers only, never memory content."""
+
+    __tablename__ = "events"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    type: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Run(Base):
+    """A workflow run: its start instant is the snapshot its reads see (RFC 0004)."""
+
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """`run_…`."""
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    started_at: Mapped[datetime]
+    created_by: Mapped[str] = mapped_column(Text)
+    """The API key that started it."""
+
+
+class MemoryRef(Base):
+    """An opaque memory ref (`mref_…`) naming one (tenant, agent, user) scope; one ref per scope."""
+
+    __tablename__ = "memory_refs"
+    ref: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_id: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Webhook(Base):
+    """A tenant's HTTP endpoint for events; the signing secret is stored encrypted, shown once."""
+
+    __tablename__ = "webhooks"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """`whk_…`."""
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    url: Mapped[str] = mapped_column(Text)
+    secret_enc: Mapped[bytes] = mapped_column(LargeBinary)
+    """AES-GCM under a key derived from the server secret key (nonce ‖ ciphertext)."""
+    event_types: Mapped[list[str]] = mapped_column(server_default="{}")
+    """Types delivered; empty means all."""
+    agents: Mapped[list[str]] = mapped_column(server_default="{*}")
+    """The creating key's agent allow-list: events about other agents are not delivered."""
+    active: Mapped[bool] = mapped_column(server_default="true")
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    created_by: Mapped[str] = mapped_column(Text)
+
+
+class WebhookDelivery(Base):
+    """One event owed to one webhook: the outbox row the delivery job works off, and its log."""
+
+    __tablename__ = "webhook_deliveries"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    webhook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = mapped_column(Text)
+    event_id: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(Text, server_default="pending")
+    """pending → delivered, or failed after the last attempt."""
+    attempt: Mapped[int] = mapped_column(server_default="0")
+    """Attempts made so far."""
+    status_code: Mapped[int | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime | None]
+    last_attempt_at: Mapped[datetime | None]
+    delivered_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import cache
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -23,6 +24,10 @@ def templates() -> Jinja2Templates:
         lstrip_blocks=True,
     )
     env.globals["app_version"] = __version__
+    # Readable JSON as plain text; autoescape then makes it inert (unlike `tojson`, which is for
+    # embedding in scripts/attributes and shows \u003c escapes to people).
+    env.filters["pretty_json"] = lambda value, indent=2: json.dumps(value, indent=indent, ensure_ascii=False,
+                                                                     sort_keys=True)
     return Jinja2Templates(env=env)
 
 

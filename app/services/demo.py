@@ -1,0 +1,60 @@
+"""`memwarden serve --demo`: a demo tenant with live memories, pending changes, a reviewer and a key."""
+
+from __future__ import annotations
+
+import secrets
+
+from app.core.access import Principal
+from app.errors import Conflict
+from app.services import memories
+from app.services.apikeys import create_key
+from app.services.context import AppContext
+from app.services.tenants import create_tenant, resolve_tenant
+from app.services.users import create_user, find_user, set_role
+
+ACTOR = {"kind": "cli", "id": "demo"}
+LIVE = [
+    ("alice", "Alice is allergic to peanuts."),
+    ("alice", "Alice's favourite colour is teal."),
+    ("alice", "Alice lives in Brooklyn, New York."),
+    ("bob", "Bob prefers aisle seats on long flights."),
+    ("bob", "Bob's team ships on Thursdays."),
+]
+PENDING = [
+    ("alice", "Alice's favourite colour is purple."),
+    ("alice", "Alice is allergic to peanuts and shellfish."),
+    ("bob", "Bob's AWS key is AKIAIOSFODNN7EXAMPLE, use it for deploys."),
+    ("bob", "Bob moved to Lisbon in October."),
+]
+
+
+def seed_demo(ctx: AppContext) -> str:
+    """Create (or top up) the `demo` tenant and return sign-in instructions."""
+    try:
+        tenant = create_tenant(ctx, name="demo", actor=ACTOR)
+    except Conflict:
+        tenant = resolve_tenant(ctx, "demo")
+    password = secrets.token_urlsafe(12)
+    user = find_user(ctx, "demo-admin")
+    if user is None:
+        create_user(ctx, username="demo-admin", password=password, tenant_id=tenant.id, role="admin", actor=ACTOR)
+    else:
+        from sqlalchemy import update
+
+        from app.db.models import User
+        from app.services.users import hash_password
+
+        with ctx.db.sessions.begin() as session:
+            session.execute(update(User).where(User.id == user.id).values(password_hash=hash_password(password)))
+        set_role(ctx, user_id=user.id, tenant_id=tenant.id, role="admin", actor=ACTOR)
+    key = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide,audit:read,events:read,"
+                     "workspace:read,workspace:write", name="demo", actor=ACTOR)
+    agent = Principal(tenant.id, key.key.id, frozenset(key.key.scopes), tuple(key.key.agents))
+    for user_id, content in LIVE:
+        memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
+                                       "content": content})
+    for user_id, content in PENDING:
+        memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
+                                       "content": content, "approval_required": True})
+    return (f"demo tenant ready: sign in at /login as demo-admin / {password}\n"
+            f"demo API key (all scopes):\n{key.token}")

@@ -1,0 +1,106 @@
+"""The per-tenant event log behind `GET /v1/events` and webhooks (contract §7, OpenWOP RFC 0057).
+
+`emit` appends inside the caller's transaction, so an event exists iff that transaction commits,
+and sends `NOTIFY memwarden_events, '<tenant_id>:<id>'` in the same transaction (PostgreSQL
+delivers it on commit only) to wake the event streams of every process. The table is the source
+of truth; a notification is only a wake-up, so replay and live delivery read the same rows.
+
+Ids are assigned per tenant as max + 1 under the tenant's advisory lock, held until commit: for
+one tenant, id order is commit order, and a reader resuming after id N never skips an event.
+
+Payload rules, for every emitter (`memory.compacted` and `workspace.updated` come from other
+services through `emit`): a JSON object of identifiers and small facts with camelCase keys —
+never memory content, metadata values or secrets. Anything about an agent carries `agentId`, so
+streams and webhooks can drop events about agents the reader's key may not act for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.timefmt import utcnow
+from app.db.models import Change, Event, Memory
+from app.services import refs
+from app.services.audit import _lock_chain, chain_for
+
+CHANNEL = "memwarden_events"
+EVENT_TYPES = frozenset({
+    "memory.written", "memory.compacted", "workspace.updated",
+    "change.proposed", "change.approved", "change.rejected",
+})
+FORBIDDEN_KEYS = frozenset({"content", "metadata", "secret"})
+
+
+def lock_tenant(session: Session, tenant_id: str) -> None:
+    """Take the tenant's advisory lock until commit. It is the audit chain's lock on purpose:
+    writers append to both logs, and one lock cannot be taken in two orders (no deadlocks)."""
+    _lock_chain(session, chain_for(tenant_id))
+
+
+def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> int:
+    """Append one event to the tenant's log in `session`'s transaction; returns its id.
+
+    `type` is one of `EVENT_TYPES`; `payload` follows the module's payload rules (a payload with
+    a `content`, `metadata` or `secret` key is refused outright).
+    """
+    if type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
+    if FORBIDDEN_KEYS & payload.keys():
+        raise ValueError("event payloads carry identifiers only, never content")
+    lock_tenant(session, tenant_id)
+    event_id = session.scalar(select(func.coalesce(func.max(Event.id), 0) + 1).where(Event.tenant_id == tenant_id))
+    session.add(Event(tenant_id=tenant_id, id=event_id, type=type, payload=payload, created_at=utcnow()))
+    session.flush()
+    session.execute(select(func.pg_notify(CHANNEL, f"{tenant_id}:{event_id}")))
+    from app.services import webhooks  # late: webhooks reads events back when delivering
+
+    webhooks.enqueue(session, tenant_id, event_id, payload)
+    return event_id
+
+
+def memory_written(session: Session, memory: Memory) -> int:
+    """`memory.written` for a committed write of `memory`: `{memoryRef, memoryId, agentId, nodeId?, tags?}`."""
+    lock_tenant(session, memory.tenant_id)  # before minting the ref: one lock order everywhere
+    payload: dict[str, Any] = {
+        "memoryRef": refs.ref_for(session, memory.tenant_id, memory.agent_id, memory.user_id),
+        "memoryId": memory.id, "agentId": memory.agent_id,
+    }
+    if memory.node_id:
+        payload["nodeId"] = memory.node_id
+    if memory.tags:
+        payload["tags"] = list(memory.tags)
+    return emit(session, memory.tenant_id, "memory.written", payload)
+
+
+def change_event(session: Session, change: Change, outcome: str) -> int:
+    """`change.proposed|approved|rejected`: `{changeId, operation, agentId, memoryIds}`."""
+    return emit(session, change.tenant_id, f"change.{outcome}", {
+        "changeId": change.id, "operation": change.operation, "agentId": change.agent_id,
+        "memoryIds": list(change.memory_ids)})
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    id: int
+    type: str
+    payload: dict[str, Any]
+    created_at: datetime
+
+    def visible_to(self, may_act_for) -> bool:
+        """Events about an agent are shown only to keys that may act for it."""
+        agent = self.payload.get("agentId")
+        return agent is None or may_act_for(agent)
+
+
+def read_after(sessions, tenant_id: str, after: int, limit: int) -> list[StoredEvent]:
+    """The tenant's events with id > `after`, oldest first, at most `limit`."""
+    with sessions() as session:
+        rows = session.execute(
+            select(Event.id, Event.type, Event.payload, Event.created_at)
+            .where(Event.tenant_id == tenant_id, Event.id > after).order_by(Event.id).limit(limit)).all()
+    return [StoredEvent(r.id, r.type, r.payload, r.created_at) for r in rows]

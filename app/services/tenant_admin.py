@@ -1,0 +1,94 @@
+"""What the tenant admin page needs beyond the services it drives (users, apikeys, tenant_config):
+a read of the tenant's settings, policy text parsing with JSON-pointer problems, and guarded
+role changes. Every change goes through those services, which audit it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+from sqlalchemy import select
+
+from app.core.access import normalise_agents
+from app.core.policy import DEFAULT_POLICY
+from app.core.timefmt import format_ts
+from app.db.models import Tenant, TenantSecret, User, UserRole
+from app.errors import NotFound, ValidationFailed
+from app.services import tenant_config, users
+from app.services.context import AppContext
+
+USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+MAX_POLICY_TEXT = 256 * 1024
+
+
+def settings_view(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
+    """The tenant's policy (or the default, flagged), redaction mode and registered secrets (labels only)."""
+    with ctx.db.sessions() as session:
+        tenant = session.get(Tenant, tenant_id)
+        if tenant is None:
+            raise NotFound("tenant not found")
+        stored = (tenant.settings or {}).get("policy")
+        secrets = session.execute(select(TenantSecret.id, TenantSecret.label, TenantSecret.created_at)
+                                  .where(TenantSecret.tenant_id == tenant_id)
+                                  .order_by(TenantSecret.created_at, TenantSecret.id)).all()
+    return {
+        "policy_text": json.dumps(stored if stored else copy.deepcopy(DEFAULT_POLICY), indent=2, ensure_ascii=False),
+        "policy_is_default": not stored,
+        "redaction_mode": (tenant.settings or {}).get("redaction_mode", "redact"),
+        "secrets": [{"id": s.id, "label": s.label, "created_at": format_ts(s.created_at)} for s in secrets],
+    }
+
+
+def save_policy_text(ctx: AppContext, *, tenant_id: str, text: str, actor: dict) -> None:
+    """Parse the textarea's JSON and save it; ValidationFailed lists each problem with its JSON path."""
+    if len(text) > MAX_POLICY_TEXT:
+        raise ValidationFailed.at("/", f"the policy is over {MAX_POLICY_TEXT // 1024} KiB")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        msg = getattr(exc, "msg", str(exc))
+        where = f" at line {exc.lineno}, column {exc.colno}" if hasattr(exc, "lineno") else ""
+        raise ValidationFailed("the policy is not valid JSON",
+                               details=[{"path": "/", "message": f"not valid JSON: {msg}{where}"}]) from None
+    tenant_config.set_policy(ctx, tenant_id=tenant_id, doc=doc, actor=actor)
+
+
+def _agents(raw: str) -> list[str]:
+    try:
+        return normalise_agents(raw)
+    except ValueError as exc:
+        raise ValidationFailed.at("/agents", str(exc)) from None
+
+
+def member(ctx: AppContext, *, tenant_id: str, user_id: str) -> tuple[User, UserRole]:
+    """A user holding a role in this tenant, else NotFound (users of other tenants are invisible)."""
+    with ctx.db.sessions() as session:
+        row = session.execute(select(User, UserRole).join(UserRole, UserRole.user_id == User.id)
+                              .where(UserRole.tenant_id == tenant_id, User.id == user_id)).first()
+    if row is None:
+        raise NotFound("no such user in this tenant")
+    return row[0], row[1]
+
+
+def create_member(ctx: AppContext, *, tenant_id: str, username: str, password: str, role: str, agents: str,
+                  actor: dict) -> User:
+    username = username.strip()
+    if not USERNAME.match(username):
+        raise ValidationFailed.at("/username", "usernames are 1-64 characters: letters, digits, '_', '.', '@', '-'")
+    return users.create_user(ctx, username=username, password=password, tenant_id=tenant_id, role=role,
+                             agents=_agents(agents), actor=actor)
+
+
+def change_member(ctx: AppContext, *, tenant_id: str, user_id: str, role: str | None, agents: str,
+                  acting_user_id: str, actor: dict) -> None:
+    """Change a member's role and allow-list, or remove their role (role None). An admin cannot
+    lower or remove their own admin role here (another admin must), so a tenant keeps an admin."""
+    member(ctx, tenant_id=tenant_id, user_id=user_id)
+    if role is not None and role not in users.ROLES:
+        raise ValidationFailed.at("/role", f"role must be one of {', '.join(users.ROLES)}")
+    if user_id == acting_user_id and role != "admin":
+        raise ValidationFailed.at("/role", "you cannot lower or remove your own admin role; ask another admin")
+    agent_list = _agents(agents) if role is not None else None
+    users.set_role(ctx, user_id=user_id, tenant_id=tenant_id, role=role, agents=agent_list, actor=actor)
