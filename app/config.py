@@ -54,6 +54,17 @@ class Settings:
         "MEMWARDEN_CHECKPOINT_EVERY", 1_000, "Sign a checkpoint after this many new events on a chain.")
     checkpoint_interval_seconds: int = _setting(
         "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS", 60, "Sign a checkpoint of an active chain at least this often.")
+    workspace_max_file_bytes: int = _setting(
+        "MEMWARDEN_WORKSPACE_MAX_FILE_BYTES", 262_144,
+        "Largest workspace file in UTF-8 bytes (413 `workspace_too_large` above).")
+    workspace_max_files: int = _setting(
+        "MEMWARDEN_WORKSPACE_MAX_FILES", 256, "Live workspace files per tenant (413 `workspace_too_large` above).")
+    workspace_max_versions: int = _setting(
+        "MEMWARDEN_WORKSPACE_MAX_VERSIONS", 20,
+        "Versions kept per workspace file, the latest and tombstones included; older ones are pruned.")
+    compaction_interval_seconds: int = _setting(
+        "MEMWARDEN_COMPACTION_INTERVAL_SECONDS", 3_600,
+        "How often the compaction job runs for tenants that opted in; 0 disables the job.")
     db_pool_size: int = _setting("MEMWARDEN_DB_POOL_SIZE", 10, "Database connections per process.")
     log_level: str = _setting("MEMWARDEN_LOG_LEVEL", "info", "Log level.")
 

@@ -14,7 +14,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from app.api import auth as api_auth
-from app.api import health, openapi
+from app.api import health, openapi, wellknown
 from app.config import Settings
 from app.errors import AppError
 from app.middleware import BodyLimit, SecurityHeaders
@@ -22,6 +22,9 @@ from app.paths import STATIC_DIR
 from app.services.context import AppContext
 from app.web import home, login
 from app.web import review as review_pages
+from app.web import admin as admin_pages
+from app.web import audit as audit_pages
+from app.web import memories as memory_pages
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
 from app.web.errors import handle_exception
@@ -57,10 +60,14 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     routes = [
         *health.routes,
         *openapi.routes,
+        *wellknown.routes,
         *api_routes(),
         *home.routes,
         *login.routes,
         *review_pages.routes,
+        *memory_pages.routes,
+        *audit_pages.routes,
+        *admin_pages.routes,
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]
     secret = (ctx.settings if ctx else settings).resolved_secret_key()

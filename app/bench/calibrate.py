@@ -18,8 +18,9 @@ then the two numbers recall's defaults act on:
 
 A labelled query is handled when the gate lets it through and every gold memory clears the
 floor; a probe is handled when it comes back empty. Two rules are fitted by exhaustive search,
-maximising handled queries, ties broken by the widest margin (distance to the nearest observed
-value, so the chosen value sits mid-gap): (1) a cosine floor alone; (2) floor + gate, with beta
+maximising handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice
+sits on a wide plateau, not on a knife edge one query could flip); margins are the distance to the
+nearest observed value: (1) a cosine floor alone; (2) floor + gate, with beta
 on a 0.1 grid. Leave-one-scope-out cross-validation (fit on nine scopes, score the tenth)
 estimates how each rule does on data it was not fitted on. Recall ships rule (2) when its
 cross-validated score is higher; the chosen values are written to `app/services/recall.py` by hand.
@@ -92,40 +93,86 @@ def evaluate(stats: Sequence[QueryStats], floor: float, gate: float | None = Non
             "probes_empty": empty, "probes": len(stats) - labelled}
 
 
-def _candidates(values: Sequence[float]) -> list[tuple[float, float]]:
-    """Mid-gap thresholds between sorted distinct observed values, each with its margin (half-gap)."""
-    v = np.unique(np.round(np.asarray(values, dtype=float), 6))
-    mids = [((a + b) / 2, (b - a) / 2) for a, b in zip(v[:-1], v[1:])]
-    return [(float(v[0]) - 0.01, 0.01)] + mids + [(float(v[-1]) + 0.01, 0.01)]
+STEP = 0.005
+SMOOTH = 4  # grid steps either side: a threshold is scored by its +/-0.02 neighbourhood
+FLOOR_GRID = np.round(np.arange(-0.2, 1.0 + 1e-9, STEP), 3)
+LIFT_GRID = np.round(np.arange(-0.2, 0.8 + 1e-9, STEP), 3)
+
+
+def _arrays(stats: Sequence[QueryStats]):
+    probe = np.array([s.probe for s in stats])
+    best = np.array([s.best for s in stats])
+    gold_min = np.array([np.inf if s.probe else s.gold_min for s in stats])
+    return probe, best, gold_min
+
+
+def _smooth(handled: np.ndarray) -> np.ndarray:
+    """Mean over the +/-SMOOTH neighbourhood along every axis (edges padded): prefers wide plateaus
+    to knife-edge optima, so the chosen value is not one a single query could flip."""
+    out = handled.astype(float)
+    for axis in range(out.ndim):
+        padded = np.concatenate([np.repeat(np.take(out, [0], axis), SMOOTH, axis), out,
+                                 np.repeat(np.take(out, [-1], axis), SMOOTH, axis)], axis)
+        cums = np.cumsum(np.insert(padded, 0, 0.0, axis=axis), axis=axis)
+        width = 2 * SMOOTH + 1
+        out = (np.take(cums, range(width, cums.shape[axis]), axis) - np.take(cums, range(0, cums.shape[axis] - width), axis)) / width
+    return out
+
+
+def _margin(threshold: float, values: Sequence[float]) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return round(float(min(abs(v - threshold) for v in finite)), 3) if finite else float("nan")
 
 
 def fit_floor(stats: Sequence[QueryStats]) -> dict[str, Any]:
     """Rule 1: a cosine floor alone."""
-    values = [s.gold_min for s in stats if not s.probe] + [s.best for s in stats if s.probe]
-    best = max(_candidates(values), key=lambda c: (evaluate(stats, c[0])["handled"], c[1]))
-    return {"rule": "floor", "min_score": round(best[0], 3), "margin": round(best[1], 3),
-            "result": evaluate(stats, best[0])}
+    probe, best, gold_min = _arrays(stats)
+    kept = (gold_min[None, :] >= FLOOR_GRID[:, None]) & ~probe[None, :]
+    empty = (best[None, :] < FLOOR_GRID[:, None]) & probe[None, :]
+    handled = (kept | empty).sum(axis=1)
+    i = int(np.argmax(_smooth(handled)))
+    floor = float(FLOOR_GRID[i])
+    return {"rule": "floor", "min_score": floor, "plateau": _plateau(FLOOR_GRID, handled, i),
+            "margin": _margin(floor, [s.gold_min if not s.probe else s.best for s in stats]),
+            "result": evaluate(stats, floor)}
+
+
+def _plateau(grid: np.ndarray, handled: np.ndarray, i: int) -> list[float]:
+    """The run of thresholds around grid[i] scoring what grid[i] scores (how far it may move)."""
+    lo = hi = i
+    while lo > 0 and handled[lo - 1] == handled[i]:
+        lo -= 1
+    while hi < len(grid) - 1 and handled[hi + 1] == handled[i]:
+        hi += 1
+    return [float(grid[lo]), float(grid[hi])]
 
 
 def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequence[float] = BETAS) -> dict[str, Any]:
     """Rule 2: per-hit cosine floor + per-query lift gate; exhaustive over (beta, gate, floor)."""
-    floors = _candidates([s.gold_min for s in stats if not s.probe] + [s.best for s in stats if s.probe])
-    best_key, best = None, None
+    probe, best, gold_min = _arrays(stats)
+    chosen = None
     for beta in betas:
         lifts = np.array([s.lift(beta, prior_rows) for s in stats])
-        bests = np.array([s.best for s in stats])
-        gold_min = np.array([s.gold_min if not s.probe else np.inf for s in stats])
-        probe = np.array([s.probe for s in stats])
-        for gate, g_margin in _candidates(lifts):
-            passes = lifts >= gate
-            for floor, f_margin in floors:
-                handled = int(np.sum(~probe & passes & (gold_min >= floor)) + np.sum(probe & ~(passes & (bests >= floor))))
-                key = (handled, min(g_margin, f_margin), -abs(beta - 0.5))
-                if best_key is None or key > best_key:
-                    best_key, best = key, (beta, gate, g_margin, floor, f_margin)
-    beta, gate, g_margin, floor, f_margin = best
-    return {"rule": "floor+gate", "beta": float(beta), "prior_rows": prior_rows, "min_lift": round(gate, 3),
-            "min_lift_margin": round(g_margin, 3), "min_score": round(floor, 3), "min_score_margin": round(f_margin, 3),
+        passes = lifts[None, :] >= LIFT_GRID[:, None]                      # [gate, query]
+        kept = passes[:, None, :] & (gold_min[None, None, :] >= FLOOR_GRID[None, :, None]) & ~probe
+        empty = ~(passes[:, None, :] & (best[None, None, :] >= FLOOR_GRID[None, :, None])) & probe
+        handled = (kept | empty).sum(axis=2)                                # [gate, floor]
+        smooth = _smooth(handled)
+        g, f = np.unravel_index(int(np.argmax(smooth)), smooth.shape)
+        # Gold-kept and probes-empty say nothing against a higher floor until it starts dropping
+        # gold, so the floor is the highest on the optimal plateau at this gate (best precision).
+        top = smooth[g].max()
+        f = int(np.flatnonzero(smooth[g] >= top - 1e-9)[-1])
+        key = (float(top), -abs(beta - 0.5))
+        if chosen is None or key > chosen[0]:
+            chosen = (key, float(beta), g, f, lifts, handled)
+    _, beta, g, f, lifts, handled = chosen
+    gate, floor = float(LIFT_GRID[g]), float(FLOOR_GRID[f])
+    return {"rule": "floor+gate", "beta": beta, "prior_rows": prior_rows,
+            "min_lift": gate, "min_lift_plateau": _plateau(LIFT_GRID, handled[:, f], g),
+            "min_lift_margin": _margin(gate, lifts),
+            "min_score": floor, "min_score_plateau": _plateau(FLOOR_GRID, handled[g], f),
+            "min_score_margin": _margin(floor, [s.gold_min if not s.probe else s.best for s in stats]),
             "result": evaluate(stats, floor, gate, beta, prior_rows)}
 
 
@@ -179,9 +226,10 @@ def summary(report: dict[str, Any]) -> str:
     rows = []
     for name, rule in report["rules"].items():
         r, cv = rule["result"], rule["cross_validated"]
-        params = (f"min_score={rule['min_score']} (±{rule['margin']})" if name == "floor" else
-                  f"min_score={rule['min_score']} (±{rule['min_score_margin']}), beta={rule['beta']}, "
-                  f"min_lift={rule['min_lift']} (±{rule['min_lift_margin']})")
+        span = lambda p: f"[{p[0]:.3f}, {p[1]:.3f}]"  # noqa: E731
+        params = (f"min_score={rule['min_score']:.3f} (optimal {span(rule['plateau'])})" if name == "floor" else
+                  f"min_score={rule['min_score']:.3f} (optimal {span(rule['min_score_plateau'])}), "
+                  f"beta={rule['beta']}, min_lift={rule['min_lift']:.3f} (optimal {span(rule['min_lift_plateau'])})")
         rows.append((name, params, f"{r['handled']}/{r['of']} ({r['gold_kept']}/{r['labelled']} gold, "
                      f"{r['probes_empty']}/{r['probes']} empty)",
                      f"{cv['handled']}/{cv['of']} ({cv['gold_kept']} gold, {cv['probes_empty']} empty)"))

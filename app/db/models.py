@@ -263,3 +263,58 @@ class WebhookDelivery(Base):
     last_attempt_at: Mapped[datetime | None]
     delivered_at: Mapped[datetime | None]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+# --- OpenWOP: workspace files and compaction runs (migration 0006) -----------------------------------
+
+class WorkspaceFile(Base):
+    """A workspace file's head (RFC 0059): the current version, or a tombstone when `deleted`."""
+
+    __tablename__ = "workspace_files"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    """Flat name; `/` may appear inside it, `..` never."""
+    version: Mapped[int]
+    """Latest version written (tombstones included); monotonic, never reused."""
+    content_type: Mapped[str] = mapped_column(Text)
+    deleted: Mapped[bool] = mapped_column(server_default="false")
+    digest_key: Mapped[bytes] = mapped_column(LargeBinary)
+    """Per-file key of the content digests in the audit log (as for memories)."""
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class WorkspaceVersion(Base):
+    """One retained version of a workspace file; a tombstone has `deleted` and no content."""
+
+    __tablename__ = "workspace_versions"
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    path: Mapped[str] = mapped_column(Text, primary_key=True)
+    version: Mapped[int] = mapped_column(primary_key=True)
+    content: Mapped[str | None] = mapped_column(Text)
+    content_type: Mapped[str] = mapped_column(Text)
+    etag: Mapped[str] = mapped_column(Text)
+    byte_size: Mapped[int] = mapped_column(server_default="0")
+    deleted: Mapped[bool] = mapped_column(server_default="false")
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    """When this version became current; `snapshot=` reads compare against it."""
+    created_by: Mapped[str] = mapped_column(Text)
+    """The API key that wrote it (for an approved change, the submitting key)."""
+    run_id: Mapped[str | None] = mapped_column(Text)
+    change_id: Mapped[str | None] = mapped_column(Text)
+
+
+class CompactionRun(Base):
+    """One compaction pass over a tenant (RFC 0012); its id is the `compacted-from:<id>` tag."""
+
+    __tablename__ = "compaction_runs"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """`cmp_…`."""
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    trigger: Mapped[str] = mapped_column(Text)
+    """`schedule` (the background job) or `cli` (`memwarden compact`)."""
+    status: Mapped[str] = mapped_column(Text, server_default="running")
+    started_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    finished_at: Mapped[datetime | None]
+    stats: Mapped[dict[str, Any]] = mapped_column(server_default="{}")

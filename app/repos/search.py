@@ -4,10 +4,15 @@ Scopes smaller than `EXACT_SCAN_MAX` are ranked exactly (a btree range scan plus
 few thousand vectors takes milliseconds and can never miss). Larger scopes use the HNSW index
 over live rows with pgvector's iterative scan, so filters apply during the graph walk and a
 scope's top-k stays full even when other agents' rows are nearer (no global top-k post-filter).
+
+`vector_candidates_with_stats` also returns the scope's size and mean similarity to the query
+(recall's answerability gate): exact scans get them from the same scan (window aggregates);
+larger scopes estimate the mean from a bounded sample of the scope.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from sqlalchemy import func, select, text
@@ -18,6 +23,17 @@ from app.repos.memories import Scope, apply_filters, visible
 
 EXACT_SCAN_MAX = 20_000
 HNSW_MAX_SCAN_TUPLES = 200_000
+STATS_SAMPLE = 1_000
+
+
+@dataclass(frozen=True)
+class ScopeStats:
+    """How the query relates to the scope as a whole: its row count (a lower bound past
+    EXACT_SCAN_MAX) and the mean cosine similarity of the query to those rows."""
+
+    rows: int
+    mean_similarity: float
+    exact: bool
 
 
 def _base(scope: Scope, filters: dict[str, Any]):
@@ -33,21 +49,37 @@ def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], 
 def vector_candidates(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
                       n: int) -> list[tuple[str, float]]:
     """Up to `n` (id, cosine distance) nearest to `query_vec` within scope, nearest first."""
+    return vector_candidates_with_stats(session, scope, filters, query_vec, n)[0]
+
+
+def vector_candidates_with_stats(session: Session, scope: Scope, filters: dict[str, Any],
+                                 query_vec: Sequence[float], n: int) -> tuple[list[tuple[str, float]], ScopeStats]:
+    """`vector_candidates`, plus the scope's size and mean similarity to the query."""
     distance = Memory.embedding.cosine_distance(query_vec)
-    exact = scope.as_of is not None or scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1) <= EXACT_SCAN_MAX
-    stmt = _base(scope, filters).add_columns(distance.label("distance")).where(Memory.embedding.is_not(None))
-    if exact:
-        # `+ 0` hides the operator from the planner so it sorts the (small) scope exactly
-        # instead of walking the global graph.
-        rows = session.execute(stmt.order_by(distance + 0).limit(n)).all()
-    else:
-        session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-        session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * n))}"))
-        session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}"))
-        # relaxed_order may return slightly out of order; re-sort the small result.
-        inner = stmt.order_by(distance).limit(n).subquery()
-        rows = session.execute(select(inner.c.id, inner.c.distance).order_by(inner.c.distance)).all()
-    return [(r.id, float(r.distance)) for r in rows]
+    size = None if scope.as_of is not None else scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1)
+    stmt = _base(scope, filters).where(Memory.embedding.is_not(None))
+    if size is None or size <= EXACT_SCAN_MAX:
+        # The distance is computed once per row in a fenced subquery (OFFSET 0), then ranked
+        # exactly; the window aggregates see every row of the scope before the LIMIT.
+        inner = stmt.add_columns(distance.label("distance")).offset(0).subquery()
+        rows = session.execute(
+            select(inner.c.id, inner.c.distance, func.count().over().label("scope_rows"),
+                   func.avg(inner.c.distance).over().label("mean_distance"))
+            .order_by(inner.c.distance).limit(n)).all()
+        if not rows:
+            return [], ScopeStats(0, 0.0, True)
+        stats = ScopeStats(int(rows[0].scope_rows), 1.0 - float(rows[0].mean_distance), True)
+        return [(r.id, float(r.distance)) for r in rows], stats
+    session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
+    session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * n))}"))
+    session.execute(text(f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}"))
+    # relaxed_order may return slightly out of order; re-sort the small result.
+    inner = stmt.add_columns(distance.label("distance")).order_by(distance).limit(n).subquery()
+    rows = session.execute(select(inner.c.id, inner.c.distance).order_by(inner.c.distance)).all()
+    sample = stmt.add_columns(distance.label("distance")).limit(STATS_SAMPLE).subquery()
+    mean_distance = session.scalar(select(func.avg(sample.c.distance)))
+    stats = ScopeStats(size, 1.0 - float(mean_distance) if mean_distance is not None else 0.0, False)
+    return [(r.id, float(r.distance)) for r in rows], stats
 
 
 def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], query: str,

@@ -117,6 +117,8 @@ class AuditLog:
             prev_frontier=chain.MerkleFrontier.from_json(last.frontier) if last else None,
             chain_head_at_prev_size=head_at_prev,
             new_leaves=[r.leaf_hash for r in rows],
+            new_chain_hashes=[r.chain_hash for r in rows],
+            new_size=rows[-1].seq,
         )
         size, head = rows[-1].seq, rows[-1].chain_hash
         note = self.signer.sign_checkpoint(self.checkpoint_origin(chain_id), size, frontier.root(), head,
@@ -143,8 +145,12 @@ class AuditLog:
         with sessions.begin() as session:
             latest = self.checkpoint(session, chain_id)
         size = latest.size if latest else 0
-        to_seq = size if to_seq is None else min(to_seq, size)
         with sessions() as session:
+            if to_seq is not None and to_seq < size:
+                # End on a checkpoint so the whole range is covered by a signature.
+                to_seq = session.scalar(select(func.max(AuditCheckpoint.size)).where(
+                    AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size <= to_seq)) or 0
+            to_seq = size if to_seq is None else min(to_seq, size)
             with session.begin():
                 session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
                 prev = chain.GENESIS
@@ -188,9 +194,11 @@ class AuditLog:
 
 
 def _columns(row: AuditEntry) -> dict[str, Any]:
-    """The query columns of a row, in the shape of the values inside its hashed bytes."""
-    return {"seq": row.seq, "chain": row.chain_id, "type": row.event_type, "ts": format_ts(row.ts),
-            "actor": row.actor, "subject_type": row.subject_type, "subject_id": row.subject_id}
+    """A row's query columns, named as the verifier reads them from the hashed bytes."""
+    actor_kind, _, actor_id = row.actor.partition(":")
+    return {"seq": row.seq, "chain_id": row.chain_id, "event_type": row.event_type, "ts": row.ts,
+            "actor_kind": actor_kind, "actor_id": actor_id, "subject_type": row.subject_type,
+            "subject_id": row.subject_id}
 
 
 def actor_label(actor: dict[str, Any]) -> str:

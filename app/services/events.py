@@ -59,7 +59,7 @@ def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -
     session.execute(select(func.pg_notify(CHANNEL, f"{tenant_id}:{event_id}")))
     from app.services import webhooks  # late: webhooks reads events back when delivering
 
-    webhooks.enqueue(session, tenant_id, event_id, payload)
+    webhooks.enqueue(session, tenant_id, event_id, type, payload)
     return event_id
 
 

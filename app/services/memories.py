@@ -27,7 +27,7 @@ from app.db.models import AuditEntry, Memory
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
 from app.repos import memories as repo
 from app.repos.memories import Scope
-from app.services import staging
+from app.services import events, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.tenant_config import redaction_mode, redactor_for
@@ -173,6 +173,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
                          actor=principal.actor, subject={"type": "memory", "id": memory.id},
                          data=memory_event(memory, redaction_labels=sorted({r["label"] for r in clean.redactions})))
+        events.memory_written(session, memory)
         return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
                              "redactions": clean.redactions}, [memory.id])
 
@@ -400,6 +401,7 @@ def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Sc
     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
                      subject={"type": "memory", "id": canonical_id},
                      data=memory_event(canonical, strategy=strategy, duplicates=duplicates, change_id=change_id))
+    events.memory_written(session, canonical)
     for dup in duplicates:
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged_into", actor=actor,
                          subject={"type": "memory", "id": dup},

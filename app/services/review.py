@@ -22,6 +22,7 @@ from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
+from app.services import events
 from app.services import memories as mem
 from app.services.context import AppContext
 
@@ -263,6 +264,7 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
                                    "edited": bool(request.edits), "merge_into": request.merge_into,
                                    "supersedes": request.supersedes, "reason_given": bool(request.reason),
                                    "approvers": [a["by"] for a in change.approvals]})
+            events.change_event(session, change, "approved")
         change.decided_at, change.decided_by, change.reason = now, who, request.reason
         session.flush()
         return {**change_json(change), "result": change.result}
@@ -297,6 +299,7 @@ def _reject(ctx: AppContext, session, change: Change, actor: dict, reason: str |
                      subject={"type": "change", "id": change.id},
                      data={"operation": change.operation, "memory_ids": list(change.memory_ids),
                            "reason_digest": hashlib.sha256((reason or "").encode()).hexdigest()})
+    events.change_event(session, change, "rejected")
 
 
 @dataclass
@@ -378,12 +381,14 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
                              subject={"type": "memory", "id": target.id},
                              data=mem.memory_event(target, strategy="merge_content", duplicates=[memory.id],
                                                    change_id=change.id))
+            events.memory_written(session, target)
             return {"memory_id": target.id, "merged_into": target.id}
         memory.status, memory.live_from, memory.updated_at = "live", now, now
         session.flush()
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.committed", actor=actor,
                          subject={"type": "memory", "id": memory.id},
                          data=mem.memory_event(memory, change_id=change.id, edited=prepared.clean is not None))
+        events.memory_written(session, memory)
         result: dict[str, Any] = {"memory_id": memory.id}
         if request.supersedes:
             old = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.supersedes])

@@ -11,6 +11,7 @@ from app.core.ids import new_id
 from app.core.policy import Decision, Policy, WriteRequest, default_policy
 from app.db.models import Change, Tenant
 from app.errors import Forbidden
+from app.services import events
 from app.services.context import AppContext
 
 
@@ -47,6 +48,7 @@ def stage_change(ctx: AppContext, session: Session, *, principal: Principal, ope
                      data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,
                            "approvals_required": decision.approvals_required, "policy_rule": decision.rule_id,
                            "reason": decision.reason, "redaction_labels": sorted({r["label"] for r in redactions})})
+    events.change_event(session, change, "proposed")
     return change
 
 

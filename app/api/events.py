@@ -1,0 +1,122 @@
+"""`GET /v1/events`: the key's tenant's events as Server-Sent Events (contract §7).
+
+Each event is `id: <id>` / `event: <type>` / `data: <payload JSON>`. The stream replays the table
+after the cursor (`Last-Event-ID`, else `?after=`, else from the start), then follows it live:
+woken by the process's LISTEN connection when one runs (`app.services.event_hub`), else by
+polling every 0.5 s. Both paths read the same rows, so replay and live output are identical.
+`?once=1` returns the backlog and closes; `?limit=N` closes after N events. Events about agents
+the key may not act for are skipped. A comment line every 15 s keeps proxies from timing out,
+and the stream ends when the key is revoked or the client goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any, AsyncIterator
+
+from sqlalchemy import select
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+
+from app.api.routing import ApiRoute, ctx_of, query_params
+from app.contracts import default_contracts
+from app.core.access import Principal
+from app.db.models import ApiKey
+from app.errors import ValidationFailed
+from app.services import events
+from app.services.context import AppContext
+
+HEARTBEAT_SECONDS = 15.0
+POLL_SECONDS = 0.5
+BATCH = 500
+_BOOLS = {"1": True, "true": True, "0": False, "false": False}
+
+
+def format_event(event: events.StoredEvent) -> str:
+    """One SSE message (JSON escapes newlines, so `data` is a single line)."""
+    data = json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n"
+
+
+def _query(request: Request) -> dict[str, Any]:
+    params = query_params(request)
+    for key in ("after", "limit"):
+        if isinstance(params.get(key), str) and params[key].isdigit():
+            params[key] = int(params[key])
+    if isinstance(params.get("once"), str) and params["once"].lower() in _BOOLS:
+        params["once"] = _BOOLS[params["once"].lower()]
+    return default_contracts().validate("events.query", params)
+
+
+def _cursor(request: Request, query: dict[str, Any]) -> int:
+    header = request.headers.get("last-event-id", "").strip()
+    if header:
+        if not header.isdigit() or len(header) > 18:
+            raise ValidationFailed.at("/Last-Event-ID", "Last-Event-ID must be an event id from this stream")
+        return int(header)
+    return query.get("after", 0)
+
+
+def _key_active(ctx: AppContext, key_id: str) -> bool:
+    with ctx.db.sessions() as session:
+        return session.scalar(select(ApiKey.revoked_at.is_(None)).where(ApiKey.id == key_id)) is True
+
+
+async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit: int | None,
+                  once: bool) -> AsyncIterator[str]:
+    tenant_id = principal.tenant_id
+    wake = hub.subscribe(tenant_id) if hub is not None else None
+    sent, last_write = 0, time.monotonic()
+    try:
+        while True:
+            if wake is not None:
+                wake.clear()  # before reading: a wake-up during the read triggers another read
+            batch = min(BATCH, limit - sent) if limit else BATCH
+            rows = await run_in_threadpool(events.read_after, ctx.db.sessions, tenant_id, after, batch)
+            for event in rows:
+                after = event.id
+                if event.visible_to(principal.may_act_for):
+                    yield format_event(event)
+                    sent, last_write = sent + 1, time.monotonic()
+            if limit and sent >= limit:
+                return
+            if len(rows) == batch:
+                continue
+            if once:
+                return
+            if wake is not None:
+                timeout = HEARTBEAT_SECONDS if hub.listening else POLL_SECONDS
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(wake.wait(), timeout)
+            else:
+                await asyncio.sleep(POLL_SECONDS)
+            if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
+                if not await run_in_threadpool(_key_active, ctx, principal.key_id):
+                    return
+                yield ": keepalive\n\n"
+                last_write = time.monotonic()
+    finally:
+        if wake is not None:
+            hub.unsubscribe(tenant_id, wake)
+
+
+async def stream_events(request: Request, principal: Principal):
+    query = _query(request)
+    after = _cursor(request, query)
+    hub = getattr(request.app.state, "event_hub", None)
+    return StreamingResponse(
+        _stream(ctx_of(request), hub, principal, after, query.get("limit"), bool(query.get("once"))),
+        media_type="text/event-stream",
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+routes = [
+    ApiRoute("/v1/events", stream_events, method="GET", tag="events", scope="events:read", request="events.query",
+             summary="Server-Sent Events of the key's tenant (`event` envelopes' id/type/data); "
+                     "resume with Last-Event-ID"),
+]

@@ -1,0 +1,233 @@
+"""Webhooks: signed HTTP delivery of a tenant's events, retried with exponential backoff.
+
+Deliveries are an outbox: `events.emit` adds one row per matching webhook in the event's own
+transaction, so only committed events are delivered, each at least once (receivers dedupe on the
+event id). `deliver_due` — a background job of every serving process — claims due rows with a
+lease (`FOR UPDATE SKIP LOCKED`, committed at once, so processes never share a row and a crash
+only delays a delivery), POSTs outside any transaction, then records the outcome.
+
+Body: the event envelope `{"id","type","createdAt","data"}` (schema `event`), signed
+`X-Memwarden-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>`. The secret is shown once at
+creation and stored AES-GCM-encrypted under a key derived from the server secret key (rotating
+that key orphans existing webhook secrets: recreate the webhooks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.access import Principal, agent_allowed
+from app.core.ids import has_prefix, new_id
+from app.core.timefmt import format_ts, utcnow
+from app.db.models import Event, Webhook, WebhookDelivery
+from app.errors import NotFound
+from app.services.context import AppContext
+
+BACKOFF_BASE_SECONDS = 5
+BACKOFF_MAX_SECONDS = 3600
+MAX_ATTEMPTS = 8
+LEASE_SECONDS = 120
+TIMEOUT_SECONDS = 10
+BATCH = 50
+SIGNATURE_HEADER = "X-Memwarden-Signature"
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The signature header value receivers recompute: `sha256=<hex>`."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def backoff_seconds(attempts_made: int) -> int:
+    """Delay before the next attempt: 5 s, 20 s, 80 s, … capped at an hour."""
+    return min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 4 ** (attempts_made - 1))
+
+
+def _cipher(ctx: AppContext) -> AESGCM:
+    root = ctx.settings.resolved_secret_key().encode()
+    return AESGCM(hmac.new(root, b"memwarden/webhook-secrets", hashlib.sha256).digest())
+
+
+def _encrypt(ctx: AppContext, webhook_id: str, secret: str) -> bytes:
+    nonce = os.urandom(12)
+    return nonce + _cipher(ctx).encrypt(nonce, secret.encode(), webhook_id.encode())
+
+
+def _decrypt(ctx: AppContext, webhook_id: str, blob: bytes) -> str:
+    return _cipher(ctx).decrypt(blob[:12], blob[12:], webhook_id.encode()).decode()
+
+
+def webhook_json(webhook: Webhook) -> dict[str, Any]:
+    return {"id": webhook.id, "url": webhook.url, "events": list(webhook.event_types),
+            "agents": list(webhook.agents), "active": webhook.active, "createdAt": format_ts(webhook.created_at)}
+
+
+# --- management (API) ----------------------------------------------------------------------------
+
+def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+    """Register an endpoint; the response is the only place the signing secret ever appears.
+    It receives events about the agents the creating key may act for."""
+    secret = "whsec_" + secrets.token_urlsafe(32)
+    webhook_id = new_id("whk")
+    webhook = Webhook(id=webhook_id, tenant_id=principal.tenant_id, url=body["url"],
+                      secret_enc=_encrypt(ctx, webhook_id, secret), event_types=list(body.get("events", [])),
+                      agents=list(principal.agents), active=True, created_at=utcnow(), created_by=principal.key_id)
+    with ctx.db.sessions.begin() as session:
+        session.add(webhook)
+        session.flush()
+        # The URL may embed credentials, so the audit log gets its host only.
+        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.created", actor=principal.actor,
+                         subject={"type": "webhook", "id": webhook_id},
+                         data={"host": httpx.URL(body["url"]).host, "events": webhook.event_types})
+    return {**webhook_json(webhook), "secret": secret}
+
+
+def _load(session: Session, principal: Principal, webhook_id: str) -> Webhook:
+    if not has_prefix(webhook_id, "whk"):
+        raise NotFound("webhook not found")
+    webhook = session.scalars(select(Webhook).where(
+        Webhook.id == webhook_id, Webhook.tenant_id == principal.tenant_id)).first()
+    if webhook is None:
+        raise NotFound("webhook not found")
+    return webhook
+
+
+def list_webhooks(ctx: AppContext, principal: Principal) -> dict[str, Any]:
+    with ctx.db.sessions() as session:
+        rows = session.scalars(select(Webhook).where(Webhook.tenant_id == principal.tenant_id)
+                               .order_by(Webhook.created_at, Webhook.id)).all()
+        return {"items": [webhook_json(w) for w in rows]}
+
+
+def delete_webhook(ctx: AppContext, principal: Principal, webhook_id: str) -> dict[str, Any]:
+    """Remove a webhook and its delivery log; pending deliveries are dropped."""
+    with ctx.db.sessions.begin() as session:
+        webhook = _load(session, principal, webhook_id)
+        session.delete(webhook)
+        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.deleted", actor=principal.actor,
+                         subject={"type": "webhook", "id": webhook_id}, data={})
+    return {"deleted": True, "id": webhook_id}
+
+
+def list_deliveries(ctx: AppContext, principal: Principal, webhook_id: str, limit: int = 100) -> dict[str, Any]:
+    """The delivery log of one webhook, newest event first."""
+    with ctx.db.sessions() as session:
+        _load(session, principal, webhook_id)
+        rows = session.execute(
+            select(WebhookDelivery, Event.type).join(Event, (Event.tenant_id == WebhookDelivery.tenant_id)
+                                                     & (Event.id == WebhookDelivery.event_id))
+            .where(WebhookDelivery.webhook_id == webhook_id)
+            .order_by(WebhookDelivery.event_id.desc()).limit(limit)).all()
+    return {"items": [{
+        "eventId": d.event_id, "eventType": event_type, "status": d.status, "attempts": d.attempt,
+        "statusCode": d.status_code, "error": d.error, "nextAttemptAt": format_ts(d.next_attempt_at),
+        "lastAttemptAt": format_ts(d.last_attempt_at), "deliveredAt": format_ts(d.delivered_at),
+    } for d, event_type in rows]}
+
+
+# --- outbox and delivery -------------------------------------------------------------------------
+
+def enqueue(session: Session, tenant_id: str, event_id: int, type: str, payload: dict[str, Any]) -> None:
+    """Owe the event to every active webhook that wants it (called by `events.emit`)."""
+    hooks = session.execute(select(Webhook.id, Webhook.event_types, Webhook.agents).where(
+        Webhook.tenant_id == tenant_id, Webhook.active.is_(True))).all()
+    agent = payload.get("agentId")
+    now = utcnow()
+    for hook in hooks:
+        if hook.event_types and type not in hook.event_types:
+            continue
+        if agent is not None and not agent_allowed(agent, hook.agents):
+            continue
+        session.add(WebhookDelivery(webhook_id=hook.id, tenant_id=tenant_id, event_id=event_id,
+                                    next_attempt_at=now))
+
+
+def event_body(event: Event) -> bytes:
+    """The exact bytes POSTed (and signed) for an event."""
+    return json.dumps({"id": event.id, "type": event.type, "createdAt": format_ts(event.created_at),
+                       "data": event.payload}, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def deliver_due(ctx: AppContext, *, now: datetime | None = None, client: httpx.Client | None = None) -> int:
+    """Attempt every delivery due at `now` (default: the current time); returns how many were tried.
+
+    A webhook's deliveries go in event order; after its first failure in a round, the rest of
+    its claimed rows are put back untried (one dead endpoint cannot stall the others for long).
+    """
+    now = now or utcnow()
+    with ctx.db.sessions.begin() as session:
+        due = select(WebhookDelivery.id).where(
+            WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now,
+        ).order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(BATCH).with_for_update(skip_locked=True)
+        claimed = session.execute(
+            update(WebhookDelivery).where(WebhookDelivery.id.in_(due.scalar_subquery()))
+            .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
+            .returning(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.tenant_id,
+                       WebhookDelivery.event_id, WebhookDelivery.attempt)).all()
+        if not claimed:
+            return 0
+        hooks = {w.id: w for w in session.scalars(select(Webhook).where(
+            Webhook.id.in_({c.webhook_id for c in claimed})))}
+        events = {(e.tenant_id, e.id): e for e in session.scalars(select(Event).where(
+            Event.tenant_id.in_({c.tenant_id for c in claimed}), Event.id.in_({c.event_id for c in claimed})))}
+    own_client = client is None
+    client = client or httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False)
+    failed_hooks: dict[str, datetime] = {}
+    tried = 0
+    try:
+        for row in sorted(claimed, key=lambda c: (c.webhook_id, c.event_id)):
+            if row.webhook_id in failed_hooks:
+                _record(ctx, row.id, next_attempt_at=failed_hooks[row.webhook_id])
+                continue
+            hook, event = hooks[row.webhook_id], events[(row.tenant_id, row.event_id)]
+            code, error = _post(ctx, client, hook, event)
+            tried += 1
+            attempts = row.attempt + 1
+            attempted = utcnow()
+            if error is None:
+                _record(ctx, row.id, status="delivered", attempt=attempts, status_code=code, error=None,
+                        last_attempt_at=attempted, delivered_at=attempted, next_attempt_at=None)
+            elif attempts >= MAX_ATTEMPTS or not hook.active:
+                _record(ctx, row.id, status="failed", attempt=attempts, status_code=code, error=error,
+                        last_attempt_at=attempted, next_attempt_at=None)
+            else:
+                retry_at = attempted + timedelta(seconds=backoff_seconds(attempts))
+                failed_hooks[row.webhook_id] = retry_at
+                _record(ctx, row.id, attempt=attempts, status_code=code, error=error, last_attempt_at=attempted,
+                        next_attempt_at=retry_at)
+    finally:
+        if own_client:
+            client.close()
+    return tried
+
+
+def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) -> tuple[int | None, str | None]:
+    """POST one event; (status code, None) on 2xx, else (status code or None, error text)."""
+    if not hook.active:
+        return None, "webhook inactive"
+    body = event_body(event)
+    headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
+               SIGNATURE_HEADER: sign(_decrypt(ctx, hook.id, hook.secret_enc), body),
+               "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id)}
+    try:
+        response = client.post(hook.url, content=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+    if 200 <= response.status_code < 300:
+        return response.status_code, None
+    return response.status_code, f"HTTP {response.status_code}"
+
+
+def _record(ctx: AppContext, delivery_id: int, **values: Any) -> None:
+    with ctx.db.sessions.begin() as session:
+        session.execute(update(WebhookDelivery).where(WebhookDelivery.id == delivery_id).values(**values))

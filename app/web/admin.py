@@ -1,0 +1,186 @@
+"""The tenant admin page (admin role only): members and their roles, API keys, review policy,
+redaction mode and registered secrets. Every change goes through a service that audits it.
+
+Each section is a partial (`templates/admin/_<section>.html`); an htmx POST gets back only the
+section it changed, a plain form POST is redirected to the page (or, on a problem, gets the page
+with the problem shown in that section). A new API key's token is rendered once, in the response
+to its creation, and nowhere else."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse
+from starlette.routing import Route
+
+from app.core.access import SCOPES
+from app.errors import AppError, ValidationFailed
+from app.services import apikeys, tenant_admin, tenant_config, users
+from app.services.users import Reviewer, TenantRole
+from app.web.auth import current_user, pick_tenant
+from app.web.memories import wants_fragment
+from app.web.templating import render
+
+SECTIONS = {"users": "admin/_users.html", "keys": "admin/_keys.html", "policy": "admin/_policy.html",
+            "redaction": "admin/_redaction.html"}
+
+
+def _load(ctx, role: TenantRole) -> dict[str, Any]:
+    members = users.list_users(ctx, role.tenant_id)
+    keys = apikeys.list_keys(ctx, tenant_id=role.tenant_id)
+    return {
+        "members": [{"id": u.id, "username": u.username, "role": r.role, "agents": list(r.agents),
+                     "disabled": u.disabled_at is not None} for u, r in members],
+        "keys": [{"id": k.id, "name": k.name, "scopes": list(k.scopes), "agents": list(k.agents),
+                  "created_at": k.created_at, "last_used_at": k.last_used_at, "revoked_at": k.revoked_at}
+                 for k in keys],
+        **tenant_admin.settings_view(ctx, role.tenant_id),
+    }
+
+
+async def _respond(request: Request, user: Reviewer, role: TenantRole, section: str, *, ok: str | None = None,
+                   error: AppError | None = None, extra: dict[str, Any] | None = None, status: int = 200):
+    """The changed section (htmx), else the whole page; a plain POST that succeeded is redirected."""
+    tenant_q = quote(role.tenant_name)
+    if not wants_fragment(request) and error is None and not extra and request.method == "POST":
+        return RedirectResponse(f"/admin?tenant={tenant_q}#admin-{section}", status_code=303)
+    data = await run_in_threadpool(_load, request.app.state.ctx, role)
+    context = {"role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
+               "scopes": SCOPES, "tenant_q": tenant_q, "new_key": None, "policy_problems": [],
+               "notes": {section: {"ok": ok, "error": error}} if (ok or error) else {}, **data, **(extra or {})}
+    if error is not None:
+        status = error.status
+    template = SECTIONS[section] if wants_fragment(request) else "admin/index.html"
+    return render(request, template, context, status=status)
+
+
+def _role(request: Request) -> tuple[Reviewer, TenantRole]:
+    user = current_user(request)
+    return user, pick_tenant(request, user, "admin")
+
+
+async def index(request: Request):
+    user, role = _role(request)
+    data = await run_in_threadpool(_load, request.app.state.ctx, role)
+    return render(request, "admin/index.html", {
+        "role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
+        "scopes": SCOPES, "tenant_q": quote(role.tenant_name), "new_key": None, "policy_problems": [],
+        "notes": {}, **data})
+
+
+def _text(form, name: str, limit: int = 1000) -> str:
+    value = form.get(name)
+    return str(value)[:limit] if value is not None else ""
+
+
+async def create_user(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    try:
+        created = await run_in_threadpool(
+            tenant_admin.create_member, request.app.state.ctx, tenant_id=role.tenant_id,
+            username=_text(form, "username", 200), password=_text(form, "password", 1000),
+            role=_text(form, "role", 20), agents=_text(form, "agents") or "*", actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "users", error=error)
+    return await _respond(request, user, role, "users", ok=f"Created user {created.username}.")
+
+
+async def change_user(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    action = _text(form, "action", 20)
+    if action not in ("save", "remove"):
+        return await _respond(request, user, role, "users", error=ValidationFailed.at("/action", "choose save or remove"))
+    try:
+        await run_in_threadpool(
+            tenant_admin.change_member, request.app.state.ctx, tenant_id=role.tenant_id,
+            user_id=request.path_params["user_id"], role=_text(form, "role", 20) if action == "save" else None,
+            agents=_text(form, "agents") or "*", acting_user_id=user.user_id, actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "users", error=error)
+    return await _respond(request, user, role, "users",
+                          ok="Role saved." if action == "save" else "Role removed from this tenant.")
+
+
+async def create_key(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    scopes = [str(s) for s in form.getlist("scopes")][:len(SCOPES)]
+    try:
+        created = await run_in_threadpool(
+            apikeys.create_key, request.app.state.ctx, tenant_id=role.tenant_id, scopes=scopes,
+            agents=_text(form, "agents") or "*", name=_text(form, "name", 200).strip(), actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "keys", error=error)
+    new_key = {"id": created.key.id, "token": created.token, "scopes": list(created.key.scopes),
+               "agents": list(created.key.agents)}
+    return await _respond(request, user, role, "keys", extra={"new_key": new_key}, status=201)
+
+
+async def revoke_key(request: Request):
+    user, role = _role(request)
+    key_id = request.path_params["key_id"]
+    try:
+        await run_in_threadpool(apikeys.revoke_key, request.app.state.ctx, tenant_id=role.tenant_id,
+                                key_id=key_id, actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "keys", error=error)
+    return await _respond(request, user, role, "keys", ok=f"Revoked {key_id}: requests with it now get 401.")
+
+
+async def save_policy(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    text = _text(form, "policy", tenant_admin.MAX_POLICY_TEXT + 1)
+    try:
+        await run_in_threadpool(tenant_admin.save_policy_text, request.app.state.ctx, tenant_id=role.tenant_id,
+                                text=text, actor=user.actor)
+    except ValidationFailed as error:
+        problems = error.details if isinstance(error.details, list) else []
+        return await _respond(request, user, role, "policy", error=error,
+                              extra={"policy_text": text, "policy_problems": problems})
+    return await _respond(request, user, role, "policy", ok="Policy saved; it applies to the next write.")
+
+
+async def save_redaction(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    mode = _text(form, "mode", 20)
+    try:
+        await run_in_threadpool(tenant_config.set_redaction_mode, request.app.state.ctx, tenant_id=role.tenant_id,
+                                mode=mode, actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "redaction", error=error)
+    return await _respond(request, user, role, "redaction", ok=f"Secret-shaped writes are now: {mode}.")
+
+
+async def register_secret(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    label = _text(form, "label", 64).strip()
+    value = _text(form, "value", 10_000)
+    try:
+        if not label:
+            raise ValidationFailed.at("/label", "give the secret a label (it replaces the value in redactions)")
+        await run_in_threadpool(tenant_config.register_secret, request.app.state.ctx, tenant_id=role.tenant_id,
+                                label=label, value=value, actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "redaction", error=error)
+    return await _respond(request, user, role, "redaction",
+                          ok=f"Registered secret {label}; writes containing it are now redacted or rejected.")
+
+
+routes = [
+    Route("/admin", index, methods=["GET"]),
+    Route("/admin/users", create_user, methods=["POST"]),
+    Route("/admin/users/{user_id}", change_user, methods=["POST"]),
+    Route("/admin/keys", create_key, methods=["POST"]),
+    Route("/admin/keys/{key_id}/revoke", revoke_key, methods=["POST"]),
+    Route("/admin/policy", save_policy, methods=["POST"]),
+    Route("/admin/redaction", save_redaction, methods=["POST"]),
+    Route("/admin/secrets", register_secret, methods=["POST"]),
+]
