@@ -14,6 +14,7 @@ BENCHMARKS: list[str] = [
     "app.bench.recall",      # memwarden bench recall     — memorywire corpus, quality + latency over HTTP
     "app.bench.calibrate",   # memwarden bench calibrate  — the default relevance floor, on our own data
     "app.bench.scale",       # memwarden bench scale      — recall latency at N memories, ingest rate
+    "app.bench.review",      # memwarden bench review     — queue/detail render and approvals at 100k pending
 ]
 
 

@@ -35,9 +35,10 @@ log = logging.getLogger(__name__)
 def api_routes() -> list:
     """Every `/v1` route, in one list (also what OpenAPI describes)."""
     from app.api import audit as audit_api
-    from app.api import changes, memories, meta
+    from app.api import changes, events, memories, meta, refs, webhooks, workspace
 
-    return [*meta.routes, *memories.routes, *changes.routes, *audit_api.routes]
+    return [*meta.routes, *memories.routes, *changes.routes, *audit_api.routes, *refs.routes, *events.routes,
+            *webhooks.routes, *workspace.routes]
 
 
 def create_app(settings: Settings | None = None, *, ctx: AppContext | None = None) -> Starlette:
@@ -55,6 +56,10 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
 
                 stack.callback(app.state.ctx.close)
                 await stack.enter_async_context(start_background_jobs(app.state.ctx))
+                from app.services.event_hub import EventHub  # SSE wake-ups; injected contexts poll
+
+                app.state.event_hub = EventHub(app.state.ctx.db.engine)
+                stack.push_async_callback(app.state.event_hub.close)
             yield
 
     routes = [

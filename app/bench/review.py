@@ -64,14 +64,14 @@ def _load(admin_url: str, tenant_id: str, embed, n_changes: int, n_live: int, n_
                                   updated_at, live_from, digest_key)
             SELECT 'mem_l' || lpad(g::text, 25, '0'), :t, 'agent-' || (g % :a), 'u' || (g % 8), 'semantic',
                    p.content, p.embedding, 'live', now() - make_interval(secs => g), now(), now(),
-                   gen_random_bytes(32)
+                   decode(md5(random()::text) || md5(random()::text), 'hex')
             FROM generate_series(1, :n) g JOIN bench_tpl p ON p.n = g % :k"""), {**params, "n": n_live})
         conn.execute(text("""
             INSERT INTO memories (id, tenant_id, agent_id, user_id, type, content, embedding, status, created_at,
                                   updated_at, digest_key, change_id)
             SELECT 'mem_p' || lpad(g::text, 25, '0'), :t, 'agent-' || (g % :a), 'u' || (g % 8), 'semantic',
                    p.content || ' (v' || g || ')', p.embedding, 'pending', now() - make_interval(secs => :n - g),
-                   now(), gen_random_bytes(32), 'chg_' || lpad(g::text, 26, '0')
+                   now(), decode(md5(random()::text) || md5(random()::text), 'hex'), 'chg_' || lpad(g::text, 26, '0')
             FROM generate_series(1, :n) g JOIN bench_tpl p ON p.n = g % :k"""), {**params, "n": n_changes})
         conn.execute(text("""
             INSERT INTO changes (id, tenant_id, agent_id, user_id, operation, status, request, memory_ids,

@@ -83,8 +83,12 @@ def vector_candidates_with_stats(session: Session, scope: Scope, filters: dict[s
 
 
 def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], query: str,
-                       n: int) -> list[tuple[str, float]]:
-    """Up to `n` (id, ts_rank_cd) whose text shares any stemmed word with `query`, best first."""
+                       n: int, query_vec: Sequence[float] | None = None) -> list[tuple[str, float]]:
+    """Up to `n` (id, ts_rank_cd) whose text shares any stemmed word with `query`, best first.
+
+    Equal ranks are common (every memory of "alice" matches the word "alice" once); with
+    `query_vec` they are ordered by vector distance, otherwise by id, never by physical row order
+    (which every UPDATE changes, so RRF would otherwise see a different keyword list each time)."""
     lexemes = session.scalar(text("SELECT tsvector_to_array(to_tsvector('english', :q))"), {"q": query}) or []
     if not lexemes:
         return []
@@ -92,7 +96,9 @@ def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], 
     tsquery = func.to_tsquery("simple", " | ".join("'" + lx.replace("'", "''") + "'" for lx in lexemes))
     rank = func.ts_rank_cd(Memory.content_tsv, tsquery)
     stmt = (_base(scope, filters).add_columns(rank.label("rank"))
-            .where(Memory.content_tsv.op("@@")(tsquery)).order_by(rank.desc()).limit(n))
+            .where(Memory.content_tsv.op("@@")(tsquery)))
+    tie = Memory.embedding.cosine_distance(query_vec) if query_vec is not None else Memory.id
+    stmt = stmt.order_by(rank.desc(), tie, Memory.id).limit(n)
     return [(r.id, float(r.rank)) for r in session.execute(stmt).all()]
 
 

@@ -1,4 +1,4 @@
-"""Periodic jobs of a serving process: the audit checkpoint cadence."""
+"""Periodic jobs of a serving process: the audit checkpoint cadence, webhook deliveries."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from typing import AsyncIterator
 
 from starlette.concurrency import run_in_threadpool
 
+from app.services import webhooks
 from app.services.context import AppContext
 
 log = logging.getLogger(__name__)
+WEBHOOK_POLL_SECONDS = 1.0
 
 
 async def _every(seconds: float, job, name: str) -> None:
@@ -28,7 +30,8 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
     """Run the jobs for the lifetime of the app; on shutdown sign a final checkpoint."""
     interval = max(1, ctx.settings.checkpoint_interval_seconds)
     tasks = [asyncio.create_task(_every(interval, lambda: ctx.audit.checkpoint_touched(ctx.db.sessions),
-                                        "audit-checkpoints"))]
+                                        "audit-checkpoints")),
+             asyncio.create_task(_every(WEBHOOK_POLL_SECONDS, lambda: webhooks.deliver_due(ctx), "webhook-deliveries"))]
     try:
         yield
     finally:

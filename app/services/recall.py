@@ -66,7 +66,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         if gated and not answerable(vector, stats):
             vector, keyword = [], []  # nothing in scope answers the query: no hits at all
         else:
-            keyword = search.keyword_candidates(session, scope, filters, body["query"], pool)
+            keyword = search.keyword_candidates(session, scope, filters, body["query"], pool, query_vec)
         fused = _fuse(method, vector, keyword)
         rows = search.fetch_with_similarity(session, list(fused), query_vec)
         hits = []

@@ -22,7 +22,7 @@ from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import events
+from app.services import compaction, events, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 
@@ -137,6 +137,8 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
         body["_state"] = [(m.id, m.updated_at) for m in rows]
     elif kind == "merge":
         body = _merge_diff(session, change)
+    elif kind in ("workspace_write", "workspace_delete"):
+        body = workspace.review_diff(session, change)
     else:
         body = {"_state": []}
     state = body.pop("_state")
@@ -235,10 +237,12 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
         if change.status != "pending":
             raise Conflict(f"change already {change.status}", details={"reason": "already_decided",
                                                                        "status": change.status})
-        fresh = compute_diff(ctx, session, change)
-        if request.seen_state is not None and request.seen_state != fresh["fingerprint"]:
-            raise Conflict("live state changed since this diff was shown; review the fresh diff",
-                           details={"reason": "stale_review", "fingerprint": fresh["fingerprint"], "diff": fresh})
+        if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
+            fresh = compute_diff(ctx, session, change)
+            if request.seen_state != fresh["fingerprint"]:
+                raise Conflict("live state changed since this diff was shown; review the fresh diff",
+                               details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
+                                        "diff": fresh})
         who = _actor_label(actor)
         now = utcnow()
         if request.decision == "reject":
@@ -409,6 +413,10 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
             mem.apply_expire(ctx, session, tenant_id, actor, rows, change.request.get("action", "forget"),
                              change_id=change.id)
         return {"affected": [m.id for m in rows]}
+    if change.operation in ("workspace_write", "workspace_delete"):
+        return workspace.apply_change(ctx, session, change, actor)
+    if change.operation == "merge" and change.request.get("compaction_run"):  # a staged compaction group
+        return compaction.apply_staged(ctx, session, change, actor, prepared.merge_rows)
     if change.operation == "merge":
         if prepared.merge_plan is None:
             raise Conflict("memories to merge are gone; reject this change", details={"reason": "stale_review"})
