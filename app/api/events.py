@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from typing import Any, AsyncIterator
 
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -30,6 +32,7 @@ from app.errors import ValidationFailed
 from app.services import events
 from app.services.context import AppContext
 
+log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 0.5
 BATCH = 500
@@ -76,7 +79,11 @@ async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit:
             if wake is not None:
                 wake.clear()  # before reading: a wake-up during the read triggers another read
             batch = min(BATCH, limit - sent) if limit else BATCH
-            rows = await run_in_threadpool(events.read_after, ctx.db.sessions, tenant_id, after, batch)
+            try:
+                rows = await run_in_threadpool(events.read_after, ctx.db.sessions, tenant_id, after, batch)
+            except OperationalError:  # database gone: end cleanly; the client resumes with Last-Event-ID
+                log.warning("event stream ended: database unreachable")
+                return
             for event in rows:
                 after = event.id
                 if event.visible_to(principal.may_act_for):

@@ -12,6 +12,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -49,8 +50,10 @@ def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
 
 
 def machine() -> dict[str, Any]:
+    """Where the numbers come from, including the load average (other work on the box skews them)."""
     return {"python": platform.python_version(), "platform": f"{platform.system()} {platform.release()} "
-            f"{platform.machine()}", "cpus": os.cpu_count()}
+            f"{platform.machine()}", "cpus": os.cpu_count(),
+            "loadavg_1_5_15": [round(x, 2) for x in os.getloadavg()]}
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -106,13 +109,36 @@ def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = 
             raise RuntimeError(f"memwarden serve failed to start: {log.read().decode(errors='replace')[-3000:]}") from None
         yield Server(proc, base_url, data_dir)
     finally:
-        proc.terminate()
+        # SIGINT, not SIGTERM: uvicorn re-raises the signal it caught after shutting down, and only
+        # SIGINT (KeyboardInterrupt) lets the process exit through atexit, where the embedded
+        # PostgreSQL is stopped. stop_cluster() below covers the case where it still is not.
+        proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(20)
+            proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def stop_cluster(data_dir: Path, timeout: float = 30.0) -> None:
+    """Stop the embedded PostgreSQL of `data_dir` if it is still running (fast shutdown)."""
+    pidfile = Path(data_dir) / "pg" / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    try:
+        os.kill(pid, signal.SIGINT)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -123,12 +149,16 @@ def scratch_dir(keep: str | None = None) -> Iterator[Path]:
         if path.exists() and any(path.iterdir()):
             raise SystemExit(f"--data-dir {path} is not empty; benchmarks need a fresh database")
         path.mkdir(parents=True, exist_ok=True)
-        yield path / ".memwarden"
+        try:
+            yield path / ".memwarden"
+        finally:
+            stop_cluster(path / ".memwarden")
         return
     root = Path(tempfile.mkdtemp(prefix="memwarden-bench-"))
     try:
         yield root / ".memwarden"
     finally:
+        stop_cluster(root / ".memwarden")
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -221,12 +221,13 @@ def cmd_recall(args: argparse.Namespace, settings) -> int:
         return 2
     corpus = load_corpus(corpus_path)
     started = time.perf_counter()
+    load_before = common.machine()["loadavg_1_5_15"]
     with common.scratch_dir(args.data_dir) as data_dir:
         with common.serve(data_dir) as server:
             token = common.provision_via_cli(data_dir)
             report = run_benchmark(server.base_url, token, corpus, runs=args.runs, k=args.k)
     report["wall_s"] = round(time.perf_counter() - started, 1)
-    report["machine"] = common.machine()
+    report["machine"] = {**common.machine(), "loadavg_before": load_before}
     report["command"] = (f"memwarden bench recall --corpus {args.corpus} --runs {args.runs}"
                          + (f" --out {args.out}" if args.out else ""))
     print(summary_table(report))

@@ -2,9 +2,10 @@
 
 A run looks at each scope (tenant, agent, user, memory type) and finds groups, without an LLM:
 
-* **duplicates** — memories whose embeddings are within `similarity` (cosine, default 0.9) of the
-  group's leader, the most confident memory (ties: the newest). The leader survives with its own
-  text; it gains the union of the group's tags.
+* **duplicates** — memories whose embeddings are within `similarity` (cosine, default 0.92, the
+  reviewer diff's duplicate threshold) of the group's leader, the most confident memory (ties: the
+  newest), and that do not contradict it (`detect_contradiction`: "prefers dark mode" and "prefers
+  light mode" embed at 0.89). The leader survives with its own text and the union of the tags.
 * **stale** (only when the tenant sets `stale_after_days`) — episodic memories older than that and
   not recalled since; they become one digest (the lines of each, newest first), the newest survives.
 
@@ -33,6 +34,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, undefer
 
+from app.core import diff as textdiff
 from app.core.ids import new_id
 from app.core.policy import WriteRequest
 from app.core.timefmt import utcnow
@@ -57,7 +59,7 @@ class Config:
     """A tenant's compaction settings (`tenants.settings["compaction"]`)."""
 
     enabled: bool = False
-    similarity: float = 0.9
+    similarity: float = textdiff.DUPLICATE_COSINE
     stale_after_days: float | None = None
     max_input_entries: int = 1000
 
@@ -117,7 +119,8 @@ def find_groups(rows: list[Memory], embeddings: np.ndarray, similarity: float,
     for i in order:
         if not free[i]:
             continue
-        members = np.flatnonzero(free & (vectors @ vectors[i] >= similarity - 1e-6))
+        members = [j for j in np.flatnonzero(free & (vectors @ vectors[i] >= similarity - 1e-6))
+                   if j == i or textdiff.detect_contradiction(rows[j].content, rows[i].content) is None]
         if len(members) > 1:
             groups.append(Group("duplicates", rows[i], [rows[j] for j in members]))
             free[members] = False

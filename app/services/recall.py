@@ -66,7 +66,10 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         if gated and not answerable(vector, stats):
             vector, keyword = [], []  # nothing in scope answers the query: no hits at all
         else:
-            keyword = search.keyword_candidates(session, scope, filters, body["query"], pool, query_vec)
+            # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
+            # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
+            keyword = search.keyword_candidates(session, scope, filters, body["query"], pool,
+                                                query_vec if stats.exact else None)
         fused = _fuse(method, vector, keyword)
         rows = search.fetch_with_similarity(session, list(fused), query_vec)
         hits = []

@@ -31,7 +31,7 @@ from app.core.access import Principal, agent_allowed
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Event, Webhook, WebhookDelivery
-from app.errors import NotFound
+from app.errors import NotFound, ValidationFailed
 from app.services.context import AppContext
 
 BACKOFF_BASE_SECONDS = 5
@@ -77,6 +77,12 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
 def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """Register an endpoint; the response is the only place the signing secret ever appears.
     It receives events about the agents the creating key may act for."""
+    try:
+        host = httpx.URL(body["url"]).host
+    except httpx.InvalidURL:
+        host = ""
+    if not host:
+        raise ValidationFailed.at("/url", "not an absolute http(s) URL with a host")
     secret = "whsec_" + secrets.token_urlsafe(32)
     webhook_id = new_id("whk")
     webhook = Webhook(id=webhook_id, tenant_id=principal.tenant_id, url=body["url"],
@@ -88,7 +94,7 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
         # The URL may embed credentials, so the audit log gets its host only.
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.created", actor=principal.actor,
                          subject={"type": "webhook", "id": webhook_id},
-                         data={"host": httpx.URL(body["url"]).host, "events": webhook.event_types})
+                         data={"host": host, "events": webhook.event_types})
     return {**webhook_json(webhook), "secret": secret}
 
 

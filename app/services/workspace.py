@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, delete, func, select
+from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.orm import Session, defer
 
 from app.core import diff as textdiff
@@ -108,7 +109,7 @@ def _as_of(tenant_id: str, instant: datetime):
     """Each path's latest version written at or before `instant` (tombstones included)."""
     return (select(WorkspaceVersion)
             .where(WorkspaceVersion.tenant_id == tenant_id, WorkspaceVersion.created_at <= instant)
-            .distinct(WorkspaceVersion.path).order_by(WorkspaceVersion.path, WorkspaceVersion.version.desc()))
+            .ext(distinct_on(WorkspaceVersion.path)).order_by(WorkspaceVersion.path, WorkspaceVersion.version.desc()))
 
 
 def list_files(ctx: AppContext, principal: Principal, query: dict[str, Any]) -> dict[str, Any]:

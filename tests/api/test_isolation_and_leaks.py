@@ -105,12 +105,14 @@ def test_one_agent_recall_stays_full_when_other_agents_rows_are_nearer(client, c
             ("Rooftop garden watering is on Tuesdays.", "The rooftop garden has tomatoes.")]
     query = "When is the rooftop garden watered?"
     vector = ctx.embedder.embed([query])[0].tolist()
-    with ctx.db.sessions.begin() as session:  # 3,000 rows of other agents, all exactly the query
+    with ctx.db.sessions.begin() as session:  # 100,000 rows of other agents, all (nearly) the query itself
+        # A little noise per row: 100,000 identical vectors are a pathological HNSW build, not a realistic one.
         session.execute(text("""
             INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from)
-            SELECT 'mem_' || lpad(g::text, 26, '0'), :t, 'crowd-' || (g % 50), 'semantic', :q, CAST(:v AS vector),
+            SELECT 'mem_' || lpad(g::text, 26, '0'), :t, 'crowd-' || (g % 500), 'semantic', :q,
+                   CAST(:v AS vector) + CAST(array_fill(((g % 97) - 48) / 20000.0, ARRAY[384]) AS vector),
                    'live', now()
-            FROM generate_series(1, 3000) g"""), {"t": tenant.id, "q": query, "v": str(vector)})
+            FROM generate_series(1, 100000) g"""), {"t": tenant.id, "q": query, "v": str(vector)})
     hits = _recall_ids(client, headers, query, agent="lonely", k=5)
     assert hits[:2] == [ours[0], ours[1]] or set(hits) == set(ours)
     assert len(hits) == 2

@@ -5,10 +5,8 @@ Test names follow OpenWOP's conformance scenarios where one exists."""
 import hashlib
 import hmac
 import json
-import threading
 import time
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from sqlalchemy import text
@@ -16,6 +14,7 @@ from sqlalchemy import text
 from app.core.timefmt import format_ts, utcnow
 from app.services import webhooks
 from tests.harness import bearer
+from tests.http_receiver import Receiver
 from tests.schema_check import assert_error, assert_schema
 from tests.sse import parse_sse
 
@@ -93,8 +92,8 @@ def test_memory_attribution_no_content(client, ctx, tenant, agent):
     with ctx.db.sessions() as session:
         stored = json.dumps(session.execute(text("SELECT payload FROM events WHERE tenant_id = :t"),
                                             {"t": tenant.id}).scalars().all())
+    assert len(_written(parse_sse(raw))) == 2
     for haystack in (raw, stored):
-        assert len(_written(parse_sse(raw))) == 2
         for needle in ("Rosalind", "31-07-44", "zebra-umbrella", "ultraviolet", "quasar-mitten", "content"):
             assert needle not in haystack
 
@@ -221,7 +220,10 @@ def test_ref_write_follows_redaction_and_review(client, agent, reviewer):
                          headers=agent)
     assert staged.status_code == 202, staged.text
     body = assert_schema("ref-pending.response", staged.json())
-    ids = lambda: [e["id"] for e in client.get(f"/v1/refs/{ref}/entries", headers=agent).json()["entries"]]  # noqa: E731
+
+    def ids():
+        return [e["id"] for e in client.get(f"/v1/refs/{ref}/entries", headers=agent).json()["entries"]]
+
     assert body["id"] not in ids()
     assert_error(client.get(f"/v1/refs/{ref}/entries/{body['id']}", headers=agent), 404, "not_found")
     client.post(f"/v1/changes/{body['changeId']}/approve", json={}, headers=reviewer)
@@ -249,8 +251,10 @@ def test_ref_isolation_forged_foreign_and_malformed(client, agent, make_key, mak
 
 def test_run_snapshot_reads(client, ctx, agent):
     ref = _ref(client, agent)
-    post = lambda content, **kw: client.post(f"/v1/refs/{ref}/entries", json={"content": content, **kw},  # noqa: E731
-                                             headers=agent).json()
+
+    def post(content, **extra):
+        return client.post(f"/v1/refs/{ref}/entries", json={"content": content, **extra}, headers=agent).json()
+
     before = post("Xena started at the Oslo office.")
     time.sleep(0.01)
     run = client.post("/v1/runs", json={"agent_id": "agent-a"}, headers=agent)
@@ -260,8 +264,10 @@ def test_run_snapshot_reads(client, ctx, agent):
     during = post("Xena moved to the Bergen office.", runId=run["runId"], nodeId="step-3")
     client.delete(f"/v1/refs/{ref}/entries/{before['id']}", headers=agent)
 
-    ids = lambda **q: [e["id"] for e in client.get(f"/v1/refs/{ref}/entries", params=q,  # noqa: E731
-                                                   headers=agent).json()["entries"]]
+
+    def ids(**query):
+        return [e["id"] for e in client.get(f"/v1/refs/{ref}/entries", params=query, headers=agent).json()["entries"]]
+
     assert ids() == [during["id"]]
     assert ids(run_id=run["runId"]) == [before["id"]]  # deleted after the run started: still seen
     assert ids(snapshot=run["snapshot"]) == [before["id"]]
@@ -279,33 +285,6 @@ def test_run_snapshot_reads(client, ctx, agent):
 
 
 # --- webhooks ------------------------------------------------------------------------------------
-
-class Receiver:
-    """A real HTTP endpoint on 127.0.0.1 that answers with scripted status codes."""
-
-    def __init__(self, statuses=()):
-        self.statuses = list(statuses)
-        self.requests: list[tuple[dict, bytes]] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(receiver.statuses.pop(0) if receiver.statuses else 204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
 
 @pytest.fixture
 def receiver():
@@ -360,8 +339,31 @@ def test_webhook_gives_up_after_the_last_attempt_and_rejects_bad_urls(client, ct
         assert webhooks.deliver_due(ctx, now=later + timedelta(days=1)) == 0
     finally:
         dead.close()
-    for url in ("ftp://example.com/x", "not a url", "javascript:alert(1)"):
+    for url in ("ftp://example.com/x", "not a url", "javascript:alert(1)", "http://", "http://[::1"):
         assert_error(client.post("/v1/webhooks", json={"url": url}, headers=agent), 422, "validation_error")
     memory_only = bearer(make_key(scopes="memory:read,memory:write"))
     assert_error(client.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/x"}, headers=memory_only),
                  403, "forbidden")
+
+
+def test_event_stream_keeps_alive_and_ends_when_the_key_is_revoked(ctx, make_key, monkeypatch):
+    import asyncio
+
+    from app.api import events as events_api
+    from app.services.apikeys import authenticate, revoke_key
+
+    monkeypatch.setattr(events_api, "HEARTBEAT_SECONDS", 0.2)
+    monkeypatch.setattr(events_api, "POLL_SECONDS", 0.05)
+    principal = authenticate(ctx, make_key(scopes="events:read"))
+
+    async def consume():
+        chunks = []
+        async for chunk in events_api._stream(ctx, None, principal, after=0, limit=None, once=False):
+            chunks.append(chunk)
+            if len(chunks) == 2:  # the stream is suspended here, so the database is ours
+                revoke_key(ctx, tenant_id=principal.tenant_id, key_id=principal.key_id,
+                           actor={"kind": "test", "id": "pytest"})
+        return chunks
+
+    chunks = asyncio.run(asyncio.wait_for(consume(), 10))
+    assert chunks == [": keepalive\n\n"] * 2  # then the revoked key's stream ended by itself

@@ -1,0 +1,258 @@
+"""`memwarden bench audit`: durable audit-append throughput and offline verification speed.
+
+On a fresh embedded PostgreSQL (its defaults: `synchronous_commit = on`, `fsync = on`):
+
+* **Appends.** For each (writers, chains) configuration, W writer OS processes (multiprocessing
+  spawn, each its own `AppContext` and connection) start together and call
+  `AuditLog.append` for a fixed time, every append its own committed transaction - the real
+  per-request path, durable at commit. Writer w sends its i-th append to chain (w + i) mod C, so
+  with one chain all writers contend for its advisory lock and with C chains they spread out.
+  Afterwards every chain is checked gapless and verified (`verify_database`).
+* **Verification.** One chain of N events (default 100,000; entries built by the same
+  `app.core.auditchain` functions as `append`, inserted 1,000 per transaction by the app role,
+  with a signed checkpoint per 1,000 as the count cadence would sign) is exported with
+  `AuditLog.export` to a JSONL file and verified offline with `verify_export` and the pinned key,
+  as `memwarden audit verify FILE --public-key KEY` does: in this process only, and with the
+  default worker processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from app.bench.common import latency_summary, machine, scratch_dir, table, write_json
+from app.config import Settings
+
+ACTOR = {"kind": "bench", "id": "memwarden-bench"}
+GOALS = {"appends_per_second_1_chain_8_writers": 1_000, "verify_events_per_second": 100_000}
+
+
+def add_parser(bench: argparse._SubParsersAction) -> None:
+    parser = bench.add_parser("audit", help="durable audit appends/s (1 and 8 writers x 1 and 8 chains) and "
+                                            "offline verification events/s")
+    parser.add_argument("--seconds", type=float, default=5.0, help="timed append window per configuration")
+    parser.add_argument("--writers", default="1,8", help="writer process counts to run (comma-separated)")
+    parser.add_argument("--chains", default="1,8", help="chain counts to run (comma-separated)")
+    parser.add_argument("--verify-events", type=int, default=100_000, help="events in the exported chain")
+    parser.add_argument("--repeat", type=int, default=3, help="verification runs per mode (best is reported)")
+    parser.add_argument("--out", default="docs/bench/audit.json")
+    parser.add_argument("--data-dir", help="keep the database here (must be empty) instead of a temp dir")
+    parser.set_defaults(func=run)
+
+
+# --- appends -----------------------------------------------------------------------------------
+
+def _writer(settings: Settings, writer: int, tenant_ids: list[str], seconds: float, barrier, results) -> None:
+    """One writer process: appends until `seconds` have passed, each in its own transaction."""
+    from app.services.context import AppContext
+
+    ctx = AppContext.open(settings, migrate=False)
+    try:
+        with ctx.db.engine.connect() as conn:  # open the pooled connection before the clock starts
+            conn.exec_driver_sql("SELECT 1")
+        barrier.wait(timeout=120)
+        latencies: list[float] = []
+        count = 0
+        started = time.perf_counter()
+        deadline = started + seconds
+        now = started
+        while now < deadline:
+            tenant_id = tenant_ids[(writer + count) % len(tenant_ids)]
+            with ctx.db.sessions.begin() as session:
+                ctx.audit.append(session, tenant_id=tenant_id, event_type="bench.append",
+                                 actor={"kind": "bench", "id": f"writer-{writer}"},
+                                 subject={"type": "bench", "id": f"w{writer}-{count}"},
+                                 data={"writer": writer, "i": count})
+            end = time.perf_counter()
+            latencies.append((end - now) * 1000.0)
+            now = end
+            count += 1
+        results.put((writer, count, now - started, latencies))
+    finally:
+        ctx.close()
+
+
+def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: float) -> dict[str, Any]:
+    from sqlalchemy import func, select
+
+    from app.db.models import AuditEntry
+    from app.services.audit import chain_for
+    from app.services.tenants import create_tenant
+
+    stamp = f"{os.getpid()}-{time.time_ns() % 10**9}"
+    tenants = [create_tenant(ctx, name=f"bench-w{writers}-c{chains}-{i}-{stamp}", actor=ACTOR).id
+               for i in range(chains)]
+    spawn = mp.get_context("spawn")
+    barrier, results = spawn.Barrier(writers), spawn.Queue()
+    procs = [spawn.Process(target=_writer, args=(settings, w, tenants, seconds, barrier, results))
+             for w in range(writers)]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=seconds + 300) for _ in procs]
+    for proc in procs:
+        proc.join(60)
+        if proc.exitcode != 0:
+            raise RuntimeError(f"writer process exited with {proc.exitcode}")
+    total = sum(o[1] for o in outcomes)
+    elapsed = max(o[2] for o in outcomes)
+    latencies = [ms for o in outcomes for ms in o[3]]
+
+    verified = True
+    for tenant_id in tenants:
+        chain_id = chain_for(tenant_id)
+        with ctx.db.sessions() as session:
+            n, top = session.execute(select(func.count(), func.max(AuditEntry.seq))
+                                     .where(AuditEntry.chain_id == chain_id)).one()
+        report = ctx.audit.verify_database(ctx.db.sessions, chain_id)
+        verified &= report.ok and n == top
+    appended_rows = 0
+    with ctx.db.sessions() as session:
+        appended_rows = session.scalar(select(func.count()).where(
+            AuditEntry.chain_id.in_([chain_for(t) for t in tenants]), AuditEntry.event_type == "bench.append"))
+    return {
+        "writers": writers, "chains": chains, "appends": total, "seconds": round(elapsed, 2),
+        "appends_per_second": round(total / elapsed, 1), "latency": latency_summary(latencies),
+        "per_writer": sorted(o[1] for o in outcomes),
+        "chains_gapless_and_verified": verified and appended_rows == total,
+    }
+
+
+# --- verification --------------------------------------------------------------------------------
+
+def _bulk_chain(ctx, tenant_id: str, n: int, batch: int = 1_000) -> float:
+    """Extend a tenant's chain by `n` events exactly as `append` builds them, `batch` per
+    transaction, signing a checkpoint after each batch; returns seconds taken."""
+    from sqlalchemy import insert, select
+
+    from app.core import auditchain as chain
+    from app.core.timefmt import format_ts, utcnow
+    from app.db.models import AuditEntry
+    from app.services.audit import _lock_chain, actor_label, chain_for
+
+    chain_id = chain_for(tenant_id)
+    origin = ctx.audit.checkpoint_origin(chain_id)
+    started = time.perf_counter()
+    done = 0
+    while done < n:
+        with ctx.db.sessions.begin() as session:
+            _lock_chain(session, chain_id)
+            head = session.execute(select(AuditEntry.seq, AuditEntry.chain_hash).where(
+                AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)).first()
+            seq, prev = (head.seq, head.chain_hash) if head else (0, chain.GENESIS)
+            rows = []
+            for _ in range(min(batch, n - done)):
+                seq += 1
+                now = utcnow()
+                subject = {"type": "memory", "id": f"mem_bench{seq:021d}"}
+                entry = chain.build_entry(origin=origin, chain_id=chain_id, seq=seq, ts=format_ts(now),
+                                          event_type="memory.remembered", actor=ACTOR, subject=subject,
+                                          data={"agent_id": "bench", "content_sha256": f"{seq:064x}"})
+                leaf = chain.leaf_hash(entry)
+                prev = chain.chain_hash(prev, leaf)
+                rows.append({"chain_id": chain_id, "seq": seq, "entry": entry, "leaf_hash": leaf, "chain_hash": prev,
+                             "tenant_id": tenant_id, "event_type": "memory.remembered", "ts": now,
+                             "actor": actor_label(ACTOR), "subject_type": "memory", "subject_id": subject["id"]})
+            session.execute(insert(AuditEntry), rows)
+            done += len(rows)
+            ctx.audit.checkpoint(session, chain_id)
+    return time.perf_counter() - started
+
+
+def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
+    from app.core.auditchain import verify_export
+    from app.services.audit import chain_for
+    from app.services.tenants import create_tenant
+
+    tenant_id = create_tenant(ctx, name=f"bench-verify-{os.getpid()}", actor=ACTOR).id
+    chain_id = chain_for(tenant_id)
+    load_s = _bulk_chain(ctx, tenant_id, n)
+
+    path = data_dir.parent / "audit-export.jsonl"
+    started = time.perf_counter()
+    lines = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for line in ctx.audit.export(ctx.db.sessions, chain_id):
+            fh.write(line + "\n")
+            lines += 1
+    export_s = time.perf_counter() - started
+
+    modes: dict[str, Any] = {}
+    for label, workers in (("in_process", 0), ("default_workers", None)):
+        runs = []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            with path.open(encoding="utf-8") as fh:
+                report = verify_export(fh, vkeys=[ctx.audit.vkey], workers=workers)
+            runs.append(time.perf_counter() - started)
+            if not report.ok:
+                raise RuntimeError(f"the export did not verify: {report.detail}")
+        best = min(runs)
+        modes[label] = {"workers": workers if workers is not None else f"default ({os.cpu_count()} cpus)",
+                        "seconds_best": round(best, 3), "seconds_median": round(statistics.median(runs), 3),
+                        "events_per_second": round(report.entries / best)}
+    started = time.perf_counter()
+    db_report = ctx.audit.verify_database(ctx.db.sessions, chain_id)
+    db_s = time.perf_counter() - started
+    return {
+        "events": report.entries, "checkpoints_in_export": report.checkpoints_verified,
+        "export_bytes": path.stat().st_size, "export_lines": lines, "load_seconds": round(load_s, 1),
+        "export_seconds": round(export_s, 2), "export_events_per_second": round(report.entries / export_s),
+        "verify_export": modes,
+        "verify_database": {"ok": db_report.ok, "seconds": round(db_s, 2),
+                            "events_per_second": round(db_report.entries / db_s)},
+    }
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from sqlalchemy import text
+
+    from app.db.database import make_database, make_engine, migrate, resolve_urls
+    from app.services.context import AppContext
+
+    writer_counts = [int(x) for x in args.writers.split(",") if x.strip()]
+    chain_counts = [int(x) for x in args.chains.split(",") if x.strip()]
+    with scratch_dir(args.data_dir) as data_dir:
+        urls = resolve_urls(Settings(data_dir=data_dir))  # this process keeps the embedded server up
+        migrate(urls)
+        bench_settings = Settings(data_dir=data_dir, database_url=urls.app_url,
+                                  migration_database_url=urls.admin_url)
+        bench_settings.resolved_signing_key_file()  # generate the key before writers read it
+        ctx = AppContext(bench_settings, make_database(make_engine(urls.app_url, pool_size=4)))
+        try:
+            with ctx.db.engine.connect() as conn:
+                durability = {name: conn.execute(text(f"SHOW {name}")).scalar()
+                              for name in ("synchronous_commit", "fsync", "wal_sync_method", "server_version")}
+            appends = []
+            for writers in writer_counts:
+                for chains in chain_counts:
+                    result = _append_run(ctx, bench_settings, writers, chains, args.seconds)
+                    print(f"appends: {writers} writer(s) x {chains} chain(s): {result['appends_per_second']}/s "
+                          f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms)",
+                          flush=True)
+                    appends.append(result)
+            verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
+        finally:
+            ctx.close()
+            if urls.embedded is not None:
+                urls.embedded.handle.cleanup()  # stop PostgreSQL before the scratch dir goes
+    report: dict[str, Any] = {
+        "benchmark": "audit", "machine": machine(), "database": durability,
+        "append_seconds_per_config": args.seconds, "appends": appends, "verify": verify, "goals": GOALS,
+    }
+    print(table([[a["writers"], a["chains"], a["appends"], a["appends_per_second"], a["latency"]["p50_ms"],
+                  a["latency"]["p95_ms"], "yes" if a["chains_gapless_and_verified"] else "NO"] for a in appends],
+                ["writers", "chains", "appends", "appends/s", "p50 ms", "p95 ms", "gapless+verified"]))
+    v = verify
+    print(f"verify {v['events']} events offline: {v['verify_export']['in_process']['events_per_second']}/s "
+          f"in-process, {v['verify_export']['default_workers']['events_per_second']}/s with workers; "
+          f"database verify {v['verify_database']['events_per_second']}/s; export {v['export_events_per_second']}/s")
+    write_json(args.out, report)
+    return 0
