@@ -67,11 +67,14 @@ class AuditLog:
         """
         chain_id = chain_for(tenant_id)
         _lock_chain(session, chain_id)
-        head = session.execute(
-            select(AuditEntry.seq, AuditEntry.chain_hash)
-            .where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)
-        ).first()
-        seq, prev = (head.seq + 1, head.chain_hash) if head else (1, chain.GENESIS)
+        heads = _held(session)["heads"]
+        head = heads.get(chain_id)  # our own earlier append in this transaction, under the same lock
+        if head is None:
+            head = session.execute(
+                select(AuditEntry.seq, AuditEntry.chain_hash)
+                .where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)
+            ).first()
+        seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS)
         now = utcnow()
         subject = subject or {}
         entry = chain.build_entry(origin=self.checkpoint_origin(chain_id), chain_id=chain_id, seq=seq,
@@ -85,6 +88,7 @@ class AuditLog:
             event_type=event_type, ts=now, actor=actor_label(actor),
             subject_type=subject.get("type"), subject_id=subject.get("id"),
         ))
+        heads[chain_id] = (seq, link)
         self._touched.add(chain_id)
         if self.checkpoint_every > 0 and seq % self.checkpoint_every == 0:
             self._checkpoint_locked(session, chain_id)
@@ -205,8 +209,25 @@ def actor_label(actor: dict[str, Any]) -> str:
     return f"{actor.get('kind', '?')}:{actor.get('id', '?')}"
 
 
+def _held(session: Session) -> dict[str, Any]:
+    """Per-transaction facts: chain locks taken and chain heads written in this transaction.
+
+    Keyed by the innermost transaction object itself (kept referenced, so identity is exact): a
+    new transaction, or a savepoint that may roll back, starts with nothing cached.
+    """
+    tx = session.get_nested_transaction() or session.get_transaction()
+    state = session.info.get("memwarden.held")
+    if state is None or state["tx"] is not tx:
+        state = session.info["memwarden.held"] = {"tx": tx, "locks": set(), "heads": {}}
+    return state
+
+
 def _lock_chain(session: Session, chain_id: str) -> None:
-    session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.audit:" + chain_id))))
+    """Take the chain's transaction-scoped advisory lock (once per transaction)."""
+    held = _held(session)
+    if chain_id not in held["locks"]:
+        session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.audit:" + chain_id))))
+        held["locks"].add(chain_id)
 
 
 def latest_checkpoint(session: Session, chain_id: str) -> AuditCheckpoint | None:
