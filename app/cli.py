@@ -271,11 +271,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable]:
-    """Command groups living beside their services (audit, bench, users)."""
+    """Command groups living beside their services (audit, bench, compact)."""
     from app.cli_audit import register as audit
     from app.cli_bench import register as bench
+    from app.cli_compact import register as compact
 
-    return [audit, bench]
+    return [audit, bench, compact]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
-from datetime import datetime
-
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -13,8 +9,9 @@ from app.api.jsonio import json_response, read_json
 from app.api.memories import parse_query
 from app.api.routing import ApiRoute, ctx_of
 from app.core.access import Principal
+from app.core.cursor import decode_cursor, encode_cursor
 from app.core.ids import has_prefix
-from app.errors import NotFound, ValidationFailed
+from app.errors import NotFound
 from app.services import review
 
 
@@ -39,24 +36,12 @@ async def list_changes(request: Request, principal: Principal):
     query = parse_query(request, "changes.query")
     flt = review.QueueFilter(status=query.get("status", "pending"), agent_id=query.get("agent_id"),
                              operation=query.get("operation"))
-    after = _decode(query["cursor"]) if query.get("cursor") else None
+    after = decode_cursor(query["cursor"]) if query.get("cursor") else None
     limit = query.get("limit", 50)
     rows, total = await run_in_threadpool(review.list_changes, ctx_of(request), principal.tenant_id,
                                           principal.agents, flt, limit, after)
-    cursor = _encode(rows[-1].submitted_at, rows[-1].id) if len(rows) == limit else None
+    cursor = encode_cursor(rows[-1].submitted_at, rows[-1].id) if len(rows) == limit else None
     return json_response({"items": [review.change_json(c) for c in rows], "total": total, "next_cursor": cursor})
-
-
-def _encode(ts: datetime, change_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([ts.isoformat(), change_id]).encode()).decode().rstrip("=")
-
-
-def _decode(cursor: str) -> tuple[datetime, str]:
-    try:
-        ts, change_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(ts), str(change_id)
-    except (ValueError, TypeError):
-        raise ValidationFailed.at("/cursor", "not a cursor returned by this API") from None
 
 
 def _decision(kind: str):

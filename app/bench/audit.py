@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import time
 from pathlib import Path
@@ -94,11 +95,19 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
              for w in range(writers)]
     for proc in procs:
         proc.start()
-    outcomes = [results.get(timeout=seconds + 300) for _ in procs]
+    outcomes = []
+    give_up = time.monotonic() + seconds + 300
+    while len(outcomes) < writers:
+        try:
+            outcomes.append(results.get(timeout=1))
+        except queue.Empty:
+            failed = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if failed or time.monotonic() > give_up:
+                for proc in procs:
+                    proc.kill()
+                raise RuntimeError(f"writer processes failed (exit codes {failed}) or timed out") from None
     for proc in procs:
         proc.join(60)
-        if proc.exitcode != 0:
-            raise RuntimeError(f"writer process exited with {proc.exitcode}")
     total = sum(o[1] for o in outcomes)
     elapsed = max(o[2] for o in outcomes)
     latencies = [ms for o in outcomes for ms in o[3]]

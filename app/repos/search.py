@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sqlalchemy import func, select, text
+from sqlalchemy import Text, cast, func, literal_column, select, text
+from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
@@ -89,11 +90,14 @@ def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], 
     Equal ranks are common (every memory of "alice" matches the word "alice" once); with
     `query_vec` they are ordered by vector distance, otherwise by id, never by physical row order
     (which every UPDATE changes, so RRF would otherwise see a different keyword list each time)."""
-    lexemes = session.scalar(text("SELECT tsvector_to_array(to_tsvector('english', :q))"), {"q": query}) or []
-    if not lexemes:
+    # OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases),
+    # built in SQL so it costs no extra round trip: plainto_tsquery ANDs the quoted lexemes with
+    # ' & ' (a lexeme never contains a space), so swapping the operator gives the OR query. With
+    # a constant config the whole expression folds to a constant at plan time.
+    if not query.strip():
         return []
-    # OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases).
-    tsquery = func.to_tsquery("simple", " | ".join("'" + lx.replace("'", "''") + "'" for lx in lexemes))
+    anded = func.plainto_tsquery(literal_column("'english'::regconfig"), query)
+    tsquery = cast(func.replace(cast(anded, Text), " & ", " | "), TSQUERY)
     rank = func.ts_rank_cd(Memory.content_tsv, tsquery)
     stmt = (_base(scope, filters).add_columns(rank.label("rank"))
             .where(Memory.content_tsv.op("@@")(tsquery)))

@@ -1,4 +1,4 @@
-"""Periodic jobs of a serving process: the audit checkpoint cadence, webhook deliveries."""
+"""Periodic jobs of a serving process: the audit checkpoint cadence, webhook deliveries, memory compaction."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
     tasks = [asyncio.create_task(_every(interval, lambda: ctx.audit.checkpoint_touched(ctx.db.sessions),
                                         "audit-checkpoints")),
              asyncio.create_task(_every(WEBHOOK_POLL_SECONDS, lambda: webhooks.deliver_due(ctx), "webhook-deliveries"))]
+    if ctx.settings.compaction_interval_seconds > 0:
+        from app.services import compaction
+
+        tasks.append(asyncio.create_task(_every(ctx.settings.compaction_interval_seconds,
+                                                lambda: compaction.run_scheduled(ctx), "memory-compaction")))
     try:
         yield
     finally:

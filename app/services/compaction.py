@@ -25,10 +25,11 @@ Tenants opt in to the background job with `tenants.settings["compaction"] = {"en
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from sqlalchemy import func, select, update
@@ -187,47 +188,68 @@ def _candidates(session: Session, tenant_id: str, scope: tuple[str, str | None, 
 
 def compact_tenant(ctx: AppContext, tenant_id: str, *, agent_id: str | None = None, trigger: str = "cli",
                    actor: dict | None = None, similarity: float | None = None) -> dict[str, Any]:
-    """One compaction pass over a tenant (or one agent of it); returns the run's id and stats."""
+    """One compaction pass over a tenant (or one agent of it); returns the run's id and stats.
+    409 while another pass over the tenant runs (in any process)."""
     actor = actor or SYSTEM_ACTOR
+    if similarity is not None and not 0.5 <= similarity <= 1:
+        raise ValidationFailed.at("/similarity", "similarity must be between 0.5 and 1")
     run = CompactionRun(id=new_id("cmp"), tenant_id=tenant_id, agent_id=agent_id, trigger=trigger,
                         status="running", started_at=utcnow())
-    with ctx.db.sessions.begin() as session:
-        if session.get(Tenant, tenant_id) is None:
-            raise NotFound("tenant not found")
-        session.add(run)
-    stats = {"scopes": 0, "groups": 0, "compacted": 0, "staged": 0, "sources": 0, "skipped": 0}
-    try:
-        with ctx.db.sessions() as session:
-            config = tenant_config(session, tenant_id)
-            busy = set(session.scalars(select(func.unnest(Change.memory_ids)).where(
-                Change.tenant_id == tenant_id, Change.status == "pending")))
-            stale_before = (utcnow() - timedelta(days=config.stale_after_days)) if config.stale_after_days else None
-            work = []
-            for scope in _scopes(session, tenant_id, agent_id):
-                rows = _candidates(session, tenant_id, scope, config.max_input_entries, busy)
-                embeddings = np.array([np.asarray(m.embedding, dtype=np.float32) for m in rows]) if rows else None
-                work += find_groups(rows, embeddings, similarity or config.similarity, stale_before)
-                stats["scopes"] += 1
-        compactor = _Compactor(tenant_id, f"compaction:{run.id}", actor)
-        for group in work:
-            group = _fit(ctx, group) if group.kind == "stale" else group
-            if group is None:
-                stats["skipped"] += 1
-                continue
-            stats["groups"] += 1
-            try:
-                outcome = _compact_group(ctx, compactor, run.id, group)
-            except AppError as exc:  # moved under us, denied by policy, or a secret in reject mode
-                log.info("compaction %s skipped a group: %s", run.id, exc.message)
-                stats["skipped"] += 1
-                continue
-            stats[outcome] += 1
-            stats["sources"] += len(group.sources) if outcome == "compacted" else 0
+    with _one_pass_at_a_time(ctx, tenant_id):
+        with ctx.db.sessions.begin() as session:
+            if session.get(Tenant, tenant_id) is None:
+                raise NotFound("tenant not found")
+            session.add(run)
+        stats = {"scopes": 0, "groups": 0, "compacted": 0, "staged": 0, "sources": 0, "skipped": 0}
+        try:
+            _pass(ctx, run, actor, similarity, stats)
+        except Exception:
+            _finish(ctx, run, actor, "failed", stats)
+            raise
         _finish(ctx, run, actor, "done", stats)
-    except Exception:
-        _finish(ctx, run, actor, "failed", stats)
-        raise
     return {"run_id": run.id, **stats}
+
+
+@contextlib.contextmanager
+def _one_pass_at_a_time(ctx: AppContext, tenant_id: str) -> Iterator[None]:
+    # A session-level advisory lock on a connection of its own: it spans the pass's many transactions.
+    key = func.hashtext("memwarden.compaction:" + tenant_id)
+    with ctx.db.engine.connect() as conn:
+        if not conn.scalar(select(func.pg_try_advisory_lock(key))):
+            raise Conflict("a compaction of this tenant is already running")
+        try:
+            yield
+        finally:
+            conn.execute(select(func.pg_advisory_unlock(key)))
+
+
+def _pass(ctx: AppContext, run: CompactionRun, actor: dict, similarity: float | None, stats: dict[str, int]) -> None:
+    with ctx.db.sessions() as session:
+        config = tenant_config(session, run.tenant_id)
+        busy = set(session.scalars(select(func.unnest(Change.memory_ids)).where(
+            Change.tenant_id == run.tenant_id, Change.status == "pending")))
+        stale_before = (utcnow() - timedelta(days=config.stale_after_days)) if config.stale_after_days else None
+        work = []
+        for scope in _scopes(session, run.tenant_id, run.agent_id):
+            rows = _candidates(session, run.tenant_id, scope, config.max_input_entries, busy)
+            embeddings = np.array([np.asarray(m.embedding, dtype=np.float32) for m in rows]) if rows else None
+            work += find_groups(rows, embeddings, similarity or config.similarity, stale_before)
+            stats["scopes"] += 1
+    compactor = _Compactor(run.tenant_id, f"compaction:{run.id}", actor)
+    for group in work:
+        group = _fit(ctx, group) if group.kind == "stale" else group
+        if group is None:
+            stats["skipped"] += 1
+            continue
+        stats["groups"] += 1
+        try:
+            outcome = _compact_group(ctx, compactor, run.id, group)
+        except AppError as exc:  # moved under us, denied by policy, or a secret in reject mode
+            log.info("compaction %s skipped a group: %s", run.id, exc.message)
+            stats["skipped"] += 1
+            continue
+        stats[outcome] += 1
+        stats["sources"] += len(group.sources) if outcome == "compacted" else 0
 
 
 def _compact_group(ctx: AppContext, compactor: _Compactor, run_id: str, group: Group) -> str:
@@ -307,6 +329,8 @@ def run_scheduled(ctx: AppContext) -> list[dict[str, Any]]:
     for tenant_id in tenants:
         try:
             results.append(compact_tenant(ctx, tenant_id, trigger="schedule"))
+        except Conflict:
+            log.info("compaction of tenant %s is already running elsewhere", tenant_id)
         except Exception:
             log.exception("compaction of tenant %s failed", tenant_id)
     return results

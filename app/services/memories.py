@@ -7,7 +7,6 @@ per-memory key that a hard delete destroys.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -19,6 +18,7 @@ from typing import Any
 from sqlalchemy import select
 
 from app.core.access import Principal
+from app.core.cursor import decode_cursor, encode_cursor
 from app.core.fsm import validate_fsm
 from app.core.ids import new_id
 from app.core.policy import WriteRequest
@@ -195,28 +195,14 @@ def list_memories(ctx: AppContext, principal: Principal, query: dict[str, Any]) 
     require_agent(principal, query["agent_id"])
     scope = Scope(principal.tenant_id, query["agent_id"], query.get("user_id"), _as_of(query))
     limit = query.get("limit", 100)
-    after = _decode_cursor(query["cursor"]) if query.get("cursor") else None
+    after = decode_cursor(query["cursor"]) if query.get("cursor") else None
     with ctx.db.sessions() as session:
         rows = repo.page(session, scope=scope, limit=limit + 1, after=after, type_=query.get("type"),
                          tag=query.get("tag"))
     more = len(rows) > limit
     rows = rows[:limit]
-    cursor = _encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
+    cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
     return {"items": [entry_json(m) for m in rows], "next_cursor": cursor}
-
-
-def _encode_cursor(created_at: datetime, memory_id: str) -> str:
-    raw = json.dumps([created_at.isoformat(), memory_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, memory_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(memory_id)
-    except (ValueError, TypeError):
-        raise ValidationFailed.at("/cursor", "not a cursor returned by this API") from None
 
 
 def history(ctx: AppContext, principal: Principal, memory_id: str) -> dict[str, Any]:

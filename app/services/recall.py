@@ -30,6 +30,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy import text
+
 from app.core import fusion
 from app.core.access import Principal
 from app.repos import memories as repo
@@ -79,7 +81,11 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
             hits.append((fused[memory.id] * memory.score_multiplier, similarity, memory))
         hits.sort(key=lambda h: (-h[0], -h[1], h[2].id))
         hits = hits[:k]
-        if scope.as_of is None:
+        if scope.as_of is None and hits:
+            # Recall tracking is usage statistics (for `expire` with no_recall_in_days), not data
+            # or audit: its commit need not wait for the WAL flush. A crash can lose the last
+            # fraction of a second of recall counts, never a memory or an audit event.
+            session.execute(text("SET LOCAL synchronous_commit = off"))
             repo.record_recall(session, ids=[m.id for _, _, m in hits])
     return {
         "hits": [{**entry_json(m), "score": round(score, 6), "similarity": round(sim, 6)} for score, sim, m in hits],

@@ -4,7 +4,6 @@ in templates: a client can ask for any partial."""
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import datetime
 from typing import Any
@@ -15,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
+from app.core.cursor import decode_cursor, encode_cursor
 from app.db.models import Change
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
 from app.services import review
@@ -28,18 +28,11 @@ TYPES = ("semantic", "episodic", "procedural", "emotional")
 
 
 def _cursor(change: Change) -> str:
-    raw = json.dumps([change.submitted_at.isoformat(), change.id]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_cursor(change.submitted_at, change.id)
 
 
 def _uncursor(value: str | None) -> tuple[datetime, str] | None:
-    if not value:
-        return None
-    try:
-        ts, change_id = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-        return datetime.fromisoformat(ts), str(change_id)
-    except (ValueError, TypeError):
-        raise ValidationFailed.at("/after", "bad cursor") from None
+    return decode_cursor(value, "/after") if value else None
 
 
 def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:

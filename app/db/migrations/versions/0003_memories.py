@@ -52,6 +52,7 @@ def upgrade() -> None:
                   WHERE status = 'live'""")
     op.execute("CREATE INDEX memories_tsv_live ON memories USING gin (content_tsv) WHERE status = 'live'")
     op.execute("CREATE INDEX memories_scope ON memories (tenant_id, agent_id, status, created_at DESC, id DESC)")
+    op.execute("CREATE INDEX memories_tenant_live ON memories (tenant_id, created_at DESC, id DESC) WHERE status = 'live'")
     op.execute("CREATE INDEX memories_scope_user ON memories (tenant_id, agent_id, user_id) WHERE user_id IS NOT NULL")
     op.execute("CREATE INDEX memories_change ON memories (change_id) WHERE change_id IS NOT NULL")
 

@@ -1,0 +1,23 @@
+"""Opaque keyset-pagination cursors: (timestamp, id) as URL-safe base64 JSON."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime
+
+from app.errors import ValidationFailed
+
+
+def encode_cursor(ts: datetime, item_id: str) -> str:
+    raw = json.dumps([ts.isoformat(), item_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, path: str = "/cursor") -> tuple[datetime, str]:
+    """The (timestamp, id) inside a cursor this API issued; 422 at `path` for anything else."""
+    try:
+        ts, item_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return datetime.fromisoformat(ts), str(item_id)
+    except (ValueError, TypeError):
+        raise ValidationFailed.at(path, "not a cursor returned by this API") from None
