@@ -55,12 +55,12 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.workers and args.workers > 1:
         os.environ["MEMWARDEN_DATA_DIR"] = str(settings.data_path)
         uvicorn.run("app.main:create_app", factory=True, host=settings.host, port=settings.port,
-                    workers=args.workers, log_level=log_level, proxy_headers=False, server_header=False)
+                    workers=args.workers, log_level=log_level, proxy_headers=False, server_header=False, timeout_graceful_shutdown=5)
     else:
         from app.main import create_app
 
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
-                    proxy_headers=False, server_header=False)
+                    proxy_headers=False, server_header=False, timeout_graceful_shutdown=5)
     return 0
 
 

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import pytest
 from sqlalchemy.orm import sessionmaker
 from starlette.testclient import TestClient
 
+from app.bench.common import free_port, wait_ready
 from app.config import Settings
 from app.db.database import Database, DatabaseUrls, make_database, make_engine, migrate, resolve_urls
 from app.main import create_app
@@ -37,12 +37,6 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def unique(prefix: str = "t") -> str:
@@ -151,21 +145,6 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         **extra,
     })
     return env
-
-
-def wait_ready(base_url: str, proc: subprocess.Popen | None = None, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{base_url} not ready after {timeout}s: {last}")
 
 
 def start_server(settings: Settings, port: int | None = None, **env: str) -> tuple[subprocess.Popen, str]:
