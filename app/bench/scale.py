@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -318,6 +319,12 @@ def measure(base_url: str, token: str, targets: list[Row], warmup: list[Row], k:
             "empty": empty}
 
 
+def _shorten(line: str) -> str:
+    """Plans quote the 384-float query vector and id lists in full; elide them."""
+    line = re.sub(r"'\[[-0-9.,e]+\]'", "'[query vector]'", line)
+    return re.sub(r"'\{(mem_[0-9a-z]+,?){3,}\}'", "'{ids…}'", line)
+
+
 def explain(ctx, principal, row: Row) -> list[str]:
     """Replay one recall in-process and EXPLAIN (ANALYZE, BUFFERS) its vector and keyword queries."""
     from sqlalchemy import event, text
@@ -342,7 +349,7 @@ def explain(ctx, principal, row: Row) -> list[str]:
                     conn.exec_driver_sql(statement, parameters or ())
                 elif "<=>" in statement or "@@" in statement:
                     plan_rows = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, parameters or ()).all()
-                    out += [r[0] for r in plan_rows] + [""]
+                    out += [_shorten(r[0]) for r in plan_rows] + [""]
             tx.rollback()
     return out
 

@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
 from app.services import refs
-from app.services.audit import _lock_chain, chain_for
+from app.services.audit import _held, _lock_chain, chain_for
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -53,9 +53,14 @@ def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -
     if FORBIDDEN_KEYS & payload.keys():
         raise ValueError("event payloads carry identifiers only, never content")
     lock_tenant(session, tenant_id)
-    event_id = session.scalar(select(func.coalesce(func.max(Event.id), 0) + 1).where(Event.tenant_id == tenant_id))
-    session.add(Event(tenant_id=tenant_id, id=event_id, type=type, payload=payload, created_at=utcnow()))
-    session.flush()
+    last_ids = _held(session).setdefault("event_ids", {})  # our own emits, under the same lock
+    event_id = last_ids.get(tenant_id)
+    if event_id is None:
+        event_id = session.scalar(select(func.coalesce(func.max(Event.id), 0)).where(Event.tenant_id == tenant_id))
+    event_id += 1
+    last_ids[tenant_id] = event_id
+    session.execute(insert(Event).values(tenant_id=tenant_id, id=event_id, type=type, payload=payload,
+                                         created_at=utcnow()))
     session.execute(select(func.pg_notify(CHANNEL, f"{tenant_id}:{event_id}")))
     from app.services import webhooks  # late: webhooks reads events back when delivering
 

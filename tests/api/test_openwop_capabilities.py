@@ -27,3 +27,8 @@ def test_capability_document_is_public_json_with_security_headers(client):
     response = client.get("/.well-known/openwop")
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/json")
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_compaction_capability_is_host_managed(client):
+    compaction = client.get("/.well-known/openwop").json()["capabilities"]["memory"]["compaction"]
+    assert compaction == {"supported": True, "trigger": "host-managed"}
