@@ -77,13 +77,21 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
+    from app.core.auditchain import CheckpointError, parse_checkpoint
     from app.services.audit import SYSTEM_CHAIN, chain_for
     from app.services.context import AppContext
     from app.services.tenants import resolve_tenant
 
+    try:
+        held = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
+        for note in held:
+            parse_checkpoint(note)
+    except (OSError, UnicodeDecodeError, CheckpointError) as exc:
+        print(f"unusable: --checkpoint: {exc}", file=sys.stderr)
+        return 2
     ctx = AppContext.open(settings)
     chain_id = SYSTEM_CHAIN if args.tenant == SYSTEM_CHAIN else chain_for(resolve_tenant(ctx, args.tenant).id)
-    return _report(ctx.audit.verify_database(ctx.db.sessions, chain_id), args.json, {"chain_id": chain_id})
+    return _report(ctx.audit.verify_database(ctx.db.sessions, chain_id, held), args.json, {"chain_id": chain_id})
 
 
 def cmd_public_key(args: argparse.Namespace, settings: Settings) -> int:
@@ -107,7 +115,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.add_argument("file", nargs="?")
     verify.add_argument("--public-key", action="append", default=[], help="verifier key (vkey text or a file)")
     verify.add_argument("--checkpoint", action="append", default=[],
-                        help="a signed checkpoint you hold (file); the export must cover it")
+                        help="a signed checkpoint you hold (file); the export or database chain must cover it")
     verify.add_argument("--tenant", help="verify this tenant's chain in the database instead")
     verify.add_argument("--json", action="store_true", help="machine-readable report")
     verify.set_defaults(func=cmd_verify)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from sqlalchemy import Text, cast, func, literal_column, select, text
+from sqlalchemy import Text, cast, func, literal, literal_column, select, text
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.orm import Session
 
@@ -42,8 +42,18 @@ def _base(scope: Scope, filters: dict[str, Any]):
 
 
 def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], cap: int) -> int:
-    """Count matching rows, stopping at `cap` (cheap on the scope index)."""
-    inner = _base(scope, filters).limit(cap).subquery()
+    """Count the scope's live rows, stopping at `cap`; only picks exact scan vs HNSW.
+
+    Expiry is left out on purpose: without it (and without request filters) this is an
+    index-only scan of `memories_scope`, ~1 ms at 20,000 rows instead of ~15 ms with a heap visit
+    per row. Expired rows not yet swept are counted, which can only tip a scope onto the (still
+    filtered, still correct) HNSW path a little early."""
+    conds = [Memory.tenant_id == scope.tenant_id, Memory.status == "live"]
+    if scope.agent_id is not None:
+        conds.append(Memory.agent_id == scope.agent_id)
+    if scope.user_id is not None:
+        conds.append(Memory.user_id == scope.user_id)
+    inner = apply_filters(select(literal(1)).select_from(Memory).where(*conds), **filters).limit(cap).subquery()
     return session.scalar(select(func.count()).select_from(inner)) or 0
 
 

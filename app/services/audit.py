@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
@@ -179,13 +179,18 @@ class AuditLog:
                 yield from chain.export_lines(manifest, ((r.seq, r.entry, r.leaf_hash, r.chain_hash) for r in entries),
                                               notes)
 
-    def verify_database(self, sessions, chain_id: str) -> chain.VerifyReport:
-        """Check the stored chain: bytes, links, query columns against hashed bytes, checkpoints."""
+    def verify_database(self, sessions, chain_id: str, held_checkpoints: Sequence[str] = ()) -> chain.VerifyReport:
+        """Check the stored chain: bytes, links, query columns against hashed bytes, checkpoints.
+
+        `held_checkpoints` are signed notes kept outside the database (an auditor's copy): checked
+        like stored ones, so rows deleted together with their checkpoint rows show as `truncated`."""
         with sessions() as session:
             with session.begin():
                 session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
                 notes = session.scalars(select(AuditCheckpoint.note).where(
                     AuditCheckpoint.chain_id == chain_id).order_by(AuditCheckpoint.size)).all()
+                if held_checkpoints:
+                    notes = sorted([*notes, *held_checkpoints], key=_note_size)
                 rows = session.execute(
                     select(AuditEntry).where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq)
                     .execution_options(yield_per=2000)
@@ -197,12 +202,21 @@ class AuditLog:
                 )
 
 
+def _note_size(note: str) -> int:
+    try:
+        return chain.parse_checkpoint(note).size
+    except chain.CheckpointError:
+        return 0  # first in line, so the verifier reports it
+
+
 def _columns(row: AuditEntry) -> dict[str, Any]:
     """A row's query columns, named as the verifier reads them from the hashed bytes."""
     actor_kind, _, actor_id = row.actor.partition(":")
     return {"seq": row.seq, "chain_id": row.chain_id, "event_type": row.event_type, "ts": row.ts,
             "actor_kind": actor_kind, "actor_id": actor_id, "subject_type": row.subject_type,
-            "subject_id": row.subject_id}
+            "subject_id": row.subject_id,
+            # tenant_id is not in the entry, but the chain it names is.
+            "chain": chain_for(row.tenant_id)}
 
 
 def actor_label(actor: dict[str, Any]) -> str:

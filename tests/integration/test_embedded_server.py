@@ -72,3 +72,35 @@ def test_serve_on_embedded_database_with_cli_alongside_and_fast_restart(tmp_path
         stop_server(server)
     print(f"first start {first_start:.1f}s, restart {restart:.1f}s")
     assert first_start < 60 and restart < 15
+
+
+def test_serve_demo_seeds_a_tenant_a_sign_in_and_a_key(tmp_path):
+    data_dir = tmp_path / "demo" / ".memwarden"
+    data_dir.parent.mkdir()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port)],
+                              cwd=PROJECT_ROOT, env=_env(data_dir), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True)
+    try:
+        lines = []
+        for line in server.stdout:
+            lines.append(line.strip())
+            if line.startswith("Memwarden serving on"):
+                break
+        wait_ready(base, server, timeout=60)
+        password = next(l for l in lines if "demo-admin /" in l).rsplit("/ ", 1)[1]
+        token = next(l for l in lines if l.startswith("mw_key_"))
+        changes = httpx.get(f"{base}/v1/changes", headers={"Authorization": f"Bearer {token}"}).json()
+        assert changes["total"] == 4
+        redacted = [c for c in changes["items"] if c["redactions"]]
+        assert len(redacted) == 1 and redacted[0]["redactions"][0]["label"] == "aws_access_key"
+        with httpx.Client(base_url=base) as browser:
+            page = browser.get("/login")
+            csrf = page.text.split('name="csrf_token" value="')[1].split('"')[0]
+            signed = browser.post("/login", data={"username": "demo-admin", "password": password,
+                                                  "csrf_token": csrf, "next": "/review"})
+            assert signed.status_code == 303
+            assert browser.get("/review").text.count('data-testid="change-row"') == 4
+    finally:
+        stop_server(server)
