@@ -94,11 +94,13 @@ class Server:
 
 
 @contextlib.contextmanager
-def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = None) -> Iterator[Server]:
+def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = None,
+          workers: int = 1) -> Iterator[Server]:
     """`memwarden serve` as a subprocess on a free port; stopped (SIGTERM, then SIGKILL) on exit."""
     port = port or free_port()
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--workers", str(workers)],
                             env=env or clean_env(data_dir), stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}"
     try:

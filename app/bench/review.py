@@ -43,6 +43,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--requests", type=int, default=100, help="page renders measured per kind")
     parser.add_argument("--approvals", type=int, default=1_000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=2, help="server worker processes (one per core)")
     parser.add_argument("--out", default="docs/bench/review.json")
     parser.add_argument("--data-dir")
     parser.set_defaults(func=run)
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.embeddings import get_embedder
 
     with scratch_dir(args.data_dir) as data_dir:
-        with serve(data_dir) as server:
+        with serve(data_dir, workers=args.workers) as server:
             cli(data_dir, "tenant", "create", "bench")
             done = subprocess.run([sys.executable, "-m", "app.cli", "user", "create", "--username", "bench-reviewer",
                                    "--role", "reviewer", "--tenant", "bench", "--password-stdin"],
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 "live_memories": args.live, "agents": args.agents, "load_seconds": round(load_s, 1),
                 "queue_page": latency_summary(queue_ms), "queue_page_agent_filter": latency_summary(filtered_ms),
                 "change_detail": latency_summary(detail_ms),
+                "server_workers": args.workers,
                 "approvals": {"n": len(approve_ids), "ok": ok, "clients": args.clients,
                               "seconds": round(elapsed, 2), "per_second": round(ok / elapsed, 1)},
                 "goals": {"page_p95_ms": 100, "approvals_per_second": 200},

@@ -1,18 +1,19 @@
 """The audit log service: append inside the caller's transaction, sign checkpoints, export, verify.
 
 Hashing and verification are pure (`app.core.auditchain`); this module only moves bytes to and
-from PostgreSQL. Appends are serialised per chain by a transaction-scoped advisory lock under
-READ COMMITTED, so each append sees every earlier committed entry; `PRIMARY KEY (chain_id, seq)`
-is the backstop. No sequences: they gap on rollback.
+from PostgreSQL. `append` records an entry in the caller's transaction; the entry is hashed and
+inserted when that transaction commits (a `before_commit` hook), still inside it, under a
+transaction-scoped advisory lock on the chain taken right then. So appends are serialised per
+chain under READ COMMITTED (each sees every earlier committed entry) while the lock is held only
+for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequences: they gap.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import event, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -26,13 +27,6 @@ SYSTEM_CHAIN = "system"
 def chain_for(tenant_id: str | None) -> str:
     """The chain a tenant's events go to (`system` for events without a tenant)."""
     return f"tenant:{tenant_id}" if tenant_id else SYSTEM_CHAIN
-
-
-@dataclass(frozen=True)
-class Appended:
-    chain_id: str
-    seq: int
-    chain_hash: bytes
 
 
 class AuditLog:
@@ -60,39 +54,41 @@ class AuditLog:
     # -- append ---------------------------------------------------------------------------------
 
     def append(self, session: Session, *, tenant_id: str | None, event_type: str, actor: dict[str, Any],
-               subject: dict[str, Any] | None, data: dict[str, Any]) -> Appended:
-        """Append one event to the tenant's chain in `session`'s transaction (commits with it).
+               subject: dict[str, Any] | None, data: dict[str, Any]) -> None:
+        """Append one event to the tenant's chain as part of `session`'s transaction.
 
+        The entry is hashed and written when the transaction commits, in that same transaction,
+        so an action and its audit entry exist together or not at all. Writing at commit keeps
+        each chain's lock held for the last milliseconds of a transaction rather than all of it.
         `data` must never hold memory content: callers pass digests (`content_digest`) instead.
         """
-        chain_id = chain_for(tenant_id)
-        _lock_chain(session, chain_id)
-        heads = _held(session)["heads"]
-        head = heads.get(chain_id)  # our own earlier append in this transaction, under the same lock
-        if head is None:
-            head = session.execute(
-                select(AuditEntry.seq, AuditEntry.chain_hash)
-                .where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)
-            ).first()
-        seq, prev = (head[0] + 1, head[1]) if head else (1, chain.GENESIS)
-        now = utcnow()
-        subject = subject or {}
-        entry = chain.build_entry(origin=self.checkpoint_origin(chain_id), chain_id=chain_id, seq=seq,
-                                  ts=format_ts(now), event_type=event_type, actor=actor, subject=subject,
-                                  data=data)
-        leaf = chain.leaf_hash(entry)
-        link = chain.chain_hash(prev, leaf)
+        pending = _pending(session, chain_for(tenant_id))
+        pending["log"] = self
+        pending["audit"].append((tenant_id, event_type, actor, subject or {}, data))
+
+    def _write(self, session: Session, chain_id: str, records: list[tuple]) -> None:
+        """Hash and insert pending entries of one chain; the caller holds its lock."""
+        head = session.execute(
+            select(AuditEntry.seq, AuditEntry.chain_hash)
+            .where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)
+        ).first()
+        seq, prev = (head[0], head[1]) if head else (0, chain.GENESIS)
+        origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
+        for tenant_id, event_type, actor, subject, data in records:
+            seq += 1
+            entry = chain.build_entry(origin=origin, chain_id=chain_id, seq=seq, ts=format_ts(now),
+                                      event_type=event_type, actor=actor, subject=subject, data=data)
+            leaf = chain.leaf_hash(entry)
+            prev = chain.chain_hash(prev, leaf)
+            rows.append({"chain_id": chain_id, "seq": seq, "entry": entry, "leaf_hash": leaf, "chain_hash": prev,
+                         "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
+                         "subject_type": subject.get("type"), "subject_id": subject.get("id")})
+            checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
         # A Core INSERT: the ORM unit of work costs more than the hashing on this hot path.
-        session.execute(insert(AuditEntry).values(
-            chain_id=chain_id, seq=seq, entry=entry, leaf_hash=leaf, chain_hash=link, tenant_id=tenant_id,
-            event_type=event_type, ts=now, actor=actor_label(actor),
-            subject_type=subject.get("type"), subject_id=subject.get("id"),
-        ))
-        heads[chain_id] = (seq, link)
+        session.execute(insert(AuditEntry), rows)
         self._touched.add(chain_id)
-        if self.checkpoint_every > 0 and seq % self.checkpoint_every == 0:
+        if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
-        return Appended(chain_id, seq, link)
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -151,10 +147,12 @@ class AuditLog:
         size = latest.size if latest else 0
         with sessions() as session:
             if to_seq is not None and to_seq < size:
-                # End on a checkpoint so the whole range is covered by a signature.
-                to_seq = session.scalar(select(func.max(AuditCheckpoint.size)).where(
-                    AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size <= to_seq)) or 0
+                # Extend to the first checkpoint at or after to_seq, so the range asked for is covered
+                # by a signature (rounding down could end before from_seq: an unverifiable export).
+                to_seq = session.scalar(select(func.min(AuditCheckpoint.size)).where(
+                    AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size >= to_seq)) or size
             to_seq = size if to_seq is None else min(to_seq, size)
+            from_seq = min(from_seq, to_seq + 1)  # a range past the end is empty, not malformed
             with session.begin():
                 session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
                 prev = chain.GENESIS
@@ -224,16 +222,45 @@ def actor_label(actor: dict[str, Any]) -> str:
 
 
 def _held(session: Session) -> dict[str, Any]:
-    """Per-transaction facts: chain locks taken and chain heads written in this transaction.
+    """Per-transaction state: chain locks taken, and writes deferred to commit (`_pending`).
 
-    Keyed by the innermost transaction object itself (kept referenced, so identity is exact): a
-    new transaction, or a savepoint that may roll back, starts with nothing cached.
+    Keyed by the session's transaction object itself (kept referenced, so identity is exact):
+    a new transaction starts with nothing held. Memwarden opens no nested transactions.
     """
-    tx = session.get_nested_transaction() or session.get_transaction()
+    tx = session.get_transaction()
     state = session.info.get("memwarden.held")
     if state is None or state["tx"] is not tx:
-        state = session.info["memwarden.held"] = {"tx": tx, "locks": set(), "heads": {}}
+        state = session.info["memwarden.held"] = {"tx": tx, "locks": set(), "pending": {}}
     return state
+
+
+def _pending(session: Session, chain_id: str) -> dict[str, Any]:
+    """What this transaction will write to a chain's logs at commit: audit records, then the
+    `after` callables (event-log writes) run under the same lock."""
+    return _held(session)["pending"].setdefault(chain_id, {"audit": [], "after": []})
+
+
+def defer_under_lock(session: Session, tenant_id: str | None, write: Any) -> None:
+    """Run `write(session)` at commit, after this transaction's audit entries for the tenant's
+    chain and under that chain's lock (used for the event log, which shares the lock)."""
+    _pending(session, chain_for(tenant_id))["after"].append(write)
+
+
+@event.listens_for(Session, "before_commit")
+def _write_pending(session: Session) -> None:
+    """At commit, lock each touched chain (in a fixed order: no deadlocks between chains) and
+    write what the transaction deferred to it."""
+    state = session.info.get("memwarden.held")
+    if state is None or state["tx"] is not session.get_transaction() or not state["pending"]:
+        return
+    pending, state["pending"] = state["pending"], {}
+    for chain_id in sorted(pending):
+        work = pending[chain_id]
+        _lock_chain(session, chain_id)
+        if work["audit"]:
+            work["log"]._write(session, chain_id, work["audit"])
+        for write in work["after"]:
+            write(session)
 
 
 def _lock_chain(session: Session, chain_id: str) -> None:

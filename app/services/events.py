@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
 from app.services import refs
-from app.services.audit import _held, _lock_chain, chain_for
+from app.services.audit import _held, _lock_chain, chain_for, defer_under_lock
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -42,18 +42,25 @@ def lock_tenant(session: Session, tenant_id: str) -> None:
     _lock_chain(session, chain_for(tenant_id))
 
 
-def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> int:
-    """Append one event to the tenant's log in `session`'s transaction; returns its id.
+def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> None:
+    """Append one event to the tenant's log as part of `session`'s transaction.
 
-    `type` is one of `EVENT_TYPES`; `payload` follows the module's payload rules (a payload with
-    a `content`, `metadata` or `secret` key is refused outright).
+    The row is written at commit, in that transaction, under the tenant's lock (see
+    `app.services.audit.defer_under_lock`), so ids follow commit order. `type` is one of
+    `EVENT_TYPES`; `payload` follows the module's payload rules (a `content`, `metadata` or
+    `secret` key is refused outright).
     """
     if type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type!r}")
     if FORBIDDEN_KEYS & payload.keys():
         raise ValueError("event payloads carry identifiers only, never content")
-    lock_tenant(session, tenant_id)
-    last_ids = _held(session).setdefault("event_ids", {})  # our own emits, under the same lock
+    defer_under_lock(session, tenant_id, lambda s: _write(s, tenant_id, type, payload))
+
+
+def _write(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> None:
+    """Insert an event (the tenant's lock is held): next id, one NOTIFY per transaction, webhooks."""
+    held = _held(session)
+    last_ids = held.setdefault("event_ids", {})  # our own events, under the same lock
     event_id = last_ids.get(tenant_id)
     if event_id is None:
         event_id = session.scalar(select(func.coalesce(func.max(Event.id), 0)).where(Event.tenant_id == tenant_id))
@@ -61,30 +68,33 @@ def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -
     last_ids[tenant_id] = event_id
     session.execute(insert(Event).values(tenant_id=tenant_id, id=event_id, type=type, payload=payload,
                                          created_at=utcnow()))
-    session.execute(select(func.pg_notify(CHANNEL, f"{tenant_id}:{event_id}")))
+    notified = held.setdefault("notified", set())
+    if tenant_id not in notified:  # listeners only need the tenant: one wake-up per transaction
+        session.execute(select(func.pg_notify(CHANNEL, f"{tenant_id}:{event_id}")))
+        notified.add(tenant_id)
     from app.services import webhooks  # late: webhooks reads events back when delivering
 
     webhooks.enqueue(session, tenant_id, event_id, type, payload)
-    return event_id
 
 
-def memory_written(session: Session, memory: Memory) -> int:
+def memory_written(session: Session, memory: Memory) -> None:
     """`memory.written` for a committed write of `memory`: `{memoryRef, memoryId, agentId, nodeId?, tags?}`."""
-    lock_tenant(session, memory.tenant_id)  # before minting the ref: one lock order everywhere
-    payload: dict[str, Any] = {
-        "memoryRef": refs.ref_for(session, memory.tenant_id, memory.agent_id, memory.user_id),
-        "memoryId": memory.id, "agentId": memory.agent_id,
-    }
+    payload: dict[str, Any] = {"memoryId": memory.id, "agentId": memory.agent_id}
     if memory.node_id:
         payload["nodeId"] = memory.node_id
     if memory.tags:
         payload["tags"] = list(memory.tags)
-    return emit(session, memory.tenant_id, "memory.written", payload)
+    tenant_id, agent_id, user_id = memory.tenant_id, memory.agent_id, memory.user_id
+
+    def write(s: Session) -> None:  # the ref is minted under the tenant's lock, like the event
+        _write(s, tenant_id, "memory.written", {"memoryRef": refs.ref_for(s, tenant_id, agent_id, user_id), **payload})
+
+    defer_under_lock(session, tenant_id, write)
 
 
-def change_event(session: Session, change: Change, outcome: str) -> int:
+def change_event(session: Session, change: Change, outcome: str) -> None:
     """`change.proposed|approved|rejected`: `{changeId, operation, agentId, memoryIds}`."""
-    return emit(session, change.tenant_id, f"change.{outcome}", {
+    emit(session, change.tenant_id, f"change.{outcome}", {
         "changeId": change.id, "operation": change.operation, "agentId": change.agent_id,
         "memoryIds": list(change.memory_ids)})
 

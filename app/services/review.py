@@ -246,6 +246,7 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
         who = _actor_label(actor)
         now = utcnow()
         if request.decision == "reject":
+            change.decided_at, change.decided_by, change.reason = now, who, request.reason
             _reject(ctx, session, change, actor, request.reason)
         else:
             if change.approvals_required > len(change.approvals) + 1:
@@ -259,9 +260,11 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
                 return {**change_json(change), "result": None}
             if any(a["by"] == who for a in change.approvals):
                 raise Conflict("the same reviewer cannot give both approvals", details={"reason": "same_reviewer"})
+            result = _apply(ctx, session, change, actor, request, prepared)
+            # Every column of the change is set together, so it is written in one UPDATE.
             change.approvals = [*change.approvals, {"by": who, "name": actor.get("name"), "at": format_ts(now)}]
-            change.result = _apply(ctx, session, change, actor, request, prepared)
-            change.status = "approved"
+            change.result, change.status = result, "approved"
+            change.decided_at, change.decided_by, change.reason = now, who, request.reason
             ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approved", actor=actor,
                              subject={"type": "change", "id": change.id},
                              data={"operation": change.operation, "memory_ids": list(change.memory_ids),
@@ -269,7 +272,6 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
                                    "supersedes": request.supersedes, "reason_given": bool(request.reason),
                                    "approvers": [a["by"] for a in change.approvals]})
             events.change_event(session, change, "approved")
-        change.decided_at, change.decided_by, change.reason = now, who, request.reason
         session.flush()
         return {**change_json(change), "result": change.result}
 
@@ -321,6 +323,8 @@ def _prepare(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentChec
     prepared = _Prepared()
     with ctx.db.sessions() as session:
         change = load_change(session, tenant_id, change_id, may_see)
+        if change.operation == "remember" and not (request.edits or request.merge_into):
+            return prepared  # a plain approval: nothing to validate or embed
         if change.operation == "remember":
             memory = session.get(Memory, change.memory_ids[0])
             edits = request.edits or {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import queue
 import random
 import signal
 import time
@@ -41,7 +42,9 @@ def _append(ctx, session, tenant_id: str, writer: int | str, i: int) -> None:
 
 
 def _writer(settings, writer: int, phases: list[list[str]], barrier, results) -> None:
-    """For each phase: wait for every writer, then append EVENTS events round-robin over its chains."""
+    """For each phase: wait for every writer, then append EVENTS events, each transaction to the
+    next of the phase's chains in turn (one chain per transaction, as the app's own transactions
+    do; several chains locked in varying orders by one transaction could deadlock)."""
     from app.services.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
@@ -50,9 +53,10 @@ def _writer(settings, writer: int, phases: list[list[str]], barrier, results) ->
             barrier.wait(timeout=120)
             i = 0
             while i < EVENTS:
+                tenant_id = tenant_ids[(writer + i // PER_TRANSACTION) % len(tenant_ids)]
                 with ctx.db.sessions.begin() as session:
                     for _ in range(PER_TRANSACTION):
-                        _append(ctx, session, tenant_ids[(writer + i) % len(tenant_ids)], writer, i)
+                        _append(ctx, session, tenant_id, writer, i)
                         i += 1
             results.put((writer, i))
     finally:
@@ -75,13 +79,16 @@ def _looping_writer(settings, tenant_id: str, writer: int, started) -> None:
 
 
 def _lock_holder(settings, tenant_id: str, holding) -> None:
-    """Appends inside a transaction that it never commits: it dies holding the chain lock."""
+    """Takes the chain's lock and appends in a transaction it never commits: it dies holding the lock."""
+    from app.services.audit import _lock_chain
     from app.services.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     session = ctx.db.sessions()
     session.begin()
+    _lock_chain(session, chain_for(tenant_id))
     _append(ctx, session, tenant_id, "holder", 0)
+    session.flush()
     holding.set()
     time.sleep(600)
 
@@ -113,11 +120,26 @@ def events_by_writer(rows) -> dict:
     return seen
 
 
+def collect(results, procs, n: int, timeout_s: float) -> list:
+    """`n` results, failing fast if a process dies instead of waiting out the timeout."""
+    out, deadline = [], time.monotonic() + timeout_s
+    while len(out) < n:
+        try:
+            out.append(results.get(timeout=1))
+        except queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            assert not dead, f"writer process(es) failed: exit codes {dead}"
+            assert time.monotonic() < deadline, f"only {len(out)} of {n} results after {timeout_s}s"
+    return out
+
+
 def append_now(ctx, tenant_id: str, timeout_s: int = 30) -> int:
+    """Append one event (giving up if the chain lock is not free within `timeout_s`); its seq."""
     with ctx.db.sessions.begin() as session:
         session.execute(text(f"SET LOCAL lock_timeout = '{timeout_s}s'"))
-        return ctx.audit.append(session, tenant_id=tenant_id, event_type="test.after", actor=ACTOR, subject=None,
-                                data={}).seq
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="test.after", actor=ACTOR, subject=None, data={})
+    with ctx.db.sessions() as session:
+        return session.scalar(select(func.max(AuditEntry.seq)).where(AuditEntry.chain_id == chain_for(tenant_id)))
 
 
 # --- tests -----------------------------------------------------------------------------------------------
@@ -132,7 +154,7 @@ def test_8_processes_x_1000_events_on_one_chain_then_on_8_chains(settings, commi
     for proc in procs:
         proc.start()
     try:
-        reports = [results.get(timeout=240) for _ in range(2 * WRITERS)]
+        reports = collect(results, procs, 2 * WRITERS, timeout_s=300)
         for proc in procs:
             proc.join(60)
             assert proc.exitcode == 0
