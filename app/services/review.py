@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, func, or_, select
 
 from app.core import diff as textdiff
+from app.core.access import agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -27,7 +28,6 @@ from app.services import memories as mem
 from app.services.context import AppContext
 
 NEIGHBOURS = 5
-PREVIEW = 280
 
 AgentCheck = Callable[[str], bool]
 
@@ -73,10 +73,6 @@ class QueueFilter:
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,
                  limit: int = 50, after: tuple[str, str] | None = None) -> tuple[list[Change], int]:
     """Oldest first, keyset-paginated on (submitted_at, id); also the total matching count."""
-    from sqlalchemy import func
-
-    from app.core.access import agent_allowed
-
     conds = [Change.tenant_id == tenant_id]
     if flt.status != "any":
         conds.append(Change.status == flt.status)

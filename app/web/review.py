@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
@@ -14,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
+from app.contracts import default_contracts
 from app.core.cursor import decode_cursor, encode_cursor
 from app.db.models import Change
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
@@ -48,8 +50,6 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
 
 
 def _query_string(role: TenantRole, shown: dict[str, str], **extra: str) -> str:
-    from urllib.parse import urlencode
-
     return urlencode({"tenant": role.tenant_name, **shown, **{k: v for k, v in extra.items() if v}})
 
 
@@ -128,8 +128,6 @@ def _edits(form) -> dict[str, Any] | None:
         if not isinstance(metadata, dict):
             raise ValidationFailed.at("/edits/metadata", "metadata must be a JSON object")
         edits["metadata"] = metadata
-    from app.contracts import default_contracts
-
     default_contracts().validate("approve.request", {"edits": edits})
     return edits
 
