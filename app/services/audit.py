@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from sqlalchemy import event, func, insert, select, text
+from sqlalchemy import bindparam, event, func, insert, select, text
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -22,6 +22,11 @@ from app.core.timefmt import format_ts, utcnow
 from app.db.models import AuditCheckpoint, AuditEntry
 
 SYSTEM_CHAIN = "system"
+
+# The statements of the append path, built once and run on the session's connection: building and
+# running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
+_INSERT = insert(AuditEntry.__table__)
+_LOCK = select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key"))))
 
 
 def chain_for(tenant_id: str | None) -> str:
@@ -62,17 +67,16 @@ class AuditLog:
         each chain's lock held for the last milliseconds of a transaction rather than all of it.
         `data` must never hold memory content: callers pass digests (`content_digest`) instead.
         """
-        pending = _pending(session, chain_for(tenant_id))
+        pending = pending_for(session, tenant_id)
         pending["log"] = self
         pending["audit"].append((tenant_id, event_type, actor, subject or {}, data))
 
-    def _write(self, session: Session, chain_id: str, records: list[tuple]) -> None:
-        """Hash and insert pending entries of one chain; the caller holds its lock."""
-        head = session.execute(
-            select(AuditEntry.seq, AuditEntry.chain_hash)
-            .where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)
-        ).first()
-        seq, prev = (head[0], head[1]) if head else (0, chain.GENESIS)
+    def _write(self, session: Session, chain_id: str, records: list[tuple],
+               head: tuple[int | None, bytes | None]) -> None:
+        """Hash and insert pending entries of one chain after `head` (seq and chain hash, None for
+        an empty chain), read under the chain's lock, which the caller holds."""
+        conn = session.connection()
+        seq, prev = (head[0], bytes(head[1])) if head[0] is not None else (0, chain.GENESIS)
         origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
         for tenant_id, event_type, actor, subject, data in records:
             seq += 1
@@ -84,8 +88,7 @@ class AuditLog:
                          "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
                          "subject_type": subject.get("type"), "subject_id": subject.get("id")})
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
-        # A Core INSERT: the ORM unit of work costs more than the hashing on this hot path.
-        session.execute(insert(AuditEntry), rows)
+        conn.execute(_INSERT, rows)
         self._touched.add(chain_id)
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
@@ -146,15 +149,15 @@ class AuditLog:
             latest = self.checkpoint(session, chain_id)
         size = latest.size if latest else 0
         with sessions() as session:
-            if to_seq is not None and to_seq < size:
-                # Extend to the first checkpoint at or after to_seq, so the range asked for is covered
-                # by a signature (rounding down could end before from_seq: an unverifiable export).
-                to_seq = session.scalar(select(func.min(AuditCheckpoint.size)).where(
-                    AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size >= to_seq)) or size
-            to_seq = size if to_seq is None else min(to_seq, size)
-            from_seq = min(from_seq, to_seq + 1)  # a range past the end is empty, not malformed
             with session.begin():
                 session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+                if to_seq is not None and to_seq < size:
+                    # Extend to the first checkpoint at or after to_seq, so the range asked for is covered
+                    # by a signature (rounding down could end before from_seq: an unverifiable export).
+                    to_seq = session.scalar(select(func.min(AuditCheckpoint.size)).where(
+                        AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size >= to_seq)) or size
+                to_seq = size if to_seq is None else min(to_seq, size)
+                from_seq = min(from_seq, to_seq + 1)  # a range past the end is empty, not malformed
                 prev = chain.GENESIS
                 if from_seq > 1:
                     prev = session.scalar(select(AuditEntry.chain_hash).where(
@@ -234,31 +237,39 @@ def _held(session: Session) -> dict[str, Any]:
     return state
 
 
-def _pending(session: Session, chain_id: str) -> dict[str, Any]:
-    """What this transaction will write to a chain's logs at commit: audit records, then the
-    `after` callables (event-log writes) run under the same lock."""
-    return _held(session)["pending"].setdefault(chain_id, {"audit": [], "after": []})
+def pending_for(session: Session, tenant_id: str | None) -> dict[str, Any]:
+    """What this transaction will write to a tenant's logs at commit: `audit` records, an
+    `events` queue (the event log, which shares the chain's lock) and `after` callables."""
+    chain_id = chain_for(tenant_id)
+    pending = _held(session)["pending"]
+    if chain_id not in pending:
+        pending[chain_id] = {"tenant_id": tenant_id, "audit": [], "after": []}
+    return pending[chain_id]
 
 
-def defer_under_lock(session: Session, tenant_id: str | None, write: Any) -> None:
-    """Run `write(session)` at commit, after this transaction's audit entries for the tenant's
-    chain and under that chain's lock (used for the event log, which shares the lock)."""
-    _pending(session, chain_for(tenant_id))["after"].append(write)
+_LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :notify)")
 
 
 @event.listens_for(Session, "before_commit")
 def _write_pending(session: Session) -> None:
     """At commit, lock each touched chain (in a fixed order: no deadlocks between chains) and
-    write what the transaction deferred to it."""
+    write what the transaction deferred to it. One round trip takes the lock and reads the audit
+    head, the event-log head and whether the tenant has webhooks, and sends the wake-up NOTIFY."""
     state = session.info.get("memwarden.held")
     if state is None or state["tx"] is not session.get_transaction() or not state["pending"]:
         return
     pending, state["pending"] = state["pending"], {}
     for chain_id in sorted(pending):
         work = pending[chain_id]
-        _lock_chain(session, chain_id)
+        tenant_id = work["tenant_id"]
+        heads = session.connection().execute(_LOCK_AND_HEADS, {
+            "chain": chain_id, "tenant": tenant_id, "notify": bool(work.get("events"))}).one()
+        state["locks"].add(chain_id)
         if work["audit"]:
-            work["log"]._write(session, chain_id, work["audit"])
+            work["log"]._write(session, chain_id, work["audit"], head=(heads.audit_seq, heads.audit_hash))
+        if tenant_id is not None:
+            state.setdefault("event_ids", {})[tenant_id] = heads.event_id
+            state.setdefault("has_webhooks", {})[tenant_id] = heads.has_webhooks
         for write in work["after"]:
             write(session)
 
@@ -267,7 +278,7 @@ def _lock_chain(session: Session, chain_id: str) -> None:
     """Take the chain's transaction-scoped advisory lock (once per transaction)."""
     held = _held(session)
     if chain_id not in held["locks"]:
-        session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.audit:" + chain_id))))
+        session.connection().execute(_LOCK, {"key": "memwarden.audit:" + chain_id})
         held["locks"].add(chain_id)
 
 

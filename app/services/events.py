@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
 from app.services import refs
-from app.services.audit import _held, _lock_chain, chain_for, defer_under_lock
+from app.services.audit import _held, _lock_chain, chain_for, pending_for
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -45,36 +45,44 @@ def lock_tenant(session: Session, tenant_id: str) -> None:
 def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> None:
     """Append one event to the tenant's log as part of `session`'s transaction.
 
-    The row is written at commit, in that transaction, under the tenant's lock (see
-    `app.services.audit.defer_under_lock`), so ids follow commit order. `type` is one of
-    `EVENT_TYPES`; `payload` follows the module's payload rules (a `content`, `metadata` or
-    `secret` key is refused outright).
+    Events are inserted at commit, in that transaction, under the tenant's lock (see
+    `app.services.audit`), so ids follow commit order. `type` is one of `EVENT_TYPES`; `payload`
+    follows the module's payload rules (a `content`, `metadata` or `secret` key is refused).
     """
     if type not in EVENT_TYPES:
         raise ValueError(f"unknown event type {type!r}")
     if FORBIDDEN_KEYS & payload.keys():
         raise ValueError("event payloads carry identifiers only, never content")
-    defer_under_lock(session, tenant_id, lambda s: _write(s, tenant_id, type, payload))
+    _queue(session, tenant_id).append((type, payload))
 
 
-def _write(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> None:
-    """Insert an event (the tenant's lock is held): next id, one NOTIFY per transaction, webhooks."""
+def _queue(session: Session, tenant_id: str) -> list:
+    work = pending_for(session, tenant_id)
+    if "events" not in work:
+        work["events"] = []
+        work["after"].append(lambda s: _write_queued(s, tenant_id, work["events"]))
+    return work["events"]
+
+
+def _write_queued(session: Session, tenant_id: str, queued: list) -> None:
+    """Insert the transaction's events in one statement (the lock is held, the head known and
+    the NOTIFY sent by `app.services.audit`)."""
     held = _held(session)
-    last_ids = held.setdefault("event_ids", {})  # our own events, under the same lock
-    event_id = last_ids.get(tenant_id)
-    if event_id is None:
-        event_id = session.scalar(select(func.coalesce(func.max(Event.id), 0)).where(Event.tenant_id == tenant_id))
-    event_id += 1
-    last_ids[tenant_id] = event_id
-    session.execute(insert(Event).values(tenant_id=tenant_id, id=event_id, type=type, payload=payload,
-                                         created_at=utcnow()))
-    notified = held.setdefault("notified", set())
-    if tenant_id not in notified:  # listeners only need the tenant: one wake-up per transaction
-        session.execute(select(func.pg_notify(CHANNEL, f"{tenant_id}:{event_id}")))
-        notified.add(tenant_id)
-    from app.services import webhooks  # late: webhooks reads events back when delivering
+    event_id = held["event_ids"][tenant_id]
+    rows = []
+    for type, payload in queued:
+        if callable(payload):
+            payload = payload(session)
+        event_id += 1
+        rows.append({"tenant_id": tenant_id, "id": event_id, "type": type, "payload": payload,
+                     "created_at": utcnow()})
+    held["event_ids"][tenant_id] = event_id
+    session.execute(insert(Event), rows)
+    if held["has_webhooks"][tenant_id]:
+        from app.services import webhooks  # late: webhooks reads events back when delivering
 
-    webhooks.enqueue(session, tenant_id, event_id, type, payload)
+        for row in rows:
+            webhooks.enqueue(session, tenant_id, row["id"], row["type"], row["payload"])
 
 
 def memory_written(session: Session, memory: Memory) -> None:
@@ -85,11 +93,9 @@ def memory_written(session: Session, memory: Memory) -> None:
     if memory.tags:
         payload["tags"] = list(memory.tags)
     tenant_id, agent_id, user_id = memory.tenant_id, memory.agent_id, memory.user_id
-
-    def write(s: Session) -> None:  # the ref is minted under the tenant's lock, like the event
-        _write(s, tenant_id, "memory.written", {"memoryRef": refs.ref_for(s, tenant_id, agent_id, user_id), **payload})
-
-    defer_under_lock(session, tenant_id, write)
+    # The ref is minted (if new) at commit under the tenant's lock, like the event itself.
+    _queue(session, tenant_id).append(("memory.written", lambda s: {
+        "memoryRef": refs.ref_for(s, tenant_id, agent_id, user_id), **payload}))
 
 
 def change_event(session: Session, change: Change, outcome: str) -> None:

@@ -24,6 +24,7 @@ from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import MemoryRef, Run
 from app.errors import Forbidden, NotFound
+from app.services.audit import _held
 from app.services.context import AppContext
 
 REF_PATTERN = re.compile(r"^mref_[A-Za-z0-9_-]{32}$")
@@ -45,15 +46,26 @@ def _find(session: Session, tenant_id: str, agent_id: str, user_id: str | None) 
         MemoryRef.tenant_id == tenant_id, MemoryRef.agent_id == agent_id, user))
 
 
+# Refs never change once committed, so a process may remember the ones it has seen.
+_KNOWN: dict[tuple[str, str, str | None], str] = {}
+
+
 def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None) -> str:
     """The scope's ref, minted on first use in `session`'s transaction (stable from then on)."""
+    key = (tenant_id, agent_id, user_id)
+    if key in _KNOWN:
+        return _KNOWN[key]
+    minted = _held(session).setdefault("minted_refs", set())
     found = _find(session, tenant_id, agent_id, user_id)
     if found:
+        if key not in minted:  # committed by someone: safe to remember beyond this transaction
+            _KNOWN[key] = found
         return found
     # A concurrent minter of the same scope makes this a no-op (unique index); read theirs back.
     session.execute(insert(MemoryRef).values(
         ref="mref_" + secrets.token_urlsafe(24), tenant_id=tenant_id, agent_id=agent_id, user_id=user_id,
     ).on_conflict_do_nothing())
+    minted.add(key)
     return _find(session, tenant_id, agent_id, user_id)
 
 

@@ -227,12 +227,33 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
     """Approve or reject a pending change (see module docstring for the guarantees)."""
     if request.decision == "reject" and not (request.reason or "").strip():
         raise ValidationFailed.at("/reason", "a reason is required to reject")
-    prepared = _prepare(ctx, tenant_id, change_id, may_see, request) if request.decision == "approve" else None
+    # Work that must happen outside the transaction (validation, redaction, embedding) is done
+    # first when the request asks for it, or after a first look shows the change needs it.
+    approving = request.decision == "approve"
+    prepared = (_prepare(ctx, tenant_id, change_id, may_see, request)
+                if approving and (request.edits or request.merge_into or request.supersedes) else None)
+    try:
+        return _decide(ctx, tenant_id, change_id, actor, may_see, request, prepared)
+    except _NeedsPreparation:
+        return _decide(ctx, tenant_id, change_id, actor, may_see, request,
+                       _prepare(ctx, tenant_id, change_id, may_see, request))
+
+
+class _NeedsPreparation(Exception):
+    pass
+
+
+def _decide(ctx: AppContext, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
+            request: DecisionRequest, prepared: _Prepared | None) -> dict[str, Any]:
     with ctx.db.sessions.begin() as session:
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
         if change.status != "pending":
             raise Conflict(f"change already {change.status}", details={"reason": "already_decided",
                                                                        "status": change.status})
+        if request.decision == "approve" and prepared is None:
+            if change.operation == "merge":
+                raise _NeedsPreparation()
+            prepared = _Prepared()
         if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
             fresh = compute_diff(ctx, session, change)
             if request.seen_state != fresh["fingerprint"]:
