@@ -7,6 +7,7 @@ import getpass
 import json
 import logging
 import os
+import signal
 import sys
 from typing import Callable
 
@@ -50,6 +51,9 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         from app.services.demo import seed_demo
 
         print(seed_demo(_context(settings)), flush=True)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets the
+    # atexit hooks run, so the embedded PostgreSQL stops with us instead of outliving us.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     print(f"Memwarden serving on http://{settings.host}:{settings.port}", flush=True)
     log_level = settings.log_level.lower()
     if args.workers and args.workers > 1:

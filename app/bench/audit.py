@@ -8,9 +8,8 @@ On a fresh embedded PostgreSQL (its defaults: `synchronous_commit = on`, `fsync 
   per-request path, durable at commit. Writer w sends its i-th append to chain (w + i) mod C, so
   with one chain all writers contend for its advisory lock and with C chains they spread out.
   Afterwards every chain is checked gapless and verified (`verify_database`).
-* **Verification.** One chain of N events (default 100,000; entries built by the same
-  `app.core.auditchain` functions as `append`, inserted 1,000 per transaction by the app role,
-  with a signed checkpoint per 1,000 as the count cadence would sign) is exported with
+* **Verification.** One chain of N events (default 100,000; appended through `AuditLog.append`
+  1,000 per transaction, so the count cadence signs a checkpoint about every 1,000) is exported with
   `AuditLog.export` to a JSONL file and verified offline with `verify_export` and the pinned key,
   as `memwarden audit verify FILE --public-key KEY` does: in this process only, and with the
   default worker processes.
@@ -120,7 +119,6 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
                                      .where(AuditEntry.chain_id == chain_id)).one()
         report = ctx.audit.verify_database(ctx.db.sessions, chain_id)
         verified &= report.ok and n == top
-    appended_rows = 0
     with ctx.db.sessions() as session:
         appended_rows = session.scalar(select(func.count()).where(
             AuditEntry.chain_id.in_([chain_for(t) for t in tenants]), AuditEntry.event_type == "bench.append"))
@@ -132,44 +130,41 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
     }
 
 
+def _commit_floor(admin_url: str, n: int = 300) -> dict[str, Any]:
+    """Latency of the smallest durable transaction (one-row INSERT + COMMIT, i.e. a WAL flush):
+    a chain's lock is held through its commit, so 1 / this bounds one chain's appends/s."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(admin_url)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("CREATE TABLE IF NOT EXISTS bench_commit_probe (n int)"))
+            conn.commit()
+            samples = []
+            for i in range(n):
+                started = time.perf_counter()
+                conn.execute(text("INSERT INTO bench_commit_probe VALUES (:n)"), {"n": i})
+                conn.commit()
+                samples.append((time.perf_counter() - started) * 1000.0)
+            conn.execute(text("DROP TABLE bench_commit_probe"))
+            conn.commit()
+    finally:
+        engine.dispose()
+    summary = latency_summary(samples)
+    return {**summary, "one_chain_ceiling_per_second": round(1000.0 / summary["p50_ms"]) if summary["p50_ms"] else None}
+
+
 # --- verification --------------------------------------------------------------------------------
 
-def _bulk_chain(ctx, tenant_id: str, n: int, batch: int = 1_000) -> float:
-    """Extend a tenant's chain by `n` events exactly as `append` builds them, `batch` per
-    transaction, signing a checkpoint after each batch; returns seconds taken."""
-    from sqlalchemy import insert, select
-
-    from app.core import auditchain as chain
-    from app.core.timefmt import format_ts, utcnow
-    from app.db.models import AuditEntry
-    from app.services.audit import _lock_chain, actor_label, chain_for
-
-    chain_id = chain_for(tenant_id)
-    origin = ctx.audit.checkpoint_origin(chain_id)
+def _grow_chain(ctx, tenant_id: str, n: int, batch: int = 1_000) -> float:
+    """Append `n` events through `AuditLog.append`, `batch` per transaction; returns seconds taken."""
     started = time.perf_counter()
-    done = 0
-    while done < n:
+    for first in range(0, n, batch):
         with ctx.db.sessions.begin() as session:
-            _lock_chain(session, chain_id)
-            head = session.execute(select(AuditEntry.seq, AuditEntry.chain_hash).where(
-                AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq.desc()).limit(1)).first()
-            seq, prev = (head.seq, head.chain_hash) if head else (0, chain.GENESIS)
-            rows = []
-            for _ in range(min(batch, n - done)):
-                seq += 1
-                now = utcnow()
-                subject = {"type": "memory", "id": f"mem_bench{seq:021d}"}
-                entry = chain.build_entry(origin=origin, chain_id=chain_id, seq=seq, ts=format_ts(now),
-                                          event_type="memory.remembered", actor=ACTOR, subject=subject,
-                                          data={"agent_id": "bench", "content_sha256": f"{seq:064x}"})
-                leaf = chain.leaf_hash(entry)
-                prev = chain.chain_hash(prev, leaf)
-                rows.append({"chain_id": chain_id, "seq": seq, "entry": entry, "leaf_hash": leaf, "chain_hash": prev,
-                             "tenant_id": tenant_id, "event_type": "memory.remembered", "ts": now,
-                             "actor": actor_label(ACTOR), "subject_type": "memory", "subject_id": subject["id"]})
-            session.execute(insert(AuditEntry), rows)
-            done += len(rows)
-            ctx.audit.checkpoint(session, chain_id)
+            for k in range(first, min(n, first + batch)):
+                ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.remembered", actor=ACTOR,
+                                 subject={"type": "memory", "id": f"mem_bench{k:021d}"},
+                                 data={"agent_id": "bench", "content_sha256": f"{k:064x}"})
     return time.perf_counter() - started
 
 
@@ -180,7 +175,7 @@ def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
 
     tenant_id = create_tenant(ctx, name=f"bench-verify-{os.getpid()}", actor=ACTOR).id
     chain_id = chain_for(tenant_id)
-    load_s = _bulk_chain(ctx, tenant_id, n)
+    load_s = _grow_chain(ctx, tenant_id, n)
 
     path = data_dir.parent / "audit-export.jsonl"
     started = time.perf_counter()
@@ -218,6 +213,14 @@ def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def _goals_met(appends: list[dict[str, Any]], verify: dict[str, Any]) -> dict[str, bool | None]:
+    one_chain_8 = [a["appends_per_second"] for a in appends if (a["writers"], a["chains"]) == (8, 1)]
+    best_verify = max(m["events_per_second"] for m in verify["verify_export"].values())
+    return {"appends_per_second_1_chain_8_writers":
+            one_chain_8[0] >= GOALS["appends_per_second_1_chain_8_writers"] if one_chain_8 else None,
+            "verify_events_per_second": best_verify >= GOALS["verify_events_per_second"]}
+
+
 # --- the command ---------------------------------------------------------------------------------
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
@@ -226,19 +229,23 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.database import make_database, make_engine, migrate, resolve_urls
     from app.services.context import AppContext
 
+    before = machine()
     writer_counts = [int(x) for x in args.writers.split(",") if x.strip()]
     chain_counts = [int(x) for x in args.chains.split(",") if x.strip()]
     with scratch_dir(args.data_dir) as data_dir:
         urls = resolve_urls(Settings(data_dir=data_dir))  # this process keeps the embedded server up
         migrate(urls)
         bench_settings = Settings(data_dir=data_dir, database_url=urls.app_url,
-                                  migration_database_url=urls.admin_url)
+                                  migration_database_url=urls.admin_url, checkpoint_every=1_000)
         bench_settings.resolved_signing_key_file()  # generate the key before writers read it
         ctx = AppContext(bench_settings, make_database(make_engine(urls.app_url, pool_size=4)))
         try:
             with ctx.db.engine.connect() as conn:
                 durability = {name: conn.execute(text(f"SHOW {name}")).scalar()
                               for name in ("synchronous_commit", "fsync", "wal_sync_method", "server_version")}
+            floor_before = _commit_floor(urls.admin_url)
+            print(f"durable commit (1-row INSERT + COMMIT): p50 {floor_before['p50_ms']} ms, "
+                  f"p95 {floor_before['p95_ms']} ms", flush=True)
             appends = []
             for writers in writer_counts:
                 for chains in chain_counts:
@@ -247,14 +254,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                           f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms)",
                           flush=True)
                     appends.append(result)
+            floor_after = _commit_floor(urls.admin_url)
             verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
         finally:
             ctx.close()
             if urls.embedded is not None:
                 urls.embedded.handle.cleanup()  # stop PostgreSQL before the scratch dir goes
     report: dict[str, Any] = {
-        "benchmark": "audit", "machine": machine(), "database": durability,
+        "benchmark": "audit", "machine": before, "loadavg_after": machine()["loadavg_1_5_15"],
+        "database": durability,
+        "durable_commit_before": floor_before, "durable_commit_after": floor_after,
         "append_seconds_per_config": args.seconds, "appends": appends, "verify": verify, "goals": GOALS,
+        "goals_met": _goals_met(appends, verify),
     }
     print(table([[a["writers"], a["chains"], a["appends"], a["appends_per_second"], a["latency"]["p50_ms"],
                   a["latency"]["p95_ms"], "yes" if a["chains_gapless_and_verified"] else "NO"] for a in appends],
@@ -263,5 +274,6 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     print(f"verify {v['events']} events offline: {v['verify_export']['in_process']['events_per_second']}/s "
           f"in-process, {v['verify_export']['default_workers']['events_per_second']}/s with workers; "
           f"database verify {v['verify_database']['events_per_second']}/s; export {v['export_events_per_second']}/s")
+    print(f"goals met: {report['goals_met']}")
     write_json(args.out, report)
     return 0

@@ -19,8 +19,9 @@ then the two numbers recall's defaults act on:
 A labelled query is handled when the gate lets it through and every gold memory clears the
 floor; a probe is handled when it comes back empty. Two rules are fitted by exhaustive search,
 maximising handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice
-sits on a wide plateau, not on a knife edge one query could flip); margins are the distance to the
-nearest observed value: (1) a cosine floor alone; (2) floor + gate, with beta
+lands on a wide plateau, not on a knife edge one query could flip), then taking the middle of that
+plateau (the floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory
+the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone; (2) floor + gate, with beta
 on a 0.1 grid. Leave-one-scope-out cross-validation (fit on nine scopes, score the tenth)
 estimates how each rule does on data it was not fitted on. Recall ships rule (2) when its
 cross-validated score is higher; the chosen values are written to `app/services/recall.py` by hand.
@@ -119,11 +120,6 @@ def _smooth(handled: np.ndarray) -> np.ndarray:
     return out
 
 
-def _margin(threshold: float, values: Sequence[float]) -> float:
-    finite = [v for v in values if np.isfinite(v)]
-    return round(float(min(abs(v - threshold) for v in finite)), 3) if finite else float("nan")
-
-
 def fit_floor(stats: Sequence[QueryStats]) -> dict[str, Any]:
     """Rule 1: a cosine floor alone."""
     probe, best, gold_min = _arrays(stats)
@@ -131,10 +127,14 @@ def fit_floor(stats: Sequence[QueryStats]) -> dict[str, Any]:
     empty = (best[None, :] < FLOOR_GRID[:, None]) & probe[None, :]
     handled = (kept | empty).sum(axis=1)
     i = int(np.argmax(_smooth(handled)))
-    floor = float(FLOOR_GRID[i])
-    return {"rule": "floor", "min_score": floor, "plateau": _plateau(FLOOR_GRID, handled, i),
-            "margin": _margin(floor, [s.gold_min if not s.probe else s.best for s in stats]),
+    plateau = _plateau(FLOOR_GRID, handled, i)
+    floor = _centre(plateau)
+    return {"rule": "floor", "min_score": floor, "plateau": plateau, "margin": round((plateau[1] - plateau[0]) / 2, 3),
             "result": evaluate(stats, floor)}
+
+
+def _centre(plateau: list[float]) -> float:
+    return round(round((plateau[0] + plateau[1]) / 2 / STEP) * STEP, 3)
 
 
 def _plateau(grid: np.ndarray, handled: np.ndarray, i: int) -> list[float]:
@@ -167,12 +167,18 @@ def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequen
         if chosen is None or key > chosen[0]:
             chosen = (key, float(beta), g, f, lifts, handled)
     _, beta, g, f, lifts, handled = chosen
-    gate, floor = float(LIFT_GRID[g]), float(FLOOR_GRID[f])
+    # The gate sits mid-plateau (as far as possible from flipping a query either way); the floor
+    # SMOOTH steps below the top of its plateau (the highest that keeps every gated-through gold).
+    gate_plateau = _plateau(LIFT_GRID, handled[:, f], g)
+    gate = _centre(gate_plateau)
+    g = int(np.argmin(np.abs(LIFT_GRID - gate)))
+    floor_plateau = _plateau(FLOOR_GRID, handled[g], f)
+    floor = round(max(floor_plateau[0], floor_plateau[1] - SMOOTH * STEP), 3)
     return {"rule": "floor+gate", "beta": beta, "prior_rows": prior_rows,
-            "min_lift": gate, "min_lift_plateau": _plateau(LIFT_GRID, handled[:, f], g),
-            "min_lift_margin": _margin(gate, lifts),
-            "min_score": floor, "min_score_plateau": _plateau(FLOOR_GRID, handled[g], f),
-            "min_score_margin": _margin(floor, [s.gold_min if not s.probe else s.best for s in stats]),
+            "min_lift": gate, "min_lift_plateau": gate_plateau,
+            "min_lift_margin": round(min(gate - gate_plateau[0], gate_plateau[1] - gate), 3),
+            "min_score": floor, "min_score_plateau": floor_plateau,
+            "min_score_margin": round(floor_plateau[1] - floor, 3),
             "result": evaluate(stats, floor, gate, beta, prior_rows)}
 
 

@@ -210,7 +210,7 @@ def summary_table(report: dict[str, Any]) -> str:
         ("remember p50 / p95 / p99 ms", fmt(lat["remember"]), fmt(mw["remember"])),
         ("recall p50 / p95 / p99 ms", fmt(lat["recall"]), fmt(mw["recall"])),
     ]
-    return common.table(rows, ["metric", "Memwarden (HTTP, full stack)", "memorywire (in-process)"])
+    return common.table(rows, ["metric", "Memwarden (HTTP, full stack)", "memorywire published (its corpus)"])
 
 
 def cmd_recall(args: argparse.Namespace, settings) -> int:

@@ -224,7 +224,7 @@ def _mem_id(ms: int, rng: random.Random) -> str:
     return "mem_" + "".join(reversed(chars))
 
 
-def load(ctx, admin_url: str, tenant_id: str, rows: list[Row], *, batch: int, chunk: int, seed: int,
+def load(admin_url: str, tenant_id: str, rows: list[Row], *, batch: int, chunk: int, seed: int,
          progress: bool = True) -> dict[str, Any]:
     """Embed and COPY every row, indexes dropped during the load and rebuilt after it."""
     from datetime import datetime, timedelta, timezone
@@ -356,6 +356,7 @@ def explain(ctx, principal, row: Row) -> list[str]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Settings
+    from app.services import recall  # noqa: F401  (fail now, not after an hour of loading)
     from app.services.apikeys import authenticate, create_key
     from app.services.context import AppContext
     from app.services.tenants import create_tenant
@@ -376,7 +377,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                actor=common.BENCH_ACTOR).token
             print(f"loading {len(rows):,} memories ({args.memories:,} over {args.agents:,} agents"
                   + (f" + {args.big_agent:,} in {BIG_AGENT}" if args.big_agent else "") + ")", flush=True)
-            report["ingest"] = load(ctx, ctx.db.embedded.admin_url, tenant.id, rows, batch=args.batch,
+            report["ingest"] = load(ctx.db.embedded.admin_url, tenant.id, rows, batch=args.batch,
                                     chunk=args.chunk, seed=args.seed)
             rng = random.Random(args.seed + 2)
             spread = [r for r in rows if r.agent != BIG_AGENT]
@@ -395,10 +396,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "scope_rows": len(big), "path": "HNSW iterative scan" if len(big) > 20_000 else "exact scan",
                         **measure(server.base_url, token, rng.sample(big, min(args.queries, len(big))),
                                   rng.sample(big, min(warm, len(big))))}
+            common.write_json(args.out, report)  # the measurements are safe even if EXPLAIN fails
             principal = authenticate(ctx, token)
-            report["explain"] = {"spread": explain(ctx, principal, rng.choice(spread))}
-            if big:
-                report["explain"]["big_agent"] = explain(ctx, principal, rng.choice(big))
+            report["explain"] = {}
+            for name, pool in (("spread", spread), ("big_agent", big)):
+                if pool:
+                    try:
+                        report["explain"][name] = explain(ctx, principal, rng.choice(pool))
+                    except Exception as exc:  # diagnostics only; never lose the run for them
+                        report["explain"][name] = [f"EXPLAIN failed: {type(exc).__name__}: {exc}"]
         finally:
             ctx.close()
     return report

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,7 +21,13 @@ def tenant_policy(session: Session, tenant_id: str) -> Policy:
     """The tenant's policy document, or the defaults when it has none."""
     tenant = session.get(Tenant, tenant_id)
     doc = (tenant.settings or {}).get("policy") if tenant else None
-    return Policy.parse(doc) if doc else default_policy()
+    return _parsed(json.dumps(doc, sort_keys=True)) if doc else default_policy()
+
+
+@lru_cache(maxsize=256)
+def _parsed(doc_json: str) -> Policy:
+    """Parsing validates the schema and compiles patterns; a tenant's policy rarely changes."""
+    return Policy.parse(json.loads(doc_json))
 
 
 def review_requirement(session: Session, tenant_id: str, request: WriteRequest) -> Decision:

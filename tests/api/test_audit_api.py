@@ -9,6 +9,7 @@ up to size 20 with signed checkpoints at 8 and 16.
 
 from __future__ import annotations
 
+import base64
 import json
 
 import httpx
@@ -139,7 +140,7 @@ def test_a_key_exports_and_lists_only_its_own_tenants_chain(live_server, auditor
         for line in lines[1:]:
             obj = json.loads(line)
             if obj["kind"] == "entry":
-                assert chain.parse_entry(base64_decode(obj["entry"]))["chain"] == chain_for(tenant.id)
+                assert chain.parse_entry(base64.b64decode(obj["entry"], validate=True))["chain"] == chain_for(tenant.id)
             else:
                 assert chain.parse_checkpoint(obj["note"]).origin.endswith("/" + chain_for(tenant.id))
         assert other.id not in "\n".join(lines)
@@ -147,12 +148,6 @@ def test_a_key_exports_and_lists_only_its_own_tenants_chain(live_server, auditor
         listed = httpx.get(f"{live_server}/v1/audit/checkpoints", headers=bearer(token)).json()
         assert listed["chain_id"] == chain_for(tenant.id)
         assert all(c["note"].startswith(f"memwarden.local/{chain_for(tenant.id)}\n") for c in listed["checkpoints"])
-
-
-def base64_decode(text: str) -> bytes:
-    import base64
-
-    return base64.b64decode(text, validate=True)
 
 
 def test_checkpoints_are_signed_notes_that_verify_against_the_chain(live_server, committed_ctx, auditor):

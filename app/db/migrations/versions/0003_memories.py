@@ -45,7 +45,9 @@ def upgrade() -> None:
             digest_key bytea,
             CHECK (status <> 'live' OR live_from IS NOT NULL),
             CHECK (NOT hard_deleted OR (content IS NULL AND embedding IS NULL AND digest_key IS NULL))
-        )""")
+        ) WITH (fillfactor = 80)""")
+    # fillfactor: recall bumps recall_count/last_recalled_at on every hit; free space in each page
+    # lets PostgreSQL update in place (HOT) instead of rewriting every index, HNSW included.
     # Live rows only: pending/forgotten rows never pollute the ANN graph or the keyword index.
     op.execute("""CREATE INDEX memories_embedding_live ON memories
                   USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)
