@@ -10,6 +10,7 @@ from app.api.jsonio import json_response
 from app.api.routing import ApiRoute, ctx_of, query_params
 from app.contracts import default_contracts
 from app.core.access import Principal
+from app.errors import ValidationFailed
 from app.services.audit import chain_for, list_checkpoints
 
 
@@ -17,6 +18,8 @@ async def export(request: Request, principal: Principal):
     params = query_params(request)
     spec = {k: _int_or_raw(v) for k, v in params.items()}
     default_contracts().validate("audit-export.query", spec)
+    if spec.get("to_seq") is not None and spec.get("from_seq", 1) > spec["to_seq"]:
+        raise ValidationFailed.at("/from_seq", "from_seq must not be greater than to_seq")
     ctx = ctx_of(request)
     chain_id = chain_for(principal.tenant_id)
     lines = ctx.audit.export(ctx.db.sessions, chain_id, from_seq=spec.get("from_seq", 1), to_seq=spec.get("to_seq"))
