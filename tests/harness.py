@@ -197,3 +197,20 @@ def live_key(committed_ctx: AppContext, live_tenant) -> Callable[..., str]:
                           actor={"kind": "test", "id": "pytest"}).token
 
     return make
+
+
+# --- browser-shaped helpers for TestClient page tests ------------------------------------------
+
+def csrf_token_in(html: str) -> str:
+    """The CSRF token a rendered page embeds in its forms."""
+    import re
+
+    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+
+
+def web_sign_in(client, username: str, password: str, next_url: str = "/review"):
+    """Sign in through /login as a browser would (fresh cookies, CSRF token from the form)."""
+    client.cookies.clear()
+    page = client.get("/login")
+    return client.post("/login", data={"username": username, "password": password, "next": next_url,
+                                       "csrf_token": csrf_token_in(page.text)}, follow_redirects=False)

@@ -53,18 +53,25 @@ def _query_string(role: TenantRole, shown: dict[str, str], **extra: str) -> str:
     return urlencode({"tenant": role.tenant_name, **shown, **{k: v for k, v in extra.items() if v}})
 
 
-async def queue(request: Request):
+async def _page(request: Request):
+    """The signed-in user's role, the filters shown, and one keyset page of matching changes."""
     user = current_user(request)
     role = pick_tenant(request, user, "read")
     flt, shown = _filters(request)
     after = _uncursor(request.query_params.get("after"))
     rows, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
                                           flt, PAGE, after)
+    return user, role, shown, rows, total
+
+
+async def queue(request: Request):
+    user, role, shown, rows, total = await _page(request)
     next_cursor = _cursor(rows[-1]) if len(rows) == PAGE else None
     context = {
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "total": total, "filters": shown,
         "operations": OPERATIONS, "types": TYPES, "can_decide": role.can("decide"),
         "next_url": f"/review?{_query_string(role, shown, after=next_cursor)}" if next_cursor else None,
+        # Only the last page polls: new changes arrive at its end (the queue is oldest first).
         "poll_url": f"/review/rows?{_query_string(role, shown, after=_cursor(rows[-1]) if rows else '')}"
         if next_cursor is None else None,
         "qs": _query_string(role, shown),
@@ -74,12 +81,7 @@ async def queue(request: Request):
 
 async def new_rows(request: Request):
     """Polled by the queue: rows submitted after the newest one shown, appended out of band."""
-    user = current_user(request)
-    role = pick_tenant(request, user, "read")
-    flt, shown = _filters(request)
-    after = _uncursor(request.query_params.get("after"))
-    rows, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
-                                          flt, PAGE, after)
+    _, role, shown, rows, total = await _page(request)
     newest = _cursor(rows[-1]) if rows else request.query_params.get("after", "")
     return render(request, "review/_new_rows.html", {
         "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "qs": _query_string(role, shown),

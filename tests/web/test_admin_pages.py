@@ -9,22 +9,18 @@ from sqlalchemy import text
 
 from app.core.policy import DEFAULT_POLICY
 from app.services.users import create_user
-from tests.harness import bearer
+from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
 ACTOR = {"kind": "test", "id": "t"}
 HX = {"HX-Request": "true"}
 
 
-def _csrf(html: str) -> str:
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+_csrf = csrf_token_in
 
 
 def _sign_in(client, username, password=PASSWORD):
-    client.cookies.clear()
-    page = client.get("/login")
-    return client.post("/login", data={"username": username, "password": password, "next": "/admin",
-                                       "csrf_token": _csrf(page.text)}, follow_redirects=False)
+    return web_sign_in(client, username, password, "/admin")
 
 
 def _events(ctx, tenant_id, prefix=""):

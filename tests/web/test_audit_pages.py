@@ -18,22 +18,19 @@ from app.main import create_app
 from app.services.apikeys import create_key
 from app.services.tenants import create_tenant
 from app.services.users import create_user
-from tests.harness import unique
+from tests.harness import csrf_token_in, unique, web_sign_in
 
 PASSWORD = "correct horse battery"
 ACTOR = {"kind": "test", "id": "t"}
 
 
-def _csrf(html: str) -> str:
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+_csrf = csrf_token_in
 
 
 def _sign_in(client, username, password=PASSWORD):
-    client.cookies.clear()
-    page = client.get("/login")
-    response = client.post("/login", data={"username": username, "password": password, "next": "/audit",
-                                           "csrf_token": _csrf(page.text)}, follow_redirects=False)
+    response = web_sign_in(client, username, password, "/audit")
     assert response.status_code == 303, response.text
+    return response
 
 
 def _status(html: str) -> str:

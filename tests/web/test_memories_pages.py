@@ -15,22 +15,18 @@ from app.db.models import Memory
 from app.services import browse
 from app.services.users import create_user
 from app.web import memories as memory_pages
-from tests.harness import bearer
+from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
 HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
 ACTOR = {"kind": "test", "id": "t"}
 
 
-def _csrf(html: str) -> str:
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+_csrf = csrf_token_in
 
 
 def _sign_in(client, username, password=PASSWORD):
-    client.cookies.clear()
-    page = client.get("/login")
-    response = client.post("/login", data={"username": username, "password": password, "next": "/memories",
-                                           "csrf_token": _csrf(page.text)}, follow_redirects=False)
+    response = web_sign_in(client, username, password, "/memories")
     assert response.status_code == 303, response.text
     return response
 

@@ -6,19 +6,16 @@ import pytest
 from sqlalchemy import text
 
 from app.services.users import create_user
-from tests.harness import bearer
+from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
 
 
-def _csrf(html: str) -> str:
-    return re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+_csrf = csrf_token_in
 
 
 def _sign_in(client, username, password=PASSWORD, next_url="/review"):
-    page = client.get("/login")
-    return client.post("/login", data={"username": username, "password": password, "next": next_url,
-                                       "csrf_token": _csrf(page.text)}, follow_redirects=False)
+    return web_sign_in(client, username, password, next_url)
 
 
 @pytest.fixture
