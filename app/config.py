@@ -65,6 +65,9 @@ class Settings:
     compaction_interval_seconds: int = _setting(
         "MEMWARDEN_COMPACTION_INTERVAL_SECONDS", 3_600,
         "How often the compaction job runs for tenants that opted in; 0 disables the job.")
+    webhook_allow_private: bool = _setting(
+        "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE", False,
+        "Allow webhook URLs that resolve to loopback or private addresses (off: no SSRF into your network).")
     db_pool_size: int = _setting("MEMWARDEN_DB_POOL_SIZE", 10, "Database connections per process.")
     log_level: str = _setting("MEMWARDEN_LOG_LEVEL", "info", "Log level.")
 

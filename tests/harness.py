@@ -67,6 +67,7 @@ def settings(db_urls: DatabaseUrls, data_dir: Path) -> Settings:
         secret_key="test-secret-key-not-for-production",
         rate_limit_per_minute=0,
         checkpoint_every=50,
+        webhook_allow_private=True,  # the tests' receivers listen on 127.0.0.1
     )
 
 
@@ -141,6 +142,7 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         "MEMWARDEN_DATA_DIR": str(settings.data_dir),
         "MEMWARDEN_SECRET_KEY": settings.secret_key or "",
         "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
+        "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE": "1",
         "MEMWARDEN_LOG_LEVEL": "warning",
         **extra,
     })

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import secrets
+import socket
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -73,6 +75,23 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
             "agents": list(webhook.agents), "active": webhook.active, "createdAt": format_ts(webhook.created_at)}
 
 
+def private_target(host: str, allowed: bool) -> str | None:
+    """Why `host` must not receive webhooks (it resolves to loopback, private, link-local or other
+    non-public addresses: a tenant's key must not reach into the operator's network), or None."""
+    if allowed:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return f"cannot resolve {host!r}"
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        if not address.is_global:
+            return (f"{host!r} resolves to a non-public address; set MEMWARDEN_WEBHOOK_ALLOW_PRIVATE=1 "
+                    "to allow internal receivers")
+    return None
+
+
 # --- management (API) ----------------------------------------------------------------------------
 
 def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +103,9 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
         host = ""
     if not host:
         raise ValidationFailed.at("/url", "not an absolute http(s) URL with a host")
+    refusal = private_target(host, ctx.settings.webhook_allow_private)
+    if refusal:
+        raise ValidationFailed.at("/url", refusal)
     secret = "whsec_" + secrets.token_urlsafe(32)
     webhook_id = new_id("whk")
     webhook = Webhook(id=webhook_id, tenant_id=principal.tenant_id, url=body["url"],
@@ -225,6 +247,9 @@ def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) ->
     """POST one event; (status code, None) on 2xx, else (status code or None, error text)."""
     if not hook.active:
         return None, "webhook inactive"
+    refusal = private_target(httpx.URL(hook.url).host, ctx.settings.webhook_allow_private)
+    if refusal:  # checked again at delivery: DNS may have changed since the webhook was created
+        return None, refusal
     body = event_body(event)
     headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
                SIGNATURE_HEADER: sign(_decrypt(ctx, hook.id, hook.secret_enc), body),

@@ -367,3 +367,21 @@ def test_event_stream_keeps_alive_and_ends_when_the_key_is_revoked(ctx, make_key
 
     chunks = asyncio.run(asyncio.wait_for(consume(), 10))
     assert chunks == [": keepalive\n\n"] * 2  # then the revoked key's stream ended by itself
+
+
+def test_webhooks_to_internal_addresses_are_refused_by_default(ctx, make_key):
+    """No SSRF: a tenant's key cannot point deliveries at the operator's loopback or private network."""
+    from starlette.testclient import TestClient
+
+    from app.main import create_app
+    from app.services.context import AppContext
+
+    strict_ctx = AppContext(ctx.settings.with_changes(webhook_allow_private=False), ctx.db)
+    strict = create_app(strict_ctx.settings, ctx=strict_ctx)
+    headers = {"Authorization": f"Bearer {make_key(scopes='events:read')}"}
+    with TestClient(strict) as client:
+        for url in ("http://127.0.0.1:9/hook", "http://10.0.0.5/hook", "http://[::1]/hook",
+                    "http://169.254.169.254/latest/meta-data"):
+            response = client.post("/v1/webhooks", json={"url": url}, headers=headers)
+            assert response.status_code == 422, (url, response.text)
+            assert "non-public" in response.json()["error"]["message"]
