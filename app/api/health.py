@@ -17,8 +17,16 @@ async def healthz(request: Request):
 
 
 def _ping(ctx) -> None:
-    with ctx.db.engine.connect() as conn:
-        conn.execute(text("SELECT 1"))
+    # Two tries: after a database restart the first attempt meets a stale pooled connection,
+    # which invalidates the pool; the second one connects afresh.
+    for attempt in (1, 2):
+        try:
+            with ctx.db.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            return
+        except Exception:
+            if attempt == 2:
+                raise
 
 
 async def readyz(request: Request):

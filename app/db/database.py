@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -33,6 +35,18 @@ class Database:
     def dispose(self) -> None:
         self.engine.dispose()
 
+    @contextmanager
+    def reader(self) -> Iterator[Connection]:
+        """A connection for one-statement reads, in autocommit (no BEGIN/COMMIT round trips).
+        When the session factory is bound to an outer connection (the test harness), reads go
+        through it instead, so they see that transaction's rows."""
+        if isinstance(self.sessions.kw.get("bind"), Connection):
+            with self.sessions.begin() as session:
+                yield session.connection()
+            return
+        with self.engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
 
 @dataclass(frozen=True)
 class DatabaseUrls:
@@ -50,10 +64,11 @@ def resolve_urls(settings: Settings) -> DatabaseUrls:
 
 
 def make_engine(url: str, *, pool_size: int = 10) -> Engine:
-    """An engine that survives a database restart (pre-ping) and never leaks secrets in logs."""
+    """An engine that never logs parameters. No pre-ping (a round trip on every checkout): after a
+    database restart the first statement on a stale connection fails, SQLAlchemy invalidates the
+    whole pool, and that one request answers 503; the next ones reconnect."""
     return create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True, pool_recycle=1800,
-        hide_parameters=True,
+        url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, hide_parameters=True,
     )
 
 

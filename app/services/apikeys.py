@@ -61,9 +61,10 @@ def authenticate(ctx: AppContext, token: str) -> access.Principal | None:
     key_id = access.parse_token(token)
     if key_id is None:
         return None
-    with ctx.db.sessions.begin() as session:
-        key = key_repo.find_active(session, key_id=key_id)
+    with ctx.db.reader() as conn:
+        key = key_repo.find_active(conn, key_id=key_id)
         if key is None or not access.token_matches(token, key.token_hash):
             return None
-        key_repo.touch(session, key_id=key_id)
+        if key.last_used_at is None or utcnow() - key.last_used_at > key_repo.TOUCH_EVERY:
+            key_repo.touch(conn, key_id=key_id)
         return access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents))

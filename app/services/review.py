@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, update
 
 from app.core import diff as textdiff
 from app.core.access import agent_allowed
@@ -384,47 +384,40 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
            prepared: _Prepared) -> dict[str, Any]:
     """Carry out an approved change against live state, in the decision's transaction."""
     tenant_id, now = change.tenant_id, utcnow()
-    if change.operation == "remember":
+    if change.operation == "remember" and not request.merge_into:
+        # The common case in one round trip: the staged row goes live (with any edits) and comes back.
+        values: dict[str, Any] = {"status": "live", "live_from": now, "updated_at": now}
+        if prepared.clean is not None:
+            values.update(content=prepared.clean.content, tags=prepared.clean.tags,
+                          metadata_=prepared.clean.metadata, type=prepared.memory_type)
+        if prepared.embedding is not None:
+            values["embedding"] = prepared.embedding
+        memory = session.scalars(update(Memory).where(Memory.id == change.memory_ids[0])
+                                 .values(**values).returning(Memory)
+                                 .execution_options(synchronize_session=False)).one()
+        return _committed(ctx, session, change, actor, request, memory, edited=prepared.clean is not None)
+    if change.operation == "remember":  # merged into a live memory instead of going live itself
         memory = session.get(Memory, change.memory_ids[0], with_for_update=True)
         if prepared.clean is not None:
             memory.content, memory.tags, memory.metadata_ = (prepared.clean.content, prepared.clean.tags,
                                                              prepared.clean.metadata)
             memory.type = prepared.memory_type
-        if prepared.embedding is not None and not request.merge_into:
-            memory.embedding = prepared.embedding
-        if request.merge_into:
-            target = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.merge_into])
-            if not target or target[0].updated_at != prepared.merge_rows[0].updated_at:
-                raise Conflict("the memory to merge into changed; review again", details={"reason": "stale_review"})
-            target = target[0]
-            plan = prepared.merge_plan
-            target.content, target.tags, target.metadata_ = plan.content, plan.tags, plan.metadata
-            target.confidence, target.embedding, target.updated_at = plan.confidence, prepared.embedding, now
-            memory.status, memory.merged_into, memory.ended_at, memory.updated_at = "merged", target.id, now, now
-            session.flush()
-            ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
-                             subject={"type": "memory", "id": target.id},
-                             data=mem.memory_event(target, strategy="merge_content", duplicates=[memory.id],
-                                                   change_id=change.id))
-            events.memory_written(session, target)
-            return {"memory_id": target.id, "merged_into": target.id}
-        memory.status, memory.live_from, memory.updated_at = "live", now, now
+        target = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.merge_into])
+        if not target or target[0].updated_at != prepared.merge_rows[0].updated_at:
+            raise Conflict("the memory to merge into changed; review again", details={"reason": "stale_review"})
+        target = target[0]
+        plan = prepared.merge_plan
+        target.content, target.tags, target.metadata_ = plan.content, plan.tags, plan.metadata
+        target.confidence, target.embedding, target.updated_at = plan.confidence, prepared.embedding, now
+        memory.status, memory.merged_into, memory.ended_at, memory.updated_at = "merged", target.id, now, now
         session.flush()
-        ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.committed", actor=actor,
-                         subject={"type": "memory", "id": memory.id},
-                         data=mem.memory_event(memory, change_id=change.id, edited=prepared.clean is not None))
-        events.memory_written(session, memory)
-        result: dict[str, Any] = {"memory_id": memory.id}
-        if request.supersedes:
-            old = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.supersedes])
-            if not old:
-                raise NotFound("memory to supersede not found")
-            repo.end(session, ids=[old[0].id], status="superseded", at=now, superseded_by=memory.id)
-            ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
-                             subject={"type": "memory", "id": old[0].id},
-                             data={"superseded_by": memory.id, "change_id": change.id})
-            result["superseded"] = old[0].id
-        return result
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
+                         subject={"type": "memory", "id": target.id},
+                         data=mem.memory_event(target, strategy="merge_content", duplicates=[memory.id],
+                                               change_id=change.id))
+        events.memory_written(session, target)
+        return {"memory_id": target.id, "merged_into": target.id}
+
     if change.operation in ("forget", "expire"):
         rows = _resolve_targets(session, change, lock=True)
         if change.operation == "forget":
@@ -448,3 +441,24 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
                                     prepared.embedding, expected=prepared.merge_rows, change_id=change.id)
         return {"memory_id": canonical.id, "merged": request_body["duplicates"]}
     raise Forbidden(f"cannot apply {change.operation!r} changes here")
+
+
+def _committed(ctx: AppContext, session, change: Change, actor: dict, request: DecisionRequest, memory: Memory,
+               *, edited: bool) -> dict[str, Any]:
+    """Audit and announce an approved remember that is now live; supersede the memory it replaces."""
+    tenant_id = change.tenant_id
+    ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.committed", actor=actor,
+                     subject={"type": "memory", "id": memory.id},
+                     data=mem.memory_event(memory, change_id=change.id, edited=edited))
+    events.memory_written(session, memory)
+    result: dict[str, Any] = {"memory_id": memory.id}
+    if request.supersedes:
+        old = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.supersedes])
+        if not old:
+            raise NotFound("memory to supersede not found")
+        repo.end(session, ids=[old[0].id], status="superseded", at=utcnow(), superseded_by=memory.id)
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
+                         subject={"type": "memory", "id": old[0].id},
+                         data={"superseded_by": memory.id, "change_id": change.id})
+        result["superseded"] = old[0].id
+    return result
