@@ -7,19 +7,14 @@ from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
 from app.api.memories import parse_query
-from app.api.routing import ApiRoute, ctx_of
+from app.api.routing import ApiRoute, ctx_of, path_id
 from app.core.access import Principal
 from app.core.cursor import decode_cursor, encode_cursor
-from app.core.ids import has_prefix
-from app.errors import NotFound
 from app.services import review
 
 
 def _change_id(request: Request) -> str:
-    change_id = request.path_params["change_id"]
-    if not has_prefix(change_id, "chg"):
-        raise NotFound("change not found")
-    return change_id
+    return path_id(request, "change_id", "chg", "change")
 
 
 async def get_change(request: Request, principal: Principal):

@@ -9,11 +9,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, query_params
+from app.api.routing import ApiRoute, ctx_of, path_id, query_params
 from app.contracts import default_contracts
 from app.core.access import Principal
-from app.core.ids import has_prefix
-from app.errors import NotFound
 from app.services import memories, recall as recall_service
 
 INT_QUERY_FIELDS = {"limit", "k", "from_seq", "to_seq"}
@@ -52,10 +50,7 @@ async def list_memories(request: Request, principal: Principal):
 
 
 def _memory_id(request: Request) -> str:
-    memory_id = request.path_params["memory_id"]
-    if not has_prefix(memory_id, "mem"):
-        raise NotFound("memory not found")
-    return memory_id
+    return path_id(request, "memory_id", "mem", "memory")
 
 
 async def get_memory(request: Request, principal: Principal):

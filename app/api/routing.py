@@ -10,6 +10,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.core.access import Principal
+from app.core.ids import has_prefix
 from app.errors import Forbidden, NotFound
 from app.services.context import AppContext
 
@@ -56,15 +57,12 @@ def ctx_of(request: Request) -> AppContext:
     return request.app.state.ctx
 
 
-def require_agent(principal: Principal, agent_id: str) -> None:
-    """403 unless the key's allow-list covers `agent_id`."""
-    if not principal.may_act_for(agent_id):
-        raise Forbidden("this key may not act for that agent",
-                        details=[{"path": "/agent_id", "message": "agent not in the key's allow-list"}])
-
-
-def not_found(what: str = "resource") -> NotFound:
-    return NotFound(f"{what} not found")
+def path_id(request: Request, param: str, prefix: str, what: str) -> str:
+    """A `prefix_…` id from the URL path; anything else is simply not found (no format hints)."""
+    value = request.path_params[param]
+    if not has_prefix(value, prefix):
+        raise NotFound(f"{what} not found")
+    return value
 
 
 def query_params(request: Request) -> dict[str, Any]:

@@ -15,11 +15,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, query_params, require_agent
+from app.api.routing import ApiRoute, ctx_of, query_params
 from app.contracts import default_contracts
 from app.core.access import Principal
 from app.errors import ValidationFailed
 from app.services import workspace
+from app.services.memories import require_agent
 
 AGENT_HEADER = "x-agent-id"
 AGENT_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
