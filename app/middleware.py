@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -115,7 +114,3 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
-
-
-def state_of(scope: Scope) -> dict[str, Any]:
-    return scope.setdefault("state", {})

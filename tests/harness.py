@@ -15,12 +15,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-import httpx
 import pytest
 from sqlalchemy.orm import sessionmaker
 from starlette.testclient import TestClient

@@ -27,7 +27,6 @@ import random
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from app.bench import common
@@ -327,7 +326,7 @@ def _shorten(line: str) -> str:
 
 def explain(ctx, principal, row: Row) -> list[str]:
     """Replay one recall in-process and EXPLAIN (ANALYZE, BUFFERS) its vector and keyword queries."""
-    from sqlalchemy import event, text
+    from sqlalchemy import event
 
     from app.services import recall
 

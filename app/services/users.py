@@ -212,8 +212,3 @@ def sign_out(ctx: AppContext, reviewer: Reviewer, *, everywhere: bool = False) -
         for role in reviewer.roles:
             ctx.audit.append(session, tenant_id=role.tenant_id, event_type="auth.signed_out", actor=reviewer.actor,
                              subject={"type": "user", "id": reviewer.user_id}, data={"everywhere": everywhere})
-
-
-def clear_login_attempts(ctx: AppContext, username: str) -> None:
-    with ctx.db.sessions.begin() as session:
-        session.execute(text("DELETE FROM login_attempts WHERE username = :u"), {"u": username})
