@@ -7,7 +7,6 @@ again in Python on every row, so a translation slip can shorten a page but never
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ from typing import Any, Sequence
 from sqlalchemy import and_, false, func, or_, select, true
 
 from app.core.access import agent_allowed
+from app.core.cursor import encode_cursor
 from app.db.models import AuditEntry, Memory
-from app.errors import NotFound, ValidationFailed
+from app.errors import NotFound
 from app.repos.memories import Scope, apply_filters, visible
 from app.services.audit import chain_for
 from app.services.context import AppContext
@@ -99,21 +99,6 @@ class BrowseFilter:
     type: str | None = None
     tag: str | None = None
     query: str | None = None
-
-
-def encode_cursor(created_at: datetime, memory_id: str) -> str:
-    raw = json.dumps([created_at.isoformat(), memory_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(value: str | None) -> tuple[datetime, str] | None:
-    if not value:
-        return None
-    try:
-        created, memory_id = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-        return datetime.fromisoformat(created), str(memory_id)
-    except (ValueError, TypeError):
-        raise ValidationFailed.at("/after", "not a page cursor from this site") from None
 
 
 def browse(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], flt: BrowseFilter, limit: int = 50,

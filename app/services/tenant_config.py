@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -40,13 +41,20 @@ def redactor_for(ctx: AppContext, session: Session, tenant_id: str) -> Redactor:
 def set_redaction_mode(ctx: AppContext, *, tenant_id: str, mode: str, actor: dict) -> None:
     if mode not in REDACTION_MODES:
         raise ValidationFailed.at("/redaction_mode", f"must be one of {', '.join(REDACTION_MODES)}")
+    _set_setting(ctx, tenant_id, "redaction_mode", mode, event_type="tenant.settings_changed",
+                 data={"redaction_mode": mode}, actor=actor)
+
+
+def _set_setting(ctx: AppContext, tenant_id: str, key: str, value: Any, *, event_type: str, data: dict,
+                 actor: dict) -> None:
+    """Set one key of the tenant's settings and audit it, in one transaction (row-locked)."""
     with ctx.db.sessions.begin() as session:
         tenant = session.get(Tenant, tenant_id, with_for_update=True)
         if tenant is None:
             raise NotFound("tenant not found")
-        tenant.settings = {**(tenant.settings or {}), "redaction_mode": mode}
-        ctx.audit.append(session, tenant_id=tenant_id, event_type="tenant.settings_changed", actor=actor,
-                         subject={"type": "tenant", "id": tenant_id}, data={"redaction_mode": mode})
+        tenant.settings = {**(tenant.settings or {}), key: value}
+        ctx.audit.append(session, tenant_id=tenant_id, event_type=event_type, actor=actor,
+                         subject={"type": "tenant", "id": tenant_id}, data=data)
 
 
 def register_secret(ctx: AppContext, *, tenant_id: str, label: str, value: str, actor: dict) -> str:
@@ -74,12 +82,6 @@ def set_policy(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> No
     except PolicyError as exc:
         raise ValidationFailed("invalid policy", details=exc.problems) from None
     normalised = policy.to_doc()
-    with ctx.db.sessions.begin() as session:
-        tenant = session.get(Tenant, tenant_id, with_for_update=True)
-        if tenant is None:
-            raise NotFound("tenant not found")
-        tenant.settings = {**(tenant.settings or {}), "policy": normalised}
-        ctx.audit.append(session, tenant_id=tenant_id, event_type="policy.changed", actor=actor,
-                         subject={"type": "tenant", "id": tenant_id},
-                         data={"rules": [r["id"] for r in normalised["rules"]],
-                               "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest()})
+    _set_setting(ctx, tenant_id, "policy", normalised, event_type="policy.changed", actor=actor,
+                 data={"rules": [r["id"] for r in normalised["rules"]],
+                       "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest()})

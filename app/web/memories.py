@@ -11,10 +11,11 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from app.errors import NotFound
+from app.core.cursor import decode_cursor
 from app.services import browse
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
-from app.web.templating import is_htmx, render
+from app.web.templating import is_htmx, render, tenant_query
 
 PAGE = 50
 TYPES = ("semantic", "episodic", "procedural", "emotional")
@@ -38,21 +39,18 @@ def _filters(request: Request) -> tuple[browse.BrowseFilter, dict[str, str]]:
     return flt, {k: v for k, v in raw.items() if v}
 
 
-def _qs(role: TenantRole, shown: dict[str, str], **extra: str) -> str:
-    return urlencode({"tenant": role.tenant_name, **shown, **{k: v for k, v in extra.items() if v}})
-
-
 async def index(request: Request):
     user = current_user(request)
     role = pick_tenant(request, user, "read")
     flt, shown = _filters(request)
-    after = browse.decode_cursor(request.query_params.get("after"))
+    after_raw = request.query_params.get("after")
+    after = decode_cursor(after_raw, "/after") if after_raw else None
     rows, cursor = await run_in_threadpool(browse.browse, request.app.state.ctx, tenant_id=role.tenant_id,
                                            agents=role.agents, flt=flt, limit=PAGE, after=after)
     context = {
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "filters": shown, "types": TYPES,
-        "paged": after is not None, "first_url": f"/memories?{_qs(role, shown)}",
-        "next_url": f"/memories?{_qs(role, shown, after=cursor)}" if cursor else None,
+        "paged": after is not None, "first_url": f"/memories?{tenant_query(role.tenant_name, shown)}",
+        "next_url": f"/memories?{tenant_query(role.tenant_name, shown, after=cursor)}" if cursor else None,
     }
     template = "memories/_results.html" if wants_fragment(request) else "memories/index.html"
     return render(request, template, context)

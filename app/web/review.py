@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlencode
 
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
@@ -22,7 +21,7 @@ from app.errors import AppError, Conflict, NotFound, ValidationFailed
 from app.services import review
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
-from app.web.templating import is_htmx, render
+from app.web.templating import is_htmx, render, tenant_query
 
 PAGE = 50
 OPERATIONS = ("remember", "forget", "merge", "expire", "workspace_write", "workspace_delete")
@@ -49,10 +48,6 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
     return flt, {k: v for k, v in raw.items() if v}
 
 
-def _query_string(role: TenantRole, shown: dict[str, str], **extra: str) -> str:
-    return urlencode({"tenant": role.tenant_name, **shown, **{k: v for k, v in extra.items() if v}})
-
-
 async def _page(request: Request):
     """The signed-in user's role, the filters shown, and one keyset page of matching changes."""
     user = current_user(request)
@@ -70,11 +65,11 @@ async def queue(request: Request):
     context = {
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "total": total, "filters": shown,
         "operations": OPERATIONS, "types": TYPES, "can_decide": role.can("decide"),
-        "next_url": f"/review?{_query_string(role, shown, after=next_cursor)}" if next_cursor else None,
+        "next_url": f"/review?{tenant_query(role.tenant_name, shown, after=next_cursor)}" if next_cursor else None,
         # Only the last page polls: new changes arrive at its end (the queue is oldest first).
-        "poll_url": f"/review/rows?{_query_string(role, shown, after=_cursor(rows[-1]) if rows else '')}"
+        "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, after=_cursor(rows[-1]) if rows else '')}"
         if next_cursor is None else None,
-        "qs": _query_string(role, shown),
+        "qs": tenant_query(role.tenant_name, shown),
     }
     return render(request, "review/queue.html", context)
 
@@ -84,8 +79,8 @@ async def new_rows(request: Request):
     _, role, shown, rows, total = await _page(request)
     newest = _cursor(rows[-1]) if rows else request.query_params.get("after", "")
     return render(request, "review/_new_rows.html", {
-        "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "qs": _query_string(role, shown),
-        "poll_url": f"/review/rows?{_query_string(role, shown, after=newest)}"})
+        "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "qs": tenant_query(role.tenant_name, shown),
+        "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, after=newest)}"})
 
 
 def _locate(request: Request, user: Reviewer, power: str) -> tuple[TenantRole, str]:

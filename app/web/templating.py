@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 from functools import cache
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
@@ -46,3 +47,8 @@ def render(request: Request, name: str, context: dict | None = None, status: int
         **(context or {}),
     }
     return templates().TemplateResponse(request, name, ctx, status_code=status, headers=headers)
+
+
+def tenant_query(tenant_name: str, shown: dict[str, str], **extra: str) -> str:
+    """A page's query string: its tenant, the filters shown, and any non-empty extras (cursors)."""
+    return urlencode({"tenant": tenant_name, **shown, **{k: v for k, v in extra.items() if v}})
