@@ -1,0 +1,424 @@
+"""HTTP client for Memwarden's `/v1` API, sync (`Client`) and async (`AsyncClient`), on httpx.
+
+    from memwarden.client import Client
+
+    with Client("http://127.0.0.1:8000", api_key="mw_key_…") as mw:
+        saved = mw.remember(agent_id="support-bot", type="semantic", content="Ana prefers email.")
+        if saved.pending:                      # a policy staged it: a reviewer decides
+            print("review at", saved.review_url)
+        for hit in mw.recall(agent_id="support-bot", query="how to contact Ana?").hits:
+            print(hit.score, hit.content)
+
+Retries: reads are retried on connection errors, 429, 502, 503 and 504 with exponential backoff
+(honouring `Retry-After`). Every write (POST, DELETE) carries an `Idempotency-Key` — a fresh
+uuid4 per logical call, the same on each retry — so a write whose answer was lost is retried
+without being applied twice. Errors raise `memwarden.errors.MemwardenError` subclasses.
+
+Both clients share one definition of every call (`_Calls`): a method builds a `_Call` (HTTP method,
+path, body, how to parse the answer) and hands it to the client's `_run`, which is blocking in
+`Client` and a coroutine in `AsyncClient` (so `await mw.remember(...)` there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import random
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, AsyncIterator, Callable, Generic, Iterable, Iterator, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from memwarden import errors
+from memwarden.models import (
+    Change, ChangeDiff, ChangePage, Checkpoints, DeleteResult, ExpireResult, ForgetResult, History, Memory,
+    MemoryPage, MergeResult, RecallResult, RememberResult,
+)
+
+T = TypeVar("T")
+USER_AGENT = "memwarden-python/0.1"
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry: `max_retries` extra attempts, exponential backoff from
+    `backoff` seconds (doubling, capped at `max_backoff`, with jitter), or `Retry-After` if longer."""
+
+    max_retries: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        computed = min(self.max_backoff, self.backoff * (2 ** attempt)) * (0.5 + random.random() / 2)
+        return min(self.max_backoff * 4, max(computed, retry_after or 0.0))
+
+
+@dataclass(frozen=True)
+class _Call(Generic[T]):
+    """One logical API call; retries of it reuse `idempotency_key`."""
+
+    method: str
+    path: str
+    parse: Callable[[Any], T]
+    body: dict[str, Any] | None = None
+    params: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    read_only: bool = False
+    """A POST that changes nothing a retry could duplicate (recall): no Idempotency-Key."""
+    idempotency_key: str | None = None
+
+    @property
+    def is_write(self) -> bool:
+        return self.method in ("POST", "PUT", "PATCH", "DELETE") and not self.read_only
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _time(value: datetime | str | int | None) -> str | int | None:
+    """Timestamps in: datetimes as RFC 3339; strings and epoch milliseconds as given."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _id(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _query(params: dict[str, Any] | None) -> list[tuple[str, str]] | None:
+    if not params:
+        return None
+    return [(k, str(v)) for k, v in params.items() if v is not None]
+
+
+class _Calls:
+    """Every `/v1` memory, change and audit call, defined once for both clients."""
+
+    def _run(self, call: _Call[T]) -> T:  # pragma: no cover - implemented by the clients
+        raise NotImplementedError
+
+    # --- memories (contract §3) --------------------------------------------------------------
+
+    def remember(self, *, agent_id: str, content: str, type: str = "semantic", user_id: str | None = None,
+                 metadata: dict[str, Any] | None = None, tags: Iterable[str] | None = None,
+                 confidence: float | None = None, source: str | None = None,
+                 expires_at: datetime | str | int | None = None, approval_required: bool | None = None,
+                 run_id: str | None = None, node_id: str | None = None) -> RememberResult:
+        """Store a memory (live) or have it staged for review (`result.pending`)."""
+        body = _drop_none({"agent_id": agent_id, "type": type, "content": content, "user_id": user_id,
+                           "metadata": metadata, "tags": list(tags) if tags is not None else None,
+                           "confidence": confidence, "source": source, "expires_at": _time(expires_at),
+                           "approval_required": approval_required, "run_id": run_id, "node_id": node_id})
+        return self._run(_Call("POST", "/v1/memories/remember", RememberResult.from_json, body))
+
+    def recall(self, *, agent_id: str, query: str, user_id: str | None = None, k: int | None = None,
+               types: Iterable[str] | None = None, tags: Iterable[str] | None = None,
+               filter: dict[str, Any] | None = None, fresher_than_days: float | None = None,
+               min_score: float | None = None, fusion: str | None = None,
+               as_of: datetime | str | int | None = None) -> RecallResult:
+        """The `k` most relevant live memories of an agent (optionally one user's)."""
+        body = _drop_none({"agent_id": agent_id, "query": query, "user_id": user_id, "k": k,
+                           "types": list(types) if types is not None else None,
+                           "tags": list(tags) if tags is not None else None, "filter": filter,
+                           "fresher_than_days": fresher_than_days, "min_score": min_score, "fusion": fusion,
+                           "as_of": _time(as_of)})
+        # Recall changes nothing a retry could duplicate (only recall counters): it retries as a read.
+        return self._run(_Call("POST", "/v1/memories/recall", RecallResult.from_json, body, read_only=True))
+
+    def forget(self, *, agent_id: str, ids: Iterable[str] | None = None, filter: dict[str, Any] | None = None,
+               user_id: str | None = None, hard_delete: bool | None = None, reason: str | None = None,
+               approval_required: bool | None = None) -> ForgetResult:
+        """Forget by ids and/or a metadata filter (soft unless `hard_delete`)."""
+        body = _drop_none({"agent_id": agent_id, "ids": list(ids) if ids is not None else None, "filter": filter,
+                           "user_id": user_id, "hard_delete": hard_delete, "reason": reason,
+                           "approval_required": approval_required})
+        return self._run(_Call("POST", "/v1/memories/forget", ForgetResult.from_json, body))
+
+    def merge(self, *, agent_id: str, canonical: str, duplicates: Iterable[str], strategy: str | None = None,
+              approval_required: bool | None = None) -> MergeResult:
+        """Collapse `duplicates` into `canonical` (`keep_canonical`, `merge_content`, `keep_highest_confidence`)."""
+        body = _drop_none({"agent_id": agent_id, "canonical": canonical, "duplicates": list(duplicates),
+                           "strategy": strategy, "approval_required": approval_required})
+        return self._run(_Call("POST", "/v1/memories/merge", MergeResult.from_json, body))
+
+    def expire(self, *, agent_id: str, policy: dict[str, Any], action: str | None = None,
+               user_id: str | None = None, approval_required: bool | None = None) -> ExpireResult:
+        """Apply a TTL policy (`older_than_days`, `type`, `confidence_below`, `no_recall_in_days`)."""
+        body = _drop_none({"agent_id": agent_id, "policy": policy, "action": action, "user_id": user_id,
+                           "approval_required": approval_required})
+        return self._run(_Call("POST", "/v1/memories/expire", ExpireResult.from_json, body))
+
+    def list(self, *, agent_id: str, user_id: str | None = None, type: str | None = None, tag: str | None = None,
+             limit: int | None = None, cursor: str | None = None,
+             as_of: datetime | str | int | None = None) -> MemoryPage:
+        """One page of an agent's memories, newest first (see `iter_memories` for all of them)."""
+        params = {"agent_id": agent_id, "user_id": user_id, "type": type, "tag": tag, "limit": limit,
+                  "cursor": cursor, "as_of": _time(as_of)}
+        return self._run(_Call("GET", "/v1/memories", MemoryPage.from_json, params=params))
+
+    def get(self, memory_id: str, *, as_of: datetime | str | int | None = None) -> Memory:
+        """One visible memory; `NotFound` otherwise."""
+        return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}", Memory.from_json,
+                               params={"as_of": _time(as_of)}))
+
+    def delete(self, memory_id: str) -> DeleteResult:
+        """Forget one memory (a policy may stage it: `result.pending`)."""
+        return self._run(_Call("DELETE", f"/v1/memories/{_id(memory_id)}", DeleteResult.from_json))
+
+    def history(self, memory_id: str) -> History:
+        """The memory's audit trail, oldest first."""
+        return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/history", History.from_json))
+
+    # --- changes (contract §4) ---------------------------------------------------------------
+
+    def get_change(self, change_id: str) -> Change:
+        return self._run(_Call("GET", f"/v1/changes/{_id(change_id)}", Change.from_json))
+
+    def list_changes(self, *, status: str | None = None, agent_id: str | None = None, limit: int | None = None,
+                     cursor: str | None = None) -> ChangePage:
+        params = {"status": status, "agent_id": agent_id, "limit": limit, "cursor": cursor}
+        return self._run(_Call("GET", "/v1/changes", ChangePage.from_json, params=params))
+
+    def change_diff(self, change_id: str) -> ChangeDiff:
+        """The change diffed against live state now; quote `.fingerprint` as `seen_state`."""
+        return self._run(_Call("GET", f"/v1/changes/{_id(change_id)}/diff", ChangeDiff.from_json))
+
+    def approve(self, change_id: str, *, reason: str | None = None, edits: dict[str, Any] | None = None,
+                seen_state: str | None = None, merge_into: str | None = None,
+                supersedes: str | None = None) -> Change:
+        """Approve (needs `review:decide`); `Conflict` if already decided or the state went stale."""
+        body = _drop_none({"reason": reason, "edits": edits, "seen_state": seen_state, "merge_into": merge_into,
+                           "supersedes": supersedes})
+        return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/approve", Change.from_json, body))
+
+    def reject(self, change_id: str, *, reason: str) -> Change:
+        return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/reject", Change.from_json,
+                               {"reason": reason}))
+
+    def withdraw(self, change_id: str) -> Change:
+        """Withdraw a pending change this key submitted."""
+        return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/withdraw", Change.from_json))
+
+    # --- audit (contract §6) -----------------------------------------------------------------
+
+    def checkpoints(self) -> Checkpoints:
+        return self._run(_Call("GET", "/v1/audit/checkpoints", Checkpoints.from_json))
+
+    def public_key(self) -> str:
+        """The Ed25519 verifier key (C2SP vkey) that signs audit checkpoints."""
+        return self._run(_Call("GET", "/v1/audit/public-key", lambda text: text.strip(),
+                               headers={"accept": "text/plain"}))
+
+
+class _Base(_Calls):
+    def __init__(self, base_url: str, api_key: str | None, retry: RetryPolicy | None):
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._headers = {"user-agent": USER_AGENT, "accept": "application/json"}
+        if api_key:
+            self._headers["authorization"] = f"Bearer {api_key}"
+
+    def _prepare(self, call: _Call) -> tuple[_Call, dict[str, Any]]:
+        """Request arguments; a write gets its Idempotency-Key here, once per logical call."""
+        if call.is_write and call.idempotency_key is None:
+            call = dataclasses.replace(call, idempotency_key=str(uuid.uuid4()))
+        headers = {**self._headers, **call.headers}
+        if call.idempotency_key:
+            headers["idempotency-key"] = call.idempotency_key
+        kwargs: dict[str, Any] = {"headers": headers, "params": _query(call.params)}
+        if call.body is not None:
+            kwargs["content"] = json.dumps(call.body, ensure_ascii=False).encode("utf-8")
+            headers["content-type"] = "application/json"
+        return call, kwargs
+
+    @staticmethod
+    def _parse(call: _Call[T], response: httpx.Response) -> T:
+        if response.is_success:
+            if "json" in response.headers.get("content-type", ""):
+                return call.parse(response.json())
+            return call.parse(response.text)
+        raise _error(response)
+
+
+def _error(response: httpx.Response) -> errors.MemwardenError:
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = response.text[:500]
+    return errors.error_from_response(response.status_code, body, dict(response.headers))
+
+
+def _connection_error(exc: Exception) -> errors.ConnectionFailed:
+    return errors.ConnectionFailed("connection_error", f"{type(exc).__name__}: {exc}")
+
+
+class Client(_Base):
+    """Blocking client. Use as a context manager (or call `close()`) to release connections."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+                 retry: RetryPolicy | None = None, transport: httpx.BaseTransport | None = None,
+                 http: httpx.Client | None = None):
+        super().__init__(base_url, api_key, retry)
+        self._owns_http = http is None
+        self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._sleep = time.sleep
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def _send(self, call: _Call, kwargs: dict[str, Any], stream: bool = False) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                request = self._http.build_request(call.method, self.base_url + call.path, **kwargs)
+                response = self._http.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.max_retries:
+                    raise _connection_error(exc) from exc
+                self._sleep(self.retry.delay(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and attempt < self.retry.max_retries:
+                retry_after = errors.retry_after_seconds(dict(response.headers))
+                response.close()
+                self._sleep(self.retry.delay(attempt, retry_after))
+                attempt += 1
+                continue
+            return response
+
+    def _run(self, call: _Call[T]) -> T:
+        call, kwargs = self._prepare(call)
+        return self._parse(call, self._send(call, kwargs))
+
+    def iter_memories(self, *, agent_id: str, page_size: int = 100, **filters: Any) -> Iterator[Memory]:
+        """Every memory of an agent, newest first, fetching pages of `page_size` as needed."""
+        cursor = None
+        while True:
+            page = self.list(agent_id=agent_id, limit=page_size, cursor=cursor, **filters)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def iter_changes(self, *, page_size: int = 50, **filters: Any) -> Iterator[Change]:
+        """Every change matching the filters (default: pending), page by page."""
+        cursor = None
+        while True:
+            page = self.list_changes(limit=page_size, cursor=cursor, **filters)
+            yield from page.items
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def export_audit(self, *, from_seq: int | None = None, to_seq: int | None = None) -> Iterator[dict[str, Any]]:
+        """Stream the tenant's audit chain (events and signed checkpoints) as parsed JSONL records."""
+        call, kwargs = self._prepare(_Call("GET", "/v1/audit/export", lambda x: x,
+                                           params={"from_seq": from_seq, "to_seq": to_seq},
+                                           headers={"accept": "application/x-ndjson"}))
+        response = self._send(call, kwargs, stream=True)
+        try:
+            if not response.is_success:
+                response.read()
+                raise _error(response)
+            for line in response.iter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            response.close()
+
+
+class AsyncClient(_Base):
+    """The same calls as `Client`, as coroutines: `async with AsyncClient(...) as mw: await mw.recall(...)`."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+                 retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
+                 http: httpx.AsyncClient | None = None):
+        super().__init__(base_url, api_key, retry)
+        self._owns_http = http is None
+        self._http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
+        self._sleep = asyncio.sleep
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def _send(self, call: _Call, kwargs: dict[str, Any], stream: bool = False) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                request = self._http.build_request(call.method, self.base_url + call.path, **kwargs)
+                response = await self._http.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                if attempt >= self.retry.max_retries:
+                    raise _connection_error(exc) from exc
+                await self._sleep(self.retry.delay(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and attempt < self.retry.max_retries:
+                retry_after = errors.retry_after_seconds(dict(response.headers))
+                await response.aclose()
+                await self._sleep(self.retry.delay(attempt, retry_after))
+                attempt += 1
+                continue
+            return response
+
+    async def _run(self, call: _Call[T]) -> T:  # type: ignore[override]
+        call, kwargs = self._prepare(call)
+        return self._parse(call, await self._send(call, kwargs))
+
+    async def iter_memories(self, *, agent_id: str, page_size: int = 100, **filters: Any) -> AsyncIterator[Memory]:
+        """Every memory of an agent, newest first, fetching pages as needed."""
+        cursor = None
+        while True:
+            page = await self.list(agent_id=agent_id, limit=page_size, cursor=cursor, **filters)
+            for item in page.items:
+                yield item
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def iter_changes(self, *, page_size: int = 50, **filters: Any) -> AsyncIterator[Change]:
+        cursor = None
+        while True:
+            page = await self.list_changes(limit=page_size, cursor=cursor, **filters)
+            for item in page.items:
+                yield item
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    async def export_audit(self, *, from_seq: int | None = None,
+                           to_seq: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Stream the tenant's audit chain as parsed JSONL records."""
+        call, kwargs = self._prepare(_Call("GET", "/v1/audit/export", lambda x: x,
+                                           params={"from_seq": from_seq, "to_seq": to_seq},
+                                           headers={"accept": "application/x-ndjson"}))
+        response = await self._send(call, kwargs, stream=True)
+        try:
+            if not response.is_success:
+                await response.aread()
+                raise _error(response)
+            async for line in response.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            await response.aclose()
