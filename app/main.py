@@ -79,8 +79,8 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     middleware = [
         Middleware(SecurityHeaders),
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
-        Middleware(CsrfProtect, tokens=CsrfTokens(secret)),
         Middleware(WebAuth, cookies=SessionCookies(secret)),
+        Middleware(CsrfProtect, tokens=CsrfTokens(secret)),  # inside WebAuth: tokens bind to the session
         Middleware(api_auth.ApiKeyAuth, limiter=api_auth.RateLimiter(settings.rate_limit_per_minute)),
     ]
     app = Starlette(

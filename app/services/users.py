@@ -1,8 +1,9 @@
 """Reviewer accounts: argon2 passwords (passlib API via libpass), per-tenant roles with agent
-allow-lists, revocable sessions, sign-in throttling. Every change and sign-in is audited."""
+allow-lists, revocable sessions, sign-in throttling with back-off. Every change and sign-in is audited."""
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,8 +26,6 @@ ROLE_POWERS = {
     "auditor": {"read", "audit"},
     "admin": {"read", "decide", "audit", "admin"},
 }
-MAX_FAILURES = 5
-FAILURE_WINDOW = timedelta(minutes=15)
 SESSION_IDLE = timedelta(hours=12)
 MIN_PASSWORD = 10
 
@@ -133,45 +132,125 @@ def find_user(ctx: AppContext, username: str) -> User | None:
 
 
 # --- sign-in -------------------------------------------------------------------------------------
+# Throttling lives in PostgreSQL (table login_throttle), so every serving process sees the same
+# counts. Two levels, both back-off rather than lock-out:
+# - per (client, username): after PAIR_FREE_FAILURES failures, 1 s, 2 s, 4 s … up to PAIR_MAX_DELAY;
+#   an attacker's address slows only itself, and a success resets that client's count.
+# - per username, all clients together: a much looser ceiling (GLOBAL_FREE_FAILURES) whose delay is
+#   capped at GLOBAL_MAX_DELAY, so a distributed guesser is slowed to one guess per ~30 s while the
+#   real user at worst waits that long; clients that signed in to the account recently skip it.
+# Failures older than FAILURE_MEMORY are forgotten; rows idle for KNOWN_CLIENT are pruned.
 
-def _recent_failures(session, username: str) -> int:
-    return session.scalar(text(
-        "SELECT count(*) FROM login_attempts WHERE username = :u AND NOT succeeded AND at > now() - :w"
-    ), {"u": username, "w": FAILURE_WINDOW}) or 0
+PAIR_FREE_FAILURES = 5
+PAIR_MAX_DELAY = 300
+GLOBAL_FREE_FAILURES = 50
+GLOBAL_MAX_DELAY = 30
+FAILURE_MEMORY = timedelta(hours=1)
+KNOWN_CLIENT = timedelta(days=30)
+ANY_CLIENT = "*"
 
 
-def _audit_sign_in(ctx: AppContext, session, user: User | None, username: str, event: str, reason: str) -> None:
+def backoff_delay(failures: int, free: int, cap: int) -> int:
+    """Seconds to wait after `failures` recent failures: 0 up to `free`, then 1, 2, 4 … capped."""
+    if failures < free:
+        return 0
+    return min(cap, 2 ** min(failures - free, 30))
+
+
+def client_key(address: str | None) -> str:
+    """How throttling names a client: its IP address; IPv6 by its /64, one subscriber's usual share."""
+    try:
+        ip = ipaddress.ip_address(address or "")
+    except ValueError:
+        return (address or "unknown")[:64]
+    if ip.version == 6:
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def _throttle_wait(session, username: str, client: str) -> int:
+    """Seconds this client must still wait before trying `username` again (0: go ahead)."""
+    rows = {r.client: r for r in session.execute(text(
+        "SELECT client, ceil(extract(epoch FROM blocked_until - now()))::int AS wait,"
+        " coalesce(last_success_at > now() - :known, false) AS known"
+        " FROM login_throttle WHERE username = :u AND client IN (:c, :any)"
+    ), {"u": username, "c": client, "any": ANY_CLIENT, "known": KNOWN_CLIENT})}
+    pair, everyone = rows.get(client), rows.get(ANY_CLIENT)
+    if pair is not None and (pair.wait or 0) > 0:
+        return pair.wait
+    if everyone is not None and (everyone.wait or 0) > 0 and not (pair is not None and pair.known):
+        return everyone.wait
+    return 0
+
+
+def _record_failure(session, username: str, client: str, free: int, cap: int) -> None:
+    failures = session.scalar(text(
+        "INSERT INTO login_throttle AS t (username, client, failures, last_failure_at) VALUES (:u, :c, 1, now())"
+        " ON CONFLICT (username, client) DO UPDATE SET failures = CASE"
+        "   WHEN t.last_failure_at > now() - :memory THEN t.failures + 1 ELSE 1 END,"
+        " last_failure_at = now(), updated_at = now()"
+        " RETURNING failures"), {"u": username, "c": client, "memory": FAILURE_MEMORY})
+    delay = backoff_delay(failures, free, cap)
+    if delay:
+        session.execute(text(
+            "UPDATE login_throttle SET blocked_until = now() + make_interval(secs => :d)"
+            " WHERE username = :u AND client = :c"), {"u": username, "c": client, "d": delay})
+
+
+def _record_attempt(session, username: str, client: str, ok: bool) -> None:
+    """Update the shared throttle state after a checked password (and prune long-idle rows)."""
+    if ok:
+        session.execute(text(
+            "INSERT INTO login_throttle AS t (username, client, last_success_at) VALUES (:u, :c, now())"
+            " ON CONFLICT (username, client) DO UPDATE SET failures = 0, blocked_until = NULL,"
+            " last_success_at = now(), updated_at = now()"), {"u": username, "c": client})
+    else:
+        _record_failure(session, username, client, PAIR_FREE_FAILURES, PAIR_MAX_DELAY)
+        _record_failure(session, username, ANY_CLIENT, GLOBAL_FREE_FAILURES, GLOBAL_MAX_DELAY)
+    session.execute(text(
+        "DELETE FROM login_throttle WHERE ctid = ANY(ARRAY("
+        " SELECT ctid FROM login_throttle WHERE updated_at < now() - :idle LIMIT 100))"), {"idle": KNOWN_CLIENT})
+
+
+def _audit_sign_in(ctx: AppContext, session, user: User | None, username: str, event: str, reason: str,
+                   client: str) -> None:
     tenant_ids = [] if user is None else list(session.scalars(
         select(UserRole.tenant_id).where(UserRole.user_id == user.id)))
     subject = {"type": "user", "id": user.id if user else None}
     actor = {"kind": "user", "id": user.id if user else "unknown", "name": username[:64]}
     for tenant_id in tenant_ids or [None]:
         ctx.audit.append(session, tenant_id=tenant_id, event_type=event, actor=actor, subject=subject,
-                         data={"reason": reason})
+                         data={"reason": reason, "client": client})
 
 
-def sign_in(ctx: AppContext, username: str, password: str) -> str:
-    """Check a password and open a session; returns the session id. Throttled per username:
-    after MAX_FAILURES failures within FAILURE_WINDOW, even the right password is refused."""
+def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None = None) -> str:
+    """Check a password and open a session; returns the session id. `client` is the caller's IP
+    address, the throttling key together with the username (see the back-off rules above); while
+    throttled the password is not even checked (429 with the seconds to wait)."""
     username = username.strip()[:64]
+    if "\x00" in username or "\x00" in password:  # no account has one; PostgreSQL text cannot hold it
+        raise ValidationFailed("wrong username or password")
+    client = client_key(client)
     failure: Exception | None = None
     with ctx.db.sessions.begin() as session:
         session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.login:" + username))))
         user = session.scalars(select(User).where(User.username == username)).first()
-        if _recent_failures(session, username) >= MAX_FAILURES:
-            ok, event = False, "auth.sign_in_throttled"
-            failure = RateLimited("too many failed sign-ins; wait 15 minutes and try again",
-                                  headers={"retry-after": str(int(FAILURE_WINDOW.total_seconds()))})
+        wait = _throttle_wait(session, username, client)
+        if wait:
+            ok, event, reason = False, "auth.sign_in_throttled", "throttled"
+            failure = RateLimited(f"too many failed sign-ins; try again in {wait} s",
+                                  headers={"retry-after": str(wait)})
         else:
             ok = bool(user and user.disabled_at is None and argon2.verify(password, user.password_hash))
             if user is None:
                 argon2.hash(password)  # equalise timing for unknown users
-            event = "auth.signed_in" if ok else "auth.sign_in_failed"
+            event, reason = ("auth.signed_in", "password") if ok else ("auth.sign_in_failed", "refused")
             if not ok:
                 failure = ValidationFailed("wrong username or password")
-        session.execute(text("INSERT INTO login_attempts (username, succeeded) VALUES (:u, :ok)"),
-                        {"u": username, "ok": ok})
-        _audit_sign_in(ctx, session, user, username, event, "password" if ok else "refused")
+            _record_attempt(session, username, client, ok)
+        _audit_sign_in(ctx, session, user, username, event, reason, client)
         if ok:
             session_id = secrets.token_urlsafe(32)
             session.add(WebSession(id=session_id, user_id=user.id))

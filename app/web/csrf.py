@@ -1,19 +1,32 @@
-"""CSRF protection for browser requests (contract §5): a signed double-submit token.
+"""CSRF protection for browser requests (contract §5): a token bound to the session.
 
-The browser holds a random value in the `mw_csrf` cookie (HttpOnly, SameSite=Strict); pages embed
-a token that is that value signed with the secret key. Every state-changing request outside
-`/v1` must send the token in `X-CSRF-Token` (htmx, via `hx-headers` on `<body>`) or in a
-`csrf_token` form field; otherwise 403.
+- Signed in: the token is an HMAC (keyed by the secret key) of the server-side session id. That id
+  travels only inside the signed, HttpOnly `mw_session` cookie, so a token copied from another
+  session, or a `mw_csrf` cookie planted from a sibling subdomain, does not validate.
+- Not signed in (the login form): the token is bound to a random pre-session cookie `mw_csrf`
+  (HttpOnly, SameSite=Strict). Sign-in and sign-out replace that cookie, and a signed-in browser's
+  token is session-bound anyway, so no token from before sign-in works after it.
+- Browsers that send Fetch Metadata: an unsafe request marked `Sec-Fetch-Site: cross-site` or
+  `same-site` (a sibling subdomain) is refused whatever it carries. This is what stops a sibling
+  subdomain that plants a pre-session cookie/token pair from posting the login form.
+
+Pages embed the token; every state-changing request outside `/v1` sends it in `X-CSRF-Token`
+(htmx, via `hx-headers` on `<body>`) or a `csrf_token` form field; otherwise 403.
+Cookies get `Secure` when the request's scheme is https (directly, or via a trusted proxy's
+X-Forwarded-Proto when `serve` runs with proxy headers).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import secrets
 from urllib.parse import parse_qs
 
-from itsdangerous import BadSignature, URLSafeSerializer
 from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Forbidden
@@ -22,23 +35,44 @@ COOKIE = "mw_csrf"
 HEADER = b"x-csrf-token"
 FIELD = "csrf_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+FOREIGN_SITES = frozenset({"cross-site", "same-site"})
 
 
 class CsrfTokens:
+    """Tokens are HMAC-SHA256 of what they are bound to: `session:<id>` or `pre:<cookie value>`."""
+
     def __init__(self, secret_key: str):
-        self._signer = URLSafeSerializer(secret_key, salt="memwarden.csrf")
+        self._key = hmac.new(secret_key.encode(), b"memwarden.csrf.v2", hashlib.sha256).digest()
 
-    def token_for(self, cookie_value: str) -> str:
-        return self._signer.dumps(cookie_value)
+    def token_for(self, binding: str) -> str:
+        digest = hmac.new(self._key, binding.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
-    def valid(self, token: str | None, cookie_value: str | None) -> bool:
-        if not token or not cookie_value:
-            return False
-        try:
-            value = self._signer.loads(token)
-        except BadSignature:
-            return False
-        return isinstance(value, str) and hmac.compare_digest(value, cookie_value)
+    def valid(self, token: str | None, binding: str) -> bool:
+        return bool(token) and hmac.compare_digest(token.encode("utf-8", "replace"),
+                                                   self.token_for(binding).encode())
+
+
+def binding_for(scope: Scope) -> tuple[str, str | None]:
+    """What this request's token is bound to, and a new pre-session cookie value if one is needed."""
+    user = scope.get("state", {}).get("user")
+    if user is not None:
+        return "session:" + user.session_id, None
+    value = _cookie(scope, COOKIE)
+    if value is None or len(value) < 32:
+        value = secrets.token_urlsafe(32)
+        return "pre:" + value, value
+    return "pre:" + value, None
+
+
+def presession_cookie(value: str, secure: bool) -> str:
+    return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if secure else "")
+
+
+def rotate_presession_cookie(response: Response, request: Request) -> None:
+    """Replace the pre-session cookie (at sign-in and sign-out): tokens bound to the old one die."""
+    response.headers.append("set-cookie", presession_cookie(secrets.token_urlsafe(32),
+                                                            request.url.scheme == "https"))
 
 
 def _cookie(scope: Scope, name: str) -> str | None:
@@ -59,44 +93,44 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class CsrfProtect:
-    """Issues the cookie, exposes `scope["state"]["csrf_token"]`, refuses unsafe requests without a token."""
+    """Exposes `scope["state"]["csrf_token"]`, issues the pre-session cookie, refuses unsafe
+    requests without a valid token. Runs inside `WebAuth`, which has put the user in the state."""
 
-    def __init__(self, app: ASGIApp, tokens: CsrfTokens, *, secure_cookie: bool = False):
+    def __init__(self, app: ASGIApp, tokens: CsrfTokens):
         self.app = app
         self.tokens = tokens
-        self.secure_cookie = secure_cookie
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(("/v1/", "/static/")):
+        if scope["type"] != "http" or scope["path"].startswith(("/v1/", "/static/")) or scope["path"] == "/mcp":
             await self.app(scope, receive, send)
             return
-        cookie_value = _cookie(scope, COOKIE)
-        new_cookie = cookie_value is None or len(cookie_value) < 32
-        if new_cookie:
-            cookie_value = secrets.token_urlsafe(32)
-        scope.setdefault("state", {})["csrf_token"] = self.tokens.token_for(cookie_value)
+        binding, new_cookie = binding_for(scope)
+        scope.setdefault("state", {})["csrf_token"] = self.tokens.token_for(binding)
 
         if scope["method"] not in SAFE_METHODS:
             token = _header(scope, HEADER)
             if token is None:
                 token, receive = await _form_token(scope, receive)
-            if new_cookie or not self.tokens.valid(token, cookie_value):
-                from app.web.errors import render_error
-                from starlette.requests import Request
-
-                error = Forbidden("missing or invalid CSRF token; reload the page and try again")
-                response = render_error(Request(scope, receive), error)
-                await response(scope, receive, send)
+            foreign = (_header(scope, b"sec-fetch-site") or "").lower() in FOREIGN_SITES
+            if foreign or new_cookie is not None or not self.tokens.valid(token, binding):
+                await _refuse(scope, receive, send)
                 return
 
         async def send_with_cookie(message: Message) -> None:
-            if message["type"] == "http.response.start" and new_cookie:
+            if message["type"] == "http.response.start" and new_cookie is not None:
                 headers = MutableHeaders(scope=message)
-                flags = "Path=/; HttpOnly; SameSite=Strict" + ("; Secure" if self.secure_cookie else "")
-                headers.append("set-cookie", f"{COOKIE}={cookie_value}; {flags}")
+                headers.append("set-cookie", presession_cookie(new_cookie, scope.get("scheme") == "https"))
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
+    from app.web.errors import render_error
+
+    error = Forbidden("missing or invalid CSRF token; reload the page and try again")
+    response = render_error(Request(scope, receive), error)
+    await response(scope, receive, send)
 
 
 async def _form_token(scope: Scope, receive: Receive) -> tuple[str | None, Receive]:

@@ -1,4 +1,5 @@
-"""Sign-in and sign-out pages."""
+"""Sign-in and sign-out pages. Sign-in is throttled per client address and username
+(`app.services.users.sign_in`); behind a proxy, `serve --proxy-headers` makes the address the real client's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from starlette.routing import Route
 from app.errors import RateLimited, ValidationFailed
 from app.services import users
 from app.web.auth import clear_session_cookie, current_user, set_session_cookie
+from app.web.csrf import rotate_presession_cookie
 from app.web.templating import render
 
 
@@ -30,12 +32,14 @@ async def login_submit(request: Request):
     username, password = str(form.get("username", "")), str(form.get("password", ""))
     next_url = _safe_next(str(form.get("next", "")))
     try:
-        session_id = await run_in_threadpool(users.sign_in, request.app.state.ctx, username, password)
+        session_id = await run_in_threadpool(users.sign_in, request.app.state.ctx, username, password,
+                                             client=request.client.host if request.client else None)
     except (ValidationFailed, RateLimited) as error:
         return render(request, "web/login.html", {"message": error.message, "username": username[:64],
                                                   "next_url": next_url}, status=error.status, headers=error.headers)
     response = RedirectResponse(next_url, status_code=303)
     set_session_cookie(response, request, session_id)
+    rotate_presession_cookie(response, request)  # the pre-login token must not outlive sign-in
     return response
 
 
@@ -47,6 +51,7 @@ async def logout(request: Request):
                                 everywhere=form.get("everywhere") == "1")
     response = RedirectResponse("/login", status_code=303)
     clear_session_cookie(response)
+    rotate_presession_cookie(response, request)
     return response
 
 
