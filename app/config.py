@@ -6,6 +6,7 @@ creates the generated key files in the data dir on first use (0600).
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 from dataclasses import dataclass, field, fields, replace
@@ -68,6 +69,11 @@ class Settings:
     webhook_allow_private: bool = _setting(
         "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE", False,
         "Allow webhook URLs that resolve to loopback or private addresses (off: no SSRF into your network).")
+    trusted_proxies: str = _setting(
+        "MEMWARDEN_TRUSTED_PROXIES", "",
+        "Comma list of proxy IPs/CIDRs whose X-Forwarded-For/-Proto `serve` honours (turns proxy headers on; "
+        "`serve --proxy-headers` alone trusts 127.0.0.1). The client address then drives sign-in throttling, "
+        "and https makes the session and CSRF cookies `Secure`; other clients' forwarded headers are ignored.")
     db_pool_size: int = _setting("MEMWARDEN_DB_POOL_SIZE", 10, "Database connections per process.")
     log_level: str = _setting("MEMWARDEN_LOG_LEVEL", "info", "Log level.")
 
@@ -102,6 +108,19 @@ class Settings:
             return self.secret_key
         path = self.data_path / "secret_key"
         return _read_or_create(path, lambda: secrets.token_urlsafe(48).encode()).decode().strip()
+
+    def proxy_header_options(self, enabled: bool = False) -> dict[str, Any]:
+        """uvicorn's options for X-Forwarded-For/-Proto: off unless `enabled` or trusted proxies are
+        configured; then honoured only from those proxies (default 127.0.0.1)."""
+        trusted = [entry.strip() for entry in self.trusted_proxies.split(",") if entry.strip()]
+        if not enabled and not trusted:
+            return {"proxy_headers": False}
+        for entry in trusted:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"MEMWARDEN_TRUSTED_PROXIES: {entry!r} is not an IP address or CIDR") from None
+        return {"proxy_headers": True, "forwarded_allow_ips": ",".join(trusted) or "127.0.0.1"}
 
     def resolved_signing_key_file(self) -> Path:
         """The checkpoint signing key file, generated (Ed25519 PEM) when absent."""
