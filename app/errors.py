@@ -61,6 +61,12 @@ class Conflict(AppError):
     code, status = "conflict", 409
 
 
+class IdempotencyKeyReused(AppError):
+    """The `Idempotency-Key` was first used for a different request (method, path, key or body)."""
+
+    code, status = "idempotency_key_reused", 422
+
+
 class WorkspaceConflict(AppError):
     code, status = "workspace_conflict", 409
 

@@ -13,6 +13,13 @@ from app.api.routing import ApiRoute
 from app.contracts import default_contracts
 
 ERROR_SCHEMA = "error"
+IDEMPOTENCY_KEY_PARAMETER = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "Retry-safe writes: the same key with the same request within 24 h returns the first answer "
+                   "(with `Idempotent-Replayed: true`) and writes nothing again; the same key with another "
+                   "request is 422 `idempotency_key_reused`. 1-255 printable ASCII characters.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"},
+}
 
 
 def build_openapi(routes: Iterable[Any]) -> dict[str, Any]:
@@ -33,6 +40,8 @@ def build_openapi(routes: Iterable[Any]) -> dict[str, Any]:
         if params:
             item["parameters"] = [{"name": p.split(":")[0], "in": "path", "required": True,
                                    "schema": {"type": "string"}} for p in params]
+        if op.idempotent:
+            item.setdefault("parameters", []).append(IDEMPOTENCY_KEY_PARAMETER)
         if op.request:
             if op.method in {"GET", "DELETE"}:
                 item["x-query-schema"] = _ref(contracts.schemas[op.request])

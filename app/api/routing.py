@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.api import idempotency
 from app.core.access import Principal
 from app.core.ids import has_prefix
 from app.errors import Forbidden, NotFound
@@ -29,6 +30,8 @@ class Operation:
     responses: dict[int, str] = field(default_factory=dict)
     tag: str = "memory"
     public: bool = False
+    idempotent: bool = False
+    """Accepts `Idempotency-Key`: a retry replays the first answer (every write and decision)."""
 
 
 class ApiRoute(Route):
@@ -36,8 +39,9 @@ class ApiRoute(Route):
 
     def __init__(self, path: str, handler: Handler, *, method: str, summary: str, scope: str | None,
                  request: str | None = None, responses: dict[int, str] | None = None, tag: str = "memory",
-                 public: bool = False):
-        self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public)
+                 public: bool = False, idempotent: bool | None = None):
+        idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent
+        self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public, idempotent)
 
         async def endpoint(req: Request) -> Response:
             principal = req.scope.get("state", {}).get("principal")
@@ -47,6 +51,8 @@ class ApiRoute(Route):
                 if scope and not principal.has_scope(scope):
                     raise Forbidden(f"this key lacks the {scope!r} scope",
                                     details=[{"path": "/", "message": f"required scope: {scope}"}])
+            if idempotent and principal is not None and idempotency.wants_idempotency(req):
+                return await idempotency.run_once(req, principal, handler)
             return await handler(req, principal)
 
         endpoint.__name__ = handler.__name__
@@ -54,7 +60,8 @@ class ApiRoute(Route):
 
 
 def ctx_of(request: Request) -> AppContext:
-    return request.app.state.ctx
+    """The services' context; inside an idempotent request, bound to that request's transaction."""
+    return request.scope.get("state", {}).get(idempotency.STATE_KEY) or request.app.state.ctx
 
 
 def path_id(request: Request, param: str, prefix: str, what: str) -> str:

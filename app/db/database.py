@@ -47,6 +47,56 @@ class Database:
         with self.engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
 
+    def unit_of_work(self) -> "UnitOfWork":
+        """One transaction around several service calls (see `UnitOfWork`)."""
+        return UnitOfWork(self)
+
+
+class UnitOfWork:
+    """One database transaction that services' own transactions join as savepoints.
+
+    `database` is a `Database` whose sessions are bound to this transaction's connection, so
+    whatever a service commits becomes durable only when `commit()` is called here, together with
+    anything the caller wrote on `connection` (the API stores an idempotent answer this way).
+    Inside an outer transaction already (the test harness), it is a savepoint of that one.
+    """
+
+    def __init__(self, db: Database):
+        bound = db.sessions.kw.get("bind")
+        self._owns_connection = not isinstance(bound, Connection)
+        self.connection: Connection = db.engine.connect() if self._owns_connection else bound
+        try:
+            self._tx = self.connection.begin() if self._owns_connection else self.connection.begin_nested()
+        except Exception:
+            self._close()
+            raise
+        sessions = sessionmaker(bind=self.connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
+        self.database = Database(db.engine, sessions, db.embedded)
+
+    def commit(self) -> None:
+        try:
+            self._tx.commit()
+        finally:
+            self._close()
+
+    def rollback(self) -> None:
+        """Undo everything; never raises (the connection may be the reason we are here)."""
+        try:
+            if self._tx.is_active:
+                self._tx.rollback()
+        except Exception:
+            if self._owns_connection:
+                self.connection.invalidate()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self._owns_connection:
+            try:
+                self.connection.close()
+            except Exception:
+                pass
+
 
 @dataclass(frozen=True)
 class DatabaseUrls:

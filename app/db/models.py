@@ -318,3 +318,20 @@ class CompactionRun(Base):
     started_at: Mapped[datetime] = mapped_column(server_default=func.now())
     finished_at: Mapped[datetime | None]
     stats: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+
+
+class IdempotencyKey(Base):
+    """The first answer to a `/v1` write sent with an `Idempotency-Key`, kept 24 h for replays.
+    Written in the write's own transaction, so a committed write always has its answer."""
+
+    __tablename__ = "idempotency_keys"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    fingerprint: Mapped[bytes] = mapped_column(LargeBinary)
+    """SHA-256 of method, path, query, API key id and canonical body."""
+    status_code: Mapped[int]
+    headers: Mapped[list[Any]] = mapped_column(JSONB)
+    """`[[name, value], …]` as the handler set them (content type, ETag, Location …)."""
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    expires_at: Mapped[datetime]

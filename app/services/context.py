@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -38,6 +39,13 @@ class AppContext:
         from app.embeddings import get_embedder
 
         return get_embedder(self.settings.embedder)
+
+    def with_database(self, db: Database) -> "AppContext":
+        """This context with another `Database` (e.g. one bound to a request's unit of work);
+        settings, audit log and embedder are shared."""
+        clone = copy.copy(self)
+        clone.db = db
+        return clone
 
     def close(self) -> None:
         self.db.dispose()

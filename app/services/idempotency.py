@@ -1,0 +1,129 @@
+"""Idempotency keys for `/v1` writes and decisions (contract, turn 2).
+
+A request carrying `Idempotency-Key` runs in one database transaction that the API layer opens
+(`Database.unit_of_work`): the services' own transactions become savepoints inside it, and the
+answer is stored in `idempotency_keys` before that transaction commits. So a write and its stored
+answer commit together, or neither does: a client whose connection died after the commit (or a
+server killed right then) retries with the same key and gets the first answer, never a second write.
+
+The key is claimed first, under a transaction-scoped advisory lock on (tenant, key): a concurrent
+duplicate waits for the first to finish and then replays its answer (or, after `LOCK_WAIT`,
+gets 409 `conflict`). Only 2xx answers are stored; an error changed nothing, so a retry simply
+runs again. Same key with a different request (method, path, query, API key or canonical body)
+is 422 `idempotency_key_reused`. Rows expire after `TTL` and are purged by a background job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select, text, tuple_
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+
+from app.core.timefmt import utcnow
+from app.db.models import IdempotencyKey
+from app.errors import Conflict, IdempotencyKeyReused, ValidationFailed
+
+HEADER = "Idempotency-Key"
+TTL = timedelta(hours=24)
+MAX_KEY_LENGTH = 255
+LOCK_WAIT = "10s"
+LOCK_NOT_AVAILABLE = "55P03"
+# Response headers that describe the transport, not the answer; never replayed.
+_TRANSPORT_HEADERS = {"content-length", "date", "server", "set-cookie", "connection", "transfer-encoding"}
+_TABLE = IdempotencyKey.__table__
+
+
+def validate_key(raw: str) -> str:
+    """The header's value when usable: 1–255 printable ASCII characters; 422 otherwise."""
+    problem = None
+    if not raw:
+        problem = "must not be empty"
+    elif len(raw) > MAX_KEY_LENGTH:
+        problem = f"is {len(raw)} characters; at most {MAX_KEY_LENGTH} are allowed"
+    elif any(not (0x20 <= ord(ch) <= 0x7E) for ch in raw):
+        problem = "must be printable ASCII (no control or non-ASCII characters)"
+    if problem:
+        raise ValidationFailed(f"the {HEADER} header {problem}",
+                               details=[{"path": f"/headers/{HEADER}", "message": problem}])
+    return raw
+
+
+def fingerprint(*, method: str, path: str, query: str, api_key_id: str, body: bytes) -> bytes:
+    """SHA-256 identifying the request a key was first used for. A JSON body is canonicalised
+    (sorted keys, no whitespace), so a retry that re-serialises the same object still matches."""
+    try:
+        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                               allow_nan=False).encode("utf-8", "surrogatepass")
+    except ValueError:  # not JSON (or not storable JSON): the raw bytes identify it
+        canonical = body
+    digest = hashlib.sha256()
+    for part in (method.upper().encode(), path.encode(), query.encode(), api_key_id.encode()):
+        digest.update(len(part).to_bytes(4, "big") + part)
+    digest.update(canonical)
+    return digest.digest()
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """An answer as it is replayed: status, the headers the handler set, and the body bytes."""
+
+    status_code: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+    @classmethod
+    def from_parts(cls, status_code: int, raw_headers: list[tuple[bytes, bytes]], body: bytes) -> "StoredResponse":
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers
+                   if k.decode("latin-1").lower() not in _TRANSPORT_HEADERS]
+        return cls(status_code, headers, body)
+
+
+def claim(conn: Connection, tenant_id: str, key: str, request_fingerprint: bytes) -> StoredResponse | None:
+    """Inside the request's transaction: hold the key until commit and return its stored answer,
+    if a live one exists. A different request under the key → `IdempotencyKeyReused`; a duplicate
+    still running after `LOCK_WAIT` → `Conflict`."""
+    conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'"))
+    try:
+        conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(tenant_id), func.hashtext(key))))
+    except OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+            raise Conflict(f"a request with this {HEADER} is still being processed; retry later",
+                           details={"reason": "idempotency_key_in_flight"}, headers={"Retry-After": "1"}) from None
+        raise
+    conn.execute(text("SET LOCAL lock_timeout = DEFAULT"))  # the write's own lock waits are unchanged
+    row = conn.execute(select(_TABLE.c.fingerprint, _TABLE.c.status_code, _TABLE.c.headers, _TABLE.c.body).where(
+        _TABLE.c.tenant_id == tenant_id, _TABLE.c.key == key, _TABLE.c.expires_at > func.now())).first()
+    if row is None:
+        return None
+    if bytes(row.fingerprint) != request_fingerprint:
+        raise IdempotencyKeyReused(
+            f"this {HEADER} was already used for a different request; use a new key for a new request",
+            details=[{"path": f"/headers/{HEADER}", "message": "key reused with a different method, path or body"}])
+    return StoredResponse(row.status_code, [(k, v) for k, v in row.headers], bytes(row.body))
+
+
+def store(conn: Connection, tenant_id: str, key: str, request_fingerprint: bytes, response: StoredResponse) -> None:
+    """Record the answer in the request's transaction (replacing an expired row of the same key)."""
+    values: dict[str, Any] = {
+        "fingerprint": request_fingerprint, "status_code": response.status_code,
+        "headers": [list(h) for h in response.headers], "body": response.body,
+        "created_at": utcnow(), "expires_at": utcnow() + TTL,
+    }
+    conn.execute(insert(_TABLE).values(tenant_id=tenant_id, key=key, **values)
+                 .on_conflict_do_update(index_elements=[_TABLE.c.tenant_id, _TABLE.c.key], set_=values))
+
+
+def purge_expired(ctx, batch: int = 5_000) -> int:
+    """Delete expired keys (at most `batch` per call, oldest first); returns how many went."""
+    expired = (select(_TABLE.c.tenant_id, _TABLE.c.key).where(_TABLE.c.expires_at <= func.now())
+               .order_by(_TABLE.c.expires_at).limit(batch))
+    with ctx.db.sessions.begin() as session:
+        result = session.execute(delete(_TABLE).where(tuple_(_TABLE.c.tenant_id, _TABLE.c.key).in_(expired)))
+        return result.rowcount or 0
