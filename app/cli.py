@@ -37,6 +37,11 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.database import migrate, resolve_urls
 
     settings = settings.with_changes(host=args.host or settings.host, port=args.port or settings.port)
+    try:
+        proxy = settings.proxy_header_options(args.proxy_headers)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     settings.resolved_secret_key()
     settings.resolved_signing_key_file()
     urls = resolve_urls(settings)  # starts the embedded cluster when no URL is configured
@@ -59,12 +64,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.workers and args.workers > 1:
         os.environ["MEMWARDEN_DATA_DIR"] = str(settings.data_path)
         uvicorn.run("app.main:create_app", factory=True, host=settings.host, port=settings.port,
-                    workers=args.workers, log_level=log_level, proxy_headers=False, server_header=False, timeout_graceful_shutdown=5)
+                    workers=args.workers, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
+                    **proxy)
     else:
         from app.main import create_app
 
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
-                    proxy_headers=False, server_header=False, timeout_graceful_shutdown=5)
+                    server_header=False, timeout_graceful_shutdown=5, **proxy)
     return 0
 
 
@@ -214,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--proxy-headers", action="store_true",
+                       help="behind a reverse proxy: honour X-Forwarded-For/-Proto from MEMWARDEN_TRUSTED_PROXIES "
+                            "(default 127.0.0.1)")
     serve.add_argument("--demo", action="store_true", help="seed a demo tenant and print a sign-in and a key")
     serve.set_defaults(func=cmd_serve)
 
