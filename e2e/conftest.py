@@ -9,7 +9,9 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
+# Screenshots the tests take go to a git-ignored folder; the README's images are regenerated only on
+# purpose, by `python -m e2e.screenshots`, so running the tests never rewrites tracked files.
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-results" / "screenshots"
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,6 @@
-// Keyboard review: j/k move through the queue, Enter opens, a approves, r rejects, n goes on.
+// The review pages' behaviour (CSP: no inline scripts). Keyboard review: j/k move through the queue,
+// Enter opens, a approves, r rejects, n goes on. Clicking a row opens it; a select-all box ticks the
+// rows shown; the approve form says what approving will do to live memory as the choices change.
 (function () {
   "use strict";
   function typing(el) {
@@ -35,7 +37,60 @@
     }
     else if (key === "n") { if (click("#next-change")) event.preventDefault(); }
   });
+
+  // A click anywhere on a row opens it, except on its own controls (checkbox, link, text selection).
+  document.addEventListener("click", function (event) {
+    var row = event.target.closest && event.target.closest('[data-testid="change-row"]');
+    if (!row || event.target.closest("a, input, button, label, select, textarea")) return;
+    if (window.getSelection && String(window.getSelection())) return;
+    window.location.assign(row.dataset.href);
+  });
+
+  // Select all: ticks every row shown; shows mixed when some are ticked.
+  function boxes() { return Array.prototype.slice.call(document.querySelectorAll('#queue-rows input[name="change_id"]')); }
+  function syncSelectAll() {
+    var all = document.getElementById("select-all");
+    if (!all) return;
+    var list = boxes(), ticked = list.filter(function (b) { return b.checked; }).length;
+    all.hidden = false;
+    all.disabled = list.length === 0;
+    all.checked = list.length > 0 && ticked === list.length;
+    all.indeterminate = ticked > 0 && ticked < list.length;
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.id === "select-all") {
+      boxes().forEach(function (b) { b.checked = event.target.checked; });
+    }
+    if (event.target.id === "select-all" || event.target.name === "change_id") syncSelectAll();
+    if (event.target.id === "supersedes" || event.target.id === "merge-into") describeApprove();
+  });
+
+  // The sentence saying what approve does follows the supersede / merge choices.
+  function describeApprove() {
+    var effect = document.getElementById("approve-effect");
+    var supersedes = document.getElementById("supersedes"), merge = document.getElementById("merge-into");
+    if (!effect || !supersedes || !merge) return;
+    var kept = effect.dataset.kept;
+    var text;
+    if (merge.value) {
+      text = "Approve will merge this into " + merge.value + ", which keeps the combined content; no new memory is created.";
+    } else if (supersedes.value) {
+      text = "Approve will add this as a new live memory that supersedes " + supersedes.value + ", which stops being live.";
+    } else if (kept) {
+      text = "Approve will add this as a new live memory; " + kept + " stays live too: both stay live.";
+    } else {
+      text = "Approve will add this as a new live memory.";
+    }
+    effect.textContent = text;
+  }
+
+  function settle() {
+    syncSelectAll();
+    describeApprove();
+  }
+  if (document.readyState !== "loading") settle(); else document.addEventListener("DOMContentLoaded", settle);
   document.addEventListener("htmx:afterSettle", function () {
+    settle();
     var next = document.getElementById("next-change");
     if (next) next.focus();
   });

@@ -4,12 +4,14 @@
 * ``unified_line_diff`` / ``unified_text``: line diffs of workspace files.
 * ``detect_contradiction``: a heuristic hint that a new memory changes a fact.
 * ``is_likely_duplicate``: thresholds for flagging near-duplicates.
+* ``reveal_hidden``: splits text so invisible characters can be shown as visible markers.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -405,3 +407,59 @@ def _compare(new: _Claim, old: _Claim) -> Contradiction | None:
 
 def _shown(claim: _Claim) -> str:
     return claim.value_text if claim.relation.positive else "not " + claim.value_text
+
+
+# --- hidden characters ---------------------------------------------------------------------------
+
+#: Short names reviewers know; every other hidden character is shown by its code point.
+_HIDDEN_NAMES = {
+    "\u200b": "ZWSP", "\u200c": "ZWNJ", "\u200d": "ZWJ", "\u2060": "WJ", "\ufeff": "BOM", "\u00ad": "SHY",
+    "\u180e": "MVS", "\u200e": "LRM", "\u200f": "RLM", "\u061c": "ALM",
+}
+#: Invisible but not format characters (Unicode category Cf): fillers that render as blank space.
+_BLANK_LOOKALIKES = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+_TAG_FIRST, _TAG_LAST = 0xE0000, 0xE007F
+
+
+def _is_hidden(char: str) -> bool:
+    code = ord(char)
+    if char in "\t\n\r":
+        return False
+    if _TAG_FIRST <= code <= _TAG_LAST or 0xE0100 <= code <= 0xE01EF or 0xFE00 <= code <= 0xFE0E:
+        return True  # tag characters and variation selectors smuggle data invisibly
+    return char in _BLANK_LOOKALIKES or unicodedata.category(char) in ("Cf", "Cc", "Co", "Cn", "Zl", "Zp")
+
+
+def _marker(run: str) -> str:
+    first = ord(run[0])
+    if _TAG_FIRST <= first <= _TAG_LAST:
+        # A run of tag characters mirrors ASCII: show what it spells, so the smuggled text is reviewable.
+        spelled = "".join(chr(ord(c) - _TAG_FIRST) if 0x20 <= ord(c) - _TAG_FIRST < 0x7F else "?" for c in run)
+        return f"⟨TAG {spelled}⟩"
+    return f"⟨{_HIDDEN_NAMES[run]}⟩" if run in _HIDDEN_NAMES else f"⟨U+{first:04X}⟩"
+
+
+def reveal_hidden(text: str) -> list[tuple[str, str | None]]:
+    """``text`` as (piece, marker) pairs: plain pieces have marker None; each hidden character
+    (zero-width, bidi control, tag character, variation selector, other control/format character)
+    is its own piece with a visible marker such as ``⟨ZWSP⟩`` or ``⟨U+202E⟩``; a run of tag
+    characters is one piece, its marker spelling the ASCII it hides (``⟨TAG ignore⟩``).
+    Joining the pieces gives back ``text``. Callers escape both parts before showing them."""
+    out: list[tuple[str, str | None]] = []
+    plain_start = i = 0
+    n = len(text)
+    while i < n:
+        if not _is_hidden(text[i]):
+            i += 1
+            continue
+        if plain_start < i:
+            out.append((text[plain_start:i], None))
+        j = i + 1
+        if _TAG_FIRST <= ord(text[i]) <= _TAG_LAST:
+            while j < n and _TAG_FIRST <= ord(text[j]) <= _TAG_LAST:
+                j += 1
+        out.append((text[i:j], _marker(text[i:j])))
+        plain_start = i = j
+    if plain_start < n:
+        out.append((text[plain_start:], None))
+    return out

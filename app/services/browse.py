@@ -166,3 +166,45 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
         events.append({"seq": row.seq, "type": stored.get("type"), "ts": stored.get("ts"),
                        "actor": _actor_text(stored.get("actor"))})
     return {"memory": entry, "extra": extra, "events": events}
+
+
+# --- the review queue's row previews -------------------------------------------------------------
+
+PREVIEW_SOURCE_CHARS = 2000  # a preview shows one line; never load a whole large memory for it
+
+
+def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """What each queued change is about, for one line of the queue: `{change id: {"text", "type"}}`.
+
+    A staged remember shows the start of its (already redacted) content; other operations a summary
+    of what they target. One query for the whole page."""
+    staged = {c.memory_ids[0]: c.id for c in changes if c.operation == "remember" and c.memory_ids}
+    found: dict[str, Any] = {}
+    if staged:
+        with ctx.db.sessions() as session:
+            found = {row.id: row for row in session.execute(
+                select(Memory.id, Memory.type, func.left(Memory.content, PREVIEW_SOURCE_CHARS).label("content"))
+                .where(Memory.tenant_id == tenant_id, Memory.id.in_(list(staged))))}
+    previews: dict[str, dict[str, Any]] = {}
+    for change in changes:
+        request = change.request or {}
+        text, memory_type = "", None
+        if change.operation == "remember" and change.memory_ids and change.memory_ids[0] in found:
+            row = found[change.memory_ids[0]]
+            text, memory_type = row.content or "", row.type
+        elif change.operation == "forget":
+            ids = request.get("ids") or []
+            text = (f"forget {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}: {', '.join(ids[:3])}" if ids
+                    else "forget memories matching " + json.dumps(request.get("filter") or {}, sort_keys=True))
+        elif change.operation == "merge":
+            text = (f"merge {len(request.get('duplicates') or [])} into {request.get('canonical', '?')} "
+                    f"({request.get('strategy', 'keep_canonical')})")
+        elif change.operation == "expire":
+            text = f"{request.get('action', 'forget')} memories where " + json.dumps(request.get("policy") or {},
+                                                                                      sort_keys=True)
+        elif change.operation in ("workspace_write", "workspace_delete"):
+            body = str(request.get("content") or "")[:PREVIEW_SOURCE_CHARS]
+            text = f"{request.get('path', '?')}: {body}" if change.operation == "workspace_write" \
+                else f"delete {request.get('path', '?')}"
+        previews[change.id] = {"text": text, "type": memory_type}
+    return previews

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, case, func, literal, or_, select, tuple_, update
 
 from app.core import diff as textdiff
 from app.core.access import agent_allowed
@@ -68,11 +68,26 @@ class QueueFilter:
     memory_type: str | None = None
     policy_rule: str | None = None
     older_than_minutes: int | None = None
+    min_risk: str | None = None  # "low" | "medium" | "high": at least this risk level
+    sort: str = "oldest"  # "oldest" | "newest" | "risk" (highest risk first, then oldest)
+
+
+RISK_RANK = {"low": 1, "medium": 2, "high": 3}
+
+
+def risk_rank():
+    """SQL: a change's risk level as a number (0 = no flags); 0 everywhere until screening's column exists."""
+    level = getattr(Change, "risk_level", None)
+    if level is None:
+        return literal(0)
+    return case(*[(level == name, rank) for name, rank in RISK_RANK.items()], else_=0)
 
 
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,
-                 limit: int = 50, after: tuple[str, str] | None = None) -> tuple[list[Change], int]:
-    """Oldest first, keyset-paginated on (submitted_at, id); also the total matching count."""
+                 limit: int = 50, after: tuple | None = None) -> tuple[list[Change], int]:
+    """Keyset-paginated changes in `flt.sort` order; also the total matching count.
+
+    `after` is the last row's (submitted_at, id) — or (risk rank, submitted_at, id) for the risk sort."""
     conds = [Change.tenant_id == tenant_id]
     if flt.status != "any":
         conds.append(Change.status == flt.status)
@@ -88,6 +103,9 @@ def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, .
         conds.append(Change.memory_ids.overlap(
             select(func.array_agg(Memory.id)).where(Memory.tenant_id == tenant_id, Memory.type == flt.memory_type,
                                                     Memory.status == "pending").scalar_subquery()))
+    rank = risk_rank()
+    if flt.min_risk in RISK_RANK:
+        conds.append(rank >= RISK_RANK[flt.min_risk])
     if "*" not in may_see_patterns:
         # Globs are checked in Python; SQL narrows by the literal prefix before the first wildcard.
         prefixes = [p.split("*")[0].split("?")[0] for p in may_see_patterns]
@@ -96,10 +114,22 @@ def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, .
     with ctx.db.sessions() as session:
         total = session.scalar(select(func.count()).select_from(Change).where(where)) or 0
         stmt = select(Change).where(where)
-        if after is not None:
-            ts, cid = after
-            stmt = stmt.where(or_(Change.submitted_at > ts, and_(Change.submitted_at == ts, Change.id > cid)))
-        rows = list(session.scalars(stmt.order_by(Change.submitted_at, Change.id).limit(limit * 2)))
+        if flt.sort == "newest":
+            if after is not None:
+                stmt = stmt.where(tuple_(Change.submitted_at, Change.id) < tuple_(*after))
+            stmt = stmt.order_by(Change.submitted_at.desc(), Change.id.desc())
+        elif flt.sort == "risk":
+            if after is not None:
+                after_rank, ts, cid = after
+                stmt = stmt.where(or_(rank < after_rank, and_(
+                    rank == after_rank, tuple_(Change.submitted_at, Change.id) > tuple_(ts, cid))))
+            stmt = stmt.order_by(rank.desc(), Change.submitted_at, Change.id)
+        else:
+            if after is not None:
+                ts, cid = after
+                stmt = stmt.where(or_(Change.submitted_at > ts, and_(Change.submitted_at == ts, Change.id > cid)))
+            stmt = stmt.order_by(Change.submitted_at, Change.id)
+        rows = list(session.scalars(stmt.limit(limit * 2)))
     visible = [c for c in rows if agent_allowed(c.agent_id, may_see_patterns)][:limit]
     return visible, total
 

@@ -1,8 +1,9 @@
-"""Home page and the sign-in page."""
+"""Home page and the favicon."""
 
 from __future__ import annotations
 
 from starlette.requests import Request
+from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
 from app.web.templating import render
@@ -12,5 +13,10 @@ async def home(request: Request):
     return render(request, "web/home.html")
 
 
-routes = [Route("/", home, methods=["GET"])]
+async def favicon(request: Request):
+    """Browsers that ignore `<link rel=icon>` ask for /favicon.ico; point them at the SVG."""
+    return RedirectResponse("/static/favicon.svg", status_code=301)
+
+
+routes = [Route("/", home, methods=["GET"]), Route("/favicon.ico", favicon, methods=["GET"])]
 

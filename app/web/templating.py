@@ -1,18 +1,33 @@
-"""Jinja2 environment: autoescape always on (memory content is hostile), asset URLs, CSRF token."""
+"""Jinja2 environment: autoescape always on (memory content is hostile), asset URLs, CSRF token,
+the navigation a user's roles allow, and filters that show hostile text safely."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from typing import Any
 from urllib.parse import urlencode
 from functools import cache
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.templating import Jinja2Templates
 
 from app import __version__
+from app.core.diff import reveal_hidden
 from app.paths import TEMPLATES_DIR
+
+#: Top-level pages and the role power each needs in at least one tenant (the handlers enforce the same).
+PAGES = (
+    ("/review", "Review", "read", "pending memory changes, each diffed against live memory."),
+    ("/memories", "Memories", "read", "browse and search what agents remember."),
+    ("/audit", "Audit", "audit", "verify and export the signed, hash-chained log."),
+    ("/admin", "Admin", "admin", "users, API keys, policies and redaction."),
+)
+PREVIEW_CHARS = 120
+RISK_ORDER = {"high": 3, "medium": 2, "low": 1}
 
 
 @cache
@@ -29,7 +44,64 @@ def templates() -> Jinja2Templates:
     # embedding in scripts/attributes and shows \u003c escapes to people).
     env.filters["pretty_json"] = lambda value, indent=2: json.dumps(value, indent=indent, ensure_ascii=False,
                                                                      sort_keys=True)
+    env.filters["reveal"] = reveal
+    env.filters["preview"] = preview
+    env.globals["risk_of"] = risk_of
+    env.filters["age"] = age
     return Jinja2Templates(env=env)
+
+
+def reveal(text: object) -> Markup:
+    """Text escaped, with each hidden character (zero-width, bidi override, tag character…) replaced by a
+    visible marker such as ⟨ZWSP⟩ or ⟨U+202E⟩. Escaping happens piece by piece before marking, so the
+    result is safe HTML whatever the text holds."""
+    parts = []
+    for piece, marker in reveal_hidden("" if text is None else str(text)):
+        if marker is None:
+            parts.append(str(escape(piece)))
+        else:
+            code_points = " ".join(f"U+{ord(c):04X}" for c in piece[:8])
+            parts.append(f'<mark class="hidden-char" data-testid="hidden-char" title="hidden character '
+                         f'{escape(code_points)}">{escape(marker)}</mark>')
+    return Markup("".join(parts))
+
+
+def preview(text: object, limit: int = PREVIEW_CHARS) -> Markup:
+    """The first non-blank line of `text`, cut to `limit` characters (… when cut), hidden characters revealed."""
+    lines = str(text or "").splitlines()
+    first = next((line for line in lines if line.strip()), "").strip()
+    cut = len(first) > limit or len([line for line in lines if line.strip()]) > 1
+    return reveal(first[:limit]) + (Markup("…") if cut else Markup(""))
+
+
+def age(then: datetime, now: datetime) -> str:
+    """How long ago `then` was, to a reviewer's precision: 40 s, 12 min, 5 h, 3 d."""
+    seconds = max(0, int((now - then).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def risk_of(item: Any) -> dict[str, Any]:
+    """Risk flags and level of a change (ORM row or JSON dict), or none when screening has not run
+    (changes staged before screening existed carry no flags). Flags come out highest severity first."""
+    get = item.get if isinstance(item, dict) else lambda name, default=None: getattr(item, name, default)
+    flags = [f for f in (get("risk_flags", None) or []) if isinstance(f, dict) and f.get("name")]
+    flags.sort(key=lambda f: (-RISK_ORDER.get(f.get("severity"), 0), str(f["name"])))
+    level = get("risk_level", None)
+    if level not in RISK_ORDER:
+        level = max((f.get("severity") for f in flags if f.get("severity") in RISK_ORDER),
+                    key=RISK_ORDER.get, default=None)
+    return {"flags": flags, "level": level, "names": [str(f["name"]) for f in flags]}
+
+
+def nav_links(user: Any) -> list[dict[str, str]]:
+    """The top-level pages this user may open: each needs its power in at least one of their tenants."""
+    if user is None:
+        return []
+    return [{"href": href, "label": label, "about": about}
+            for href, label, power, about in PAGES if user.tenants_with(power)]
 
 
 def is_htmx(request: Request) -> bool:
@@ -43,6 +115,8 @@ def render(request: Request, name: str, context: dict | None = None, status: int
     ctx = {
         "csrf_token": state.get("csrf_token", ""),
         "user": state.get("user"),
+        "nav": nav_links(state.get("user")),
+        "current_path": request.url.path,
         "is_htmx": is_htmx(request),
         **(context or {}),
     }
