@@ -2,22 +2,87 @@
 
 `validate(name, payload)` raises `ValidationFailed` listing every problem with its JSON path.
 Schemas are referenced by file stem (`remember.request`) or by their `$id`.
+
+Two rules are stricter than plain JSON Schema, because the database and `datetime` are: an
+"integer" is never a float (`3.0` is refused), and a "date-time" must be representable in UTC
+(`9999-12-31T23:59:59-05:00` is refused). Every string and object key is also checked for NUL
+and lone surrogates, which PostgreSQL and UTF-8 cannot store, and numbers for infinity.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from referencing import Registry, Resource
 
 from app.errors import ValidationFailed
 from app.paths import SCHEMAS_DIR
 
 SCHEMA_BASE = "https://schemas.memwarden.dev/"
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+MAX_TEXT_PROBLEMS = 20
+
+
+def _strict_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+StrictValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _strict_integer),
+)
+FORMATS = FormatChecker()
+for _name, _check in Draft202012Validator.FORMAT_CHECKER.checkers.items():
+    FORMATS.checks(_name, _check[1])(_check[0])
+
+
+@FORMATS.checks("date-time", raises=(ValueError, OverflowError))
+def _utc_representable_datetime(instance: object) -> bool:
+    """RFC 3339 (jsonschema's own check), and the instant exists as a UTC `datetime`."""
+    if not isinstance(instance, str):
+        return True
+    if not Draft202012Validator.FORMAT_CHECKER.conforms(instance, "date-time"):
+        return False
+    parsed = datetime.fromisoformat(instance.upper().replace("Z", "+00:00"))
+    parsed.astimezone(timezone.utc)
+    return True
+
+
+def unstorable_problems(value: Any, path: str = "") -> list[dict[str, str]]:
+    """Every string or key holding NUL or a lone surrogate, and every non-finite number, with its path."""
+    found: list[dict[str, str]] = []
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack and len(found) < MAX_TEXT_PROBLEMS:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            if UNSTORABLE.search(node):
+                found.append({"path": where or "/", "message": _unstorable_message(node)})
+        elif isinstance(node, float):
+            if not math.isfinite(node):
+                found.append({"path": where or "/", "message": "number out of range"})
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                if UNSTORABLE.search(key):
+                    # The key itself cannot be echoed safely; point at the object holding it.
+                    found.append({"path": where or "/", "message": "an object key " + _unstorable_message(key)})
+                    continue
+                stack.append((f"{where}/{_escape(key)}", child))
+        elif isinstance(node, list):
+            stack.extend((f"{where}/{i}", child) for i, child in enumerate(node))
+    return found
+
+
+def _unstorable_message(text: str) -> str:
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    return "contains a lone UTF-16 surrogate, which is not valid Unicode"
 
 
 class Contracts:
@@ -35,18 +100,33 @@ class Contracts:
             (s["$id"], Resource.from_contents(s)) for s in self.schemas.values()
         )
         self._validators = {
-            name: Draft202012Validator(schema, registry=self.registry, format_checker=Draft202012Validator.FORMAT_CHECKER)
+            name: StrictValidator(schema, registry=self.registry, format_checker=FORMATS)
             for name, schema in self.schemas.items()
         }
+        self._property_types: dict[str, dict[str, frozenset[str]]] = {}
 
     def problems(self, name: str, payload: Any) -> list[dict[str, str]]:
         """Every way `payload` breaks schema `name`, as `{"path", "message"}`, sorted by path."""
+        unstorable = unstorable_problems(payload)
+        if unstorable:  # schema messages would quote the bad text back; report these alone
+            return sorted(unstorable, key=lambda p: (p["path"], p["message"]))
         validator = self._validators[name]
         found = [
             {"path": _pointer(err.absolute_path), "message": _message(err)}
             for err in validator.iter_errors(payload)
         ]
         return sorted(found, key=lambda p: (p["path"], p["message"]))
+
+    def property_types(self, name: str) -> dict[str, frozenset[str]]:
+        """The JSON types each top-level property of schema `name` admits (through `$ref`, `oneOf`,
+        `anyOf`, `enum`) — what a query-string parser needs to know to convert `"5"` or `"true"`."""
+        if name not in self._property_types:
+            schema = self.schemas[name]
+            resolver = self.registry.resolver(base_uri=schema["$id"])
+            self._property_types[name] = {
+                prop: frozenset(_types_of(sub, resolver)) for prop, sub in schema.get("properties", {}).items()
+            }
+        return self._property_types[name]
 
     def validate(self, name: str, payload: Any) -> Any:
         """Return `payload` unchanged when it conforms to schema `name`, else raise 422."""
@@ -57,8 +137,32 @@ class Contracts:
         return payload
 
 
+def _types_of(schema: Any, resolver: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    if "$ref" in schema:
+        resolved = resolver.lookup(schema["$ref"])
+        return _types_of(resolved.contents, resolved.resolver)
+    declared = schema.get("type")
+    if isinstance(declared, str):
+        return {declared}
+    if isinstance(declared, list):
+        return set(declared)
+    found: set[str] = set()
+    for key in ("oneOf", "anyOf"):
+        for sub in schema.get(key, []):
+            found |= _types_of(sub, resolver)
+    for value in schema.get("enum", []):
+        found.add({bool: "boolean", int: "integer", float: "number", str: "string"}.get(type(value), "string"))
+    return found
+
+
+def _escape(segment: Any) -> str:
+    return str(segment).replace("~", "~0").replace("/", "~1")
+
+
 def _pointer(path: Any) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path) or "/"
+    return "".join("/" + _escape(p) for p in path) or "/"
 
 
 def _message(err: Any) -> str:

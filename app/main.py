@@ -17,7 +17,7 @@ from app.api import auth as api_auth
 from app.api import health, openapi, wellknown
 from app.config import Settings
 from app.errors import AppError
-from app.middleware import BodyLimit, SecurityHeaders
+from app.middleware import BodyLimit, ErrorBoundary, SecurityHeaders
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
 from app.web import home, login
@@ -78,6 +78,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     secret = (ctx.settings if ctx else settings).resolved_secret_key()
     middleware = [
         Middleware(SecurityHeaders),
+        Middleware(ErrorBoundary),  # inside SecurityHeaders: even a 500 carries CSP & co.
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
         Middleware(WebAuth, cookies=SessionCookies(secret)),
         Middleware(CsrfProtect, tokens=CsrfTokens(secret)),  # inside WebAuth: tokens bind to the session

@@ -1,13 +1,17 @@
-"""Pure ASGI middleware: security headers on every response, and a hard request-body limit."""
+"""Pure ASGI middleware: security headers on every response, a last-resort error boundary, and a
+hard request-body limit."""
 
 from __future__ import annotations
 
+import logging
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.jsonio import json_response
-from app.errors import PayloadTooLarge
+from app.errors import AppError, PayloadTooLarge
+
+log = logging.getLogger(__name__)
 
 CSP = "; ".join([
     "default-src 'none'",
@@ -54,6 +58,56 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class ErrorBoundary:
+    """Turns any exception that escapes the app into a complete 500 response (or the error's own
+    status) carrying `Connection: close`, inside `SecurityHeaders`.
+
+    Starlette's own `ServerErrorMiddleware` sits outside all user middleware and re-raises after
+    answering, so its 500s had no security headers and uvicorn then dropped the keep-alive
+    connection without saying so. Here the exception is logged and answered, and never reaches the
+    server. An exception after the response started cannot be answered: it is re-raised so the
+    server cuts the connection and the client sees a truncated response, not a complete one.
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:
+                raise
+            await _error_response(scope, exc)(scope, receive, send)
+
+
+def _error_response(scope: Scope, exc: Exception):
+    from starlette.requests import Request
+
+    from app.web.errors import render_error
+
+    try:
+        response = render_error(Request(scope), exc)
+    except Exception:  # the error page itself failed: answer with the bare envelope
+        log.exception("rendering the error response failed")
+        error = AppError("internal error; it has been logged")
+        response = json_response(error.envelope(), error.status)
+    if response.status_code >= 500:
+        response.headers["connection"] = "close"
+    return response
 
 
 class BodyTooLarge(Exception):

@@ -7,17 +7,14 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, StreamingResponse
 
 from app.api.jsonio import json_response
-from app.api.routing import ApiRoute, ctx_of, query_params
-from app.contracts import default_contracts
+from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
 from app.services.audit import chain_for, list_checkpoints
 
 
 async def export(request: Request, principal: Principal):
-    params = query_params(request)
-    spec = {k: _int_or_raw(v) for k, v in params.items()}
-    default_contracts().validate("audit-export.query", spec)
+    spec = parse_query(request, "audit-export.query")
     if spec.get("to_seq") is not None and spec.get("from_seq", 1) > spec["to_seq"]:
         raise ValidationFailed.at("/from_seq", "from_seq must not be greater than to_seq")
     ctx = ctx_of(request)
@@ -41,18 +38,13 @@ async def public_key(request: Request, principal: Principal | None):
     return PlainTextResponse(ctx.audit.vkey + "\n")
 
 
-def _int_or_raw(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return value
-
-
 routes = [
     ApiRoute("/v1/audit/export", export, method="GET", summary="Export the tenant's audit chain as JSONL",
-             scope="audit:read", request="audit-export.query", tag="audit"),
+             scope="audit:read", request="audit-export.query", tag="audit",
+             responses={200: {"application/x-ndjson": None}}),
     ApiRoute("/v1/audit/checkpoints", checkpoints, method="GET", summary="Signed checkpoints of the tenant chain",
              scope="audit:read", responses={200: "audit-checkpoints.response"}, tag="audit"),
     ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",
-             scope=None, tag="audit", public=True),
+             scope=None, tag="audit", public=True,
+             responses={200: {"text/plain": None, "application/json": "public-key.response"}}),
 ]

@@ -6,8 +6,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.memories import parse_query
-from app.api.routing import ApiRoute, ctx_of, path_id
+from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
 from app.core.cursor import decode_cursor, encode_cursor
 from app.services import review
@@ -67,7 +66,7 @@ routes = [
              scope="memory:read", responses={200: "change"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/diff", get_diff, method="GET",
              summary="The change diffed against live state now, with its fingerprint", scope="memory:read",
-             tag="governance"),
+             responses={200: "change-diff.response"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/withdraw", withdraw, method="POST", summary="Withdraw a pending change",
              scope="memory:write", responses={200: "change"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST", summary="Approve",

@@ -24,8 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from app.api.routing import ApiRoute, ctx_of, query_params
-from app.contracts import default_contracts
+from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.db.models import ApiKey
 from app.errors import ValidationFailed
@@ -36,7 +35,6 @@ log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 0.5
 BATCH = 500
-_BOOLS = {"1": True, "true": True, "0": False, "false": False}
 
 
 def format_event(event: events.StoredEvent) -> str:
@@ -46,19 +44,13 @@ def format_event(event: events.StoredEvent) -> str:
 
 
 def _query(request: Request) -> dict[str, Any]:
-    params = query_params(request)
-    for key in ("after", "limit"):
-        if isinstance(params.get(key), str) and params[key].isdigit():
-            params[key] = int(params[key])
-    if isinstance(params.get("once"), str) and params["once"].lower() in _BOOLS:
-        params["once"] = _BOOLS[params["once"].lower()]
-    return default_contracts().validate("events.query", params)
+    return parse_query(request, "events.query")
 
 
 def _cursor(request: Request, query: dict[str, Any]) -> int:
     header = request.headers.get("last-event-id", "").strip()
     if header:
-        if not header.isdigit() or len(header) > 18:
+        if not (header.isascii() and header.isdigit()) or len(header) > 18:
             raise ValidationFailed.at("/Last-Event-ID", "Last-Event-ID must be an event id from this stream")
         return int(header)
     return query.get("after", 0)
@@ -124,6 +116,7 @@ async def stream_events(request: Request, principal: Principal):
 
 routes = [
     ApiRoute("/v1/events", stream_events, method="GET", tag="events", scope="events:read", request="events.query",
+             headers=("Last-Event-ID",), responses={200: {"text/event-stream": None}},
              summary="Server-Sent Events of the key's tenant (`event` envelopes' id/type/data); "
                      "resume with Last-Event-ID"),
 ]

@@ -1,7 +1,8 @@
 """Reading JSON request bodies safely and writing JSON responses.
 
 Every way a body can be bad (wrong media type, invalid UTF-8, malformed JSON, duplicate keys,
-NaN, nesting deeper than `MAX_DEPTH`) becomes a 4xx in the contract's envelope.
+NaN or overflowing numbers, NUL or lone surrogates in any string or key, nesting deeper than
+`MAX_DEPTH`) becomes a 4xx in the contract's envelope, with the JSON path of the bad value.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from app.contracts import default_contracts
+from app.contracts import default_contracts, unstorable_problems
 from app.errors import UnsupportedMediaType, ValidationFailed
 
 MAX_DEPTH = 32
@@ -53,6 +54,10 @@ def parse_json_bytes(raw: bytes) -> Any:
         raise ValidationFailed.at("/", f"malformed JSON: {str(exc)[:200]}") from None
     if _depth_exceeds(value, MAX_DEPTH):
         raise ValidationFailed.at("/", f"JSON nested deeper than {MAX_DEPTH} levels")
+    problems = unstorable_problems(value)
+    if problems:
+        raise ValidationFailed(problems[0]["message"] if len(problems) == 1 else
+                               f"{len(problems)} problems in the request", details=problems)
     return value
 
 

@@ -3,30 +3,15 @@ in the thread pool (database and embedding work stay off the event loop)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, path_id, query_params
-from app.contracts import default_contracts
+from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
 from app.services import memories, recall as recall_service
-
-INT_QUERY_FIELDS = {"limit", "k", "from_seq", "to_seq"}
-
-
-def parse_query(request: Request, schema: str) -> dict[str, Any]:
-    """Query parameters coerced (integers) and validated against `schema`."""
-    params = query_params(request)
-    for key in INT_QUERY_FIELDS & params.keys():
-        value = params[key]
-        if isinstance(value, str) and value.lstrip("-").isdigit():
-            params[key] = int(value)
-    if isinstance(params.get("as_of"), str) and params["as_of"].isdigit():
-        params["as_of"] = int(params["as_of"])
-    return default_contracts().validate(schema, params)
 
 
 def _mutation(service: Callable, schema: str):

@@ -14,8 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.memories import parse_query
-from app.api.routing import ApiRoute, ctx_of
+from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.core.ids import has_prefix
 from app.core.timefmt import format_ts, parse_ts

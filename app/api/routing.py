@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -10,9 +11,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.api import idempotency
+from app.contracts import default_contracts, unstorable_problems
 from app.core.access import Principal
 from app.core.ids import has_prefix
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden, NotFound, ValidationFailed
 from app.services.context import AppContext
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
@@ -27,36 +29,54 @@ class Operation:
     summary: str
     scope: str | None
     request: str | None = None
-    responses: dict[int, str] = field(default_factory=dict)
+    responses: dict[int, str | dict[str, str | None]] = field(default_factory=dict)
+    """Status → JSON schema stem, or → {media type: schema stem or None (plain text)}."""
     tag: str = "memory"
     public: bool = False
     idempotent: bool = False
     """Accepts `Idempotency-Key`: a retry replays the first answer (every write and decision)."""
+    headers: tuple[str, ...] = ()
+    """Request headers the endpoint reads (documented in OpenAPI, see `app.api.openapi`)."""
 
 
 class ApiRoute(Route):
     """A Starlette route that checks the caller's scope before the handler runs."""
 
     def __init__(self, path: str, handler: Handler, *, method: str, summary: str, scope: str | None,
-                 request: str | None = None, responses: dict[int, str] | None = None, tag: str = "memory",
-                 public: bool = False, idempotent: bool | None = None):
+                 request: str | None = None, responses: dict[int, Any] | None = None, tag: str = "memory",
+                 public: bool = False, idempotent: bool | None = None, headers: tuple[str, ...] = ()):
         idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent
-        self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public, idempotent)
+        self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public, idempotent,
+                                   headers)
 
         async def endpoint(req: Request) -> Response:
             principal = req.scope.get("state", {}).get("principal")
             if not public:
-                if principal is None:  # the auth middleware guarantees one; keep the check local too
-                    raise Forbidden("no credentials")
-                if scope and not principal.has_scope(scope):
-                    raise Forbidden(f"this key lacks the {scope!r} scope",
-                                    details=[{"path": "/", "message": f"required scope: {scope}"}])
+                require_scope(principal, scope)
+            reject_unstorable_path_params(req)
             if idempotent and principal is not None and idempotency.wants_idempotency(req):
                 return await idempotency.run_once(req, principal, handler)
             return await handler(req, principal)
 
         endpoint.__name__ = handler.__name__
         super().__init__(path, endpoint, methods=[method])
+
+
+def require_scope(principal: Principal | None, scope: str | None) -> None:
+    """403 unless an authenticated key carries `scope` (shared by `/v1` routes and MCP tools)."""
+    if principal is None:  # the auth middleware guarantees one; keep the check local too
+        raise Forbidden("no credentials")
+    if scope and not principal.has_scope(scope):
+        raise Forbidden(f"this key lacks the {scope!r} scope",
+                        details=[{"path": "/", "message": f"required scope: {scope}"}])
+
+
+def reject_unstorable_path_params(request: Request) -> None:
+    """422 at `/<param>` for a path parameter holding NUL or a lone surrogate (which `%00` and
+    friends decode to), before any handler compares it with stored text."""
+    bad = unstorable_problems(dict(request.path_params))
+    if bad:
+        raise ValidationFailed(bad[0]["message"], details=bad)
 
 
 def ctx_of(request: Request) -> AppContext:
@@ -66,19 +86,53 @@ def ctx_of(request: Request) -> AppContext:
 
 def path_id(request: Request, param: str, prefix: str, what: str) -> str:
     """A `prefix_…` id from the URL path; anything else is simply not found (no format hints)."""
-    value = request.path_params[param]
+    return prefixed_id(request.path_params[param], prefix, what)
+
+
+def prefixed_id(value: str, prefix: str, what: str) -> str:
+    """`value` when it is a `prefix_…` id; anything else is simply not found (no format hints)."""
     if not has_prefix(value, prefix):
         raise NotFound(f"{what} not found")
     return value
 
 
-def query_params(request: Request) -> dict[str, Any]:
-    """Query string as a dict; repeated keys become lists."""
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this request's path (for the `Allow` of a 405)."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(request.scope["path"]):
+            methods |= route.methods
+    return sorted(methods)
+
+
+ASCII_INTEGER = re.compile(r"-?[0-9]{1,4000}")
+BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+
+
+def parse_query(request: Request, schema: str) -> dict[str, Any]:
+    """The query string, validated against `schema` (the one query parser of every `/v1` endpoint).
+
+    A value becomes an integer or a boolean only where the schema's property admits that type and
+    the text spells one (ASCII digits; `true/false/1/0`); everything else stays a string, so a bad
+    value — `3.0`, `²`, `2147483648` over a maximum, NUL — is a 422 at `/<name>` from the schema.
+    Repeated keys become lists (which the schemas refuse).
+    """
+    contracts = default_contracts()
+    types = contracts.property_types(schema)
     out: dict[str, Any] = {}
-    for key, value in request.query_params.multi_items():
+    for key, raw in request.query_params.multi_items():
+        value = _coerce(raw, types.get(key, frozenset()))
         if key in out:
             out[key] = out[key] if isinstance(out[key], list) else [out[key]]
             out[key].append(value)
         else:
             out[key] = value
-    return out
+    return contracts.validate(schema, out)
+
+
+def _coerce(raw: str, types: frozenset[str]) -> Any:
+    if ("integer" in types or "number" in types) and ASCII_INTEGER.fullmatch(raw):
+        return int(raw)
+    if "boolean" in types and raw.lower() in BOOLEANS:
+        return BOOLEANS[raw.lower()]
+    return raw

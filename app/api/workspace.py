@@ -15,8 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, query_params
-from app.contracts import default_contracts
+from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
 from app.services import workspace
@@ -24,14 +23,6 @@ from app.services.memories import require_agent
 
 AGENT_HEADER = "x-agent-id"
 AGENT_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
-
-
-def _query(request: Request, schema: str) -> dict[str, Any]:
-    params = query_params(request)
-    for key in ("version", "snapshot"):
-        if isinstance(params.get(key), str) and params[key].isdigit():
-            params[key] = int(params[key])
-    return default_contracts().validate(schema, params)
 
 
 def _agent(request: Request, principal: Principal) -> str:
@@ -49,12 +40,12 @@ def _with_etag(body: dict[str, Any], status: int = 200):
 
 
 async def list_files(request: Request, principal: Principal):
-    query = _query(request, "workspace-list.query")
+    query = parse_query(request, "workspace-list.query")
     return json_response(await run_in_threadpool(workspace.list_files, ctx_of(request), principal, query))
 
 
 async def get_file(request: Request, principal: Principal):
-    query = _query(request, "workspace-get.query")
+    query = parse_query(request, "workspace-get.query")
     return _with_etag(await run_in_threadpool(workspace.get_file, ctx_of(request), principal,
                                               request.path_params["path"], query))
 
@@ -84,8 +75,8 @@ routes = [
     ApiRoute(FILE, put_file, method="PUT", summary="Create (201) or replace (200) a file, or stage it (202)",
              scope="workspace:write", request="workspace-put.request",
              responses={200: "workspace-file", 201: "workspace-file", 202: "workspace-pending.response"},
-             tag="workspace"),
+             headers=("If-Match", "X-Agent-Id"), tag="workspace"),
     ApiRoute(FILE, delete_file, method="DELETE", summary="Delete a file (tombstone version), or stage it (202)",
              scope="workspace:write", responses={200: "workspace-delete.response", 202: "workspace-pending.response"},
-             tag="workspace"),
+             headers=("If-Match", "X-Agent-Id"), tag="workspace"),
 ]

@@ -24,7 +24,7 @@ def as_app_error(exc: Exception) -> AppError:
         if exc.status_code == 404:
             return NotFound("no such resource")
         if exc.status_code == 405:
-            return MethodNotAllowed("method not allowed on this resource")
+            return MethodNotAllowed("method not allowed on this resource", headers=dict(exc.headers or {}))
         error = AppError(str(exc.detail))
         error.status = exc.status_code
         error.code = "bad_request" if 400 <= exc.status_code < 500 else "internal_error"
@@ -45,6 +45,10 @@ def wants_json(request: Request) -> bool:
 
 def render_error(request: Request, exc: Exception) -> Response:
     error = as_app_error(exc)
+    if error.status == 405:  # Starlette names only the first matching route's methods
+        from app.api.routing import allowed_methods
+
+        error.headers["Allow"] = ", ".join(allowed_methods(request)) or error.headers.get("Allow", "")
     if wants_json(request):
         return json_response(error.envelope(), error.status, error.headers)
     from app.web.templating import is_htmx, render
