@@ -36,6 +36,7 @@ def _report(report, as_json: bool, extra: dict | None = None) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    from app.errors import AuditChainBroken
     from app.services.audit import SYSTEM_CHAIN, chain_for
     from app.services.context import AppContext
     from app.services.tenants import resolve_tenant
@@ -45,8 +46,15 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     out = Path(args.out)
     tmp = out.with_name(out.name + ".part")
     count = 0
+    try:
+        lines = ctx.audit.export(ctx.db.sessions, chain_id, from_seq=args.from_seq, to_seq=args.to_seq)
+    except AuditChainBroken as exc:  # verified before the first line: nothing was written
+        d = exc.details
+        print(f"tampered: first bad seq {d['first_bad_seq']}: {d['reason']}: {d['detail']}; "
+              f"nothing exported ({exc.code})", file=sys.stderr)
+        return 1
     with tmp.open("w", encoding="utf-8") as fh:
-        for line in ctx.audit.export(ctx.db.sessions, chain_id, from_seq=args.from_seq, to_seq=args.to_seq):
+        for line in lines:
             fh.write(line + "\n")
             count += 1
     tmp.replace(out)
@@ -60,11 +68,22 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file:
         print("error: give an export FILE or --tenant T", file=sys.stderr)
         return 2
-    from app.core.auditchain import verify_export
+    from app.core.auditchain import AuditChainError, read_export, verify_export
 
     try:
         vkeys = [_read_key(k) for k in args.public_key] or None
         trusted = [Path(p).read_text(encoding="utf-8") for p in args.checkpoint]
+        if args.witness:
+            with open(args.file, encoding="utf-8") as fh:
+                try:
+                    origin = next(read_export(fh)).origin
+                except (AuditChainError, StopIteration):
+                    origin = None  # the verifier below reports the file as unusable
+            if origin is not None:
+                witnessed = _witnessed(args, origin, vkeys)
+                if isinstance(witnessed, int):
+                    return witnessed
+                trusted.append(witnessed)
         with open(args.file, encoding="utf-8") as fh:
             report = verify_export(fh, vkeys=vkeys, trusted_checkpoints=trusted)
     except (OSError, UnicodeDecodeError) as exc:
@@ -91,7 +110,40 @@ def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     ctx = AppContext.open(settings)
     chain_id = SYSTEM_CHAIN if args.tenant == SYSTEM_CHAIN else chain_for(resolve_tenant(ctx, args.tenant).id)
+    if args.witness:
+        witnessed = _witnessed(args, ctx.audit.checkpoint_origin(chain_id), [ctx.audit.vkey])
+        if isinstance(witnessed, int):
+            return witnessed
+        held.append(witnessed)
     return _report(ctx.audit.verify_database(ctx.db.sessions, chain_id, held), args.json, {"chain_id": chain_id})
+
+
+def _witnessed(args: argparse.Namespace, origin: str, vkeys: list[str] | None) -> str | int:
+    """The note of the last checkpoint of `origin` in the --witness file (its records checked
+    against each other and, given keys, their signatures), or the exit code when there is none."""
+    from app.core.auditchain import (
+        ChainError,
+        CheckpointError,
+        ExportFormatError,
+        KeyFormatError,
+        read_witness,
+    )
+
+    try:
+        with open(args.witness, encoding="utf-8") as fh:
+            record = read_witness(fh, origin, vkeys)
+    except ChainError as exc:
+        print(json.dumps({"ok": False, "status": "tampered", "reason": exc.reason, "first_bad_seq": exc.seq,
+                          "detail": f"witness file: {exc.detail}"}) if args.json
+              else f"tampered: first bad seq {exc.seq}: {exc.reason}: witness file: {exc.detail}")
+        return 1
+    except (OSError, UnicodeDecodeError, ExportFormatError, CheckpointError, KeyFormatError) as exc:
+        print(f"unusable: --witness {args.witness}: {exc}", file=sys.stderr)
+        return 2
+    if record is None:
+        print(f"unusable: --witness {args.witness} holds no checkpoint of {origin}", file=sys.stderr)
+        return 2
+    return record.note
 
 
 def cmd_public_key(args: argparse.Namespace, settings: Settings) -> int:
@@ -116,6 +168,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.add_argument("--public-key", action="append", default=[], help="verifier key (vkey text or a file)")
     verify.add_argument("--checkpoint", action="append", default=[],
                         help="a signed checkpoint you hold (file); the export or database chain must cover it")
+    verify.add_argument("--witness", metavar="WITNESSFILE",
+                        help="the audit witness file (MEMWARDEN_AUDIT_WITNESS_FILE): the chain must extend the "
+                             "last checkpoint witnessed there (catches rewrites and truncation below it)")
     verify.add_argument("--tenant", help="verify this tenant's chain in the database instead")
     verify.add_argument("--json", action="store_true", help="machine-readable report")
     verify.set_defaults(func=cmd_verify)

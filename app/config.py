@@ -55,6 +55,14 @@ class Settings:
         "MEMWARDEN_CHECKPOINT_EVERY", 1_000, "Sign a checkpoint after this many new events on a chain.")
     checkpoint_interval_seconds: int = _setting(
         "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS", 60, "Sign a checkpoint of an active chain at least this often.")
+    audit_witness_file: Path | None = _setting(
+        "MEMWARDEN_AUDIT_WITNESS_FILE", None,
+        "Append-only JSON-lines file, outside the data dir, that receives every signed audit checkpoint; "
+        "the signer refuses states that do not extend the last one in it (`audit verify --witness`).")
+    audit_witness_url: str | None = _setting(
+        "MEMWARDEN_AUDIT_WITNESS_URL", None,
+        "URL that receives every signed audit checkpoint as a JSON POST (best effort, retried; "
+        "the webhook SSRF rule applies).")
     workspace_max_file_bytes: int = _setting(
         "MEMWARDEN_WORKSPACE_MAX_FILE_BYTES", 262_144,
         "Largest workspace file in UTF-8 bytes (413 `workspace_too_large` above).")

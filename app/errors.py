@@ -71,6 +71,13 @@ class WorkspaceConflict(AppError):
     code, status = "workspace_conflict", 409
 
 
+class AuditChainBroken(AppError):
+    """The stored audit chain does not verify (first bad seq and reason in `details`): nothing is
+    appended to it, signed over it or exported from it."""
+
+    code, status = "audit_chain_broken", 409
+
+
 class PayloadTooLarge(AppError):
     code, status = "payload_too_large", 413
 

@@ -19,7 +19,10 @@ async def export(request: Request, principal: Principal):
         raise ValidationFailed.at("/from_seq", "from_seq must not be greater than to_seq")
     ctx = ctx_of(request)
     chain_id = chain_for(principal.tenant_id)
-    lines = ctx.audit.export(ctx.db.sessions, chain_id, from_seq=spec.get("from_seq", 1), to_seq=spec.get("to_seq"))
+    # Signs a checkpoint and verifies the range before returning: a broken chain is a 409
+    # `audit_chain_broken` here, never a 200 whose body stops part way.
+    lines = await run_in_threadpool(ctx.audit.export, ctx.db.sessions, chain_id, from_seq=spec.get("from_seq", 1),
+                                    to_seq=spec.get("to_seq"))
     filename = f"memwarden-audit-{principal.tenant_id}.jsonl"
     return StreamingResponse((line + "\n" for line in lines), media_type="application/x-ndjson",
                              headers={"content-disposition": f'attachment; filename="{filename}"'})
@@ -41,7 +44,7 @@ async def public_key(request: Request, principal: Principal | None):
 routes = [
     ApiRoute("/v1/audit/export", export, method="GET", summary="Export the tenant's audit chain as JSONL",
              scope="audit:read", request="audit-export.query", tag="audit",
-             responses={200: {"application/x-ndjson": None}}),
+             responses={200: {"application/x-ndjson": None}, 409: "error"}),
     ApiRoute("/v1/audit/checkpoints", checkpoints, method="GET", summary="Signed checkpoints of the tenant chain",
              scope="audit:read", responses={200: "audit-checkpoints.response"}, tag="audit"),
     ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",

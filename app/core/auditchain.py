@@ -80,8 +80,11 @@ __all__ = [
     "Signer",
     "VerifierKey",
     "VerifyReport",
+    "WITNESS_FORMAT",
+    "WitnessRecord",
     "build_entry",
     "chain_hash",
+    "consistency_proof",
     "export_lines",
     "extend_checkpoint",
     "generate_private_key_pem",
@@ -92,10 +95,14 @@ __all__ = [
     "parse_checkpoint",
     "parse_entry",
     "parse_vkey",
+    "prove_extension",
     "read_export",
+    "read_witness",
     "verify_checkpoint",
     "verify_export",
+    "verify_consistency",
     "verify_rows",
+    "witness_line",
 ]
 
 ENTRY_VERSION = 1
@@ -654,6 +661,179 @@ def extend_checkpoint(prev_checkpoint: Checkpoint | None, prev_frontier: MerkleF
         raise NotAnExtension("new size is not the old size plus the new leaves", expected=frontier.size,
                              found=new_size)
     return frontier
+
+
+# -- consistency proofs (RFC 6962 2.1.2, verified as in RFC 9162 2.1.4.2) ------------------------------
+
+
+def consistency_proof(old: MerkleFrontier, new_leaves: Sequence[bytes]) -> list[bytes]:
+    """The RFC 6962 consistency proof from the tree `old` describes to that tree plus `new_leaves`.
+
+    Needs only the old frontier and the new leaves (never the old leaves): every node of the
+    proof is either a perfect subtree of the old tree (which is one of its frontier nodes) or a
+    subtree of the new leaves alone. Empty when the old tree is empty or nothing was added.
+    """
+    m, n = old.size, old.size + len(new_leaves)
+    if m == 0 or m == n:
+        return []
+    known, start = {}, 0
+    for node in old.nodes:  # frontier nodes are the aligned perfect subtrees, largest first
+        width = 1 << ((m - start).bit_length() - 1)
+        known[(start, start + width)] = node
+        start += width
+
+    def node_of(lo: int, hi: int) -> bytes:
+        if hi <= m:
+            return known[(lo, hi)]
+        return merkle_root(new_leaves[lo - m:hi - m])
+
+    def subproof(lo: int, hi: int, complete: bool) -> list[bytes]:
+        if m - lo == hi - lo:
+            return [] if complete else [node_of(lo, hi)]
+        k = 1 << ((hi - lo - 1).bit_length() - 1)
+        if m - lo <= k:
+            return subproof(lo, lo + k, complete) + [node_of(lo + k, hi)]
+        return subproof(lo + k, hi, False) + [node_of(lo, lo + k)]
+
+    return subproof(0, n, True)
+
+
+def verify_consistency(old_size: int, new_size: int, old_root: bytes, new_root: bytes,
+                       proof: Sequence[bytes]) -> bool:
+    """True iff `proof` shows the tree (new_size, new_root) extends the tree (old_size, old_root).
+
+    The verification algorithm of RFC 9162 section 2.1.4.2. An empty old tree is extended by
+    every tree (with an empty proof); equal sizes need equal roots and an empty proof.
+    """
+    if type(old_size) is not int or type(new_size) is not int or not 0 <= old_size <= new_size:
+        return False
+    if old_size == new_size:
+        return not proof and old_root == new_root
+    if old_size == 0:
+        return not proof
+    if not proof or any(len(c) != 32 for c in proof):
+        return False
+    path = list(proof)
+    if old_size & (old_size - 1) == 0:  # an exact power of two is its own subtree root
+        path.insert(0, old_root)
+    fn, sn = old_size - 1, new_size - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    fr = sr = path[0]
+    for c in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            fr, sr = node_hash(c, fr), node_hash(c, sr)
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            sr = node_hash(sr, c)
+        fn, sn = fn >> 1, sn >> 1
+    return fr == old_root and sr == new_root and sn == 0
+
+
+def prove_extension(prev_checkpoint: Checkpoint | None, prev_frontier: MerkleFrontier | None,
+                    chain_head_at_prev_size: bytes, new_leaves: Sequence[bytes], new_chain_hashes: Sequence[bytes],
+                    new_size: int) -> tuple[MerkleFrontier, list[bytes]]:
+    """`extend_checkpoint`, then an RFC 6962 consistency proof from the previous signed tree to
+    the new one, checked before anything is signed. Returns (new frontier, proof) or raises
+    `NotAnExtension`; the proof is what a witness needs to check the step itself."""
+    frontier = extend_checkpoint(prev_checkpoint, prev_frontier, new_leaves, chain_head_at_prev_size,
+                                 new_chain_hashes=new_chain_hashes, new_size=new_size)
+    if prev_checkpoint is None or prev_frontier is None:
+        return frontier, []
+    proof = consistency_proof(prev_frontier, new_leaves)
+    if not verify_consistency(prev_checkpoint.size, frontier.size, prev_checkpoint.root, frontier.root(), proof):
+        raise NotAnExtension("the new tree is not a consistent extension of the last signed one",
+                             seq=prev_checkpoint.size, expected=prev_checkpoint.root.hex(),
+                             found=frontier.root().hex())
+    return frontier, proof
+
+
+# -- witness records ---------------------------------------------------------------------------------
+
+WITNESS_FORMAT = "memwarden-audit-witness/v1"
+
+
+def witness_line(note: str, *, from_size: int | None = None, proof: Sequence[bytes] = ()) -> str:
+    """One witness record (a JSON line, no newline): the signed checkpoint and, when there was an
+    earlier signed checkpoint, the consistency proof from its size."""
+    cp = parse_checkpoint(note)
+    obj: dict[str, Any] = {"format": WITNESS_FORMAT, "origin": cp.origin, "size": cp.size, "note": note}
+    if from_size is not None:
+        obj["consistency"] = {"from_size": from_size, "proof": [bytes(h).hex() for h in proof]}
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class WitnessRecord:
+    """One parsed witness line."""
+
+    checkpoint: Checkpoint
+    note: str
+    from_size: int | None
+    proof: tuple[bytes, ...]
+    line: int
+
+
+def _witness_record(raw: str | bytes, lineno: int) -> WitnessRecord | None:
+    text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+        if type(obj) is not dict or obj.get("format") != WITNESS_FORMAT or not isinstance(obj.get("note"), str):
+            raise ValueError(f"not a {WITNESS_FORMAT} record")
+        cp = parse_checkpoint(obj["note"])
+        if obj.get("origin") != cp.origin or obj.get("size") != cp.size:
+            raise ValueError("origin/size disagree with the note")
+        from_size, proof = None, ()
+        if "consistency" in obj:
+            step = obj["consistency"]
+            from_size = step["from_size"]
+            if type(from_size) is not int or not 0 <= from_size <= cp.size:
+                raise ValueError("consistency.from_size out of range")
+            proof = tuple(bytes.fromhex(h) for h in step["proof"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError, CheckpointError) as exc:
+        raise ExportFormatError(f"witness record: {exc}", line=lineno) from None
+    return WitnessRecord(cp, obj["note"], from_size, proof, lineno)
+
+
+def read_witness(lines: Iterable[str | bytes], origin: str,
+                 vkeys: Sequence[str | VerifierKey] | None = None) -> WitnessRecord | None:
+    """The record of the last (largest) witnessed checkpoint of `origin`, after checking the records of that
+    origin against each other: signatures (when `vkeys` is given), one root per size, and each
+    record's consistency proof from an earlier witnessed size. None if there is none.
+
+    Raises `ExportFormatError` for a line that is not a witness record, `CheckpointError` for a
+    bad signature and `ChainError` (`witness_inconsistent`, seq = the later size) for two
+    witnessed checkpoints that cannot both describe one append-only log.
+    """
+    keys = None if vkeys is None else [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+    by_size: dict[int, WitnessRecord] = {}
+    for lineno, raw in enumerate(lines, 1):
+        rec = _witness_record(raw, lineno)
+        if rec is None or rec.checkpoint.origin != origin:
+            continue
+        if keys is not None:
+            verify_checkpoint(rec.note, keys)
+        seen = by_size.get(rec.checkpoint.size)
+        if seen is not None and (seen.checkpoint.root, seen.checkpoint.chain_head) != (
+                rec.checkpoint.root, rec.checkpoint.chain_head):
+            raise ChainError("witness_inconsistent", f"witness lines {seen.line} and {lineno} sign different trees "
+                             f"of size {rec.checkpoint.size}", seq=rec.checkpoint.size)
+        if seen is None or rec.from_size is not None:
+            by_size[rec.checkpoint.size] = rec
+    for rec in by_size.values():
+        base = by_size.get(rec.from_size) if rec.from_size is not None else None
+        if base is not None and not verify_consistency(base.checkpoint.size, rec.checkpoint.size,
+                                                       base.checkpoint.root, rec.checkpoint.root, rec.proof):
+            raise ChainError("witness_inconsistent", f"witness line {rec.line}: size {rec.checkpoint.size} is not a "
+                             f"consistent extension of the witnessed size {base.checkpoint.size}",
+                             seq=rec.checkpoint.size, expected=base.checkpoint.root.hex(),
+                             found=rec.checkpoint.root.hex())
+    return by_size[max(by_size)] if by_size else None
 
 
 # -- export format ----------------------------------------------------------------------------------

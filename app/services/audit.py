@@ -6,10 +6,18 @@ inserted when that transaction commits (a `before_commit` hook), still inside it
 transaction-scoped advisory lock on the chain taken right then. So appends are serialised per
 chain under READ COMMITTED (each sees every earlier committed entry) while the lock is held only
 for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequences: they gap.
+
+Fail closed: an append first checks that the chain head it extends recomputes from its stored
+bytes and its predecessor's chain hash (rows another writer added are checked once, then
+remembered), a checkpoint is only signed after proving the chain extends the last signed and
+the last witnessed checkpoint, and an export verifies its range before its first line. Each
+refusal raises `AuditChainBroken` (409 `audit_chain_broken`) and is logged.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -20,13 +28,21 @@ from app.config import Settings
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import AuditCheckpoint, AuditEntry
+from app.errors import AuditChainBroken
+from app.services.audit_witness import Witness
 
+log = logging.getLogger(__name__)
 SYSTEM_CHAIN = "system"
+# Rows another process appended since this one last saw the head are re-verified in full up to
+# this many; beyond it only the head and its link to the predecessor (append stays O(1)).
+_RECHECK_ROWS = 64
 
 # The statements of the append path, built once and run on the session's connection: building and
 # running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
 _INSERT = insert(AuditEntry.__table__)
 _LOCK = select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key"))))
+_HEAD_ROWS = text("SELECT seq, entry, leaf_hash, chain_hash FROM audit_entries "
+                  "WHERE chain_id = :chain AND seq BETWEEN :lo AND :hi ORDER BY seq")
 
 
 def chain_for(tenant_id: str | None) -> str:
@@ -37,17 +53,22 @@ def chain_for(tenant_id: str | None) -> str:
 class AuditLog:
     """Appends and checkpoints for every chain, signed with one Ed25519 key."""
 
-    def __init__(self, *, origin: str, signer: chain.Signer, checkpoint_every: int):
+    def __init__(self, *, origin: str, signer: chain.Signer, checkpoint_every: int, witness: Witness | None = None):
         self.origin = origin
         self.signer = signer
         self.checkpoint_every = checkpoint_every
+        self.witness = witness or Witness()
         self._touched: set[str] = set()
+        # chain -> (seq, chain hash) of a head known good: written and committed by this process,
+        # or verified by it. An append whose head is still this one skips the head check.
+        self._good_heads: dict[str, tuple[int, bytes]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "AuditLog":
         pem = Path(settings.resolved_signing_key_file()).read_bytes()
         signer = chain.Signer(chain.load_private_key_pem(pem), name=settings.audit_origin)
-        return cls(origin=settings.audit_origin, signer=signer, checkpoint_every=settings.checkpoint_every)
+        return cls(origin=settings.audit_origin, signer=signer, checkpoint_every=settings.checkpoint_every,
+                   witness=Witness.from_settings(settings))
 
     @property
     def vkey(self) -> str:
@@ -77,6 +98,8 @@ class AuditLog:
         an empty chain), read under the chain's lock, which the caller holds."""
         conn = session.connection()
         seq, prev = (head[0], bytes(head[1])) if head[0] is not None else (0, chain.GENESIS)
+        if seq and self._good_heads.get(chain_id) != (seq, prev):
+            self._check_head(session, chain_id, seq, prev)
         origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
         for tenant_id, event_type, actor, subject, data in records:
             seq += 1
@@ -90,8 +113,43 @@ class AuditLog:
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
         conn.execute(_INSERT, rows)
         self._touched.add(chain_id)
+        _after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
+
+    def _check_head(self, session: Session, chain_id: str, seq: int, head_hash: bytes) -> None:
+        """Refuse to extend a head that does not verify: its stored chain hash must recompute from
+        its stored bytes and its predecessor's chain hash (a row forged by anyone with INSERT
+        rights and no correct hash shows here). Rows added since the last head this process knew
+        good are all checked when few; otherwise the head and its predecessor link only."""
+        known = self._good_heads.get(chain_id)
+        if known is not None and known[0] < seq <= known[0] + _RECHECK_ROWS:
+            lo, prev, check_from = known[0] + 1, known[1], known[0] + 1
+        else:
+            lo, prev, check_from = max(seq - 1, 1), chain.GENESIS, seq
+        rows = session.connection().execute(_HEAD_ROWS, {"chain": chain_id, "lo": lo, "hi": seq}).all()
+        try:
+            if [r.seq for r in rows] != list(range(lo, seq + 1)):
+                raise chain.ChainError("seq_mismatch", f"rows {lo}..{seq} below the head are not all there",
+                                       seq=lo, expected=seq - lo + 1, found=len(rows))
+            if check_from > lo:  # the predecessor only lends its chain hash
+                prev = bytes(rows.pop(0).chain_hash)
+            verifier = chain.ChainVerifier(self.checkpoint_origin(chain_id), chain_id, start_seq=check_from,
+                                           prev_chain_hash=prev)
+            for r in rows:
+                verifier.add(bytes(r.entry), bytes(r.leaf_hash), bytes(r.chain_hash), seq=r.seq)
+            if verifier.chain_head != head_hash:
+                raise chain.ChainError("chain_hash_mismatch", f"the head at seq {seq} changed while locked", seq=seq)
+        except chain.AuditChainError as exc:
+            raise self._broken(chain_id, exc, "append refused: the chain head does not verify") from None
+        self._good_heads[chain_id] = (seq, head_hash)
+
+    def _broken(self, chain_id: str, exc: chain.AuditChainError, what: str) -> AuditChainBroken:
+        """Log a refusal (hashes and seqs only, never content) and the error the caller raises."""
+        log.error("audit chain %s: %s: seq %s: %s: %s", chain_id, what, exc.seq, exc.reason, exc.detail)
+        return AuditChainBroken(f"audit chain {chain_id}: {what}: first bad seq {exc.seq}: {exc.reason}",
+                                details={"chain_id": chain_id, "first_bad_seq": exc.seq, "reason": exc.reason,
+                                         "detail": exc.detail})
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -101,50 +159,101 @@ class AuditLog:
         return self._checkpoint_locked(session, chain_id)
 
     def _checkpoint_locked(self, session: Session, chain_id: str) -> AuditCheckpoint | None:
+        """Sign the stored chain only after proving it extends every signed state known: the last
+        checkpoint in the database and the last one in the witness file (which the database owner
+        cannot delete). Raises `AuditChainBroken` otherwise; nothing is signed."""
+        origin = self.checkpoint_origin(chain_id)
         last = latest_checkpoint(session, chain_id)
-        start = last.size if last else 0
-        rows = session.execute(
-            select(AuditEntry.seq, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq > start).order_by(AuditEntry.seq)
-        ).all()
-        if not rows:
+        try:
+            anchors = [chain.parse_checkpoint(last.note)] if last else []
+            record = self.witness.latest(origin, self.vkey)
+            witnessed = record.checkpoint if record is not None else None
+            if witnessed is not None and (not anchors or _state(witnessed) != _state(anchors[0])):
+                anchors.append(witnessed)
+            start = min((a.size for a in anchors), default=0)
+            rows = session.execute(
+                select(AuditEntry.seq, AuditEntry.leaf_hash, AuditEntry.chain_hash)
+                .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= max(start, 1)).order_by(AuditEntry.seq)
+            ).all()
+            first = start or 1
+            for i, r in enumerate(rows):
+                if r.seq != first + i:
+                    raise chain.NotAnExtension(f"seq {first + i} is missing", seq=first + i, found=r.seq)
+            size = rows[-1].seq if rows else session.scalar(
+                select(func.coalesce(func.max(AuditEntry.seq), 0)).where(AuditEntry.chain_id == chain_id))
+            proofs = {}
+            for anchor in anchors:
+                if anchor.size > size:
+                    raise chain.ChainError("truncated", f"the chain ends at seq {size} but a signed checkpoint "
+                                           f"covers {anchor.size}", seq=size + 1, expected=anchor.size, found=size)
+                at = anchor.size - first  # index of the anchor's own row (-1: before the first row read)
+                frontier = (chain.MerkleFrontier.from_json(last.frontier) if last and anchor is anchors[0]
+                            else self._frontier_at(session, chain_id, anchor))
+                new_rows = rows[at + 1:] if anchor.size else rows
+                frontier, proofs[anchor.size] = chain.prove_extension(
+                    anchor, frontier, bytes(rows[at].chain_hash) if anchor.size else chain.GENESIS,
+                    [bytes(r.leaf_hash) for r in new_rows], [bytes(r.chain_hash) for r in new_rows], size)
+            if not anchors:
+                frontier, _ = chain.prove_extension(None, None, chain.GENESIS, [bytes(r.leaf_hash) for r in rows],
+                                                    [bytes(r.chain_hash) for r in rows], size)
+        except chain.AuditChainError as exc:
+            raise self._broken(chain_id, exc, "checkpoint refused: the chain does not extend the last signed "
+                                              "checkpoint") from None
+        if not rows or (last is not None and size == last.size):
             return last
-        if last is None:
-            head_at_prev = chain.GENESIS
-        else:
-            head_at_prev = session.scalar(select(AuditEntry.chain_hash).where(
-                AuditEntry.chain_id == chain_id, AuditEntry.seq == last.size))
-        # Refuses (raises) unless the new state extends the last signed one.
-        frontier = chain.extend_checkpoint(
-            prev_checkpoint=chain.parse_checkpoint(last.note) if last else None,
-            prev_frontier=chain.MerkleFrontier.from_json(last.frontier) if last else None,
-            chain_head_at_prev_size=head_at_prev,
-            new_leaves=[r.leaf_hash for r in rows],
-            new_chain_hashes=[r.chain_hash for r in rows],
-            new_size=rows[-1].seq,
-        )
-        size, head = rows[-1].seq, rows[-1].chain_hash
-        note = self.signer.sign_checkpoint(self.checkpoint_origin(chain_id), size, frontier.root(), head,
+        note = self.signer.sign_checkpoint(origin, size, frontier.root(), bytes(rows[-1].chain_hash),
                                            ts=format_ts(utcnow()))
         checkpoint = AuditCheckpoint(chain_id=chain_id, size=size, note=note, frontier=frontier.to_json())
         session.add(checkpoint)
         session.flush()
+        if self.witness.enabled:
+            base = anchors[-1] if anchors else None  # the witnessed one when there is one
+            line = chain.witness_line(note, from_size=base.size if base else None,
+                                      proof=proofs.get(base.size, []) if base else [])
+            _after_commit(session, lambda: self.witness.publish(line))
         return checkpoint
+
+    def _frontier_at(self, session: Session, chain_id: str, anchor: chain.Checkpoint) -> chain.MerkleFrontier:
+        """The Merkle frontier at a checkpoint's size: the stored one if that checkpoint is in the
+        database, else recomputed from the stored leaves (checked against the signed root after)."""
+        stored = session.scalar(select(AuditCheckpoint.frontier).where(
+            AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size == anchor.size))
+        if stored is not None:
+            frontier = chain.MerkleFrontier.from_json(stored)
+            if frontier.root() == anchor.root:
+                return frontier
+        frontier = chain.MerkleFrontier()
+        frontier.extend(bytes(h) for h in session.scalars(select(AuditEntry.leaf_hash).where(
+            AuditEntry.chain_id == chain_id, AuditEntry.seq <= anchor.size).order_by(AuditEntry.seq)
+            .execution_options(yield_per=10_000)))
+        return frontier
 
     def checkpoint_touched(self, sessions) -> int:
         """Sign a checkpoint of every chain this process appended to since the last call (the
         time-based cadence; the count-based one runs inside `append`)."""
         touched, self._touched = self._touched, set()
         for chain_id in sorted(touched):
-            with sessions.begin() as session:
-                self.checkpoint(session, chain_id)
+            try:
+                with sessions.begin() as session:
+                    self.checkpoint(session, chain_id)
+            except AuditChainBroken:
+                pass  # logged; the other chains still get their checkpoint
         return len(touched)
 
     # -- export and verify ------------------------------------------------------------------------
 
     def export(self, sessions, chain_id: str, *, from_seq: int = 1, to_seq: int | None = None) -> Iterator[str]:
         """JSONL lines: manifest, entries (exact bytes), the checkpoints they cover. Streams in
-        bounded memory. A fresh checkpoint is signed first, so every export ends covered."""
+        bounded memory. A fresh checkpoint is signed first, so every export ends covered.
+
+        Everything that can fail happens before this returns: signing the checkpoint and verifying
+        the whole range (in the snapshot the lines are then read from) - a broken chain raises
+        `AuditChainBroken` here rather than cutting a download short."""
+        lines = self._export(sessions, chain_id, from_seq=from_seq, to_seq=to_seq)
+        first = next(lines)
+        return itertools.chain([first], lines)
+
+    def _export(self, sessions, chain_id: str, *, from_seq: int, to_seq: int | None) -> Iterator[str]:
         with sessions.begin() as session:
             latest = self.checkpoint(session, chain_id)
         size = latest.size if latest else 0
@@ -167,18 +276,42 @@ class AuditLog:
                     "chain_id": chain_id, "from_seq": from_seq, "to_seq": to_seq, "prev_chain_hash": prev.hex(),
                     "exported_at": format_ts(utcnow()), "vkey": self.vkey,
                 }
-                entries = session.execute(
-                    select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-                    .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
-                    .order_by(AuditEntry.seq).execution_options(yield_per=2000)
-                )
                 notes = session.scalars(
                     select(AuditCheckpoint.note).where(
                         AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size >= from_seq,
                         AuditCheckpoint.size <= to_seq).order_by(AuditCheckpoint.size)
                 ).all() if to_seq >= from_seq else []
+                self._verify_range(session, chain_id, from_seq, to_seq, prev, notes)
+                entries = session.execute(
+                    select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
+                    .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
+                    .order_by(AuditEntry.seq).execution_options(yield_per=2000)
+                )
                 yield from chain.export_lines(manifest, ((r.seq, r.entry, r.leaf_hash, r.chain_hash) for r in entries),
                                               notes)
+
+    def _verify_range(self, session: Session, chain_id: str, from_seq: int, to_seq: int, prev: bytes,
+                      notes: Sequence[str]) -> None:
+        """Verify rows from_seq..to_seq against their links and the signed (and witnessed)
+        checkpoints in the range; raise `AuditChainBroken` at the first bad seq."""
+        origin = self.checkpoint_origin(chain_id)
+        witnessed = self.witness.latest(origin, self.vkey)
+        if witnessed is not None and from_seq <= witnessed.checkpoint.size <= to_seq:
+            notes = sorted([*notes, witnessed.note], key=_note_size)
+        rows = session.execute(
+            select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
+            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
+            .order_by(AuditEntry.seq).execution_options(yield_per=2000))
+        report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, None) for r in rows),
+                                   chain_id=chain_id, origin=origin, checkpoints=notes, vkeys=[self.vkey],
+                                   start_seq=from_seq, prev_chain_hash=prev)
+        if report.ok and report.tree_size < to_seq:
+            report = chain.VerifyReport(**{**report.__dict__, "ok": False, "status": "tampered", "reason": "truncated",
+                                           "first_bad_seq": report.tree_size + 1,
+                                           "detail": f"rows end at seq {report.tree_size}, before {to_seq}"})
+        if not report.ok:
+            exc = chain.ChainError(report.reason or "malformed", report.detail, seq=report.first_bad_seq)
+            raise self._broken(chain_id, exc, "export refused: the chain does not verify")
 
     def verify_database(self, sessions, chain_id: str, held_checkpoints: Sequence[str] = ()) -> chain.VerifyReport:
         """Check the stored chain: bytes, links, query columns against hashed bytes, checkpoints.
@@ -201,6 +334,10 @@ class AuditLog:
                     chain_id=chain_id, origin=self.checkpoint_origin(chain_id), checkpoints=notes,
                     vkeys=[self.vkey],
                 )
+
+
+def _state(cp: chain.Checkpoint) -> tuple[int, bytes, bytes]:
+    return cp.size, cp.root, cp.chain_head
 
 
 def _note_size(note: str) -> int:
@@ -272,6 +409,25 @@ def _write_pending(session: Session) -> None:
             state.setdefault("has_webhooks", {})[tenant_id] = heads.has_webhooks
         for write in work["after"]:
             write(session)
+
+
+def _after_commit(session: Session, action) -> None:
+    """Run `action` once the session's current transaction has committed (never if it rolls back)."""
+    session.info.setdefault("memwarden.after_commit", []).append(action)
+
+
+@event.listens_for(Session, "after_commit")
+def _run_after_commit(session: Session) -> None:
+    for action in session.info.pop("memwarden.after_commit", ()):
+        try:
+            action()
+        except Exception:  # the transaction is committed; a follow-up must not turn it into an error
+            log.exception("audit: a post-commit action failed")
+
+
+@event.listens_for(Session, "after_rollback")
+def _drop_after_commit(session: Session) -> None:
+    session.info.pop("memwarden.after_commit", None)
 
 
 def _lock_chain(session: Session, chain_id: str) -> None:

@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import psycopg
 import pytest
 from sqlalchemy import create_engine, select, text
@@ -452,3 +453,201 @@ def test_an_unusable_key_exits_2(settings, victim, tmp_path):
     export_chain(settings, victim, tmp_path / "audit.jsonl")
     code, report = verify(settings, str(tmp_path / "audit.jsonl"), "--public-key", "not-a-key")
     assert code == 2 and report["status"] == "unusable", report
+
+
+# --- the witness: checkpoints kept outside the database -------------------------------------------------
+
+@pytest.fixture
+def witness_file(tmp_path) -> Path:
+    """The witness file: in its own directory, outside the data dir."""
+    return tmp_path / "witness" / "checkpoints.jsonl"
+
+
+@pytest.fixture
+def witnessed_ctx(settings, committed_ctx, witness_file):
+    """The services of a deployment that witnesses every checkpoint (same database and key)."""
+    from app.services.context import AppContext
+
+    return AppContext(settings.with_changes(audit_witness_file=witness_file), committed_ctx.db)
+
+
+@pytest.fixture
+def witnessed_victim(witnessed_ctx, witness_file) -> Chain:
+    """The usual chain, its checkpoints (4, 8) witnessed; then an export signs and witnesses 12."""
+    tenant = create_tenant(witnessed_ctx, name=unique("witnessed"), actor=ACTOR)
+    for n in range(2, N + 1):
+        _event(witnessed_ctx, tenant.id, n)
+        if n in CHECKPOINTS:
+            _checkpoint(witnessed_ctx, chain_for(tenant.id))
+    for _ in witnessed_ctx.audit.export(witnessed_ctx.db.sessions, chain_for(tenant.id)):
+        pass
+    origin = witnessed_ctx.audit.checkpoint_origin(chain_for(tenant.id))
+    records = [json.loads(line) for line in witness_file.read_text(encoding="utf-8").splitlines()]
+    assert [r["size"] for r in records if r["origin"] == origin] == [*CHECKPOINTS, N]
+    return Chain(tenant.id, tenant.name)
+
+
+def refused_checkpoint(ctx, victim: Chain):
+    from app.errors import AuditChainBroken
+
+    with pytest.raises(AuditChainBroken) as caught:
+        _checkpoint(ctx, victim.chain_id)
+    assert caught.value.status == 409 and caught.value.code == "audit_chain_broken"
+    return caught.value.details
+
+
+def test_a_witnessed_chain_verifies_against_its_witness(settings, witnessed_victim, witness_file):
+    code, report = verify_db(settings, witnessed_victim, "--witness", str(witness_file))
+    assert code == 0 and report["verified_through"] == N, report
+
+
+def test_a_rewrite_behind_a_deleted_checkpoint_is_refused_by_the_signer_and_caught_by_the_witness(
+        settings, owner, committed_ctx, witnessed_ctx, witnessed_victim, witness_file):
+    """The owner edits seq 10, re-hashes everything after it and deletes the checkpoint rows that
+    covered it (12): the database is consistent with itself again, only the witness knows better."""
+    victim = witnessed_victim
+    with tampering(owner) as conn:
+        conn.execute(text("DELETE FROM audit_checkpoints WHERE chain_id = :c AND size > 8"), {"c": victim.chain_id})
+        set_row(conn, victim.chain_id, 10, entry=edited(row(conn, victim.chain_id, 10).entry, 10))
+        rehash_from(conn, victim.chain_id, 10)
+    code, report = verify_db(settings, victim)
+    assert code == 0, report  # the database alone cannot tell
+    details = refused_checkpoint(witnessed_ctx, victim)  # 8 still extends; the witnessed 12 does not
+    assert (details["first_bad_seq"], details["reason"]) == (N, "not_an_extension"), details
+    code, report = verify_db(settings, victim, "--witness", str(witness_file))
+    assert_tampered(code, report, N, "checkpoint_root_mismatch")
+    assert report["verified_through"] == 8 and "seq 9..12" in report["detail"]
+    # An export from a signer that does not read the witness still verifies alone, not against it.
+    out = Path(witness_file).parent.parent / "rewritten.jsonl"
+    out.write_text("".join(line + "\n" for line in committed_ctx.audit.export(committed_ctx.db.sessions,
+                                                                               victim.chain_id)), encoding="utf-8")
+    assert verify(settings, str(out), "--public-key", committed_ctx.audit.vkey)[0] == 0
+    assert_tampered(*verify(settings, str(out), "--public-key", committed_ctx.audit.vkey, "--witness",
+                            str(witness_file)), N, "checkpoint_root_mismatch")
+
+
+def test_deleting_the_last_rows_and_their_checkpoints_is_caught_by_the_witness(
+        settings, owner, committed_ctx, witnessed_ctx, witnessed_victim, witness_file, tmp_path):
+    victim = witnessed_victim
+    with tampering(owner) as conn:
+        conn.execute(text("DELETE FROM audit_entries WHERE chain_id = :c AND seq >= 10"), {"c": victim.chain_id})
+        conn.execute(text("DELETE FROM audit_checkpoints WHERE chain_id = :c AND size >= 10"), {"c": victim.chain_id})
+    code, report = verify_db(settings, victim)
+    assert code == 0 and report["entries"] == 9, report
+    assert_tampered(*verify_db(settings, victim, "--witness", str(witness_file)), 10, "truncated")
+    details = refused_checkpoint(witnessed_ctx, victim)
+    assert (details["first_bad_seq"], details["reason"]) == (10, "truncated"), details
+    out = tmp_path / "short.jsonl"
+    out.write_text("".join(line + "\n" for line in committed_ctx.audit.export(committed_ctx.db.sessions,
+                                                                               victim.chain_id)), encoding="utf-8")
+    assert_tampered(*verify(settings, str(out), "--public-key", committed_ctx.audit.vkey, "--witness",
+                            str(witness_file)), 10, "truncated")
+    human = cli(settings, "verify", str(out), "--witness", str(witness_file))
+    assert human.returncode == 1 and "first bad seq 10" in human.stdout and "truncated" in human.stdout
+
+
+def test_the_residual_window_rows_after_the_last_witnessed_checkpoint(settings, owner, witnessed_ctx,
+                                                                      witnessed_victim, witness_file):
+    """What the README admits: rows appended after the last witnessed checkpoint can still be
+    rewritten, consistently, by the database owner, until the next checkpoint is witnessed."""
+    victim = witnessed_victim
+    for n in range(N + 1, N + 4):
+        _event(witnessed_ctx, victim.tenant_id, n)
+    with tampering(owner) as conn:
+        set_row(conn, victim.chain_id, N + 2, entry=edited(row(conn, victim.chain_id, N + 2).entry, N + 2))
+        rehash_from(conn, victim.chain_id, N + 2)
+    code, report = verify_db(settings, victim, "--witness", str(witness_file))
+    assert code == 0 and report["entries"] == N + 3, report
+
+
+def test_a_witness_without_this_chain_or_unreadable_exits_2(settings, victim, witnessed_victim, witness_file,
+                                                             tmp_path):
+    code, _ = verify(settings, "--tenant", victim.name, "--witness", str(witness_file))
+    assert code == 2
+    (tmp_path / "junk.jsonl").write_text("not a witness record\n", encoding="utf-8")
+    assert verify(settings, "--tenant", witnessed_victim.name, "--witness", str(tmp_path / "junk.jsonl"))[0] == 2
+    assert verify(settings, "--tenant", witnessed_victim.name, "--witness", str(tmp_path / "missing"))[0] == 2
+
+
+# --- a forged row appended by the app role ------------------------------------------------------------------
+
+def forge_next_row(engine: Engine, victim: Chain, settings, how: str) -> int:
+    """INSERT the next row as the app role may: a well-formed entry whose stored hashes were not
+    derived from it and the head (`bad_link`), or whose leaf hash is not its bytes' (`bad_leaf`)."""
+    with engine.begin() as conn:
+        head = conn.execute(select(AuditEntry.seq, AuditEntry.chain_hash, AuditEntry.ts).where(
+            AuditEntry.chain_id == victim.chain_id).order_by(AuditEntry.seq.desc()).limit(1)).one()
+        seq = head.seq + 1
+        forged = chain.build_entry(origin=f"{settings.audit_origin}/{victim.chain_id}", chain_id=victim.chain_id,
+                                   seq=seq, ts=format_ts(head.ts), event_type="memory.forgotten", actor=ACTOR,
+                                   subject={"type": "memory", "id": "mem_0003"}, data={"n": 3})
+        leaf = chain.leaf_hash(forged)
+        link = chain.chain_hash(chain.GENESIS, leaf) if how == "bad_link" else chain.chain_hash(head.chain_hash, leaf)
+        if how == "bad_leaf":
+            leaf = chain.leaf_hash(forged + b" ")
+        conn.execute(AuditEntry.__table__.insert().values(
+            chain_id=victim.chain_id, seq=seq, entry=forged, leaf_hash=leaf, chain_hash=link,
+            tenant_id=victim.tenant_id, event_type="memory.forgotten", ts=head.ts, actor=actor_label(ACTOR),
+            subject_type="memory", subject_id="mem_0003"))
+    return seq
+
+
+def chain_size(ctx, chain_id: str) -> int:
+    with ctx.db.sessions() as session:
+        return len(session.scalars(select(AuditEntry.seq).where(AuditEntry.chain_id == chain_id)).all())
+
+
+@pytest.mark.parametrize("how, reason", [("bad_link", "chain_hash_mismatch"), ("bad_leaf", "leaf_hash_mismatch")])
+def test_an_append_refuses_to_extend_a_forged_head(settings, committed_ctx, victim, how, reason):
+    from app.errors import AuditChainBroken
+
+    forged = forge_next_row(committed_ctx.db.engine, victim, settings, how)
+    with pytest.raises(AuditChainBroken) as caught:
+        _event(committed_ctx, victim.tenant_id, 99)
+    assert (caught.value.details["first_bad_seq"], caught.value.details["reason"]) == (forged, reason)
+    assert chain_size(committed_ctx, victim.chain_id) == forged  # the refused append rolled back
+    assert_tampered(*verify_db(settings, victim), forged, reason)
+
+
+def test_an_api_write_on_a_forged_head_is_409_and_writes_nothing(settings, committed_ctx, live_server, victim):
+    from app.services.apikeys import create_key
+    from app.services.tenant_config import set_policy
+
+    set_policy(committed_ctx, tenant_id=victim.tenant_id, doc={"rules": []}, actor=ACTOR)
+    token = create_key(committed_ctx, tenant_id=victim.tenant_id, scopes="memory:read,memory:write",
+                       actor=ACTOR).token
+    forged = forge_next_row(committed_ctx.db.engine, victim, settings, "bad_link")
+    response = httpx.post(f"{live_server}/v1/memories/remember", headers={"Authorization": f"Bearer {token}"},
+                          json={"agent_id": "forgery-agent", "type": "semantic", "content": "written on a forgery"},
+                          timeout=60)
+    assert response.status_code == 409, response.text
+    error = response.json()["error"]
+    assert error["code"] == "audit_chain_broken" and error["details"]["first_bad_seq"] == forged
+    with committed_ctx.db.sessions() as session:
+        assert not session.scalars(select(Memory.id).where(Memory.tenant_id == victim.tenant_id)).all()
+    assert chain_size(committed_ctx, victim.chain_id) == forged
+
+
+# --- exporting a broken chain ------------------------------------------------------------------------------------
+
+def test_the_http_export_of_a_broken_chain_is_409_before_any_body(settings, owner, committed_ctx, live_server, victim):
+    from app.services.apikeys import create_key
+
+    token = create_key(committed_ctx, tenant_id=victim.tenant_id, scopes="audit:read", actor=ACTOR).token
+    with tampering(owner) as conn:
+        set_row(conn, victim.chain_id, 6, entry=edited(row(conn, victim.chain_id, 6).entry, 6))
+    response = httpx.get(f"{live_server}/v1/audit/export", headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    assert response.status_code == 409 and response.headers["content-type"].startswith("application/json")
+    error = response.json()["error"]
+    assert error["code"] == "audit_chain_broken", error
+    assert (error["details"]["first_bad_seq"], error["details"]["reason"]) == (6, "leaf_hash_mismatch")
+
+
+def test_the_cli_export_of_a_broken_chain_exits_1_with_the_first_bad_seq(settings, owner, victim, tmp_path):
+    with tampering(owner) as conn:
+        conn.execute(text("DELETE FROM audit_entries WHERE chain_id = :c AND seq = 6"), {"c": victim.chain_id})
+    out = tmp_path / "broken.jsonl"
+    done = cli(settings, "export", "--tenant", victim.name, "--out", str(out))
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "first bad seq 6" in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert not out.exists() and not out.with_name(out.name + ".part").exists()

@@ -1,0 +1,152 @@
+"""Checkpoints leave the database: each signed checkpoint is appended to a witness outside it.
+
+A witness is an append-only JSON-lines file (`MEMWARDEN_AUDIT_WITNESS_FILE`, one
+`auditchain.witness_line` record per checkpoint, kept on storage the database owner cannot
+rewrite) and/or a URL (`MEMWARDEN_AUDIT_WITNESS_URL`) that receives each record as a POST.
+The signer reads the file back so that it never signs a state that does not extend the last
+witnessed one, and `memwarden audit verify --witness FILE` checks a chain against it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from app.config import Settings
+from app.core import auditchain as chain
+
+log = logging.getLogger(__name__)
+
+POST_ATTEMPTS = 5
+POST_BACKOFF_SECONDS = 0.5
+POST_TIMEOUT_SECONDS = 10
+
+
+class Witness:
+    """Appends witness records and remembers the last witnessed checkpoint of each origin."""
+
+    def __init__(self, file: Path | None = None, url: str | None = None, *, allow_private: bool = False):
+        self.file = Path(file) if file else None
+        self.url = url or None
+        self.allow_private = allow_private
+        self._latest: dict[str, chain.WitnessRecord] = {}
+        self._offset = 0
+        self._lock = threading.Lock()
+        self._outbox: queue.Queue[str] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Witness":
+        file = settings.audit_witness_file
+        if file is not None:
+            file = Path(file).expanduser().resolve()
+            if file.is_relative_to(settings.data_path):
+                log.warning("MEMWARDEN_AUDIT_WITNESS_FILE %s is inside the data dir; a witness only helps on "
+                            "storage the database owner cannot rewrite", file)
+        return cls(file, settings.audit_witness_url, allow_private=settings.webhook_allow_private)
+
+    @property
+    def enabled(self) -> bool:
+        return self.file is not None or self.url is not None
+
+    # -- reading back ----------------------------------------------------------------------------
+
+    def latest(self, origin: str, vkey: str) -> chain.WitnessRecord | None:
+        """The record of the largest checkpoint of `origin` ever witnessed in the file and signed by `vkey`.
+
+        Reads only what was appended since the last call. What this process has seen is kept
+        even if the file is later truncated (that is logged). None without a file."""
+        if self.file is None:
+            return None
+        with self._lock:
+            try:
+                with self.file.open("rb") as fh:
+                    end = fh.seek(0, os.SEEK_END)
+                    if end < self._offset:
+                        log.error("audit witness file %s shrank from %d to %d bytes; re-reading it",
+                                  self.file, self._offset, end)
+                        self._offset = 0
+                    fh.seek(self._offset)
+                    data = fh.read()
+            except FileNotFoundError:
+                data = b""
+            complete = data[:data.rfind(b"\n") + 1]  # a line still being written is read next time
+            for lineno, raw in enumerate(complete.splitlines(), 1):
+                self._remember(raw, lineno, vkey)
+            self._offset += len(complete)
+            return self._latest.get(origin)
+
+    def _remember(self, raw: bytes, lineno: int, vkey: str) -> None:
+        try:
+            rec = chain._witness_record(raw, lineno)
+            if rec is None:
+                return
+            chain.verify_checkpoint(rec.note, [vkey])
+        except chain.AuditChainError as exc:
+            log.warning("audit witness file %s: skipped a record not signed by this log: %s", self.file, exc)
+            return
+        known = self._latest.get(rec.checkpoint.origin)
+        if known is None or rec.checkpoint.size > known.checkpoint.size:
+            self._latest[rec.checkpoint.origin] = rec
+
+    # -- appending -------------------------------------------------------------------------------
+
+    def publish(self, line: str) -> None:
+        """Append one record to the file (locked, fsynced) and queue it for the URL. Never raises:
+        the checkpoint is already committed; a failure is logged and the next one is witnessed."""
+        if self.file is not None:
+            try:
+                self.file.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)
+                    os.write(fd, line.encode("utf-8") + b"\n")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                log.error("audit witness file %s: cannot append a checkpoint: %s", self.file, exc)
+        if self.url is not None:
+            self._post_later(line)
+
+    def _post_later(self, line: str) -> None:
+        with self._lock:
+            if self._outbox is None:
+                self._outbox = queue.Queue()
+                threading.Thread(target=self._post_loop, name="audit-witness-post", daemon=True).start()
+        self._outbox.put(line)
+
+    def _post_loop(self) -> None:
+        assert self._outbox is not None
+        with httpx.Client(timeout=POST_TIMEOUT_SECONDS) as client:
+            while True:
+                line = self._outbox.get()
+                self.post(client, line)
+
+    def post(self, client: httpx.Client, line: str) -> bool:
+        """POST one record, retrying with back-off; the SSRF rule of webhooks applies to the URL."""
+        from app.services.webhooks import private_target
+
+        assert self.url is not None
+        error = None
+        for attempt in range(POST_ATTEMPTS):
+            if attempt:
+                time.sleep(POST_BACKOFF_SECONDS * 2 ** (attempt - 1))
+            error = private_target(httpx.URL(self.url).host, self.allow_private)
+            if error is None:
+                try:
+                    response = client.post(self.url, content=line.encode("utf-8"), headers={
+                        "Content-Type": "application/json", "User-Agent": "Memwarden-Audit-Witness/1"})
+                    if 200 <= response.status_code < 300:
+                        return True
+                    error = f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        log.error("audit witness URL: gave up on a checkpoint after %d attempts: %s", POST_ATTEMPTS, error)
+        return False
