@@ -5,8 +5,9 @@ after the cursor (`Last-Event-ID`, else `?after=`, else from the start), then fo
 woken by the process's LISTEN connection when one runs (`app.services.event_hub`), else by
 polling every 0.5 s. Both paths read the same rows, so replay and live output are identical.
 `?once=1` returns the backlog and closes; `?limit=N` closes after N events. Events about agents
-the key may not act for are skipped. A comment line every 15 s keeps proxies from timing out,
-and the stream ends when the key is revoked or the client goes away.
+the key may not act for are skipped. A comment line every 15 s keeps proxies from timing out.
+The stream ends when the client goes away, or within about a second of the key's revocation
+(the hub's revocation watch; without a hub, each poll re-checks the key).
 """
 
 from __future__ import annotations
@@ -64,12 +65,14 @@ def _key_active(ctx: AppContext, key_id: str) -> bool:
 async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit: int | None,
                   once: bool) -> AsyncIterator[str]:
     tenant_id = principal.tenant_id
-    wake = hub.subscribe(tenant_id) if hub is not None else None
+    subscription = hub.subscribe(tenant_id, principal.key_id) if hub is not None else None
     sent, last_write = 0, time.monotonic()
     try:
         while True:
-            if wake is not None:
-                wake.clear()  # before reading: a wake-up during the read triggers another read
+            if subscription is not None:
+                if subscription.revoked:
+                    return
+                subscription.wake.clear()  # before reading: a wake-up during the read triggers another read
             batch = min(BATCH, limit - sent) if limit else BATCH
             try:
                 rows = await run_in_threadpool(events.read_after, ctx.db.sessions, tenant_id, after, batch)
@@ -87,20 +90,22 @@ async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit:
                 continue
             if once:
                 return
-            if wake is not None:
+            if subscription is not None:  # the hub watches the key and wakes us when it is revoked
                 timeout = HEARTBEAT_SECONDS if hub.listening else POLL_SECONDS
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(wake.wait(), timeout)
-            else:
+                    await asyncio.wait_for(subscription.wake.wait(), timeout)
+                if subscription.revoked:
+                    return
+            else:  # no hub (an injected test context): poll, and check the key as often
                 await asyncio.sleep(POLL_SECONDS)
-            if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
                 if not await run_in_threadpool(_key_active, ctx, principal.key_id):
                     return
+            if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
                 yield ": keepalive\n\n"
                 last_write = time.monotonic()
     finally:
-        if wake is not None:
-            hub.unsubscribe(tenant_id, wake)
+        if subscription is not None:
+            hub.unsubscribe(subscription)
 
 
 async def stream_events(request: Request, principal: Principal):

@@ -4,6 +4,10 @@
 which then read new rows from the table (the source of truth). The listener starts with the first
 subscriber and reconnects on failure; after (re)connecting it wakes every stream, since
 notifications sent while it was away are lost. While it is not listening, streams poll.
+
+The hub also ends streams whose API key was revoked: every REVOCATION_CHECK_SECONDS one query
+checks the keys of all open streams of the process (not one query per stream), and a stream whose
+key is gone is marked revoked and woken, so it closes within a second of the revocation.
 """
 
 from __future__ import annotations
@@ -11,14 +15,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass, field
 
 import psycopg
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from app.db.models import ApiKey
 from app.services.events import CHANNEL
 
 log = logging.getLogger(__name__)
 RECONNECT_SECONDS = 1.0
+REVOCATION_CHECK_SECONDS = 0.5
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One open stream: `wake` is set when its tenant may have new rows, or when its key was
+    revoked (then `revoked` is true and the stream must end)."""
+
+    tenant_id: str
+    key_id: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    revoked: bool = False
 
 
 class EventHub:
@@ -26,30 +45,52 @@ class EventHub:
 
     def __init__(self, engine: Engine):
         self._engine = engine
-        self._waiters: dict[str, set[asyncio.Event]] = {}
-        self._task: asyncio.Task | None = None
+        self._waiters: dict[str, set[Subscription]] = {}
+        self._tasks: list[asyncio.Task] = []
         self.listening = False
 
-    def subscribe(self, tenant_id: str) -> asyncio.Event:
-        """An event set whenever `tenant_id` may have new rows (starts the listener on first use)."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._listen(), name="memwarden-event-listener")
-        wake = asyncio.Event()
-        self._waiters.setdefault(tenant_id, set()).add(wake)
-        return wake
+    def subscribe(self, tenant_id: str, key_id: str) -> Subscription:
+        """Register a stream of `tenant_id` read with key `key_id` (starts the listener and the
+        revocation watch on first use)."""
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._listen(), name="memwarden-event-listener"),
+                           asyncio.create_task(self._watch_revocations(), name="memwarden-key-watch")]
+        subscription = Subscription(tenant_id, key_id)
+        self._waiters.setdefault(tenant_id, set()).add(subscription)
+        return subscription
 
-    def unsubscribe(self, tenant_id: str, wake: asyncio.Event) -> None:
-        waiters = self._waiters.get(tenant_id)
+    def unsubscribe(self, subscription: Subscription) -> None:
+        waiters = self._waiters.get(subscription.tenant_id)
         if waiters is not None:
-            waiters.discard(wake)
+            waiters.discard(subscription)
             if not waiters:
-                del self._waiters[tenant_id]
+                del self._waiters[subscription.tenant_id]
 
     def _wake(self, tenant_id: str | None = None) -> None:
         groups = self._waiters.values() if tenant_id is None else [self._waiters.get(tenant_id, ())]
         for waiters in groups:
-            for wake in waiters:
-                wake.set()
+            for subscription in waiters:
+                subscription.wake.set()
+
+    def _active_keys(self, key_ids: list[str]) -> set[str]:
+        with self._engine.connect() as conn:
+            return set(conn.scalars(select(ApiKey.id).where(ApiKey.id.in_(key_ids), ApiKey.revoked_at.is_(None))))
+
+    async def _watch_revocations(self) -> None:
+        while True:
+            await asyncio.sleep(REVOCATION_CHECK_SECONDS)
+            subscriptions = [s for waiters in self._waiters.values() for s in waiters if not s.revoked]
+            if not subscriptions:
+                continue
+            try:
+                active = await asyncio.to_thread(self._active_keys, sorted({s.key_id for s in subscriptions}))
+            except Exception as exc:  # database away: streams end on their own failed reads
+                log.warning("API key revocation check failed (%s)", type(exc).__name__)
+                continue
+            for subscription in subscriptions:
+                if subscription.key_id not in active:
+                    subscription.revoked = True
+                    subscription.wake.set()
 
     async def _listen(self) -> None:
         args, kwargs = self._engine.dialect.create_connect_args(self._engine.url)
@@ -71,9 +112,9 @@ class EventHub:
             await asyncio.sleep(RECONNECT_SECONDS)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._tasks = []
         self._wake()
