@@ -10,6 +10,10 @@ Body: the event envelope `{"id","type","createdAt","data"}` (schema `event`), si
 `X-Memwarden-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>`. The secret is shown once at
 creation and stored AES-GCM-encrypted under a key derived from the server secret key (rotating
 that key orphans existing webhook secrets: recreate the webhooks).
+
+SSRF: creation checks the URL's syntax only (no DNS look-up on the request path); each delivery
+resolves the host, refuses non-public addresses unless MEMWARDEN_WEBHOOK_ALLOW_PRIVATE is set, and
+connects to the very address it checked (Host header and TLS name stay the URL's).
 """
 
 from __future__ import annotations
@@ -75,21 +79,57 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
             "agents": list(webhook.agents), "active": webhook.active, "createdAt": format_ts(webhook.created_at)}
 
 
-def private_target(host: str, allowed: bool) -> str | None:
-    """Why `host` must not receive webhooks (it resolves to loopback, private, link-local or other
-    non-public addresses: a tenant's key must not reach into the operator's network), or None."""
+def _refuse_address(host: str) -> str:
+    return (f"{host!r} is or resolves to a non-public address; set MEMWARDEN_WEBHOOK_ALLOW_PRIVATE=1 "
+            "to allow internal receivers")
+
+
+def url_refusal(url: str, allow_private: bool) -> tuple[str, str | None]:
+    """Check a webhook URL by its syntax alone — no DNS look-up on the request path: (host, why the
+    URL is refused or None). http(s) with a host, no user:password part, and unless private
+    targets are allowed, no literal non-public IP address and no `localhost` name. Names are
+    resolved and checked at each delivery (`resolve_target`)."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, UnicodeError):
+        return "", "not an absolute http(s) URL with a host"
+    host = parsed.host
+    if parsed.scheme not in ("http", "https") or not host:
+        return host, "not an absolute http(s) URL with a host"
+    if parsed.userinfo:
+        return host, "credentials in the URL are not allowed; authenticate with the signature header instead"
+    if allow_private:
+        return host, None
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        hostname = host.rstrip(".").lower()
+        if hostname == "localhost" or hostname.endswith(".localhost"):
+            return host, _refuse_address(host)
+        return host, None
+    return host, None if address.is_global else _refuse_address(host)
+
+
+def resolve_target(host: str, allowed: bool) -> tuple[str | None, str | None]:
+    """Resolve `host` for one delivery: (the address to connect to, None), or (None, why not) when it
+    does not resolve or any of its addresses is loopback, private, link-local or otherwise
+    non-public (a tenant's key must not reach into the operator's network). With private targets
+    allowed, (None, None): connect by name."""
     if allowed:
-        return None
+        return None, None
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError):
-        return f"cannot resolve {host!r}"
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
-        if not address.is_global:
-            return (f"{host!r} resolves to a non-public address; set MEMWARDEN_WEBHOOK_ALLOW_PRIVATE=1 "
-                    "to allow internal receivers")
-    return None
+        return None, f"cannot resolve {host!r}"
+    addresses = [ipaddress.ip_address(info[4][0].split("%", 1)[0]) for info in infos]
+    if not addresses or not all(address.is_global for address in addresses):
+        return None, _refuse_address(host)
+    return str(addresses[0]), None
+
+
+def private_target(host: str, allowed: bool) -> str | None:
+    """Why `host` must not receive webhook-style POSTs (see `resolve_target`), or None."""
+    return resolve_target(host, allowed)[1]
 
 
 # --- management (API) ----------------------------------------------------------------------------
@@ -97,13 +137,7 @@ def private_target(host: str, allowed: bool) -> str | None:
 def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """Register an endpoint; the response is the only place the signing secret ever appears.
     It receives events about the agents the creating key may act for."""
-    try:
-        host = httpx.URL(body["url"]).host
-    except httpx.InvalidURL:
-        host = ""
-    if not host:
-        raise ValidationFailed.at("/url", "not an absolute http(s) URL with a host")
-    refusal = private_target(host, ctx.settings.webhook_allow_private)
+    host, refusal = url_refusal(body["url"], ctx.settings.webhook_allow_private)
     if refusal:
         raise ValidationFailed.at("/url", refusal)
     secret = "whsec_" + secrets.token_urlsafe(32)
@@ -114,7 +148,7 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
     with ctx.db.sessions.begin() as session:
         session.add(webhook)
         session.flush()
-        # The URL may embed credentials, so the audit log gets its host only.
+        # The audit log gets the host only: paths and queries may carry receiver tokens.
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.created", actor=principal.actor,
                          subject={"type": "webhook", "id": webhook_id},
                          data={"host": host, "events": webhook.event_types})
@@ -247,15 +281,21 @@ def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) ->
     """POST one event; (status code, None) on 2xx, else (status code or None, error text)."""
     if not hook.active:
         return None, "webhook inactive"
-    refusal = private_target(httpx.URL(hook.url).host, ctx.settings.webhook_allow_private)
-    if refusal:  # checked again at delivery: DNS may have changed since the webhook was created
+    url = httpx.URL(hook.url)
+    address, refusal = resolve_target(url.host, ctx.settings.webhook_allow_private)
+    if refusal:  # resolved at each delivery, never at creation: DNS may change at any time
         return None, refusal
     body = event_body(event)
     headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
                SIGNATURE_HEADER: sign(_decrypt(ctx, hook.id, hook.secret_enc), body),
                "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id)}
+    extensions = {}
+    if address is not None:  # connect to the address just checked, so a second look-up cannot rebind
+        headers["Host"] = url.netloc.decode("ascii")
+        extensions["sni_hostname"] = url.host  # TLS still verifies the certificate for the name
+        url = url.copy_with(host=address)
     try:
-        response = client.post(hook.url, content=body, headers=headers)
+        response = client.post(url, content=body, headers=headers, extensions=extensions)
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {str(exc)[:200]}"
     if 200 <= response.status_code < 300:
