@@ -95,6 +95,7 @@ __all__ = [
     "parse_checkpoint",
     "parse_entry",
     "parse_vkey",
+    "parse_witness_line",
     "prove_extension",
     "read_export",
     "read_witness",
@@ -777,7 +778,8 @@ class WitnessRecord:
     line: int
 
 
-def _witness_record(raw: str | bytes, lineno: int) -> WitnessRecord | None:
+def parse_witness_line(raw: str | bytes, lineno: int = 0) -> WitnessRecord | None:
+    """One witness line as a record (None for a blank line); raises `ExportFormatError`."""
     text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
     if not text.strip():
         return None
@@ -813,7 +815,7 @@ def read_witness(lines: Iterable[str | bytes], origin: str,
     keys = None if vkeys is None else [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
     by_size: dict[int, WitnessRecord] = {}
     for lineno, raw in enumerate(lines, 1):
-        rec = _witness_record(raw, lineno)
+        rec = parse_witness_line(raw, lineno)
         if rec is None or rec.checkpoint.origin != origin:
             continue
         if keys is not None:

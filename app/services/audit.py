@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import bindparam, event, func, insert, select, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -113,7 +114,8 @@ class AuditLog:
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
         conn.execute(_INSERT, rows)
         self._touched.add(chain_id)
-        _after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
+        if _top_level(session):
+            _after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
 
@@ -199,19 +201,23 @@ class AuditLog:
         except chain.AuditChainError as exc:
             raise self._broken(chain_id, exc, "checkpoint refused: the chain does not extend the last signed "
                                               "checkpoint") from None
-        if not rows or (last is not None and size == last.size):
-            return last
-        note = self.signer.sign_checkpoint(origin, size, frontier.root(), bytes(rows[-1].chain_hash),
-                                           ts=format_ts(utcnow()))
-        checkpoint = AuditCheckpoint(chain_id=chain_id, size=size, note=note, frontier=frontier.to_json())
-        session.add(checkpoint)
-        session.flush()
-        if self.witness.enabled:
-            base = anchors[-1] if anchors else None  # the witnessed one when there is one
-            line = chain.witness_line(note, from_size=base.size if base else None,
+        signed = None
+        if rows and (last is None or size != last.size):
+            note = self.signer.sign_checkpoint(origin, size, frontier.root(), bytes(rows[-1].chain_hash),
+                                               ts=format_ts(utcnow()))
+            signed = AuditCheckpoint(chain_id=chain_id, size=size, note=note, frontier=frontier.to_json())
+            session.add(signed)
+            session.flush()
+        latest = signed or last
+        if (latest is not None and self.witness.enabled and _top_level(session)
+                and (witnessed is None or witnessed.size < latest.size)):
+            # Witness the newest checkpoint (also one an earlier crash or a joined transaction left
+            # unwitnessed), with the consistency proof from the last witnessed one when known.
+            base = witnessed if witnessed is not None else (anchors[0] if signed is not None and anchors else None)
+            line = chain.witness_line(latest.note, from_size=base.size if base else None,
                                       proof=proofs.get(base.size, []) if base else [])
             _after_commit(session, lambda: self.witness.publish(line))
-        return checkpoint
+        return latest
 
     def _frontier_at(self, session: Session, chain_id: str, anchor: chain.Checkpoint) -> chain.MerkleFrontier:
         """The Merkle frontier at a checkpoint's size: the stored one if that checkpoint is in the
@@ -411,8 +417,16 @@ def _write_pending(session: Session) -> None:
             write(session)
 
 
+def _top_level(session: Session) -> bool:
+    """Whether the session's commit is the database's: false when it joins a transaction opened
+    on a connection elsewhere (a request's unit of work, the test harness), whose commit there
+    only releases a savepoint and may still be rolled back."""
+    return not isinstance(session.bind, Connection)
+
+
 def _after_commit(session: Session, action) -> None:
-    """Run `action` once the session's current transaction has committed (never if it rolls back)."""
+    """Run `action` once the session's current transaction has committed (never if it rolls back).
+    Only for `_top_level` sessions: a joined one "commits" before the database does."""
     session.info.setdefault("memwarden.after_commit", []).append(action)
 
 

@@ -84,13 +84,16 @@ class Witness:
 
     def _remember(self, raw: bytes, lineno: int, vkey: str) -> None:
         try:
-            rec = chain._witness_record(raw, lineno)
+            rec = chain.parse_witness_line(raw, lineno)
             if rec is None:
                 return
             chain.verify_checkpoint(rec.note, [vkey])
         except chain.AuditChainError as exc:
             log.warning("audit witness file %s: skipped a record not signed by this log: %s", self.file, exc)
             return
+        self._keep(rec)
+
+    def _keep(self, rec: chain.WitnessRecord) -> None:
         known = self._latest.get(rec.checkpoint.origin)
         if known is None or rec.checkpoint.size > known.checkpoint.size:
             self._latest[rec.checkpoint.origin] = rec
@@ -100,6 +103,10 @@ class Witness:
     def publish(self, line: str) -> None:
         """Append one record to the file (locked, fsynced) and queue it for the URL. Never raises:
         the checkpoint is already committed; a failure is logged and the next one is witnessed."""
+        record = chain.parse_witness_line(line)
+        if record is not None:
+            with self._lock:
+                self._keep(record)  # what this process witnessed counts even before the file is re-read
         if self.file is not None:
             try:
                 self.file.parent.mkdir(parents=True, exist_ok=True)

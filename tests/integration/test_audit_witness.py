@@ -1,0 +1,159 @@
+"""The audit witness against real PostgreSQL: what is witnessed, when, and where it goes.
+
+A checkpoint reaches the witness file and the witness URL once its transaction has committed,
+never when it rolls back; one signed inside a transaction that is not the database's own (a
+request's unit of work) is witnessed by the next top-level checkpoint instead. Each record
+carries the consistency proof from the previously witnessed checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from app.core import auditchain as chain
+from app.services import audit_witness
+from app.services.audit import chain_for
+from app.services.context import AppContext
+from app.services.tenants import create_tenant
+from tests.harness import unique
+
+ACTOR = {"kind": "test", "id": "audit-witness"}
+
+
+class Receiver:
+    """A local HTTP endpoint that keeps every POSTed body (answers 503 to the first `fail` posts)."""
+
+    def __init__(self, fail: int = 0):
+        self.bodies: list[str] = []
+        self.fail = fail
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers["Content-Length"])).decode("utf-8")
+                if receiver.fail > 0:
+                    receiver.fail -= 1
+                    self.send_response(503)
+                else:
+                    assert self.headers["Content-Type"] == "application/json"
+                    receiver.bodies.append(body)
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/witness"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait_for(self, count: int, timeout: float = 20) -> list[str]:
+        deadline = time.monotonic() + timeout
+        while len(self.bodies) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return list(self.bodies)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver(fail=1)
+    yield r
+    r.server.shutdown()
+
+
+@pytest.fixture
+def witness_file(tmp_path) -> Path:
+    return tmp_path / "witness" / "checkpoints.jsonl"
+
+
+@pytest.fixture
+def wctx(settings, committed_ctx, witness_file, receiver, monkeypatch) -> AppContext:
+    monkeypatch.setattr(audit_witness, "POST_BACKOFF_SECONDS", 0.05)
+    return AppContext(settings.with_changes(audit_witness_file=witness_file, audit_witness_url=receiver.url),
+                      committed_ctx.db)
+
+
+def grow(ctx: AppContext, tenant_id: str, events: int) -> None:
+    for n in range(events):
+        with ctx.db.sessions.begin() as session:
+            ctx.audit.append(session, tenant_id=tenant_id, event_type="test.event", actor=ACTOR,
+                             subject={"type": "memory", "id": f"mem_{n}"}, data={"n": n})
+
+
+def checkpoint(ctx: AppContext, chain_id: str):
+    with ctx.db.sessions.begin() as session:
+        return ctx.audit.checkpoint(session, chain_id)
+
+
+def witnessed_sizes(path: Path, origin: str) -> list[int]:
+    if not path.exists():
+        return []
+    return [json.loads(line)["size"] for line in path.read_text(encoding="utf-8").splitlines()
+            if json.loads(line)["origin"] == origin]
+
+
+def test_each_checkpoint_reaches_the_file_and_the_url_with_its_consistency_proof(wctx, witness_file, receiver):
+    tenant = create_tenant(wctx, name=unique("witness"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    origin = wctx.audit.checkpoint_origin(chain_id)
+    sizes = []
+    for events in (3, 5, 1):
+        grow(wctx, tenant.id, events)
+        sizes.append(checkpoint(wctx, chain_id).size)
+    assert witnessed_sizes(witness_file, origin) == sizes
+    lines = witness_file.read_text(encoding="utf-8").splitlines()
+    record = chain.read_witness(lines, origin, [wctx.audit.vkey])  # signatures and every proof check out
+    assert record.checkpoint.size == sizes[-1] and record.from_size == sizes[-2]
+    posted = receiver.wait_for(len(sizes))  # the first POST got a 503 and was retried
+    assert [json.loads(body)["size"] for body in posted] == sizes
+    assert chain.read_witness(posted, origin, [wctx.audit.vkey]).checkpoint.size == sizes[-1]
+
+
+def test_a_checkpoint_that_rolls_back_is_not_witnessed(wctx, witness_file):
+    tenant = create_tenant(wctx, name=unique("rollback"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    grow(wctx, tenant.id, 2)
+    with pytest.raises(RuntimeError):
+        with wctx.db.sessions.begin() as session:
+            assert wctx.audit.checkpoint(session, chain_id).size == 3
+            raise RuntimeError("the caller fails after signing")
+    assert witnessed_sizes(witness_file, wctx.audit.checkpoint_origin(chain_id)) == []
+    assert checkpoint(wctx, chain_id).size == 3  # signed again, for real this time
+    assert witnessed_sizes(witness_file, wctx.audit.checkpoint_origin(chain_id)) == [3]
+
+
+def test_a_checkpoint_signed_in_a_unit_of_work_is_witnessed_by_the_next_top_level_one(wctx, witness_file):
+    tenant = create_tenant(wctx, name=unique("joined"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    origin = wctx.audit.checkpoint_origin(chain_id)
+    grow(wctx, tenant.id, 4)
+    work = wctx.db.unit_of_work()
+    joined = wctx.with_database(work.database)
+    with joined.db.sessions.begin() as session:  # "commits" a savepoint: the database has not committed
+        assert joined.audit.checkpoint(session, chain_id).size == 5
+    assert witnessed_sizes(witness_file, origin) == []
+    work.commit()
+    assert checkpoint(wctx, chain_id).size == 5  # nothing new to sign, but the committed one is witnessed
+    assert witnessed_sizes(witness_file, origin) == [5]
+    checkpoint(wctx, chain_id)
+    assert witnessed_sizes(witness_file, origin) == [5]  # once
+
+
+def test_the_witness_url_obeys_the_ssrf_rule(receiver, monkeypatch):
+    monkeypatch.setattr(audit_witness, "POST_BACKOFF_SECONDS", 0)
+    receiver.fail = 0
+    signer = chain.Signer.from_pem(chain.generate_private_key_pem(), "memwarden.test")
+    line = chain.witness_line(signer.sign_checkpoint("memwarden.test/system", 1, bytes(32), bytes(32)))
+    with httpx.Client(timeout=5) as client:
+        assert not audit_witness.Witness(url=receiver.url, allow_private=False).post(client, line)
+        assert receiver.bodies == []
+        assert audit_witness.Witness(url=receiver.url, allow_private=True).post(client, line)
+        assert receiver.bodies == [line]
