@@ -10,13 +10,15 @@ from sqlalchemy.exc import OperationalError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from app.api import auth as api_auth
 from app.api import health, openapi, wellknown
 from app.config import Settings
 from app.errors import AppError
+from app.mcp import PATH as MCP_PATH
+from app.mcp.server import McpEndpoint
 from app.middleware import BodyLimit, ErrorBoundary, SecurityHeaders
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
@@ -51,6 +53,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         if owned:
             app.state.ctx = AppContext.open(settings)
         async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(mcp.running())
             if owned:  # an injected (test) context runs no background jobs
                 from app.services.background import start_background_jobs
 
@@ -62,11 +65,13 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
                 stack.push_async_callback(app.state.event_hub.close)
             yield
 
+    mcp = McpEndpoint(max_body_bytes=settings.max_body_bytes)
     routes = [
         *health.routes,
         *openapi.routes,
         *wellknown.routes,
         *api_routes(),
+        Route(MCP_PATH, mcp.asgi, name="mcp"),
         *home.routes,
         *login.routes,
         *review_pages.routes,

@@ -1,4 +1,4 @@
-"""Bearer-key authentication and per-key rate limiting for `/v1/*` (contract §2)."""
+"""Bearer-key authentication and per-key rate limiting for `/v1/*` and `/mcp` (contract §2)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.jsonio import json_response
 from app.errors import AppError, RateLimited, Unauthorized, Unavailable
+from app.mcp import PATH as MCP_PATH
 from app.services import apikeys
 
 PUBLIC_API_PATHS = frozenset({"/v1/audit/public-key"})
@@ -48,7 +49,7 @@ class RateLimiter:
 
 
 class ApiKeyAuth:
-    """Resolves `Authorization: Bearer` on `/v1/*` into a Principal in `scope["state"]`; 401 otherwise."""
+    """Resolves `Authorization: Bearer` on `/v1/*` and `/mcp` into a Principal in `scope["state"]`; 401 otherwise."""
 
     def __init__(self, app: ASGIApp, limiter: RateLimiter):
         self.app = app
@@ -56,7 +57,8 @@ class ApiKeyAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        if scope["type"] != "http" or not path.startswith("/v1/") or path in PUBLIC_API_PATHS:
+        guarded = (path.startswith("/v1/") and path not in PUBLIC_API_PATHS) or path == MCP_PATH
+        if scope["type"] != "http" or not guarded:
             await self.app(scope, receive, send)
             return
         try:

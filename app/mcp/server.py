@@ -1,0 +1,108 @@
+"""The `/mcp` endpoint: the SDK's low-level MCP server over streamable HTTP, stateless with JSON
+responses, so any worker serves any request.
+
+The low-level `Server` rather than `MCPServer`: `MCPServer` derives input schemas from Python
+signatures, whereas these tools publish and validate against the contract files in `schemas/`.
+Authentication happens before the SDK sees the request (`ApiKeyAuth` covers `/mcp`): the
+principal arrives in the Starlette request's state, exactly as for `/v1`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from typing import Any, AsyncIterator
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+
+from app import __version__
+from app.api.routing import require_scope
+from app.contracts import default_contracts
+from app.errors import AppError, NotFound
+from app.mcp.schemas import input_schema
+from app.mcp.tools import TOOLS, Tool, v1_scopes
+from app.web.errors import as_app_error
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Memwarden is a governed memory store. Every call acts for one agent_id your key is allowed; "
+    "writes may be staged for human review (status 'pending' with change_id: poll change_status). "
+    "Errors carry {\"error\": {\"code\", \"message\", \"details\"}}."
+)
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def tool_result(body: dict[str, Any]) -> types.CallToolResult:
+    """A successful call: the `/v1` response body, as structured content and as JSON text."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_dump(body))], structured_content=body)
+
+
+def tool_error(error: AppError) -> types.CallToolResult:
+    """A failed call: the `/v1` error envelope, flagged `isError` so the model sees it and can react."""
+    envelope = error.envelope()
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_dump(envelope))],
+                                structured_content=envelope, is_error=True)
+
+
+def build_server() -> Server:
+    """An MCP server whose tools are `TOOLS`, each checked with the scope of its `/v1` route."""
+    tools = {tool.name: tool for tool in TOOLS}
+    scopes = v1_scopes()
+    listing = types.ListToolsResult(tools=[
+        types.Tool(name=t.name, title=t.name.replace("_", " ").capitalize(), description=t.description,
+                   input_schema=input_schema(t.schema),
+                   annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
+                                                     idempotent_hint=t.read_only, open_world_hint=False))
+        for t in TOOLS
+    ])
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return listing
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            tool = tools.get(params.name)
+            if tool is None:
+                raise NotFound(f"no tool named {params.name[:64]!r}",
+                               details=[{"path": "/name", "message": f"tools: {', '.join(tools)}"}])
+            return tool_result(await _call(tool, scopes[tool.route], ctx.request, params.arguments or {}))
+        except Exception as exc:  # every failure reaches the agent as the envelope /v1 would send
+            return tool_error(as_app_error(exc))
+
+    return Server("memwarden", version=__version__, title="Memwarden", instructions=INSTRUCTIONS,
+                  get_tool_input_schema=lambda name: input_schema(tools[name].schema) if name in tools else None,
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _call(tool: Tool, scope: str | None, request: Request | None, arguments: dict[str, Any]) -> dict[str, Any]:
+    principal = request.scope.get("state", {}).get("principal") if request is not None else None
+    require_scope(principal, scope)
+    args = default_contracts().validate(tool.schema, arguments)
+    return await run_in_threadpool(tool.run, request.app.state.ctx, principal, args)
+
+
+class McpEndpoint:
+    """The ASGI app to mount at `/mcp` and the session manager the app's lifespan must run."""
+
+    def __init__(self, max_body_bytes: int):
+        self.server = build_server()
+        # Host/Origin checks stay off: every request needs a bearer key, which a DNS-rebound page
+        # cannot attach, and the public host name is the deployment's, not known here.
+        self.sessions = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True,
+                                                     max_request_body_size=max_body_bytes)
+        self.asgi = StreamableHTTPASGIApp(self.sessions)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Run for the app's lifetime (the SDK's task group for per-request server tasks)."""
+        async with self.sessions.run():
+            yield

@@ -1,0 +1,84 @@
+"""The MCP tools. Each one is a `/v1` call under another name: the same request schema, the same
+scope (read off the `/v1` route), the same service function. No business rule lives here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from app.api import changes as changes_api
+from app.api import memories as memories_api
+from app.api.routing import ApiRoute, prefixed_id
+from app.core.access import Principal
+from app.services import memories, recall, review
+from app.services.context import AppContext
+
+Runner = Callable[[AppContext, Principal, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One MCP tool and the `/v1` endpoint it mirrors."""
+
+    name: str
+    description: str
+    schema: str
+    """The request schema in `schemas/` (input schema and validation)."""
+    route: tuple[str, str]
+    """(method, path) of the `/v1` route whose scope this tool requires."""
+    run: Runner
+    """Blocking service call (database, embedding); run in the thread pool."""
+    read_only: bool
+    destructive: bool = False
+
+
+def _body(service: Callable[[AppContext, Principal, dict[str, Any]], memories.Outcome]) -> Runner:
+    """A mutation's response body: 201/200 as done, 202 as `{"status":"pending","change_id","review_url"}`."""
+    return lambda ctx, principal, args: service(ctx, principal, args).body
+
+
+def _get(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    return memories.get_memory(ctx, principal, prefixed_id(args["id"], "mem", "memory"), args.get("as_of"))
+
+
+def _history(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    return memories.history(ctx, principal, prefixed_id(args["id"], "mem", "memory"))
+
+
+def _change_status(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
+    change_id = prefixed_id(args["id"], "chg", "change")
+    return review.get_change(ctx, principal.tenant_id, change_id, principal.may_act_for)
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool("remember", "Store a memory for an agent. Returns the stored entry, or — when a tenant policy "
+         "or approval_required asks for review — status 'pending' with change_id and review_url "
+         "(poll change_status). Secret-shaped values are redacted first.",
+         "remember.request", ("POST", "/v1/memories/remember"), _body(memories.remember), read_only=False),
+    Tool("recall", "Hybrid (semantic + keyword) search over one agent's live memories, best first.",
+         "recall.request", ("POST", "/v1/memories/recall"), recall.recall, read_only=True),
+    Tool("forget", "Forget memories by ids and/or a metadata filter (soft delete unless hard_delete); "
+         "may be staged for review.",
+         "forget.request", ("POST", "/v1/memories/forget"), _body(memories.forget), read_only=False,
+         destructive=True),
+    Tool("merge", "Merge duplicate memories into a canonical one; may be staged for review.",
+         "merge.request", ("POST", "/v1/memories/merge"), _body(memories.merge), read_only=False,
+         destructive=True),
+    Tool("expire", "Apply a TTL policy (forget, archive or demote what matches); may be staged for review.",
+         "expire.request", ("POST", "/v1/memories/expire"), _body(memories.expire), read_only=False,
+         destructive=True),
+    Tool("get", "One memory by id (as of an instant, optionally).",
+         "mcp-get.request", ("GET", "/v1/memories/{memory_id}"), _get, read_only=True),
+    Tool("list", "An agent's memories, newest first, with a cursor for the next page.",
+         "list.query", ("GET", "/v1/memories"), memories.list_memories, read_only=True),
+    Tool("history", "A memory's audit trail, oldest first (identifiers and digests, never content).",
+         "mcp-history.request", ("GET", "/v1/memories/{memory_id}/history"), _history, read_only=True),
+    Tool("change_status", "A staged change: pending, approved, rejected or withdrawn, with who decided and why.",
+         "mcp-change-status.request", ("GET", "/v1/changes/{change_id}"), _change_status, read_only=True),
+)
+
+
+def v1_scopes() -> dict[tuple[str, str], str | None]:
+    """The scope each mirrored `/v1` route requires, by (method, path)."""
+    routes = [*memories_api.routes, *changes_api.routes]
+    return {(r.operation.method, r.operation.path): r.operation.scope for r in routes if isinstance(r, ApiRoute)}
