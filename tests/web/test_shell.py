@@ -1,6 +1,7 @@
 """The web shell: security headers, CSP, CSRF, the single error path."""
 
 import pytest
+from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from app.middleware import CSP
@@ -132,3 +133,17 @@ def test_static_assets_are_served_with_security_headers(client):
     response = client.get("/static/vendor/htmx-2.0.11.min.js")
     assert response.status_code == 200 and "htmx" in response.text[:2000]
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_session_lapses_after_twelve_idle_hours_and_when_the_user_is_disabled(client, ctx, person):
+    def expect_signed_out():
+        response = client.get("/review", follow_redirects=False)
+        assert response.status_code == 303 and response.headers["location"].startswith("/login")
+
+    for lapse in ("UPDATE web_sessions SET last_seen_at = now() - interval '12 hours 1 minute' WHERE user_id = :u",
+                  "UPDATE users SET disabled_at = now() WHERE id = :u"):
+        assert web_sign_in(client, person.username, PASSWORD).status_code == 303
+        assert client.get("/review").status_code == 200
+        with ctx.db.sessions.begin() as session:
+            session.execute(text(lapse), {"u": person.id})
+        expect_signed_out()
