@@ -17,6 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from app.core.access import parse_token
 from app.mcp.schemas import input_schema
 from app.mcp.tools import TOOLS
 from app.services.apikeys import create_key, revoke_key
@@ -133,7 +134,9 @@ def test_remember_recall_get_list_history(live_server, world, stored, mode):
     assert hits["hits"][0]["id"] == memory_id
     assert assert_schema("entry", entry) == stored["memory"]
     assert memory_id in [item["id"] for item in assert_schema("list.response", page)["items"]]
-    assert [e["type"] for e in assert_schema("history.response", trail)["events"]][:1] == ["memory.remembered"]
+    first = assert_schema("history.response", trail)["events"][0]
+    assert first["type"] == "memory.remembered"  # audited by the service, as for /v1
+    assert first["actor"] == {"kind": "api_key", "id": parse_token(token)}
     # The same store and the same shape as /v1.
     v1 = httpx.get(f"{live_server}/v1/memories/{memory_id}", headers=bearer(token))
     assert v1.status_code == 200 and v1.json() == entry
