@@ -49,6 +49,13 @@ class Forbidden(AppError):
     code, status = "forbidden", 403
 
 
+class PolicyDenied(Forbidden):
+    """A tenant policy rule with action `deny` matched the write (contract, additions turn 2).
+    A `Forbidden`, so callers that catch refusals in general still do."""
+
+    code, status = "policy_denied", 403
+
+
 class NotFound(AppError):
     code, status = "not_found", 404
 

@@ -1,9 +1,14 @@
 """Tenant review policies (contract §4): which writes need review, which are refused.
 
 A policy is an ordered list of rules, read like firewall rules: the first
-*enabled* rule whose ``match`` holds decides the write; when none matches the
-write is allowed. Independently of the rules, an agent that asks for review
-(``approval_required: true``) always gets it, unless a rule denies the write.
+*enabled* rule whose ``match`` holds decides the write; when none matches, the
+built-in ``SCREENING_BASELINE`` rule is tried (writes whose screening risk is
+high go to review), and when that does not match either the write is allowed.
+The baseline comes *after* every tenant rule, so a tenant can waive or tighten
+it with an earlier rule (``{"match": {"risk_at_least": "high"}, "action":
+"deny"}``, or a catch-all ``allow``). Independently of the rules, an agent that
+asks for review (``approval_required: true``) always gets it, unless a rule
+denies the write.
 
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
@@ -23,6 +28,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 
+from app.core.screening import LEVELS, level_rank
 from app.errors import ValidationFailed
 
 try:  # CPython's regex parser; only used for the nested-quantifier check.
@@ -50,7 +56,7 @@ _LARGE_REPEAT = 10
 # Canonical order of match conditions in `to_doc` (also the schema's order).
 _MATCH_KEYS = (
     "operations", "types", "agents", "sources", "tags_any", "content_pattern",
-    "confidence_below", "hard_delete", "rows_affected_above", "paths",
+    "confidence_below", "hard_delete", "rows_affected_above", "paths", "risk_flags", "risk_at_least",
 )
 
 
@@ -81,11 +87,18 @@ class WriteRequest:
     rows_affected: int | None = None
     path: str | None = None
     approval_required: bool = False
+    risk_flags: Sequence[str] = ()
+    """Names of the screening flags the write raised (``app.core.screening``)."""
+    risk_level: str = "none"
+    """Highest severity among those flags: none / low / medium / high."""
 
     def __post_init__(self) -> None:
         if self.operation not in OPERATIONS:
             raise ValueError(f"unknown operation {self.operation!r}")
+        if self.risk_level not in LEVELS:
+            raise ValueError(f"unknown risk level {self.risk_level!r}")
         object.__setattr__(self, "tags", tuple(self.tags))
+        object.__setattr__(self, "risk_flags", tuple(self.risk_flags))
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,10 @@ class Match:
     hard_delete: bool | None = None
     rows_affected_above: int | None = None
     paths: tuple[str, ...] | None = None
+    risk_flags: tuple[str, ...] | None = None
+    """Matches when the write raised at least one of these screening flags."""
+    risk_at_least: str | None = None
+    """Matches when the write's screening risk is this level or higher (low / medium / high)."""
     _compiled: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,6 +137,8 @@ class Match:
         compiled["operations"] = _frozen(self.operations)
         compiled["types"] = _frozen(self.types)
         compiled["tags_any"] = _frozen(self.tags_any)
+        compiled["risk_flags"] = _frozen(self.risk_flags)
+        compiled["risk_rank"] = None if self.risk_at_least is None else level_rank(self.risk_at_least)
         for key in ("agents", "sources", "paths"):
             globs = getattr(self, key)
             compiled[key] = None if globs is None else _compile_globs(globs)
@@ -139,6 +158,7 @@ class Match:
             content_pattern=doc.get("content_pattern"),
             confidence_below=doc.get("confidence_below"), hard_delete=doc.get("hard_delete"),
             rows_affected_above=doc.get("rows_affected_above"), paths=tup("paths"),
+            risk_flags=tup("risk_flags"), risk_at_least=doc.get("risk_at_least"),
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -168,6 +188,10 @@ class Match:
         if c["types"] is not None and req.type not in c["types"]:
             return False
         if c["tags_any"] is not None and c["tags_any"].isdisjoint(req.tags):
+            return False
+        if c["risk_flags"] is not None and c["risk_flags"].isdisjoint(req.risk_flags):
+            return False
+        if c["risk_rank"] is not None and level_rank(req.risk_level) < c["risk_rank"]:
             return False
         for key, value in (("agents", req.agent_id), ("sources", req.source), ("paths", req.path)):
             globs = c[key]
@@ -244,9 +268,12 @@ class Policy:
         return {"rules": [rule.to_doc() for rule in self.rules]}
 
     def evaluate(self, req: WriteRequest) -> Decision:
-        """Decide ``req``: first matching enabled rule, else allow; the agent's request for review is honoured."""
+        """Decide ``req``: first matching enabled rule, then the screening baseline, else allow.
+
+        The agent's request for review is honoured whenever the outcome would be allow.
+        """
         decision = _ALLOW
-        for rule in self.rules:
+        for rule in (*self.rules, SCREENING_BASELINE):
             if rule.enabled and rule.match.matches(req):
                 decision = rule.decision()
                 break
@@ -388,3 +415,10 @@ def _frozen(values: tuple[str, ...] | None) -> frozenset[str] | None:
 def _compile_globs(globs: Sequence[str]) -> tuple[re.Pattern[str], ...]:
     # fnmatch.translate + match == fnmatch.fnmatchcase: case-sensitive on every OS.
     return tuple(re.compile(fnmatch.translate(g)) for g in globs)
+
+
+SCREENING_BASELINE = Rule(
+    id="screening-high-risk", match=Match(risk_at_least="high"), action="require_approval",
+    description="Writes whose screening raised a high-severity risk flag need a reviewer.",
+)
+"""Tried after every tenant rule (and the defaults): not part of any editable policy document."""

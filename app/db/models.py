@@ -139,6 +139,10 @@ class Change(Base):
     approvals_required: Mapped[int] = mapped_column(server_default="1")
     policy_rule: Mapped[str | None] = mapped_column(Text)
     redactions: Mapped[list[Any]] = mapped_column(JSONB, server_default="[]")
+    risk_flags: Mapped[list[Any]] = mapped_column(JSONB, server_default="[]")
+    """Write screening flags `{name, severity, score, evidence: [{field, start, end}]}` (app.core.screening)."""
+    risk_level: Mapped[str] = mapped_column(Text, server_default="none")
+    """Highest flag severity: none / low / medium / high."""
     result: Mapped[dict[str, Any] | None]
 
 

@@ -21,13 +21,14 @@ from app.core.access import Principal
 from app.core.cursor import decode_cursor, encode_cursor
 from app.core.fsm import validate_fsm
 from app.core.ids import new_id
-from app.core.policy import WriteRequest
+from app.core.policy import Decision, WriteRequest
+from app.core.screening import Screening
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import AuditEntry, Memory
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
 from app.repos import memories as repo
 from app.repos.memories import Scope
-from app.services import events, staging
+from app.services import events, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.tenant_config import redaction_mode, redactor_for
@@ -139,12 +140,25 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
     with ctx.db.sessions() as session:
         clean = clean_payload(ctx, session, principal.tenant_id, content=body["content"],
                               tags=body.get("tags", []), metadata=body.get("metadata", {}), memory_type=body["type"])
+    embedding = _embed(ctx, clean.content)
+    with ctx.db.sessions.begin() as session:
+        # Screened and decided in the write's transaction, against the live state it is written into.
+        flags = screening.screen_write(
+            session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
+            memory_type=body["type"], content=clean.content, tags=clean.tags, metadata=clean.metadata,
+            source=body.get("source"), embedding=embedding)
         decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(
             operation="remember", agent_id=agent_id, type=body["type"], source=body.get("source"),
             tags=tuple(clean.tags), content=clean.content, confidence=body.get("confidence", 1.0),
-            approval_required=bool(body.get("approval_required"))))
-    embedding = _embed(ctx, clean.content)
+            approval_required=bool(body.get("approval_required")), risk_flags=flags.names, risk_level=flags.risk))
+        return _store_remembered(ctx, session, principal, body, clean, embedding, expires_at, decision, flags)
 
+
+def _store_remembered(ctx: AppContext, session, principal: Principal, body: dict[str, Any], clean: CleanWrite,
+                      embedding: list[float], expires_at: datetime | None, decision: Decision,
+                      flags: Screening) -> Outcome:
+    """Insert the memory live (201) or pending with its change (202), audited in `session`'s transaction."""
+    agent_id = body["agent_id"]
     now = utcnow()
     pending = decision.action == "require_approval"
     memory = Memory(
@@ -155,27 +169,27 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
         live_from=None if pending else now, expires_at=expires_at, run_id=body.get("run_id"),
         node_id=body.get("node_id"), digest_key=os.urandom(32),
     )
-    with ctx.db.sessions.begin() as session:
-        repo.insert(session, memory)
-        if pending:
-            change = staging.stage_change(
-                ctx, session, principal=principal, operation="remember", agent_id=agent_id,
-                user_id=memory.user_id, request={"memory_id": memory.id, "run_id": memory.run_id,
-                                                 "node_id": memory.node_id},
-                memory_ids=[memory.id], decision=decision, redactions=clean.redactions)
-            memory.change_id = change.id
-            ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged",
-                             actor=principal.actor, subject={"type": "memory", "id": memory.id},
-                             data=memory_event(memory, change_id=change.id))
-            return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
-                                 "review_url": staging.review_url(change.id), "redactions": clean.redactions},
-                           [memory.id])
-        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
+    repo.insert(session, memory)
+    if pending:
+        change = staging.stage_change(
+            ctx, session, principal=principal, operation="remember", agent_id=agent_id,
+            user_id=memory.user_id, request={"memory_id": memory.id, "run_id": memory.run_id,
+                                             "node_id": memory.node_id},
+            memory_ids=[memory.id], decision=decision, redactions=clean.redactions, screening=flags)
+        memory.change_id = change.id
+        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged",
                          actor=principal.actor, subject={"type": "memory", "id": memory.id},
-                         data=memory_event(memory, redaction_labels=sorted({r["label"] for r in clean.redactions})))
-        events.memory_written(session, memory)
-        return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
-                             "redactions": clean.redactions}, [memory.id])
+                         data=memory_event(memory, change_id=change.id))
+        return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
+                             "review_url": staging.review_url(change.id), "redactions": clean.redactions},
+                       [memory.id])
+    ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
+                     actor=principal.actor, subject={"type": "memory", "id": memory.id},
+                     data=memory_event(memory, redaction_labels=sorted({r["label"] for r in clean.redactions}),
+                                       risk_flags=flags.names, risk_level=flags.risk))
+    events.memory_written(session, memory)
+    return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
+                         "redactions": clean.redactions}, [memory.id])
 
 
 # --- reads ---------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ def change_json(change: Change) -> dict[str, Any]:
         "submitted_at": format_ts(change.submitted_at), "decided_at": format_ts(change.decided_at),
         "decided_by": change.decided_by, "reason": change.reason, "approvals": list(change.approvals),
         "approvals_required": change.approvals_required, "policy_rule": change.policy_rule,
-        "redactions": list(change.redactions),
+        "redactions": list(change.redactions), "risk_flags": list(change.risk_flags),
+        "risk_level": change.risk_level,
     }
 
 
@@ -169,6 +170,7 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
         body = {"_state": []}
     state = body.pop("_state")
     body.update({"operation": kind, "policy_rule": change.policy_rule, "redactions": list(change.redactions),
+                 "risk_flags": list(change.risk_flags), "risk_level": change.risk_level,
                  "approvals": list(change.approvals), "approvals_required": change.approvals_required,
                  "fingerprint": _fingerprint([change.id, change.status, len(change.approvals), state])})
     return body

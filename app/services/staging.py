@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 from app.core.access import Principal
 from app.core.ids import new_id
 from app.core.policy import Decision, Policy, WriteRequest, default_policy
+from app.core.screening import Screening
 from app.db.models import Change, Tenant
-from app.errors import Forbidden
+from app.errors import PolicyDenied
 from app.services import events
 from app.services.context import AppContext
 
@@ -31,23 +32,29 @@ def _parsed(doc_json: str) -> Policy:
 
 
 def review_requirement(session: Session, tenant_id: str, request: WriteRequest) -> Decision:
-    """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403)."""
+    """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403 `policy_denied`)."""
     decision = tenant_policy(session, tenant_id).evaluate(request)
     if decision.action == "deny":
-        raise Forbidden(f"denied by policy rule {decision.rule_id!r}",
-                        details=[{"path": "/", "message": decision.reason, "rule": decision.rule_id}])
+        raise PolicyDenied(f"denied by policy rule {decision.rule_id!r}",
+                           details=[{"path": "/", "message": decision.reason, "rule": decision.rule_id,
+                                     "risk_flags": sorted(request.risk_flags)}])
     return decision
 
 
 def stage_change(ctx: AppContext, session: Session, *, principal: Principal, operation: str, agent_id: str,
                  user_id: str | None, request: dict[str, Any], memory_ids: list[str], decision: Decision,
-                 redactions: list[dict[str, str]]) -> Change:
-    """Record a pending change and its `change.proposed` audit event in `session`'s transaction."""
+                 redactions: list[dict[str, str]], screening: Screening | None = None) -> Change:
+    """Record a pending change and its `change.proposed` audit event in `session`'s transaction.
+
+    The screening flags are stored on the change for reviewers; the audit event gets their names only.
+    """
+    screening = screening or Screening()
     change = Change(
         id=new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
         operation=operation, status="pending", request=request, memory_ids=memory_ids,
         submitted_by=principal.key_id, approvals=[], approvals_required=decision.approvals_required,
-        policy_rule=decision.rule_id, redactions=redactions,
+        policy_rule=decision.rule_id, redactions=redactions, risk_flags=screening.to_json(),
+        risk_level=screening.risk,
     )
     session.add(change)
     session.flush()
@@ -55,7 +62,8 @@ def stage_change(ctx: AppContext, session: Session, *, principal: Principal, ope
                      subject={"type": "change", "id": change.id},
                      data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,
                            "approvals_required": decision.approvals_required, "policy_rule": decision.rule_id,
-                           "reason": decision.reason, "redaction_labels": sorted({r["label"] for r in redactions})})
+                           "reason": decision.reason, "redaction_labels": sorted({r["label"] for r in redactions}),
+                           "risk_flags": screening.names, "risk_level": screening.risk})
     events.change_event(session, change, "proposed")
     return change
 

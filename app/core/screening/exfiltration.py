@@ -1,0 +1,85 @@
+"""``exfiltration``: memory text that would make the agent ship data somewhere.
+
+Kinds of evidence and their weights:
+
+* ``image_beacon`` (0.9): a markdown/HTML image whose URL carries a query string or a template
+  placeholder: rendering it sends data to that host with no click.
+* ``templated_url`` (0.85): a URL with a placeholder for data (``{user_email}``, ``{{history}}``,
+  ``$TOKEN``, ``<conversation>``) or a ``data=``/``q=`` parameter fed from the chat.
+* ``send_to`` (0.75): send / post / forward / upload … to a URL or a webhook.
+* ``recurring_copy`` (0.75): cc / bcc / forward / send *every* or *all* … to an address or URL.
+* ``send_to_email`` (0.5): send / forward / email … to an email address (a one-off task is normal).
+* ``phishing`` (0.8): have the user enter card details / passwords / codes at a URL.
+* ``tool_abuse`` (0.75): "call/use the X tool … with the user's …", "fetch <url> with …".
+* ``collect`` (0.6): include / attach / append the conversation, chat history, credentials,
+  tokens, personal data … in a request, link, email or message.
+* ``external_image`` (0.5): a markdown image from any external host.
+
+A plain URL ("the user's blog is https://…") is not evidence. Known limits: an exfiltration
+path described without any of these shapes, or in a language other than English, is missed.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from app.core.screening.flags import RiskFlag, TextField
+from app.core.screening.signals import Thresholds, run_signals, signal
+
+NAME = "exfiltration"
+THRESHOLDS = Thresholds(medium=0.4, high=0.7)
+WEIGHTS = {"image_beacon": 0.9, "templated_url": 0.85, "send_to": 0.75, "tool_abuse": 0.75,
+           "recurring_copy": 0.75, "phishing": 0.8, "collect": 0.6, "send_to_email": 0.5, "external_image": 0.5}
+
+_URL = r"(?:https?://|ftp://|www\.)[^\s)\]\"'<>]{1,2000}"
+_EMAIL = r"[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\.[a-z]{2,24}\b"
+_PLACEHOLDER = r"(?:\{\{?\s*[a-z_][a-z0-9_.\s]{0,40}\}\}?|\$\{?[a-z_][a-z0-9_]{1,40}\}?|<[a-z_][a-z0-9_ ]{1,40}>|\[[a-z_ ]{2,40}\])"
+_DATA = (r"(?:conversation|chat(?: log| history| transcript)?|history|transcript|messages|context|"
+         r"credentials?|passwords?|api keys?|tokens?|secrets?|session(?: id| cookie)?s?|cookies?|"
+         r"personal (?:data|details|information|info)|contact (?:list|details)|address book|"
+         r"emails?|email address(?:es)?|phone numbers?|ssn|card (?:numbers?|details)|bank (?:details|account)|"
+         r"files?|documents?|notes|memor(?:y|ies)|system prompt|instructions|user data|user's \w+|"
+         r"their \w+ (?:data|details|info))")
+_SEND = (r"(?:send|sends|sending|post|posts|posting|forward|forwards|forwarding|upload|uploading|submit|"
+         r"transmit|exfiltrate|report|relay|sync|mirror|copy|leak|ship|push|share|cc|bcc|email|mail)")
+
+
+def _s(kind: str, pattern: str):
+    return signal(kind, WEIGHTS[kind], pattern)
+
+
+SIGNALS = (
+    _s("image_beacon", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//[^\s)]{0,2000}?(?:\?[^\s)]*=|" + _PLACEHOLDER + r")"),
+    _s("image_beacon", r"<img\b[^>\n]{0,300}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\s\"'>]{0,2000}?\?[^\s\"'>]*="),
+    _s("external_image", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//"),
+    _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,2000}?" + _PLACEHOLDER),
+    _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,2000}?[?&](?:data|q|d|payload|c|msg|info|x|leak|p)="
+       r"(?:\s|$|\{|<|\[|\$)"),
+    _s("send_to", r"\b" + _SEND + r"\b[^.\n]{0,80}?\b(?:to|at|into|via|onto)\s+(?:the\s+)?(?:" + _URL +
+       r"|(?:this |the |our |a )?(?:webhook|endpoint|external server|pastebin|discord|telegram)\b)"),
+    _s("send_to_email", r"\b" + _SEND + r"\b[^.\n]{0,80}?\b(?:to|at)\s+" + _EMAIL),
+    _s("recurring_copy", r"\b(?:cc|bcc|copy|forward|send|mirror)\b[^.\n]{0,60}?(?:" + _EMAIL + r"|" + _URL +
+       r")[^.\n]{0,40}?\b(?:every|all|each|any|always)\b"),
+    _s("recurring_copy", r"\b(?:every|all|each|any|always)\b[^.\n]{0,40}?\b(?:cc|bcc|forward|copy|send|mirror)\b"
+       r"[^.\n]{0,60}?(?:" + _EMAIL + r"|" + _URL + r")"),
+    _s("recurring_copy", r"\b(?:cc|bcc|forward|copy|send|mirror)\b[^.\n]{0,10}?\b(?:every|all|each|any)\b[^.\n]{0,60}?"
+       r"(?:" + _EMAIL + r"|" + _URL + r")"),
+    _s("tool_abuse", r"\b(?:call|use|invoke|run|trigger|execute)\b[^.\n]{0,15}?\b(?:the\s+)?[a-z0-9_.-]{1,40}\s*"
+       r"(?:tool|function|plugin|action|api|webhook|endpoint)\b[^.\n]{0,60}?\b(?:with|passing|including|"
+       r"containing|sending)\b[^.\n]{0,40}?\b(?:the user's|user's|their|the|all)\b[^.\n]{0,20}?\b" + _DATA + r"\b"),
+    _s("tool_abuse", r"\b(?:fetch|get|open|visit|load|request|curl|wget|browse to)\b\s+" + _URL +
+       r"[^.\n]{0,60}?\b(?:with|appending|including|passing)\b[^.\n]{0,40}?\b" + _DATA + r"\b"),
+    _s("phishing", r"\b(?:paste|enter|type|submit|upload|fill in|re-?enter|provide)\b[^.\n]{0,40}?\b(?:card (?:details|number)|"
+       r"passwords?|credentials|login|pin|otp|seed phrase|recovery phrase|bank details|ssn|social security number)\b"
+       r"[^.\n]{0,30}?\b(?:into|at|on|to|via)\s+" + _URL),
+    _s("collect", r"\b(?:include|attach|append|embed|add|put|encode|paste|insert)\b[^.\n]{0,30}?"
+       r"\b(?:the user's|user's|their|the|all|full|entire|complete|any)\b[^.\n]{0,20}?\b" + _DATA +
+       r"\b[^.\n]{0,40}?\b(?:in|into|to)\s+(?:the\s+|a\s+|each\s+|every\s+|your\s+)?(?:url|link|request|query|"
+       r"email|message|image|webhook|payload|parameter|post|response)"),
+)
+
+
+def detect(fields: Sequence[TextField]) -> RiskFlag | None:
+    """The ``exfiltration`` flag for a write's text fields, or None."""
+    flag, _kinds = run_signals(NAME, SIGNALS, fields, THRESHOLDS)
+    return flag

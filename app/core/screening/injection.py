@@ -1,0 +1,146 @@
+"""``prompt_injection``: text shaped as instructions to the agent for later turns.
+
+A memory is read back into a model's context, so text that *instructs* (rather than records) is
+how memory poisoning works (MINJA, AgentPoison, MemoryGraft): "ignore previous instructions",
+"from now on always …", "whenever the user asks about X, say Y", fake system messages, and
+instructions to hide something from the user. Kinds of evidence and their weights:
+
+* ``override`` (0.9): ignore / disregard / forget previous instructions, "your new instructions".
+* ``impersonation`` (0.85): chat-template tokens, ``system:`` lines that give orders,
+  "message from the administrator", "I am your developer".
+* ``concealment`` (0.8): "do not tell the user", "keep this secret from the user".
+* ``credential_request`` (0.75): ask the user for a password, OTP, card number, seed phrase.
+* ``remote_code`` (0.75): ``curl … | sh``, "download and run https://…" (a fake past success).
+* ``weakening`` (0.6): skip verification / approve every request / without confirmation.
+* ``trigger`` (0.55): "when(ever) the user asks … respond/recommend/say …".
+* ``directive`` (0.5): sentence-initial "Always/Never <agent verb>", "you must", "the assistant should";
+  also (0.45) "from now on", "in all future conversations", "in every response".
+* ``redirect`` (0.5): steer the user to a link or domain.
+* ``promotion`` (0.4): "only/exclusively recommend", "recommend X instead".
+
+Preferences are instructions too ("From now on, always answer in French"), so a standing
+directive alone stays medium and the default policy lets it through; a trigger, two kinds, or one
+strong kind reach high.
+Known limits: English only; a paraphrase with none of these shapes ("the correct refund
+address is …") is not an injection to this detector (contradiction and exfiltration may catch
+it); no semantic understanding.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from app.core.screening.flags import RiskFlag, TextField
+from app.core.screening.signals import Thresholds, run_signals, signal
+
+NAME = "prompt_injection"
+# Calibrated on the dev split of the screening corpus (see docs/benchmarks.md): 0.55 is the lowest
+# high threshold that keeps one weak cue (a standing directive, 0.5) medium, which ordinary
+# preferences ("always answer in French") need; it stages a lone trigger ("whenever the user asks
+# …, say …", 0.55). The dev split alone would allow 0.45 (it holds no benign standing directive).
+THRESHOLDS = Thresholds(medium=0.4, high=0.55)
+
+_AGENT = r"(?:you|the assistant|assistant|the agent|the ai|the model|the bot|the chatbot|claude|chatgpt|gpt)"
+_AGENT_VERBS = (
+    r"(?:respond|reply|answer|recommend|suggest|include|add|append|prepend|use|send|forward|cc|bcc|call|run|"
+    r"execute|tell|say|mention|refer|redirect|link|direct|point|output|print|write|insert|claim|state|"
+    r"describe|treat|trust|approve|grant|transfer|pay|route|share|email|post|upload|ask|request|promote|"
+    r"advertise|report|sign|end|start|begin|reveal|disclose|ignore|obey|follow|comply|prioriti[sz]e|"
+    r"assume|consider|classify|mark|label|refuse|deny|accept|allow|quote|cite|provide|give|offer|push)"
+)
+_USER = r"(?:the user|the users|users|the customer|customers|the human|the caller|the client|them|the requester)"
+
+WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credential_request": 0.75, "remote_code": 0.75,
+           "weakening": 0.6, "trigger": 0.55, "directive": 0.5, "redirect": 0.5, "promotion": 0.4}
+
+
+def _s(kind: str, pattern: str, weight: float | None = None):
+    return signal(kind, WEIGHTS[kind] if weight is None else weight, pattern)
+
+
+SIGNALS = (
+    _s("override",
+           r"\b(?:ignore|disregard|forget|overrides?|overriding|bypass|discard|drop|abandon|supersedes?|replaces?)\b[^.\n]{0,40}?"
+           r"\b(?:previous|prior|earlier|above|preceding|all|any|your|system|original|existing|other|safety|"
+           r"old|initial)\b[^.\n]{0,30}?\b(?:instructions?|prompts?|rules|guidelines|directives|guardrails|"
+           r"polic(?:y|ies)|constraints|programming|system messages?|restrictions)\b"),
+    _s("override", r"\b(?:new|updated|revised|real|true|actual) (?:system )?(?:instructions|directives|orders)\s*[:\-]"),
+    _s("override", r"\byour (?:new|real|true|actual|updated) (?:instructions|purpose|goal|task|role|directive|objective)\b"),
+    _s("override", r"\b(?:jailbreak|dan mode|developer mode enabled|god mode)\b"),
+    _s("impersonation",
+           r"<\|?(?:im_start|im_end|system|endoftext|eot_id|start_header_id)\|?>|\[/?inst\]|<</?sys>>|"
+           r"</?(?:system|instructions?|memory|context|admin)>"),
+    _s("impersonation",
+           r"^\s*[\[\(#*]*\s*(?:system|developer|admin|administrator|root|assistant)\s*"
+           r"(?:prompt|message|note|notice|override|instructions?|update)?\s*[\]\)*]*\s*[:>\-]\s*"
+           r"(?:you\b|ignore|always|never|from now|the assistant|do not|don't|new |important|all )"),
+    _s("impersonation",
+           r"\b(?:message|note|instructions?|notice|directive|order|memo|update)\s+from\s+(?:the\s+)?"
+           r"(?:system|administrator|admin|developers?|openai|anthropic|security team|it department|"
+           r"operator|platform|your creators?)\b"),
+    _s("impersonation", r"\bsystem (?:override|prompt|instruction|notice|directive)s?\b"),
+    _s("impersonation",
+           r"\b(?:i am|i'm|this is) (?:your|the) (?:developer|administrator|admin|system|creator|operator|owner)\b"),
+    _s("impersonation", r"\bend of (?:memory|context|user (?:input|data|message))\b"),
+    _s("concealment",
+           r"\b(?:do not|don't|dont|never|without)\s+(?:ever\s+)?(?:tell|telling|inform|informing|mention|"
+           r"mentioning|reveal|revealing|disclose|disclosing|notify|notifying|alert|alerting|warn|warning|"
+           r"let)\b[^.\n]{0,20}?" + _USER + r"\b"),
+    _s("concealment",
+           r"\b(?:keep|hide)\b[^.\n]{0,25}?\b(?:secret|hidden|confidential|private)?\s*from\s+" + _USER + r"\b"),
+    _s("concealment",
+           r"\b(?:this|these) (?:instructions?|rules?|notes?|memor(?:y|ies))\b[^.\n]{0,30}?"
+           r"\b(?:secret|hidden|confidential|must not be (?:shown|revealed|mentioned))\b"),
+    _s("credential_request",
+           r"\b(?:ask|request|prompt|collect|get|obtain|require|have|make|tell)\b[^.\n]{0,20}?"
+           r"\b(?:the user|users|the customer|customers|them|him|her)\b[^.\n]{0,40}?"
+           r"\b(?:password|passcode|pin|otp|one[- ]time (?:code|password)|2fa code|mfa code|verification code|"
+           r"security code|cvv|cvc|seed phrase|recovery phrase|private key|ssn|social security number|"
+           r"card number|card details|bank details|login details|credentials|bank login)\b"),
+    _s("weakening",
+           r"\b(?:skip|bypass|disable|turn off|switch off|omit|suppress|ignore)\b[^.\n]{0,30}?"
+           r"\b(?:verification|authentication|2fa|mfa|confirmation|safety checks?|security checks?|"
+           r"approvals?|review|warnings?|validation|identity checks?|fraud checks?|content filters?)\b"),
+    _s("weakening",
+           r"\b(?:approve|accept|authori[sz]e|grant|execute|run|process|honou?r)\b[^.\n]{0,20}?"
+           r"\b(?:all|any|every)\b[^.\n]{0,25}?\b(?:requests?|transfers?|payments?|commands?|refunds?|"
+           r"invoices?|access requests?|withdrawals?|scripts?)\b"),
+    _s("weakening", r"\bgrant\b[^.\n]{0,30}?\b(?:admin|root|full|elevated|superuser) (?:access|rights|privileges|permissions)\b"),
+    _s("weakening",
+           r"\b(?:without|no need for|no need to)\s+(?:asking|asking for|any|further)?\s*(?:confirmation|confirming|"
+           r"verification|verifying|approval|checking|review|double-checking)\b"),
+    _s("trigger",
+           r"\bwhen(?:ever)?\b[^.\n]{0,60}?\b(?:user|users|customer|customers|someone|anyone|they|he|she|"
+           r"people|asked)\b[^.\n]{0,30}?\b(?:asks?|asked|mentions?|requests?|says?|types?|quer(?:y|ies)|"
+           r"searches|inquires?|talks?|brings? up|wants?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
+    _s("trigger", r"\bif (?:the )?(?:user|customer|anyone|someone) (?:ever )?(?:asks?|mentions?|says?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
+    _s("directive", r"(?:^|[.!?:;,]\s+|\n)\s*[-*\d.)\s]*(?:always|never|only|must)\s+" + _AGENT_VERBS + r"\b"),
+    _s("directive", r"\b" + _AGENT + r"\s+(?:must|shall|is required to|are required to|is instructed to|"
+           r"are instructed to|has to|have to|needs? to|will always|should always|should never|must never)\b"),
+    _s("directive", r"\b(?:important|attention|note to (?:the )?(?:assistant|agent|ai|model))\s*[:!]\s*"
+           r"(?:you|always|never|do not|don't|the assistant)\b"),
+    _s("remote_code", r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?(?:sh|bash|zsh|python3?|iex)\b"),
+    _s("remote_code", r"\b(?:download|fetch)\b[^.\n]{0,40}?\band (?:run|execute)\b[^.\n]{0,60}?(?:https?://|www\.)"),
+    _s("redirect",
+           r"\b(?:recommend|suggest|direct|redirect|refer|send|point|steer|route|link)\b[^.\n]{0,40}?"
+           r"\b(?:to|toward|towards|visit|at)\b[^.\n]{0,25}?(?:https?://|www\.|\b[a-z0-9-]+\.(?:com|net|org|io|xyz|"
+           r"top|ru|cn|biz|info|co|app|site|online|shop|live|click|link|ly|me|tk)\b)"),
+    # "From now on" and "always respond" are one cue (a standing instruction), not two: a future-
+    # time phrase counts as a weaker directive, so the pair does not add up like independent evidence.
+    _s("directive",
+           r"\bfrom (?:now|this point|here|today) on(?:wards?)?\b|\bgoing forward\b|\bhenceforth\b|"
+           r"\bin (?:all |every |any )?(?:future|subsequent|later|upcoming|next) (?:conversations?|sessions?|chats?|"
+           r"turns?|responses?|replies|answers|interactions|messages)\b|"
+           r"\bfor (?:all|every|any) (?:future |subsequent )?(?:responses?|replies|answers|conversations?|sessions?|"
+           r"requests?|queries|turns?|interactions)\b|"
+           r"\bin (?:every|each|all) (?:response|reply|answer|message|conversation|session|output)s?\b", 0.45),
+    _s("promotion",
+           r"\b(?:only|exclusively|always)\s+(?:recommend|suggest|promote|endorse|mention|push|advertise)\b|"
+           r"\b(?:recommend|suggest|promote)\b[^.\n]{0,40}?\binstead of\b"),
+)
+
+
+def detect(fields: Sequence[TextField]) -> RiskFlag | None:
+    """The ``prompt_injection`` flag for a write's text fields, or None."""
+    flag, _kinds = run_signals(NAME, SIGNALS, fields, THRESHOLDS)
+    return flag

@@ -1,0 +1,70 @@
+"""Screening a write against live state: looks up what ``app.core.screening`` needs, then runs it.
+
+Contradiction needs the nearest live memories of the same agent and user; FSM widening needs the
+live procedure of the same name. Both are read in the caller's session (the write's own
+transaction), so the flags describe the state the write is decided against.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.core.screening import Screening, screen
+from app.db.models import Memory
+from app.repos.memories import Scope, visible
+
+NEIGHBOURS = 5
+"""Live memories compared for contradictions (the review diff shows as many)."""
+FSM_CANDIDATES = 20
+
+ALLOWED_SOURCES: tuple[str, ...] = ()
+"""Source globs an API key may assert without being flagged for provenance laundering. Keys carry
+no source allow-list yet, so no key may claim a privileged origin (``system``, ``admin``,
+``user:verified``…); only people (reviewers, admins) act with that authority, through the UI."""
+
+
+def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None, memory_type: str,
+                 content: str, tags: Sequence[str], metadata: dict[str, Any], source: str | None,
+                 embedding: Sequence[float]) -> Screening:
+    """Flags for a (redacted) write about to be stored or staged."""
+    live: list[str] = []
+    live_fsm = None
+    if memory_type == "procedural":
+        live_fsm = _live_fsm(session, Scope(tenant_id, agent_id), content)
+    else:
+        live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
+    return screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
+                  live_fsm=live_fsm, allowed_sources=ALLOWED_SOURCES)
+
+
+def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
+    stmt = (select(Memory.content).where(visible(scope), Memory.embedding.is_not(None), Memory.type != "procedural")
+            .order_by(Memory.embedding.cosine_distance(list(embedding))).limit(NEIGHBOURS))
+    return [c for c in session.scalars(stmt) if c]
+
+
+def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:
+    """The newest live procedural memory with the same FSM ``name``, if any."""
+    try:
+        name = json.loads(content).get("name")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(name, str):
+        return None
+    stmt = select(Memory.content).where(visible(scope), Memory.type == "procedural")
+    if name.isascii() and name.isprintable() and not set(name) & set('"\\'):
+        # JSON writes such a name verbatim, so it narrows the scan; other names are escaped variously.
+        stmt = stmt.where(Memory.content.contains(name, autoescape=True))
+    stmt = stmt.order_by(Memory.created_at.desc()).limit(FSM_CANDIDATES)
+    for candidate in session.scalars(stmt):
+        try:
+            doc = json.loads(candidate)
+        except (TypeError, ValueError):
+            continue  # e.g. merged procedural text that is no longer one FSM
+        if isinstance(doc, dict) and doc.get("name") == name:
+            return candidate
+    return None
