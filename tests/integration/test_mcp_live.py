@@ -253,3 +253,12 @@ def test_a_lone_surrogate_is_refused_and_stores_nothing(live_server, world):
     assert response.json()["error"]["code"] == -32700  # JSON-RPC parse error, before any tool runs
     stored = httpx.get(f"{live_server}/v1/memories", params={"agent_id": "surrogate"}, headers=bearer(world["rw"]))
     assert stored.json()["items"] == []
+
+
+def test_unknown_tool_and_oversized_body_are_refused(live_server, world):
+    assert error_code(call(live_server, world["rw"], "drop_everything", {}))["code"] == "not_found"
+    huge = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember", "arguments": {
+        "agent_id": "big", "type": "semantic", "content": "x" * 2_000_000}}}
+    response = httpx.post(f"{live_server}/mcp", json=huge, headers={
+        **bearer(world["rw"]), "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"})
+    assert_error(response, 413, "payload_too_large")  # the app's body limit, before the SDK reads it
