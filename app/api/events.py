@@ -121,7 +121,7 @@ async def stream_events(request: Request, principal: Principal):
 
 routes = [
     ApiRoute("/v1/events", stream_events, method="GET", tag="events", scope="events:read", request="events.query",
-             headers=("Last-Event-ID",), responses={200: {"text/event-stream": None}},
+             headers=("Last-Event-ID",), responses={200: {"text/event-stream": "sse-message"}},
              summary="Server-Sent Events of the key's tenant (`event` envelopes' id/type/data); "
                      "resume with Last-Event-ID"),
 ]

@@ -13,7 +13,8 @@ def format_ts(value: datetime | None) -> str | None:
     """`2026-11-22T10:00:00.123456Z`, always UTC with microseconds."""
     if value is None:
         return None
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime("%Y"): glibc writes year 940 as "940", which is not RFC 3339.
+    return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_ts(value: str | int | float) -> datetime:
@@ -33,4 +34,7 @@ def parse_ts(value: str | int | float) -> datetime:
         raise ValueError("timestamp needs a UTC offset or Z")
     if "T" not in text and " " not in text:
         raise ValueError("timestamp needs a time part")
-    return parsed.astimezone(timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-05:00 is past datetime.max in UTC
+        raise ValueError("timestamp out of range") from None
