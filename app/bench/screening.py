@@ -101,8 +101,8 @@ def summarise(judged: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA) -> dict[str, Any]:
-    """Judge every write; summarise per split; check the goals on the test split."""
+def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hostile: bool = True) -> dict[str, Any]:
+    """Judge every write; summarise per split; check the goals on the test split (and time hostile inputs)."""
     redactor = Redactor()
     judged = [judge(row, redactor) for row in corpus]
     splits = {name: summarise(j for j in judged if name == "all" or j["split"] == name) for name in SPLITS}
@@ -119,8 +119,28 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA) -> di
                   "measured_on": "test"},
         "splits": splits,
         "screen_latency": common.latency_summary([j["screen_ms"] for j in judged]),
+        "hostile_64kib_ms": hostile_timings() if hostile else None,
         "machine": common.machine(),
     }
+
+
+# Inputs shaped to make the detectors' patterns work hardest, each 64 KiB (the scan limit).
+HOSTILE = {
+    "repeated_urls": "https://x.io/" * 5042, "open_braces": "{" * 65536, "dotted": "a." * 32768,
+    "trigger_words": "whenever the user asks " * 2849, "send_to": "send to " * 8192,
+    "image_openers": "![x](https://a.b/" * 3855, "zero_width": "\u200b" * 65536, "mixed_script": "p\u0430" * 32768,
+    "role_lines": "system:\n" * 8192, "credential_words": "password is " * 5461,
+}
+
+
+def hostile_timings() -> dict[str, float]:
+    """Milliseconds to screen each hostile 64 KiB input (content, plus 1 KiB of it as a tag)."""
+    out = {}
+    for name, text in HOSTILE.items():
+        started = time.perf_counter()
+        screen(text, memory_type="semantic", tags=[text[:1024]])
+        out[name] = round((time.perf_counter() - started) * 1000, 1)
+    return out
 
 
 def _shown_path(path: str | Path) -> str:
@@ -146,6 +166,8 @@ def summary(report: dict[str, Any]) -> str:
     lines.append(common.table(class_rows, ["class (test split)", "label", "n", "staged or denied", "flagged (any)"]))
     lat = report["screen_latency"]
     lines.append(f"screening per write: p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms, p99 {lat['p99_ms']} ms")
+    worst = max(report["hostile_64kib_ms"].items(), key=lambda item: item[1])
+    lines.append(f"slowest hostile 64 KiB input: {worst[0]} {worst[1]} ms")
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ def test_corpus_is_labelled_split_and_large_enough() -> None:
 def test_benchmark_core_on_a_subset(tmp_path) -> None:
     corpus = bench.load_corpus()
     subset = [r for cls in sorted({r["class"] for r in corpus}) for r in [r for r in corpus if r["class"] == cls][:3]]
-    report = bench.run_benchmark(subset)
+    report = bench.run_benchmark(subset, hostile=False)
     assert report["benchmark"] == "screening" and set(report["splits"]) == {"dev", "test", "all"}
     everything = report["splits"]["all"]
     assert everything["writes"] == len(subset)
@@ -57,5 +57,7 @@ def test_cli_writes_the_report(tmp_path, capsys) -> None:
     data = tmp_path / "mini.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in bench.load_corpus()[:20]) + "\n", encoding="utf-8")
     assert cli_main(["bench", "screening", "--data", str(data), "--out", str(out)]) in (0, None)
-    assert json.loads(out.read_text())["splits"]["all"]["writes"] == 20
+    report = json.loads(out.read_text())
+    assert report["splits"]["all"]["writes"] == 20
+    assert set(report["hostile_64kib_ms"]) == set(bench.HOSTILE)
     assert "poisoned caught" in capsys.readouterr().out

@@ -31,7 +31,9 @@ THRESHOLDS = Thresholds(medium=0.4, high=0.7)
 WEIGHTS = {"image_beacon": 0.9, "templated_url": 0.85, "send_to": 0.75, "tool_abuse": 0.75,
            "recurring_copy": 0.75, "phishing": 0.8, "collect": 0.6, "send_to_email": 0.5, "external_image": 0.5}
 
-_URL = r"(?:https?://|ftp://|www\.)[^\s)\]\"'<>]{1,2000}"
+# URLs are matched up to 300 characters: enough for any placeholder or query a beacon needs, and it
+# bounds the work on hostile input (64 KiB of URLs).
+_URL = r"(?:https?://|ftp://|www\.)[^\s)\]\"'<>]{1,300}"
 _EMAIL = r"[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\.[a-z]{2,24}\b"
 _PLACEHOLDER = r"(?:\{\{?\s*[a-z_][a-z0-9_.\s]{0,40}\}\}?|\$\{?[a-z_][a-z0-9_]{1,40}\}?|<[a-z_][a-z0-9_ ]{1,40}>|\[[a-z_ ]{2,40}\])"
 _DATA = (r"(?:conversation|chat(?: log| history| transcript)?|history|transcript|messages|context|"
@@ -49,11 +51,11 @@ def _s(kind: str, pattern: str):
 
 
 SIGNALS = (
-    _s("image_beacon", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//[^\s)]{0,2000}?(?:\?[^\s)]*=|" + _PLACEHOLDER + r")"),
-    _s("image_beacon", r"<img\b[^>\n]{0,300}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\s\"'>]{0,2000}?\?[^\s\"'>]*="),
+    _s("image_beacon", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//[^\s)]{0,300}?(?:\?[^\s)]*=|" + _PLACEHOLDER + r")"),
+    _s("image_beacon", r"<img\b[^>\n]{0,300}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\s\"'>]{0,300}?\?[^\s\"'>]*="),
     _s("external_image", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//"),
-    _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,2000}?" + _PLACEHOLDER),
-    _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,2000}?[?&](?:data|q|d|payload|c|msg|info|x|leak|p)="
+    _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,300}?" + _PLACEHOLDER),
+    _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,300}?[?&](?:data|q|d|payload|c|msg|info|x|leak|p)="
        r"(?:\s|$|\{|<|\[|\$)"),
     _s("send_to", r"\b" + _SEND + r"\b[^.\n]{0,80}?\b(?:to|at|into|via|onto)\s+(?:the\s+)?(?:" + _URL +
        r"|(?:this |the |our |a )?(?:webhook|endpoint|external server|pastebin|discord|telegram)\b)"),
