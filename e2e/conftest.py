@@ -30,3 +30,13 @@ def base_url(live_server: str) -> str:
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture
+def world(committed_ctx, live_server):
+    """A fresh tenant (so queues and counts are the test's own) with an agent key on the live server."""
+    from e2e.helpers import World
+
+    w = World(committed_ctx, live_server)
+    yield w
+    w.http.close()

@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 
 from app.services.apikeys import create_key
 from app.services.tenant_config import set_policy
-from e2e.test_review_flow import ACTOR, World, open_change, sign_in
+from e2e.helpers import ACTOR, World, open_change, sign_in
 
 pytestmark = pytest.mark.e2e
 
