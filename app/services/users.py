@@ -161,8 +161,8 @@ def client_key(address: str | None) -> str:
     """How throttling names a client: its IP address; IPv6 by its /64, one subscriber's usual share."""
     try:
         ip = ipaddress.ip_address(address or "")
-    except ValueError:
-        return (address or "unknown")[:64]
+    except ValueError:  # not an IP (a test client, a unix socket): never the same as ANY_CLIENT
+        return "name:" + (address or "unknown")[:64]
     if ip.version == 6:
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)
@@ -199,27 +199,32 @@ def _record_failure(session, username: str, client: str, free: int, cap: int) ->
             " WHERE username = :u AND client = :c"), {"u": username, "c": client, "d": delay})
 
 
-def _record_attempt(session, username: str, client: str, ok: bool) -> None:
-    """Update the shared throttle state after a checked password (and prune long-idle rows)."""
-    if ok:
-        session.execute(text(
-            "INSERT INTO login_throttle AS t (username, client, last_success_at) VALUES (:u, :c, now())"
-            " ON CONFLICT (username, client) DO UPDATE SET failures = 0, blocked_until = NULL,"
-            " last_success_at = now(), updated_at = now()"), {"u": username, "c": client})
-    else:
-        _record_failure(session, username, client, PAIR_FREE_FAILURES, PAIR_MAX_DELAY)
-        _record_failure(session, username, ANY_CLIENT, GLOBAL_FREE_FAILURES, GLOBAL_MAX_DELAY)
+def _count_attempt(session, username: str, client: str) -> None:
+    """Count an attempt as a failure before its password is checked, so concurrent guesses cannot
+    outrun the limit; `_record_success` takes it back. Also prunes rows idle for KNOWN_CLIENT."""
+    _record_failure(session, username, client, PAIR_FREE_FAILURES, PAIR_MAX_DELAY)
+    _record_failure(session, username, ANY_CLIENT, GLOBAL_FREE_FAILURES, GLOBAL_MAX_DELAY)
     session.execute(text(
         "DELETE FROM login_throttle WHERE ctid = ANY(ARRAY("
         " SELECT ctid FROM login_throttle WHERE updated_at < now() - :idle LIMIT 100))"), {"idle": KNOWN_CLIENT})
 
 
-def _audit_sign_in(ctx: AppContext, session, user: User | None, username: str, event: str, reason: str,
+def _record_success(session, username: str, client: str) -> None:
+    """A right password: the client's count starts again; the username's count forgets this attempt."""
+    session.execute(text(
+        "UPDATE login_throttle SET failures = 0, blocked_until = NULL, last_success_at = now(), updated_at = now()"
+        " WHERE username = :u AND client = :c"), {"u": username, "c": client})
+    session.execute(text(
+        "UPDATE login_throttle SET failures = greatest(failures - 1, 0) WHERE username = :u AND client = :any"),
+        {"u": username, "any": ANY_CLIENT})
+
+
+def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str, event: str, reason: str,
                    client: str) -> None:
-    tenant_ids = [] if user is None else list(session.scalars(
-        select(UserRole.tenant_id).where(UserRole.user_id == user.id)))
-    subject = {"type": "user", "id": user.id if user else None}
-    actor = {"kind": "user", "id": user.id if user else "unknown", "name": username[:64]}
+    tenant_ids = [] if user_id is None else list(session.scalars(
+        select(UserRole.tenant_id).where(UserRole.user_id == user_id)))
+    subject = {"type": "user", "id": user_id}
+    actor = {"kind": "user", "id": user_id or "unknown", "name": username[:64]}
     for tenant_id in tenant_ids or [None]:
         ctx.audit.append(session, tenant_id=tenant_id, event_type=event, actor=actor, subject=subject,
                          data={"reason": reason, "client": client})
@@ -228,34 +233,38 @@ def _audit_sign_in(ctx: AppContext, session, user: User | None, username: str, e
 def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None = None) -> str:
     """Check a password and open a session; returns the session id. `client` is the caller's IP
     address, the throttling key together with the username (see the back-off rules above); while
-    throttled the password is not even checked (429 with the seconds to wait)."""
+    throttled the password is not even checked (429 with the seconds to wait).
+
+    The slow password hash runs between two short transactions, holding neither a database
+    connection nor the username's lock, so a flood of sign-ins cannot starve the pool."""
     username = username.strip()[:64]
     if "\x00" in username or "\x00" in password:  # no account has one; PostgreSQL text cannot hold it
         raise ValidationFailed("wrong username or password")
     client = client_key(client)
-    failure: Exception | None = None
     with ctx.db.sessions.begin() as session:
         session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.login:" + username))))
         user = session.scalars(select(User).where(User.username == username)).first()
+        user_id = user.id if user is not None else None
         wait = _throttle_wait(session, username, client)
         if wait:
-            ok, event, reason = False, "auth.sign_in_throttled", "throttled"
-            failure = RateLimited(f"too many failed sign-ins; try again in {wait} s",
-                                  headers={"retry-after": str(wait)})
+            _audit_sign_in(ctx, session, user_id, username, "auth.sign_in_throttled", "throttled", client)
         else:
-            ok = bool(user and user.disabled_at is None and argon2.verify(password, user.password_hash))
-            if user is None:
-                argon2.hash(password)  # equalise timing for unknown users
-            event, reason = ("auth.signed_in", "password") if ok else ("auth.sign_in_failed", "refused")
-            if not ok:
-                failure = ValidationFailed("wrong username or password")
-            _record_attempt(session, username, client, ok)
-        _audit_sign_in(ctx, session, user, username, event, reason, client)
+            _count_attempt(session, username, client)
+    if wait:
+        raise RateLimited(f"too many failed sign-ins; try again in {wait} s", headers={"retry-after": str(wait)})
+
+    if user is None:
+        argon2.hash(password)  # equalise timing for unknown users
+    ok = bool(user and user.disabled_at is None and argon2.verify(password, user.password_hash))
+    with ctx.db.sessions.begin() as session:
         if ok:
+            _record_success(session, username, client)
             session_id = secrets.token_urlsafe(32)
-            session.add(WebSession(id=session_id, user_id=user.id))
-    if failure is not None:
-        raise failure
+            session.add(WebSession(id=session_id, user_id=user_id))
+        event, reason = ("auth.signed_in", "password") if ok else ("auth.sign_in_failed", "refused")
+        _audit_sign_in(ctx, session, user_id, username, event, reason, client)
+    if not ok:
+        raise ValidationFailed("wrong username or password")
     return session_id
 
 
