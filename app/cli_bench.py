@@ -18,6 +18,7 @@ BENCHMARKS: list[str] = [
     "app.bench.audit",       # memwarden bench audit      — durable audit appends/s, offline verify events/s
     "app.bench.screening",   # memwarden bench screening  — poisoned writes caught vs benign staged, labelled corpus
     "app.bench.compare",     # memwarden bench compare    — side by side with memorywire, interleaved pairs
+    "app.bench.import_",     # memwarden bench import     — `memwarden import` rate at N mem0 memories
 ]
 
 

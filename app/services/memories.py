@@ -22,9 +22,10 @@ from app.core.cursor import decode_cursor, encode_cursor
 from app.core.fsm import validate_fsm
 from app.core.ids import new_id
 from app.core.policy import Decision, WriteRequest
+from app.core.redaction import Redactor
 from app.core.screening import Screening
 from app.core.timefmt import format_ts, parse_ts, utcnow
-from app.db.models import AuditEntry, Memory
+from app.db.models import AuditEntry, Memory, Tenant
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
 from app.repos import memories as repo
 from app.repos.memories import Scope
@@ -104,8 +105,10 @@ class CleanWrite:
 
 
 def clean_payload(ctx: AppContext, session, tenant_id: str, *, content: str, tags: list[str],
-                  metadata: dict[str, Any], memory_type: str) -> CleanWrite:
-    """Size limit, procedural FSM check, then redaction per the tenant's mode."""
+                  metadata: dict[str, Any], memory_type: str, redactor: Redactor | None = None,
+                  mode: str | None = None) -> CleanWrite:
+    """Size limit, procedural FSM check, then redaction per the tenant's mode (a batch passes the
+    tenant's `redactor` and `mode`, read once, instead of once per row)."""
     size = len(content.encode("utf-8"))
     if size > ctx.settings.max_entry_size_bytes:
         raise PayloadTooLarge(f"content is {size} bytes; the limit is {ctx.settings.max_entry_size_bytes}",
@@ -116,9 +119,9 @@ def clean_payload(ctx: AppContext, session, tenant_id: str, *, content: str, tag
             raise ValidationFailed("procedural content is not a valid FSM",
                                    details=[{"path": "/content" + (p.path if p.path != "/" else ""),
                                              "message": p.message} for p in problems])
-    result = redactor_for(ctx, session, tenant_id).redact_payload(content, tags, metadata)
+    result = (redactor or redactor_for(ctx, session, tenant_id)).redact_payload(content, tags, metadata)
     findings = [{"field": f.field, "label": f.label} for f in result.findings]
-    if findings and redaction_mode(session, tenant_id) == "reject":
+    if findings and (mode or redaction_mode(session, tenant_id)) == "reject":
         raise SecretLeakage("the write contains secret-shaped values; this tenant rejects them",
                             details=findings)
     return CleanWrite(result.content, list(dict.fromkeys(result.tags)), result.metadata, findings)
@@ -146,7 +149,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
         flags = screening.screen_write(
             session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
             memory_type=body["type"], content=clean.content, tags=clean.tags, metadata=clean.metadata,
-            source=body.get("source"), embedding=embedding)
+            source=body.get("source"), embedding=embedding, allowed_sources=principal.sources)
         decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(
             operation="remember", agent_id=agent_id, type=body["type"], source=body.get("source"),
             tags=tuple(clean.tags), content=clean.content, confidence=body.get("confidence", 1.0),
@@ -465,3 +468,145 @@ def apply_expire(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
         for memory in rows:
             memory.score_multiplier = DEMOTE_MULTIPLIER
             memory.updated_at = now
+
+
+# --- batch remember (imports) --------------------------------------------------------------------
+
+ENDED_STATUSES = ("forgotten", "archived", "merged", "superseded")
+
+
+@dataclass(frozen=True)
+class TenantRules:
+    """What a batch reads once per tenant instead of once per row: the redactor and its mode."""
+
+    redactor: Redactor
+    mode: str
+    tenant: Tenant
+    """Held so the policy lookup of every row finds the tenant in the session's (weak) identity map."""
+
+    @classmethod
+    def load(cls, ctx: AppContext, session, tenant_id: str) -> "TenantRules":
+        return cls(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
+                   session.get(Tenant, tenant_id))
+
+
+@dataclass
+class PreparedWrite:
+    """A memory row that passed the checks of `remember` that need no embedding, waiting to be written."""
+
+    memory: Memory
+    redactions: list[dict[str, str]]
+    review: bool
+    """Stage it whatever the policy says (the request asked, or it was pending where it came from)."""
+
+    @property
+    def historical(self) -> bool:
+        """An ended row (forgotten, archived…): kept for `as_of` reads, never visible, no policy applies."""
+        return self.memory.status in ENDED_STATUSES
+
+
+def prepare_remember(ctx: AppContext, session, principal: Principal, body: dict[str, Any], rules: TenantRules, *,
+                     memory_id: str, created_at: datetime, updated_at: datetime, status: str = "live",
+                     ended_at: datetime | None = None, merged_into: str | None = None,
+                     superseded_by: str | None = None) -> PreparedWrite:
+    """The checks of `remember` for one row of a batch (imports) that need no embedding: agent
+    allow-list, size, FSM, redaction (SR-1, `SecretLeakage` in reject mode) and the tenant policy
+    without screening flags (a deny raises `Forbidden`, so a whole file can be checked first).
+
+    `body` is a validated `remember.request`. Unlike `remember`, an `expires_at` in the past is kept
+    (the row is simply expired): a restored export keeps what it held. `status` is where the row
+    came from: `pending` is always staged; ended statuses are history (see `PreparedWrite`).
+    """
+    agent_id = body["agent_id"]
+    require_agent(principal, agent_id)
+    expires_at = _timestamp(body["expires_at"], "/expires_at") if body.get("expires_at") is not None else None
+    clean = clean_payload(ctx, session, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
+                          metadata=body.get("metadata", {}), memory_type=body["type"], redactor=rules.redactor,
+                          mode=rules.mode)
+    memory = Memory(
+        id=memory_id, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
+        type=body["type"], content=clean.content, metadata_=clean.metadata, tags=clean.tags,
+        confidence=body.get("confidence", 1.0), source=body.get("source"), status=status,
+        created_at=created_at, updated_at=updated_at, live_from=created_at,
+        ended_at=(ended_at or updated_at) if status in ENDED_STATUSES else None, expires_at=expires_at,
+        run_id=body.get("run_id"), node_id=body.get("node_id"), digest_key=os.urandom(32),
+        merged_into=merged_into, superseded_by=superseded_by,
+    )
+    prepared = PreparedWrite(memory, clean.redactions, bool(body.get("approval_required")) or status == "pending")
+    if not prepared.historical:
+        _batch_decision(session, principal, prepared, Screening())
+    return prepared
+
+
+def _batch_decision(session, principal: Principal, write: PreparedWrite, flags: Screening) -> Decision:
+    memory = write.memory
+    return staging.review_requirement(session, principal.tenant_id, WriteRequest(
+        operation="remember", agent_id=memory.agent_id, type=memory.type, source=memory.source,
+        tags=tuple(memory.tags), content=memory.content, confidence=memory.confidence,
+        approval_required=write.review, risk_flags=flags.names, risk_level=flags.risk))
+
+
+def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[PreparedWrite],
+                   embeddings: list[list[float]], **audit_extra: Any) -> list[Outcome]:
+    """Screen, decide and insert prepared rows in the caller's transaction, each audited as `remember`
+    audits it: a staged row gets its change and `memory.staged`, a live row `memory.remembered` and a
+    `memory.written` event, an ended row `memory.restored`. `audit_extra` joins each event's data.
+
+    Screening runs against live state before the batch is inserted, so rows of one batch are not
+    compared with each other. A policy deny raised by screening flags raises `Forbidden` (the caller's
+    transaction, and so the whole batch, rolls back); `exc.memory_id` names the row.
+    """
+    decided: list[tuple[PreparedWrite, Decision | None, Screening]] = []
+    tenant = session.get(Tenant, principal.tenant_id)  # noqa: F841 (held: see TenantRules.tenant)
+    for write, embedding in zip(writes, embeddings, strict=True):
+        memory = write.memory
+        memory.embedding = embedding
+        decision, flags = None, Screening()
+        if not write.historical:
+            flags = screening.screen_write(
+                session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
+                memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
+                source=memory.source, embedding=embedding)
+            try:
+                decision = _batch_decision(session, principal, write, flags)
+            except Forbidden as exc:
+                exc.memory_id = memory.id
+                raise
+            if decision.action == "require_approval":
+                memory.status, memory.live_from = "pending", None
+            else:
+                memory.status = "live"
+        decided.append((write, decision, flags))
+    session.add_all([w.memory for w in writes])
+    session.flush()
+    return [_audit_written(ctx, session, principal, write, decision, flags, audit_extra)
+            for write, decision, flags in decided]
+
+
+def _audit_written(ctx: AppContext, session, principal: Principal, write: PreparedWrite, decision: Decision | None,
+                   flags: Screening, audit_extra: dict[str, Any]) -> Outcome:
+    memory, subject = write.memory, {"type": "memory", "id": write.memory.id}
+    labels = sorted({r["label"] for r in write.redactions})
+    if memory.status == "pending":
+        change = staging.stage_change(
+            ctx, session, principal=principal, operation="remember", agent_id=memory.agent_id,
+            user_id=memory.user_id, request={"memory_id": memory.id, "run_id": memory.run_id,
+                                             "node_id": memory.node_id},
+            memory_ids=[memory.id], decision=decision, redactions=write.redactions, screening=flags)
+        memory.change_id = change.id
+        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged", actor=principal.actor,
+                         subject=subject, data=memory_event(memory, change_id=change.id, **audit_extra))
+        return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
+                             "review_url": staging.review_url(change.id), "redactions": write.redactions},
+                       [memory.id])
+    if memory.status == "live":
+        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
+                         actor=principal.actor, subject=subject,
+                         data=memory_event(memory, redaction_labels=labels, risk_flags=flags.names,
+                                           risk_level=flags.risk, **audit_extra))
+        events.memory_written(session, memory)
+        return Outcome(201, {"id": memory.id, "status": "live", "redactions": write.redactions}, [memory.id])
+    ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.restored", actor=principal.actor,
+                     subject=subject, data=memory_event(memory, status=memory.status, redaction_labels=labels,
+                                                        **audit_extra))
+    return Outcome(200, {"id": memory.id, "status": memory.status}, [memory.id])
