@@ -17,6 +17,7 @@ SCOPES = (
 )
 _TOKEN = re.compile(r"^mw_(key_[0-9a-z]{26})_([A-Za-z0-9_-]{43})$")
 AGENT_GLOB = re.compile(r"^[A-Za-z0-9_.:@*?\[\]-]{1,128}$")
+SOURCE_GLOB = re.compile(r"^[A-Za-z0-9_.:@/*?\[\]-]{1,128}$")
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,15 @@ def normalise_agents(raw: str | list[str] | None) -> list[str]:
     return items or ["*"]
 
 
+def normalise_sources(raw: str | list[str] | None) -> list[str]:
+    """Parse `a,b` or a list of source globs a key may assert (default: none)."""
+    items = [s.strip() for s in (raw.split(",") if isinstance(raw, str) else (raw or [])) if s.strip()]
+    bad = [s for s in items if not SOURCE_GLOB.match(s)]
+    if bad:
+        raise ValueError(f"invalid source pattern(s): {', '.join(bad)}")
+    return list(dict.fromkeys(items))
+
+
 def agent_allowed(agent_id: str, patterns: list[str] | tuple[str, ...]) -> bool:
     """Case-sensitive glob match of an agent id against an allow-list."""
     return any(fnmatch.fnmatchcase(agent_id, p) for p in patterns)
@@ -79,6 +89,8 @@ class Principal:
     key_id: str
     scopes: frozenset[str]
     agents: tuple[str, ...]
+    sources: tuple[str, ...] = ()
+    """Globs of privileged `source` values this key may assert without a provenance flag."""
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes

@@ -42,6 +42,8 @@ class ApiKey(Base):
     scopes: Mapped[list[str]]
     agents: Mapped[list[str]]
     """Glob patterns of agent ids this key may act for."""
+    sources: Mapped[list[str]] = mapped_column(server_default="{}")
+    """Glob patterns of privileged `source` values this key may assert (write screening, provenance)."""
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]

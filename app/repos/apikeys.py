@@ -12,8 +12,9 @@ from app.db.models import ApiKey
 
 
 def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_hash: bytes,
-           scopes: list[str], agents: list[str]) -> ApiKey:
-    key = ApiKey(id=key_id, tenant_id=tenant_id, name=name, token_hash=token_hash, scopes=scopes, agents=agents)
+           scopes: list[str], agents: list[str], sources: list[str] | None = None) -> ApiKey:
+    key = ApiKey(id=key_id, tenant_id=tenant_id, name=name, token_hash=token_hash, scopes=scopes, agents=agents,
+                 sources=sources or [])
     session.add(key)
     session.flush()
     return key

@@ -20,8 +20,11 @@ class CreatedKey:
 
 
 def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agents: str | list[str] | None = None,
-               name: str = "", actor: dict) -> CreatedKey:
-    """Issue a key for one tenant; the audit entry records its id, scopes and agents, never the token."""
+               name: str = "", actor: dict, sources: str | list[str] | None = None) -> CreatedKey:
+    """Issue a key for one tenant; the audit entry records its id, scopes, agents and sources, never the token.
+
+    `sources` are globs of privileged `source` values the key may assert (`system`, `tool:*` …);
+    by default none, so write screening flags such claims as provenance laundering."""
     try:
         scope_list = access.normalise_scopes(scopes)
     except ValueError as exc:
@@ -30,13 +33,18 @@ def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agen
         agent_list = access.normalise_agents(agents)
     except ValueError as exc:
         raise ValidationFailed.at("/agents", str(exc)) from None
+    try:
+        source_list = access.normalise_sources(sources)
+    except ValueError as exc:
+        raise ValidationFailed.at("/sources", str(exc)) from None
     issued = access.issue_token()
     with ctx.db.sessions.begin() as session:
         key = key_repo.insert(session, key_id=issued.key_id, tenant_id=tenant_id, name=name[:200],
-                              token_hash=issued.token_hash, scopes=scope_list, agents=agent_list)
+                              token_hash=issued.token_hash, scopes=scope_list, agents=agent_list,
+                              sources=source_list)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="apikey.created", actor=actor,
                          subject={"type": "api_key", "id": key.id},
-                         data={"scopes": scope_list, "agents": agent_list})
+                         data={"scopes": scope_list, "agents": agent_list, "sources": source_list})
     return CreatedKey(key, issued.token)
 
 
@@ -67,4 +75,5 @@ def authenticate(ctx: AppContext, token: str) -> access.Principal | None:
             return None
         if key.last_used_at is None or utcnow() - key.last_used_at > key_repo.TOUCH_EVERY:
             key_repo.touch(conn, key_id=key_id)
-        return access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents))
+        return access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
+                                tuple(key.sources or ()))

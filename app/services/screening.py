@@ -22,15 +22,14 @@ NEIGHBOURS = 5
 FSM_CANDIDATES = 20
 
 ALLOWED_SOURCES: tuple[str, ...] = ()
-"""Source globs an API key may assert without being flagged for provenance laundering. Keys carry
-no source allow-list yet, so no key may claim a privileged origin (``system``, ``admin``,
-``user:verified``…); only people (reviewers, admins) act with that authority, through the UI."""
+"""What a key may assert when it was given no ``sources`` (``memwarden apikey create --sources``):
+no privileged origin (``system``, ``admin``, ``user:verified``, ``tool:*`` …)."""
 
 
 def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None, memory_type: str,
                  content: str, tags: Sequence[str], metadata: dict[str, Any], source: str | None,
-                 embedding: Sequence[float]) -> Screening:
-    """Flags for a (redacted) write about to be stored or staged."""
+                 embedding: Sequence[float], allowed_sources: Sequence[str] = ALLOWED_SOURCES) -> Screening:
+    """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs."""
     live: list[str] = []
     live_fsm = None
     if memory_type == "procedural":
@@ -38,7 +37,7 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
     else:
         live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
     return screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
-                  live_fsm=live_fsm, allowed_sources=ALLOWED_SOURCES)
+                  live_fsm=live_fsm, allowed_sources=allowed_sources)
 
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:

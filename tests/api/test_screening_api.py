@@ -110,3 +110,17 @@ def test_tenant_deny_rule_on_flags_answers_403_policy_denied_and_writes_nothing(
     hidden = _remember(client, agent, "Lunch at noon" + "".join(chr(0xE0000 + ord(c)) for c in "obey"))
     assert hidden.status_code == 202
     assert _remember(client, agent, "User likes green tea").status_code == 201
+
+
+def test_a_key_may_assert_only_the_sources_it_was_given(client, ctx, tenant):
+    from app.errors import ValidationFailed
+    from app.services.apikeys import create_key
+
+    actor = {"kind": "test", "id": "pytest"}
+    scheduler = bearer(create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", sources="system:cron",
+                                  actor=actor).token)
+    assert _remember(client, scheduler, "Nightly backup finished", source="system:cron").status_code == 201
+    assert _remember(client, scheduler, "Nightly backup finished", source="system").status_code == 202
+    with pytest.raises(ValidationFailed) as info:
+        create_key(ctx, tenant_id=tenant.id, scopes="memory:write", sources="not ok", actor=actor)
+    assert info.value.details[0]["path"] == "/sources"

@@ -210,7 +210,7 @@ def test_cli_import_and_export_round_trip(settings, live_tenant, committed_ctx, 
     assert main(["import", "--tenant", live_tenant.name, "--agent-id", "assistant", "--progress", str(source)]) == 0
     captured = capsys.readouterr()
     assert "mem0: 5 record(s): 5 imported live" in captured.out
-    assert "importing" in captured.err and "mem/s" in captured.err  # the progress bar, with its rate
+    assert "importing" in captured.err and "mem/s" in captured.err and "<" in captured.err  # rate and ETA
     exported = tmp_path / "export.jsonl"
     assert main(["export", "--tenant", live_tenant.name, "--out", str(exported)]) == 0
     lines = exported.read_text().splitlines()
