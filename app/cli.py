@@ -107,9 +107,10 @@ def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
     ctx = _context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     created = create_key(ctx, tenant_id=tenant.id, scopes=args.scopes, agents=args.agents, name=args.name,
-                         actor=_actor())
+                         actor=_actor(), sources=args.sources)
     print(f"created {created.key.id} for tenant {tenant.name}: scopes={','.join(created.key.scopes)} "
-          f"agents={','.join(created.key.agents)}")
+          f"agents={','.join(created.key.agents)}"
+          + (f" sources={','.join(created.key.sources)}" if created.key.sources else ""))
     print("the key is shown once; store it now:", file=sys.stderr)
     print(created.token)
     return 0
@@ -241,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     k_create.add_argument("--scopes", required=True, help="comma-separated, e.g. memory:read,memory:write")
     k_create.add_argument("--agents", default="*", help="comma-separated agent-id globs (default *)")
     k_create.add_argument("--name", default="")
+    k_create.add_argument("--sources", default="", help="comma-separated globs of privileged `source` values the "
+                          "key may assert without a provenance flag, e.g. tool:*,system:cron (default none)")
     k_create.set_defaults(func=cmd_apikey_create)
     k_list = apikey.add_parser("list", help="list a tenant's keys")
     k_list.add_argument("--tenant", required=True)
