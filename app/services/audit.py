@@ -8,8 +8,8 @@ chain under READ COMMITTED (each sees every earlier committed entry) while the l
 for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequences: they gap.
 
 Fail closed: an append first checks that the chain head it extends recomputes from its stored
-bytes and its predecessor's chain hash (rows another writer added are checked once, then
-remembered), a checkpoint is only signed after proving the chain extends the last signed and
+bytes and its predecessor's chain hash (skipped when the head is the one this process last
+wrote or checked), a checkpoint is only signed after proving the chain extends the last signed and
 the last witnessed checkpoint, and an export verifies its range before its first line. Each
 refusal raises `AuditChainBroken` (409 `audit_chain_broken`) and is logged.
 """
@@ -34,9 +34,6 @@ from app.services.audit_witness import Witness
 
 log = logging.getLogger(__name__)
 SYSTEM_CHAIN = "system"
-# Rows another process appended since this one last saw the head are re-verified in full up to
-# this many; beyond it only the head and its link to the predecessor (append stays O(1)).
-_RECHECK_ROWS = 64
 
 # The statements of the append path, built once and run on the session's connection: building and
 # running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
@@ -120,26 +117,20 @@ class AuditLog:
             self._checkpoint_locked(session, chain_id)
 
     def _check_head(self, session: Session, chain_id: str, seq: int, head_hash: bytes) -> None:
-        """Refuse to extend a head that does not verify: its stored chain hash must recompute from
-        its stored bytes and its predecessor's chain hash (a row forged by anyone with INSERT
-        rights and no correct hash shows here). Rows added since the last head this process knew
-        good are all checked when few; otherwise the head and its predecessor link only."""
-        known = self._good_heads.get(chain_id)
-        if known is not None and known[0] < seq <= known[0] + _RECHECK_ROWS:
-            lo, prev, check_from = known[0] + 1, known[1], known[0] + 1
-        else:
-            lo, prev, check_from = max(seq - 1, 1), chain.GENESIS, seq
-        rows = session.connection().execute(_HEAD_ROWS, {"chain": chain_id, "lo": lo, "hi": seq}).all()
+        """Refuse to extend a head that does not verify: its stored bytes must be a well-formed
+        entry at that seq whose leaf hash, chained onto its predecessor's stored chain hash, gives
+        its stored chain hash (a row INSERTed by hand without the right hashes shows here).
+        One row and its predecessor's link: O(1), whatever the chain's length."""
+        rows = session.connection().execute(_HEAD_ROWS, {"chain": chain_id, "lo": max(seq - 1, 1), "hi": seq}).all()
         try:
-            if [r.seq for r in rows] != list(range(lo, seq + 1)):
-                raise chain.ChainError("seq_mismatch", f"rows {lo}..{seq} below the head are not all there",
-                                       seq=lo, expected=seq - lo + 1, found=len(rows))
-            if check_from > lo:  # the predecessor only lends its chain hash
-                prev = bytes(rows.pop(0).chain_hash)
-            verifier = chain.ChainVerifier(self.checkpoint_origin(chain_id), chain_id, start_seq=check_from,
+            if [r.seq for r in rows] != list(range(max(seq - 1, 1), seq + 1)):
+                raise chain.ChainError("seq_mismatch", f"seq {seq - 1} below the head at {seq} is missing",
+                                       seq=seq - 1)
+            prev = bytes(rows[0].chain_hash) if seq > 1 else chain.GENESIS
+            head = rows[-1]
+            verifier = chain.ChainVerifier(self.checkpoint_origin(chain_id), chain_id, start_seq=seq,
                                            prev_chain_hash=prev)
-            for r in rows:
-                verifier.add(bytes(r.entry), bytes(r.leaf_hash), bytes(r.chain_hash), seq=r.seq)
+            verifier.add(bytes(head.entry), bytes(head.leaf_hash), bytes(head.chain_hash), seq=seq)
             if verifier.chain_head != head_hash:
                 raise chain.ChainError("chain_hash_mismatch", f"the head at seq {seq} changed while locked", seq=seq)
         except chain.AuditChainError as exc:
@@ -166,45 +157,16 @@ class AuditLog:
         cannot delete). Raises `AuditChainBroken` otherwise; nothing is signed."""
         origin = self.checkpoint_origin(chain_id)
         last = latest_checkpoint(session, chain_id)
+        record = self.witness.latest(origin, self.vkey)
+        witnessed = record.checkpoint if record is not None else None
         try:
-            anchors = [chain.parse_checkpoint(last.note)] if last else []
-            record = self.witness.latest(origin, self.vkey)
-            witnessed = record.checkpoint if record is not None else None
-            if witnessed is not None and (not anchors or _state(witnessed) != _state(anchors[0])):
-                anchors.append(witnessed)
-            start = min((a.size for a in anchors), default=0)
-            rows = session.execute(
-                select(AuditEntry.seq, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-                .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= max(start, 1)).order_by(AuditEntry.seq)
-            ).all()
-            first = start or 1
-            for i, r in enumerate(rows):
-                if r.seq != first + i:
-                    raise chain.NotAnExtension(f"seq {first + i} is missing", seq=first + i, found=r.seq)
-            size = rows[-1].seq if rows else session.scalar(
-                select(func.coalesce(func.max(AuditEntry.seq), 0)).where(AuditEntry.chain_id == chain_id))
-            proofs = {}
-            for anchor in anchors:
-                if anchor.size > size:
-                    raise chain.ChainError("truncated", f"the chain ends at seq {size} but a signed checkpoint "
-                                           f"covers {anchor.size}", seq=size + 1, expected=anchor.size, found=size)
-                at = anchor.size - first  # index of the anchor's own row (-1: before the first row read)
-                frontier = (chain.MerkleFrontier.from_json(last.frontier) if last and anchor is anchors[0]
-                            else self._frontier_at(session, chain_id, anchor))
-                new_rows = rows[at + 1:] if anchor.size else rows
-                frontier, proofs[anchor.size] = chain.prove_extension(
-                    anchor, frontier, bytes(rows[at].chain_hash) if anchor.size else chain.GENESIS,
-                    [bytes(r.leaf_hash) for r in new_rows], [bytes(r.chain_hash) for r in new_rows], size)
-            if not anchors:
-                frontier, _ = chain.prove_extension(None, None, chain.GENESIS, [bytes(r.leaf_hash) for r in rows],
-                                                    [bytes(r.chain_hash) for r in rows], size)
+            size, head, frontier, proofs = self._prove_extensions(session, chain_id, last, witnessed)
         except chain.AuditChainError as exc:
             raise self._broken(chain_id, exc, "checkpoint refused: the chain does not extend the last signed "
                                               "checkpoint") from None
         signed = None
-        if rows and (last is None or size != last.size):
-            note = self.signer.sign_checkpoint(origin, size, frontier.root(), bytes(rows[-1].chain_hash),
-                                               ts=format_ts(utcnow()))
+        if size and (last is None or size != last.size):
+            note = self.signer.sign_checkpoint(origin, size, frontier.root(), head, ts=format_ts(utcnow()))
             signed = AuditCheckpoint(chain_id=chain_id, size=size, note=note, frontier=frontier.to_json())
             session.add(signed)
             session.flush()
@@ -213,11 +175,49 @@ class AuditLog:
                 and (witnessed is None or witnessed.size < latest.size)):
             # Witness the newest checkpoint (also one an earlier crash or a joined transaction left
             # unwitnessed), with the consistency proof from the last witnessed one when known.
-            base = witnessed if witnessed is not None else (anchors[0] if signed is not None and anchors else None)
+            base = witnessed if witnessed is not None else (last if signed is not None else None)
             line = chain.witness_line(latest.note, from_size=base.size if base else None,
                                       proof=proofs.get(base.size, []) if base else [])
             _after_commit(session, lambda: self.witness.publish(line))
         return latest
+
+    def _prove_extensions(self, session: Session, chain_id: str, last: AuditCheckpoint | None,
+                          witnessed: chain.Checkpoint | None):
+        """The stored chain's (size, head, frontier) and the consistency proofs {anchor size:
+        proof} from each signed anchor (the last stored checkpoint, the last witnessed one) to
+        it. Raises `AuditChainError` unless the stored chain extends every anchor."""
+        last_cp = chain.parse_checkpoint(last.note) if last else None
+        anchors = [a for a in (last_cp, witnessed) if a is not None]
+        if len(anchors) == 2 and _state(last_cp) == _state(witnessed):
+            anchors.pop()
+        first = min((a.size for a in anchors), default=0) or 1  # the rows read: the oldest anchor's on
+        rows = session.execute(
+            select(AuditEntry.seq, AuditEntry.leaf_hash, AuditEntry.chain_hash)
+            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= first).order_by(AuditEntry.seq)).all()
+        for i, r in enumerate(rows):
+            if r.seq != first + i:
+                raise chain.NotAnExtension(f"seq {first + i} is missing", seq=first + i, found=r.seq)
+        size = rows[-1].seq if rows else session.scalar(
+            select(func.coalesce(func.max(AuditEntry.seq), 0)).where(AuditEntry.chain_id == chain_id))
+        head = bytes(rows[-1].chain_hash) if rows else chain.GENESIS
+        frontier, proofs = None, {}
+        for anchor in anchors or [None]:
+            if anchor is None or anchor.size == 0:  # nothing signed yet: start at genesis and link
+                old_frontier = None if anchor is None else chain.MerkleFrontier()
+                old_head, new_rows = chain.GENESIS, rows
+            else:
+                if anchor.size > size:
+                    raise chain.ChainError("truncated", f"the chain ends at seq {size} but a signed checkpoint "
+                                           f"covers {anchor.size}", seq=size + 1, expected=anchor.size, found=size)
+                old_frontier = (chain.MerkleFrontier.from_json(last.frontier) if anchor is last_cp
+                                else self._frontier_at(session, chain_id, anchor))
+                old_head, new_rows = bytes(rows[anchor.size - first].chain_hash), rows[anchor.size - first + 1:]
+            frontier, proof = chain.prove_extension(anchor, old_frontier, old_head,
+                                                    [bytes(r.leaf_hash) for r in new_rows],
+                                                    [bytes(r.chain_hash) for r in new_rows], size)
+            if anchor is not None:
+                proofs[anchor.size] = proof
+        return size, head, frontier, proofs
 
     def _frontier_at(self, session: Session, chain_id: str, anchor: chain.Checkpoint) -> chain.MerkleFrontier:
         """The Merkle frontier at a checkpoint's size: the stored one if that checkpoint is in the

@@ -168,3 +168,12 @@ def test_checkpoints_are_signed_notes_that_verify_against_the_chain(live_server,
     export(live_server, token)  # an export signs the chain's current state, which is then listed
     after = httpx.get(f"{live_server}/v1/audit/checkpoints", headers=bearer(token)).json()["checkpoints"]
     assert [c["size"] for c in after] == [*CHECKPOINTS, SIZE]
+
+
+def test_openapi_describes_the_exports_409_for_a_broken_chain(live_server):
+    doc = httpx.get(f"{live_server}/openapi.json").json()
+    conflict = doc["paths"]["/v1/audit/export"]["get"]["responses"]["409"]
+    schema = conflict["content"]["application/json"]["schema"]
+    assert schema["$ref"].endswith("error.json") or schema["$ref"].endswith("/error"), schema
+    codes = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]["properties"]["error"]["properties"]
+    assert "audit_chain_broken" in codes["code"]["enum"]
