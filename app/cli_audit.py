@@ -1,7 +1,8 @@
 """`memwarden audit …`: export a chain, verify an export offline or the database chain (contract §6).
 
 Exit codes: 0 intact, 1 tampered or truncated (prints the first bad sequence number and a
-reason code), 2 unusable input.
+reason code), 2 unusable input. `verify --witness FILE` also holds the chain to the last
+checkpoint in the audit witness file; `export` of a chain that does not verify exits 1.
 """
 
 from __future__ import annotations

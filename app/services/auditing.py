@@ -47,8 +47,9 @@ def verify(ctx: AppContext, *, tenant_id: str, actor: dict) -> VerifyReport:
 
 
 def export(ctx: AppContext, *, tenant_id: str, actor: dict) -> Iterator[str]:
-    """JSONL lines of the tenant's chain (a fresh checkpoint is signed first); once the last line
-    has been produced, an `audit.exported` event records the range. An abandoned download is not
+    """JSONL lines of the tenant's chain (a fresh checkpoint is signed and the chain verified
+    first: a broken chain raises `AuditChainBroken` at the first line); once the last line has
+    been produced, an `audit.exported` event records the range. An abandoned download is not
     recorded as an export."""
     chain_id = chain_for(tenant_id)
     first = last = None
