@@ -47,6 +47,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     urls = resolve_urls(settings)  # starts the embedded cluster when no URL is configured
     migrate(urls)
     if urls.embedded is not None:
+        from app.db.embedded import Supervisor
+
+        # Only the process that started (owns) the cluster restarts it; workers and CLI commands share it.
+        Supervisor(urls.embedded, settings.data_path, give_up_after=settings.db_restart_give_up_seconds).start()
         # Workers (and this process's app) reach the embedded cluster through its URL; this
         # process keeps its handle, so the cluster lives as long as `serve` does.
         os.environ["MEMWARDEN_DATABASE_URL"] = urls.app_url

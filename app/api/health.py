@@ -8,11 +8,16 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from app.api.jsonio import json_response
+from app.db.embedded import database_lost
 from app.errors import Unavailable
 
 
 async def healthz(request: Request):
-    """The process is up (no dependencies checked)."""
+    """Liveness: the process is up, and the embedded database it supervises has not been lost for
+    good (503 then, so an orchestrator restarts the process). An unreachable external database
+    only fails readiness: restarting this process would not bring it back."""
+    if database_lost(request.app.state.settings.data_path):
+        raise Unavailable("the embedded database could not be restarted; restart this process")
     return json_response({"status": "ok"})
 
 

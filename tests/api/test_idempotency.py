@@ -5,6 +5,7 @@ import json
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from app.services import idempotency
 from tests.harness import bearer, unique
@@ -67,6 +68,19 @@ def test_retried_remember_returns_the_first_answer_and_writes_once(client, ctx, 
     # Without the key, the same body is a new write.
     assert client.post(REMEMBER, json=body, headers=agent).status_code == 201
     assert _memories(ctx, tenant.id) == 2
+
+
+def test_the_answer_commits_with_the_write_or_neither_does(client, ctx, tenant, agent, monkeypatch):
+    """If storing the answer fails, the write is undone too: a committed write always has its
+    stored answer, so a retry after a crash between commit and reply can only replay."""
+    def connection_lost(*args, **kwargs):
+        raise OperationalError("INSERT INTO idempotency_keys", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(idempotency, "store", connection_lost)
+    body = {"agent_id": "agent-a", "type": "semantic", "content": "Hal speaks Finnish."}
+    assert_error(client.post(REMEMBER, json=body, headers=_with_key(agent, unique("lost"))), 503, "unavailable")
+    assert _memories(ctx, tenant.id) == 0
+    assert _audit(ctx, tenant.id, "memory.remembered") == 0
 
 
 def test_same_key_with_another_body_or_path_is_refused_and_changes_nothing(client, ctx, tenant, agent):

@@ -113,3 +113,89 @@ def test_sign_out_everywhere_revokes_every_session(client, reviewer):
     page = client.get("/review")
     client.post("/logout", data={"csrf_token": _csrf(page.text), "everywhere": "1"})
     assert other.get("/review", follow_redirects=False).status_code == 303
+
+
+# --- issue 11: filters, escaping, counts (the browser tests in e2e/ cover the behaviour on screen) --
+
+def test_reveal_escapes_before_it_marks_hidden_characters():
+    from app.web.templating import preview, reveal
+
+    html = str(reveal('<img src=x onerror="a()">\u200b\u202e\U000e0041\U000e0042 & done'))
+    assert html.startswith("&lt;img src=x onerror=&#34;a()&#34;&gt;")
+    assert "⟨ZWSP⟩" in html and "⟨U+202E⟩" in html and "⟨TAG AB⟩" in html and "&amp; done" in html
+    assert "\u200b" not in html and "\u202e" not in html and "<img" not in html
+    assert str(preview("first \u2066line\nsecond line")) == 'first <mark class="hidden-char" data-testid="hidden-char" ' \
+        'title="hidden character U+2066">⟨U+2066⟩</mark>line…'
+    assert str(preview("x" * 200)).endswith("x…") and len(str(preview("x" * 200))) == 121
+
+
+def _risk(ctx, change_id: str, level: str, flags: list) -> None:
+    import json
+
+    with ctx.db.sessions.begin() as session:
+        session.execute(text("UPDATE changes SET risk_level = :l, risk_flags = CAST(:f AS jsonb) WHERE id = :i"),
+                        {"l": level, "f": json.dumps(flags), "i": change_id})
+
+
+def test_queue_sorts_and_pages_by_risk_and_rejects_foreign_cursors(client, ctx, reviewer, make_key, monkeypatch):
+    from app.db.models import Change
+    from app.web import review as review_pages
+
+    if not hasattr(Change, "risk_level"):
+        pytest.skip("write screening's risk columns are not migrated yet")
+    headers = bearer(make_key())
+    ids = []
+    for i in range(5):
+        ids.append(client.post("/v1/memories/remember", json={
+            "agent_id": "helper", "type": "semantic", "content": f"Plain fact number {i} about Quinn.",
+            "approval_required": True}, headers=headers).json()["change_id"])
+    for change_id, level in zip(ids, ["low", "high", "none", "high", "medium"]):
+        _risk(ctx, change_id, level, [] if level == "none" else [{"name": "probe", "severity": level, "score": 0.5,
+                                                                   "evidence": []}])
+    monkeypatch.setattr(review_pages, "PAGE", 2)
+    _sign_in(client, reviewer.username)
+    seen, url = [], "/review?sort=risk"
+    while url:
+        page = client.get(url)
+        assert page.status_code == 200
+        seen += re.findall(r'data-testid="change-row" data-change-id="([^"]+)"', page.text)
+        found = re.search(r'<a href="(/review\?[^"]+)">Next page', page.text)
+        url = found.group(1).replace("&amp;", "&") if found else None
+    assert seen == [ids[1], ids[3], ids[4], ids[0], ids[2]]  # high (oldest first), medium, low, none
+    only_high = client.get("/review?risk=high")
+    assert re.findall(r'data-change-id="([^"]+)" data-risk', only_high.text) == [ids[1], ids[3]]
+    assert "2 pending" in only_high.text
+    newest = client.get("/review?sort=newest")
+    assert re.findall(r'data-change-id="([^"]+)" data-risk', newest.text) == [ids[4], ids[3]]
+    for bad in ("/review?sort=risk&after=bm9wZQ", "/review?after=%00", "/review?sort=risk&after=WzEsIngiLCJ5Il0"):
+        response = client.get(bad)
+        assert response.status_code == 422, (bad, response.status_code)
+
+
+def test_bulk_decision_removes_decided_rows_and_sends_fresh_counts(client, reviewer, make_key):
+    headers = bearer(make_key())
+    staged = [client.post("/v1/memories/remember", json={
+        "agent_id": "helper", "type": "semantic", "content": f"Bulk page fact {i}.", "approval_required": True},
+        headers=headers).json()["change_id"] for i in range(3)]
+    _sign_in(client, reviewer.username)
+    queue = client.get("/review")
+    assert "3 pending" in queue.text and 'id="queue-empty"' in queue.text
+    response = client.post("/review/bulk", data={"csrf_token": _csrf(queue.text), "action": "approve",
+                                                  "change_id": staged[:2]}, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    for change_id in staged[:2]:
+        assert f'<tr id="change-{change_id}" hx-swap-oob="delete">' in response.text
+    assert staged[2] not in response.text
+    assert re.search(r'id="queue-total"[^>]*hx-swap-oob="true">1 pending<', response.text)
+    assert re.search(r'id="queue-empty"[^>]*hx-swap-oob="true" hidden>', response.text)
+
+
+def test_nav_is_decided_by_role_on_the_server(client, ctx, tenant):
+    for role, expected in (("reviewer", ["/review", "/memories"]),
+                           ("auditor", ["/review", "/memories", "/audit"]),
+                           ("admin", ["/review", "/memories", "/audit", "/admin"])):
+        create_user(ctx, username=f"{role}-nav-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role=role,
+                    actor={"kind": "test", "id": "t"})
+        _sign_in(client, f"{role}-nav-{tenant.name}")
+        page = client.get("/memories")
+        assert re.findall(r'<a href="([^"]+)" data-testid="nav-link"', page.text) == expected, role
