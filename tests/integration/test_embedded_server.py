@@ -92,15 +92,17 @@ def test_serve_demo_seeds_a_tenant_a_sign_in_and_a_key(tmp_path):
         password = next(l for l in lines if "demo-admin /" in l).rsplit("/ ", 1)[1]
         token = next(l for l in lines if l.startswith("mw_key_"))
         changes = httpx.get(f"{base}/v1/changes", headers={"Authorization": f"Bearer {token}"}).json()
-        assert changes["total"] == 4
+        assert changes["total"] == 5
         redacted = [c for c in changes["items"] if c["redactions"]]
         assert len(redacted) == 1 and redacted[0]["redactions"][0]["label"] == "aws_access_key"
+        risky = [c for c in changes["items"] if c["risk_level"] == "high"]
+        assert [f["name"] for f in risky[0]["risk_flags"]][:1] == ["prompt_injection"] and len(risky) == 1
         with httpx.Client(base_url=base) as browser:
             page = browser.get("/login")
             csrf = page.text.split('name="csrf_token" value="')[1].split('"')[0]
             signed = browser.post("/login", data={"username": "demo-admin", "password": password,
                                                   "csrf_token": csrf, "next": "/review"})
             assert signed.status_code == 303
-            assert browser.get("/review").text.count('data-testid="change-row"') == 4
+            assert browser.get("/review").text.count('data-testid="change-row"') == 5
     finally:
         stop_server(server)
