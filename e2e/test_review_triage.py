@@ -10,7 +10,8 @@ from playwright.sync_api import Page, expect
 from sqlalchemy import text
 
 from app.db.models import Change
-from e2e.helpers import World, open_change, sign_in
+from app.services import review
+from e2e.helpers import ACTOR, World, open_change, sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -37,6 +38,12 @@ def test_a_row_arriving_in_an_empty_queue_replaces_the_empty_state(page, world):
     expect(page.get_by_test_id("queue-empty")).to_be_hidden()
     expect(page.get_by_test_id("queue-total")).to_have_text("1 pending")
     expect(row(page, staged["change_id"]).get_by_test_id("new-badge")).to_be_visible()
+    # Decided elsewhere (another reviewer): the row leaves this open page and the empty state returns.
+    review.decide(world.ctx, tenant_id=world.tenant.id, change_id=staged["change_id"], actor=ACTOR,
+                  may_see=lambda agent: True, request=review.DecisionRequest(decision="reject", reason="elsewhere"))
+    expect(row(page, staged["change_id"])).to_have_count(0, timeout=10_000)
+    expect(page.get_by_test_id("queue-total")).to_have_text("0 pending")
+    expect(page.get_by_test_id("queue-empty")).to_be_visible()
 
 
 def test_approve_re_renders_status_approvals_and_queue_count(page, world):

@@ -17,7 +17,7 @@ from sqlalchemy import and_, false, func, or_, select, true
 
 from app.core.access import agent_allowed
 from app.core.cursor import encode_cursor
-from app.db.models import AuditEntry, Memory
+from app.db.models import AuditEntry, Change, Memory
 from app.errors import NotFound
 from app.repos.memories import Scope, apply_filters, visible
 from app.services.audit import chain_for
@@ -208,3 +208,12 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
                 else f"delete {request.get('path', '?')}"
         previews[change.id] = {"text": text, "type": memory_type}
     return previews
+
+
+def still_pending(ctx: AppContext, tenant_id: str, change_ids: Sequence[str]) -> set[str]:
+    """Which of these changes of the tenant are still pending (a queue drops the others it shows)."""
+    if not change_ids:
+        return set()
+    with ctx.db.sessions() as session:
+        return set(session.scalars(select(Change.id).where(
+            Change.tenant_id == tenant_id, Change.id.in_(list(change_ids)), Change.status == "pending")))

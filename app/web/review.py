@@ -59,7 +59,7 @@ def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
 def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
     q = request.query_params
     raw = {k: q.get(k, "").strip() for k in ("agent", "operation", "type", "rule", "age", "risk", "sort")}
-    age = int(raw["age"]) if raw["age"].isdigit() and len(raw["age"]) < 7 else None
+    age = int(raw["age"]) if raw["age"].isascii() and raw["age"].isdigit() and len(raw["age"]) < 7 else None
     flt = review.QueueFilter(
         status="pending", agent_id=raw["agent"][:128] or None,
         operation=raw["operation"] if raw["operation"] in OPERATIONS else None,
@@ -107,11 +107,15 @@ async def queue(request: Request):
 
 
 async def new_rows(request: Request):
-    """Polled by the queue: rows submitted after the newest one shown, added out of band, and the counts."""
+    """Polled by the queue: rows submitted after the newest one shown are added and rows decided
+    meanwhile (by anyone) removed, out of band, with fresh counts."""
     flt, shown = _filters(request)
     since = request.query_params.get("since", "")
     _, role, rows, total, previews = await _page(request, replace(flt, sort="oldest"), _uncursor(since))
+    listed = [i for i in request.query_params.getlist("shown")[:PAGE] if i.startswith("chg_")]
+    pending = await run_in_threadpool(browse.still_pending, request.app.state.ctx, role.tenant_id, listed)
     return render(request, "review/_new_rows.html", {
+        "gone": [i for i in listed if i not in pending],
         "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "previews": previews,
         "now": utcnow(), "fresh": True, "position": "afterbegin" if flt.sort == "newest" else "beforeend",
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows) or since)}"})
