@@ -46,6 +46,8 @@ def test_every_page_fits_390_and_1440_without_horizontal_scroll(page, browser, w
                           tags=["tag-" + "x" * 60], metadata={"k": LONG_WORD})
     staged = world.remember(f"Olga now writes {LONG_WORD}\nand more", staged=True,
                             agent="agent-with-a-rather-long-identifier-0123456789")
+    console_errors: list[str] = []
+    page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     sign_in(page, world.base_url, world.reviewer("admin"))
     pages = ["/", "/review", f"/review/{staged['change_id']}", "/memories", f"/memories/{live['id']}", "/audit",
              "/admin", "/review?sort=risk&risk=low", "/no-such-page"]
@@ -70,6 +72,8 @@ def test_every_page_fits_390_and_1440_without_horizontal_scroll(page, browser, w
             too_wide[f"/login @ {width}px"] = overflow_at(anonymous, width)
     context.close()
     assert too_wide == {}, f"pages wider than the viewport: {too_wide}"
+    # No CSP violation or script error on any page (the 404 page's own failed load is expected).
+    assert [e for e in console_errors if "404" not in e] == []
 
 
 @pytest.mark.parametrize("role", list(NAV))
