@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from e2e.conftest import ARTIFACTS
-from e2e.helpers import World, open_change, sign_in
+from e2e.helpers import open_change, sign_in
 from tests.harness import PROJECT_ROOT
 
 pytestmark = pytest.mark.e2e
