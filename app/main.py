@@ -19,7 +19,7 @@ from app.config import Settings
 from app.errors import AppError
 from app.mcp import PATH as MCP_PATH
 from app.mcp.server import McpEndpoint
-from app.middleware import BodyLimit, ErrorBoundary, SecurityHeaders
+from app.middleware import BodyLimit, ErrorBoundary, RejectUnstorableInput, SecurityHeaders
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
 from app.web import home, login
@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         Middleware(SecurityHeaders),
         Middleware(ErrorBoundary),  # inside SecurityHeaders: even a 500 carries CSP & co.
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
+        Middleware(RejectUnstorableInput),
         Middleware(WebAuth, cookies=SessionCookies(secret)),
         Middleware(CsrfProtect, tokens=CsrfTokens(secret)),  # inside WebAuth: tokens bind to the session
         Middleware(api_auth.ApiKeyAuth, limiter=api_auth.RateLimiter(settings.rate_limit_per_minute)),

@@ -4,12 +4,14 @@ hard request-body limit."""
 from __future__ import annotations
 
 import logging
+from urllib.parse import parse_qsl
 
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.jsonio import json_response
-from app.errors import AppError, PayloadTooLarge
+from app.contracts import UNSTORABLE, unstorable_problems
+from app.errors import AppError, PayloadTooLarge, ValidationFailed
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +94,65 @@ class ErrorBoundary:
             if started:
                 raise
             await _error_response(scope, exc)(scope, receive, send)
+
+
+class RejectUnstorableInput:
+    """A page request whose path, query string or url-encoded form holds NUL is a 422 before any
+    handler runs: PostgreSQL can neither store nor compare NUL, and page handlers pass filters and
+    form fields straight to SQL. (`/v1` validates each parameter itself, after authentication,
+    naming the field.) Sits inside `BodyLimit`, so the form it reads is already bounded."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        fields = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        if _media_type(scope) == "application/x-www-form-urlencoded":
+            body = await _read_body(receive)
+            fields += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
+            receive = _replay(body)
+        problems = [problem for key, value in fields for problem in unstorable_problems({key: value})]
+        if UNSTORABLE.search(scope["path"]):
+            problems.append({"path": "/", "message": "the URL path contains a NUL character"})
+        if problems:
+            error = ValidationFailed("the request contains a NUL character", details=problems)
+            await _error_response(scope, error)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _media_type(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == b"content-type":
+            return value.decode("latin-1").split(";", 1)[0].strip().lower()
+    return ""
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 def _error_response(scope: Scope, exc: Exception):

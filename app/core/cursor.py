@@ -6,6 +6,7 @@ import base64
 import json
 from datetime import datetime
 
+from app.contracts import UNSTORABLE
 from app.errors import ValidationFailed
 
 
@@ -18,6 +19,8 @@ def decode_cursor(cursor: str, path: str = "/cursor") -> tuple[datetime, str]:
     """The (timestamp, id) inside a cursor this API issued; 422 at `path` for anything else."""
     try:
         ts, item_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return datetime.fromisoformat(ts), str(item_id)
+        if not isinstance(item_id, str) or UNSTORABLE.search(item_id):  # a forged cursor: NUL reaches SQL
+            raise ValueError(item_id)
+        return datetime.fromisoformat(ts), item_id
     except (ValueError, TypeError):
         raise ValidationFailed.at(path, "not a cursor returned by this API") from None

@@ -1,5 +1,6 @@
 """Every class of bad input gets a 4xx in the contract's envelope and changes nothing."""
 
+import base64
 import json
 
 import pytest
@@ -149,6 +150,7 @@ EARLY = "0001-01-01T00:00:00+01:00"
 CHG = "/v1/changes/chg_00000000000000000000000000"
 REF = "/v1/refs/ref_00000000000000000000000000"
 FILE = "/v1/host/workspace/files/notes/a.md"
+FORGED_CURSOR = base64.urlsafe_b64encode(json.dumps(["2026-01-01T00:00:00+00:00", "mem_\u0000"]).encode()).decode()
 WRITE_TABLES = ("memories", "audit_entries", "changes", "events", "runs", "webhooks", "workspace_versions")
 
 
@@ -189,6 +191,8 @@ def _cases():
         ("GET", "/v1/memories?agent_id=a1&as_of=" + LATE.replace("+", "%2B"), None, {}, "/as_of", "list-as-of-late"),
         ("GET", "/v1/memories?agent_id=a1&as_of=99999999999999999999", None, {}, "/as_of", "list-as-of-huge"),
         ("GET", "/v1/memories/mem_00000000000000000000000000?as_of=a%00", None, {}, "/as_of", "get-as-of-nul"),
+        ("GET", "/v1/memories?agent_id=a1&cursor=" + FORGED_CURSOR, None, {}, "/cursor", "list-forged-cursor-nul"),
+        ("GET", "/v1/changes?cursor=" + FORGED_CURSOR, None, {}, "/cursor", "changes-forged-cursor-nul"),
         ("GET", "/v1/changes?operation=a%00b", None, {}, "/operation", "changes-operation-nul"),
         ("GET", "/v1/changes?cursor=a%00b", None, {}, "/cursor", "changes-cursor-nul"),
         ("GET", "/v1/refs?agent_id=a1&user_id=a%00b", None, {}, "/user_id", "refs-user-nul"),
