@@ -15,11 +15,13 @@ from sqlalchemy.orm import Session
 
 from app.core.screening import Screening, screen
 from app.db.models import Memory
+from app.repos import search
 from app.repos.memories import Scope, visible
 
 NEIGHBOURS = 5
 """Live memories compared for contradictions (the review diff shows as many)."""
 FSM_CANDIDATES = 20
+TEXT_TYPES = ["semantic", "episodic", "emotional"]
 
 ALLOWED_SOURCES: tuple[str, ...] = ()
 """What a key may assert when it was given no ``sources`` (``memwarden apikey create --sources``):
@@ -41,9 +43,12 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
 
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
-    stmt = (select(Memory.content).where(visible(scope), Memory.embedding.is_not(None), Memory.type != "procedural")
-            .order_by(Memory.embedding.cosine_distance(list(embedding))).limit(NEIGHBOURS))
-    return [c for c in session.scalars(stmt) if c]
+    """Texts of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW in large)."""
+    ids = [i for i, _ in search.vector_candidates(session, scope, {"types": TEXT_TYPES}, list(embedding), NEIGHBOURS)]
+    if not ids:
+        return []
+    contents = dict(session.execute(select(Memory.id, Memory.content).where(Memory.id.in_(ids))).all())
+    return [contents[i] for i in ids if contents.get(i)]
 
 
 def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:
