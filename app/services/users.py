@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from passlib.hash import argon2
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.core.access import agent_allowed, normalise_agents
@@ -17,6 +17,7 @@ from app.core.ids import new_id
 from app.core.timefmt import utcnow
 from app.db.models import Tenant, User, UserRole, WebSession
 from app.errors import Conflict, NotFound, RateLimited, ValidationFailed
+from app.repos import login_throttle as throttle_repo
 from app.services.context import AppContext
 
 ROLES = ("viewer", "reviewer", "auditor", "admin")
@@ -172,11 +173,7 @@ def client_key(address: str | None) -> str:
 
 def _throttle_wait(session, username: str, client: str) -> int:
     """Seconds this client must still wait before trying `username` again (0: go ahead)."""
-    rows = {r.client: r for r in session.execute(text(
-        "SELECT client, ceil(extract(epoch FROM blocked_until - now()))::int AS wait,"
-        " coalesce(last_success_at > now() - :known, false) AS known"
-        " FROM login_throttle WHERE username = :u AND client IN (:c, :any)"
-    ), {"u": username, "c": client, "any": ANY_CLIENT, "known": KNOWN_CLIENT})}
+    rows = throttle_repo.read(session, username=username, clients=(client, ANY_CLIENT), known_within=KNOWN_CLIENT)
     pair, everyone = rows.get(client), rows.get(ANY_CLIENT)
     if pair is not None and (pair.wait or 0) > 0:
         return pair.wait
@@ -186,17 +183,10 @@ def _throttle_wait(session, username: str, client: str) -> int:
 
 
 def _record_failure(session, username: str, client: str, free: int, cap: int) -> None:
-    failures = session.scalar(text(
-        "INSERT INTO login_throttle AS t (username, client, failures, last_failure_at) VALUES (:u, :c, 1, now())"
-        " ON CONFLICT (username, client) DO UPDATE SET failures = CASE"
-        "   WHEN t.last_failure_at > now() - :memory THEN t.failures + 1 ELSE 1 END,"
-        " last_failure_at = now(), updated_at = now()"
-        " RETURNING failures"), {"u": username, "c": client, "memory": FAILURE_MEMORY})
+    failures = throttle_repo.add_failure(session, username=username, client=client, memory=FAILURE_MEMORY)
     delay = backoff_delay(failures, free, cap)
     if delay:
-        session.execute(text(
-            "UPDATE login_throttle SET blocked_until = now() + make_interval(secs => :d)"
-            " WHERE username = :u AND client = :c"), {"u": username, "c": client, "d": delay})
+        throttle_repo.block(session, username=username, client=client, seconds=delay)
 
 
 def _count_attempt(session, username: str, client: str) -> None:
@@ -204,19 +194,13 @@ def _count_attempt(session, username: str, client: str) -> None:
     outrun the limit; `_record_success` takes it back. Also prunes rows idle for KNOWN_CLIENT."""
     _record_failure(session, username, client, PAIR_FREE_FAILURES, PAIR_MAX_DELAY)
     _record_failure(session, username, ANY_CLIENT, GLOBAL_FREE_FAILURES, GLOBAL_MAX_DELAY)
-    session.execute(text(
-        "DELETE FROM login_throttle WHERE ctid = ANY(ARRAY("
-        " SELECT ctid FROM login_throttle WHERE updated_at < now() - :idle LIMIT 100))"), {"idle": KNOWN_CLIENT})
+    throttle_repo.prune(session, idle=KNOWN_CLIENT)
 
 
 def _record_success(session, username: str, client: str) -> None:
     """A right password: the client's count starts again; the username's count forgets this attempt."""
-    session.execute(text(
-        "UPDATE login_throttle SET failures = 0, blocked_until = NULL, last_success_at = now(), updated_at = now()"
-        " WHERE username = :u AND client = :c"), {"u": username, "c": client})
-    session.execute(text(
-        "UPDATE login_throttle SET failures = greatest(failures - 1, 0) WHERE username = :u AND client = :any"),
-        {"u": username, "any": ANY_CLIENT})
+    throttle_repo.record_success(session, username=username, client=client)
+    throttle_repo.forget_one_failure(session, username=username, client=ANY_CLIENT)
 
 
 def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str, event: str, reason: str,
