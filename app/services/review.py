@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import and_, case, func, literal, or_, select, tuple_, update
+from sqlalchemy import and_, case, func, or_, select, tuple_, update
 
 from app.core import diff as textdiff
 from app.core.access import agent_allowed
@@ -77,11 +77,8 @@ RISK_RANK = {"low": 1, "medium": 2, "high": 3}
 
 
 def risk_rank():
-    """SQL: a change's risk level as a number (0 = no flags); 0 everywhere until screening's column exists."""
-    level = getattr(Change, "risk_level", None)
-    if level is None:
-        return literal(0)
-    return case(*[(level == name, rank) for name, rank in RISK_RANK.items()], else_=0)
+    """SQL: a change's risk level as a number, for sorting and filtering (0 = no flags)."""
+    return case(*[(Change.risk_level == name, rank) for name, rank in RISK_RANK.items()], else_=0)
 
 
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ OPERATIONS = ("remember", "forget", "merge", "expire", "workspace_write", "works
 TYPES = ("semantic", "episodic", "procedural", "emotional")
 SORTS = {"oldest": "Oldest first", "newest": "Newest first", "risk": "Highest risk first"}
 RISKS = {"low": "low or higher", "medium": "medium or higher", "high": "high"}
+CHANGE_ID = re.compile(r"^chg_[0-9a-z]{1,64}$")
 
 
 # --- the queue -----------------------------------------------------------------------------------
@@ -39,7 +41,7 @@ def _cursor(change: Change, sort: str = "oldest") -> str:
     """Where the next page starts, in the queue's sort order (opaque to clients)."""
     if sort != "risk":
         return encode_cursor(change.submitted_at, change.id)
-    rank = review.RISK_RANK.get(getattr(change, "risk_level", None) or "", 0)
+    rank = review.RISK_RANK.get(change.risk_level, 0)
     raw = json.dumps([rank, change.submitted_at.isoformat(), change.id], separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -51,7 +53,9 @@ def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
         return decode_cursor(value, "/after")
     try:
         rank, ts, change_id = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
-        return int(rank), datetime.fromisoformat(ts), str(change_id)
+        if not isinstance(rank, int) or not isinstance(change_id, str) or not CHANGE_ID.match(change_id):
+            raise ValueError(change_id)  # forged: only ids this page issued reach SQL
+        return rank, datetime.fromisoformat(ts), change_id
     except (ValueError, TypeError):
         raise ValidationFailed.at("/after", "not a cursor returned by this page") from None
 
@@ -112,7 +116,7 @@ async def new_rows(request: Request):
     flt, shown = _filters(request)
     since = request.query_params.get("since", "")
     _, role, rows, total, previews = await _page(request, replace(flt, sort="oldest"), _uncursor(since))
-    listed = [i for i in request.query_params.getlist("shown")[:PAGE] if i.startswith("chg_")]
+    listed = [i for i in request.query_params.getlist("shown")[:PAGE] if CHANGE_ID.match(i)]
     pending = await run_in_threadpool(browse.still_pending, request.app.state.ctx, role.tenant_id, listed)
     return render(request, "review/_new_rows.html", {
         "gone": [i for i in listed if i not in pending],
