@@ -32,6 +32,7 @@ from app.web.csrf import CsrfProtect, CsrfTokens
 from app.web.errors import handle_exception
 
 log = logging.getLogger(__name__)
+STARTUP_DATABASE_WAIT_SECONDS = 30.0
 
 
 def api_routes() -> list:
@@ -51,7 +52,8 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         owned = app.state.ctx is None
         if owned:
-            app.state.ctx = AppContext.open(settings)
+            # A worker starting while the embedded database restarts waits for it, not dies.
+            app.state.ctx = AppContext.open(settings, wait_seconds=STARTUP_DATABASE_WAIT_SECONDS)
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(mcp.running())
             if owned:  # an injected (test) context runs no background jobs

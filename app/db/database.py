@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -11,6 +12,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -174,9 +176,20 @@ def _grant_app_role(conn, role: str, *, create: bool) -> None:
     conn.execute(text(f"GRANT SELECT ON alembic_version TO {quoted}"))
 
 
-def open_database(settings: Settings, *, run_migrations: bool = True) -> Database:
-    """Start or reach PostgreSQL, migrate it, and return the app-role connection pool."""
+def open_database(settings: Settings, *, run_migrations: bool = True, wait_seconds: float = 0.0) -> Database:
+    """Start or reach PostgreSQL, migrate it, and return the app-role connection pool.
+    `wait_seconds`: how long to keep retrying an unreachable database (a serving process that
+    starts while its embedded PostgreSQL is being restarted waits instead of failing)."""
     urls = resolve_urls(settings)
     if run_migrations:
-        migrate(urls)
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                migrate(urls)
+                break
+            except OperationalError:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("database unreachable; retrying")
+                time.sleep(0.5)
     return make_database(make_engine(urls.app_url, pool_size=settings.db_pool_size), urls.embedded)

@@ -29,9 +29,10 @@ class AppContext:
         self.audit = AuditLog.from_settings(self.settings)
 
     @classmethod
-    def open(cls, settings: Settings, *, migrate: bool = True) -> "AppContext":
-        """Reach (or start) the database, migrate it, and build the context."""
-        return cls(settings, open_database(settings, run_migrations=migrate))
+    def open(cls, settings: Settings, *, migrate: bool = True, wait_seconds: float = 0.0) -> "AppContext":
+        """Reach (or start) the database, migrate it, and build the context (retrying an
+        unreachable database for `wait_seconds`)."""
+        return cls(settings, open_database(settings, run_migrations=migrate, wait_seconds=wait_seconds))
 
     @cached_property
     def embedder(self) -> "Embedder":

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -13,9 +14,13 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from app.bench.common import clean_env, free_port, wait_ready
-from app.db.embedded import postmaster_alive, postmaster_pid
+from app.config import Settings
+from app.db.embedded import postmaster_alive, postmaster_pid, start_embedded
+from app.services.context import AppContext
 from tests.harness import PROJECT_ROOT, stop_server
 
 pytestmark = pytest.mark.slow
@@ -155,3 +160,26 @@ def test_postgres_orphaned_by_kill_9_of_serve_is_reused_then_stopped(data_dir, t
         stop_server(server)
     # The new serve is the last user: it stops the adopted cluster (a dead serve's handle is forgotten).
     _wait_for(lambda: not postmaster_alive(data_dir / "pg"), timeout=30)
+
+
+def test_a_process_starting_while_the_database_restarts_waits_for_it(data_dir, token):
+    """A `--workers` process starting during a restart waits for the database instead of dying
+    (uvicorn would take the whole server down with a worker that fails to start)."""
+    server = start_embedded(data_dir)
+    settings = Settings(data_dir=data_dir, secret_key="k", database_url=server.app_url,
+                        migration_database_url=server.admin_url)
+    server.handle.stop()
+    try:
+        with pytest.raises(OperationalError):
+            AppContext.open(settings)
+        restart = threading.Timer(1.0, server.handle.start)
+        restart.start()
+        started = time.monotonic()
+        ctx = AppContext.open(settings, wait_seconds=30)
+        restart.join()
+        assert time.monotonic() - started >= 0.9
+        with ctx.db.reader() as conn:
+            assert conn.scalar(text("SELECT count(*) FROM tenants WHERE name = 'heal'")) == 1
+        ctx.close()
+    finally:
+        server.handle.cleanup()
