@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
@@ -13,39 +12,29 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.errors import AppError, RateLimited, Unauthorized, Unavailable
 from app.mcp import PATH as MCP_PATH
-from app.services import apikeys
+from app.services import apikeys, rate_limits
+
+if TYPE_CHECKING:
+    from app.services.context import AppContext
 
 PUBLIC_API_PATHS = frozenset({"/v1/audit/public-key"})
 
 
-@dataclass
-class _Bucket:
-    tokens: float
-    updated: float
-
-
 class RateLimiter:
-    """Token bucket per key, per process: `per_minute` requests with bursts up to the same number."""
+    """Token bucket per API key, shared by every process and worker serving the same database:
+    `per_minute` requests with bursts up to the same number (`app.services.rate_limits`).
+
+    It is asked after the key is verified, so a caller without the secret cannot drain another
+    key's bucket."""
 
     def __init__(self, per_minute: int):
         self.per_minute = per_minute
-        self._buckets: dict[str, _Bucket] = {}
 
-    def check(self, key_id: str) -> float | None:
+    def check(self, ctx: AppContext, principal) -> float | None:
         """None when allowed; otherwise seconds until a token is available."""
         if self.per_minute <= 0:
             return None
-        now = time.monotonic()
-        rate = self.per_minute / 60.0
-        bucket = self._buckets.get(key_id)
-        if bucket is None:
-            bucket = self._buckets[key_id] = _Bucket(float(self.per_minute), now)
-        bucket.tokens = min(self.per_minute, bucket.tokens + (now - bucket.updated) * rate)
-        bucket.updated = now
-        if bucket.tokens >= 1:
-            bucket.tokens -= 1
-            return None
-        return (1 - bucket.tokens) / rate
+        return rate_limits.take_token(ctx, principal, self.per_minute)
 
 
 class ApiKeyAuth:
@@ -62,8 +51,7 @@ class ApiKeyAuth:
             await self.app(scope, receive, send)
             return
         try:
-            principal = await self._authenticate(scope)
-            retry = self.limiter.check(principal.key_id)
+            principal, retry = await self._authenticate(scope)
             if retry is not None:
                 raise RateLimited("rate limit exceeded for this API key",
                                   headers={"retry-after": str(max(1, math.ceil(retry)))})
@@ -87,9 +75,14 @@ class ApiKeyAuth:
             raise Unauthorized("missing bearer API key (Authorization: Bearer <key>)")
         ctx = scope["app"].state.ctx
         try:
-            principal = await run_in_threadpool(apikeys.authenticate, ctx, token.strip())
+            principal, retry = await run_in_threadpool(self._verify_and_count, ctx, token.strip())
         except OperationalError:
             raise Unavailable("database unreachable; the request had no effect") from None
         if principal is None:
             raise Unauthorized("invalid or revoked API key")
-        return principal
+        return principal, retry
+
+    def _verify_and_count(self, ctx: AppContext, token: str):
+        """The key's principal and the rate limiter's verdict, in one trip to the thread pool."""
+        principal = apikeys.authenticate(ctx, token)
+        return principal, (None if principal is None else self.limiter.check(ctx, principal))

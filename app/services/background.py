@@ -1,5 +1,9 @@
-"""Periodic jobs of a serving process: the audit checkpoint cadence, webhook deliveries, memory
-compaction, and purging expired idempotency keys."""
+"""Periodic jobs: the audit checkpoint cadence, webhook deliveries, memory compaction, and purging
+expired idempotency keys and idle rate-limit buckets.
+
+Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
+in the job's leader (`app.services.leader`): across all processes sharing the database, each job
+runs once per cadence. When the leader dies another process takes over at its next round."""
 
 from __future__ import annotations
 
@@ -8,42 +12,85 @@ import contextlib
 import logging
 from typing import AsyncIterator
 
+from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
-from app.services import idempotency, webhooks
+from app.errors import AuditChainBroken
+from app.services import idempotency, rate_limits, webhooks
 from app.services.context import AppContext
+from app.services.leader import Leadership
 
 log = logging.getLogger(__name__)
 WEBHOOK_POLL_SECONDS = 1.0
 IDEMPOTENCY_PURGE_SECONDS = 600.0
 
+# Chains whose newest entry is past their newest checkpoint: one index probe per chain.
+_UNSIGNED_CHAINS = text("""
+    SELECT c.chain_id
+    FROM (SELECT 'system' AS chain_id UNION ALL SELECT 'tenant:' || id FROM tenants) c
+    CROSS JOIN LATERAL (SELECT max(seq) AS size FROM audit_entries e WHERE e.chain_id = c.chain_id) head
+    CROSS JOIN LATERAL (SELECT max(size) AS size FROM audit_checkpoints k WHERE k.chain_id = c.chain_id) signed
+    WHERE head.size > coalesce(signed.size, 0)
+    ORDER BY c.chain_id""")
 
-async def _every(seconds: float, job, name: str) -> None:
+
+def checkpoint_unsigned(ctx: AppContext) -> int:
+    """Sign a checkpoint of every chain that grew since its last one, whichever process appended
+    to it (the time-based cadence; the count-based one runs inside `append`). Returns how many."""
+    with ctx.db.reader() as conn:
+        chains = conn.scalars(_UNSIGNED_CHAINS).all()
+    for chain_id in chains:
+        try:
+            with ctx.db.sessions.begin() as session:
+                ctx.audit.checkpoint(session, chain_id)
+        except AuditChainBroken:
+            pass  # logged by the audit log; the other chains still get their checkpoint
+    return len(chains)
+
+
+def _purge_expired(ctx: AppContext) -> None:
+    idempotency.purge_expired(ctx)
+    rate_limits.purge_idle(ctx)
+
+
+async def _every(seconds: float, job, name: str, leadership: Leadership) -> None:
+    try:
+        await _rounds(seconds, job, name, leadership)
+    finally:
+        await run_in_threadpool(leadership.release)  # step down at once; another process takes over
+
+
+async def _rounds(seconds: float, job, name: str, leadership: Leadership) -> None:
     while True:
         await asyncio.sleep(seconds)
         try:
-            await run_in_threadpool(job)
+            await run_in_threadpool(_if_leader, leadership, job)
         except OperationalError as exc:  # database down or restarting: say so once per round, briefly
             log.warning("background job %s skipped: database unavailable (%s)", name, str(exc).splitlines()[0][:200])
         except Exception:  # a failed round is retried next time; the server keeps serving
             log.exception("background job %s failed", name)
 
 
+def _if_leader(leadership: Leadership, job) -> None:
+    if leadership.is_leader():
+        job()
+
+
 @contextlib.asynccontextmanager
 async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
-    """Run the jobs for the lifetime of the app; on shutdown sign a final checkpoint."""
-    interval = max(1, ctx.settings.checkpoint_interval_seconds)
-    tasks = [asyncio.create_task(_every(interval, lambda: ctx.audit.checkpoint_touched(ctx.db.sessions),
-                                        "audit-checkpoints")),
-             asyncio.create_task(_every(WEBHOOK_POLL_SECONDS, lambda: webhooks.deliver_due(ctx), "webhook-deliveries")),
-             asyncio.create_task(_every(IDEMPOTENCY_PURGE_SECONDS, lambda: idempotency.purge_expired(ctx),
-                                        "idempotency-key-purge"))]
+    """Run the jobs for the lifetime of the app (a job's rounds run only while this process leads
+    it); on shutdown step down and sign a final checkpoint of the chains this process appended to."""
+    jobs = [(max(1, ctx.settings.checkpoint_interval_seconds), lambda: checkpoint_unsigned(ctx), "audit-checkpoints"),
+            (WEBHOOK_POLL_SECONDS, lambda: webhooks.deliver_due(ctx), "webhook-deliveries"),
+            (IDEMPOTENCY_PURGE_SECONDS, lambda: _purge_expired(ctx), "expired-key-purge")]
     if ctx.settings.compaction_interval_seconds > 0:
         from app.services import compaction
 
-        tasks.append(asyncio.create_task(_every(ctx.settings.compaction_interval_seconds,
-                                                lambda: compaction.run_scheduled(ctx), "memory-compaction")))
+        jobs.append((ctx.settings.compaction_interval_seconds, lambda: compaction.run_scheduled(ctx),
+                     "memory-compaction"))
+    tasks = [asyncio.create_task(_every(seconds, job, name, Leadership(ctx.db.engine, name)))
+             for seconds, job, name in jobs]
     try:
         yield
     finally:
