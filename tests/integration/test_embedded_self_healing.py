@@ -105,6 +105,12 @@ def test_killed_postgres_comes_back_by_itself_and_liveness_fails_while_it_cannot
             _assert_ok_or_unavailable(ready)
             write = _remember(base, token, f"during the gap {len(answers)}")
             _assert_ok_or_unavailable(write)
+            auth = {"Authorization": f"Bearer {token}"}
+            for read in (httpx.get(f"{base}/v1/memories", params={"agent_id": "agent-a"}, headers=auth),
+                         httpx.post(f"{base}/v1/memories/recall", json={"agent_id": "agent-a", "query": "crash"},
+                                    headers=auth, timeout=30),
+                         httpx.get(f"{base}/v1/changes", headers=auth)):
+                _assert_ok_or_unavailable(read)
             answers.append((ready.status_code, write.status_code))
             if ready.status_code == 200 and write.status_code == 201 and postmaster_pid(data_dir / "pg") != old:
                 break
