@@ -221,6 +221,11 @@ def _cases():
         ("GET", "/v1/host/workspace/files/a%00b.md", None, {}, "/path", "path-workspace-nul"),
         ("PUT", "/v1/host/workspace/files/a%00b.md", {"content": "x"}, {}, "/path", "path-workspace-put-nul"),
         ("DELETE", "/v1/webhooks/whk_%00", None, {}, "/webhook_id", "path-webhook-nul"),
+        ("GET", "/v1/webhooks/whk_%00/deliveries", None, {}, "/webhook_id", "path-deliveries-nul"),
+        ("GET", "/v1/memories/mem_a%00b/history", None, {}, "/memory_id", "path-history-nul"),
+        ("GET", "/v1/changes/chg_a%00b", None, {}, "/change_id", "path-change-get-nul"),
+        ("POST", "/v1/changes/chg_a%00b/withdraw", None, {}, "/change_id", "path-withdraw-nul"),
+        ("DELETE", f"{REF}/entries/mem_a%00b", None, {}, "/memory_id", "path-ref-entry-delete-nul"),
     ]
     # Numbers: integral floats where integers are required, unbounded day counts, infinity.
     rows += [
