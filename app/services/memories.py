@@ -566,7 +566,7 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
             flags = screening.screen_write(
                 session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
                 memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
-                source=memory.source, embedding=embedding)
+                source=memory.source, embedding=embedding, allowed_sources=principal.sources)
             try:
                 decision = _batch_decision(session, principal, write, flags)
             except Forbidden as exc:
