@@ -8,7 +8,8 @@ imported memories as pending changes. The import runs in two phases:
    `remember.request`, normalise ids and timestamps, reject duplicate ids, redact (a secret in
    a `reject`-mode tenant is a bad record) and evaluate the policy (a deny is a bad record). Any
    bad record → the report lists each by line with its reason and nothing is written.
-2. **Write in batches**, each in its own transaction: embed the batch's texts in one call, screen
+2. **Write in batches**, each in its own transaction: embed the batch's texts in one call (the
+   next batch is embedded in a worker thread while this one is written), screen
    each row against live memory and decide it (screening flags can route a row to review), insert
    the rows with their per-memory audit events (`memory.remembered` / `memory.staged` +
    `change.proposed` / `memory.restored`). The transaction of the last batch also appends the one
@@ -22,6 +23,7 @@ batch, which rolls back whole; earlier batches stay, and a re-run after fixing t
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -204,30 +206,48 @@ def _write(ctx: AppContext, principal: Principal, prepared: list[tuple[ImportRec
     advance = progress("importing", len(prepared)) if progress else None
     batches = [prepared[i:i + batch_size] for i in range(0, len(prepared), batch_size)] or [[]]
     report.batches = len(batches)
-    for number, batch in enumerate(batches, start=1):
-        vectors = ctx.embedder.embed([w.memory.content for _, w in batch]) if batch else []
-        try:
-            with ctx.db.sessions.begin() as session:
-                # Another import of the same file may have committed these meanwhile: skip, don't fail.
-                taken = _existing(session, [w.memory.id for _, w in batch])
-                fresh = [i for i, (_, w) in enumerate(batch) if w.memory.id not in taken]
-                outcomes = memories.write_prepared(
-                    ctx, session, principal, [batch[i][1] for i in fresh], [vectors[i].tolist() for i in fresh],
-                    via="import", import_sha256=report.file_sha256)
-                report.skipped_existing += len(batch) - len(fresh)
-                for outcome in outcomes:
-                    key = {201: "imported", 202: "staged"}.get(outcome.status, "restored")
-                    setattr(report, key, getattr(report, key) + 1)
-                if number == len(batches):
-                    ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.imported",
-                                     actor=principal.actor,
-                                     subject={"type": "import", "id": report.file_sha256},
-                                     data=report.audit_data())
-        except Forbidden as exc:
-            record = next((r for r, w in batch if w.memory.id == getattr(exc, "memory_id", None)), batch[0][0])
-            report.problems.append(_problem(record.line, exc, record.extra.get("ordinal")))
-            report.stopped_at_line = batch[0][0].line
-            return
-        if advance:
-            advance(len(batch))
+
+    def embed(batch):
+        return ctx.embedder.embed([w.memory.content for _, w in batch]) if batch else []
+
+    # The next batch is embedded (CPU, GIL released by the model) while this one is written
+    # (mostly waiting on PostgreSQL), so the two phases overlap instead of adding up.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="import-embed") as embedder:
+        upcoming = embedder.submit(embed, batches[0])
+        for number, batch in enumerate(batches, start=1):
+            vectors = upcoming.result()
+            if number < len(batches):
+                upcoming = embedder.submit(embed, batches[number])
+            if not _write_batch(ctx, principal, batch, vectors, report, last=number == len(batches)):
+                return
+            if advance:
+                advance(len(batch))
+
+
+def _write_batch(ctx: AppContext, principal: Principal, batch: list[tuple[ImportRecord, memories.PreparedWrite]],
+                 vectors, report: ImportReport, *, last: bool) -> bool:
+    """One batch in one transaction; False (and the problem recorded) when a policy refused it."""
+    try:
+        with ctx.db.sessions.begin() as session:
+            # Another import of the same file may have committed these meanwhile: skip, don't fail.
+            taken = _existing(session, [w.memory.id for _, w in batch])
+            fresh = [i for i, (_, w) in enumerate(batch) if w.memory.id not in taken]
+            outcomes = memories.write_prepared(
+                ctx, session, principal, [batch[i][1] for i in fresh], [vectors[i].tolist() for i in fresh],
+                via="import", import_sha256=report.file_sha256)
+            report.skipped_existing += len(batch) - len(fresh)
+            for outcome in outcomes:
+                key = {201: "imported", 202: "staged"}.get(outcome.status, "restored")
+                setattr(report, key, getattr(report, key) + 1)
+            if last:
+                ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.imported",
+                                 actor=principal.actor,
+                                 subject={"type": "import", "id": report.file_sha256},
+                                 data=report.audit_data())
+    except Forbidden as exc:
+        record = next((r for r, w in batch if w.memory.id == getattr(exc, "memory_id", None)), batch[0][0])
+        report.problems.append(_problem(record.line, exc, record.extra.get("ordinal")))
+        report.stopped_at_line = batch[0][0].line
+        return False
+    return True
 
