@@ -113,7 +113,7 @@ class RejectUnstorableInput:
         if _media_type(scope) == "application/x-www-form-urlencoded":
             body = await _read_body(receive)
             fields += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-            receive = _replay(body)
+            receive = _replay(body, receive)
         problems = [problem for key, value in fields for problem in unstorable_problems({key: value})]
         if UNSTORABLE.search(scope["path"]):
             problems.append({"path": "/", "message": "the URL path contains a NUL character"})
@@ -142,17 +142,18 @@ async def _read_body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes) -> Receive:
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """The body already read, then the real channel (which reports the client's disconnect)."""
     sent = False
 
-    async def receive() -> Message:
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replay
 
 
 def _error_response(scope: Scope, exc: Exception):
