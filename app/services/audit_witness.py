@@ -36,7 +36,8 @@ class Witness:
         self.file = Path(file) if file else None
         self.url = url or None
         self.allow_private = allow_private
-        self._latest: dict[str, chain.WitnessRecord] = {}
+        # origin -> (largest record seen, whether its signature has been checked)
+        self._latest: dict[str, tuple[chain.WitnessRecord, bool]] = {}
         self._offset = 0
         self._lock = threading.Lock()
         self._outbox: queue.Queue[str] | None = None
@@ -58,45 +59,85 @@ class Witness:
     # -- reading back ----------------------------------------------------------------------------
 
     def latest(self, origin: str, vkey: str) -> chain.WitnessRecord | None:
-        """The record of the largest checkpoint of `origin` ever witnessed in the file and signed by `vkey`.
+        """The record of the largest checkpoint of `origin` witnessed (in the file, or published by
+        this process) and signed by `vkey`; None if there is none.
 
-        Reads only what was appended since the last call. What this process has seen is kept
-        even if the file is later truncated (that is logged). None without a file."""
-        if self.file is None:
-            return None
+        Reads only what was appended to the file since the last call, a line at a time, and checks
+        only the signature of the record it returns (a file of years of checkpoints costs one
+        signature check, not one per line). What this process has seen is kept even if the file
+        is later truncated (that is logged)."""
         with self._lock:
+            if self.file is not None:
+                self._read_new()
+            rec, checked = self._latest.get(origin, (None, True))
+            if checked:
+                return rec
             try:
-                with self.file.open("rb") as fh:
-                    end = fh.seek(0, os.SEEK_END)
-                    if end < self._offset:
-                        log.error("audit witness file %s shrank from %d to %d bytes; re-reading it",
-                                  self.file, self._offset, end)
-                        self._offset = 0
-                    fh.seek(self._offset)
-                    data = fh.read()
-            except FileNotFoundError:
-                data = b""
-            complete = data[:data.rfind(b"\n") + 1]  # a line still being written is read next time
-            for lineno, raw in enumerate(complete.splitlines(), 1):
-                self._remember(raw, lineno, vkey)
-            self._offset += len(complete)
-            return self._latest.get(origin)
-
-    def _remember(self, raw: bytes, lineno: int, vkey: str) -> None:
-        try:
-            rec = chain.parse_witness_line(raw, lineno)
+                chain.verify_checkpoint(rec.note, [vkey])
+            except chain.AuditChainError as exc:
+                log.warning("audit witness file %s: the record at byte %d is not signed by this log (%s); "
+                            "re-reading the file for the last record of %s that is", self.file, rec.line,
+                            exc.reason, origin)
+                rec = self._last_signed(origin, vkey)
             if rec is None:
-                return
-            chain.verify_checkpoint(rec.note, [vkey])
-        except chain.AuditChainError as exc:
-            log.warning("audit witness file %s: skipped a record not signed by this log: %s", self.file, exc)
-            return
-        self._keep(rec)
+                self._latest.pop(origin, None)
+            else:
+                self._latest[origin] = (rec, True)
+            return rec
 
-    def _keep(self, rec: chain.WitnessRecord) -> None:
+    def _read_new(self) -> None:
+        try:
+            with self.file.open("rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                if end < self._offset:
+                    log.error("audit witness file %s shrank from %d to %d bytes; re-reading it",
+                              self.file, self._offset, end)
+                    self._offset = 0
+                fh.seek(self._offset)
+                for raw in fh:
+                    if not raw.endswith(b"\n"):
+                        break  # a line still being written is read next time
+                    self._keep(self._parse(raw, self._offset), checked=False)
+                    self._offset += len(raw)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:  # an operational fault, not evidence: keep what this process knows
+            log.error("audit witness file %s: cannot read it (%s); checking against what this process has "
+                      "seen of it", self.file, exc)
+
+    def _parse(self, raw: bytes, offset: int) -> chain.WitnessRecord | None:
+        try:
+            return chain.parse_witness_line(raw, offset)  # `line` holds the byte offset
+        except chain.AuditChainError as exc:
+            log.warning("audit witness file %s: skipped a line that is not a witness record: %s", self.file, exc)
+            return None
+
+    def _last_signed(self, origin: str, vkey: str) -> chain.WitnessRecord | None:
+        """Slow path after a forged record: the largest record of `origin` whose signature holds."""
+        best = None
+        try:
+            fh = self.file.open("rb")
+        except OSError:
+            return None
+        with fh:
+            for raw in fh:
+                rec = self._parse(raw, 0) if raw.endswith(b"\n") else None
+                if rec is None or rec.checkpoint.origin != origin or (
+                        best is not None and rec.checkpoint.size <= best.checkpoint.size):
+                    continue
+                try:
+                    chain.verify_checkpoint(rec.note, [vkey])
+                except chain.AuditChainError:
+                    continue
+                best = rec
+        return best
+
+    def _keep(self, rec: chain.WitnessRecord | None, *, checked: bool) -> None:
+        if rec is None:
+            return
         known = self._latest.get(rec.checkpoint.origin)
-        if known is None or rec.checkpoint.size > known.checkpoint.size:
-            self._latest[rec.checkpoint.origin] = rec
+        if known is None or rec.checkpoint.size > known[0].checkpoint.size:
+            self._latest[rec.checkpoint.origin] = (rec, checked)
 
     # -- appending -------------------------------------------------------------------------------
 
@@ -105,8 +146,8 @@ class Witness:
         the checkpoint is already committed; a failure is logged and the next one is witnessed."""
         record = chain.parse_witness_line(line)
         if record is not None:
-            with self._lock:
-                self._keep(record)  # what this process witnessed counts even before the file is re-read
+            with self._lock:  # what this process witnessed counts even before the file is re-read
+                self._keep(record, checked=True)
         if self.file is not None:
             try:
                 self.file.parent.mkdir(parents=True, exist_ok=True)

@@ -157,3 +157,21 @@ def test_the_witness_url_obeys_the_ssrf_rule(receiver, monkeypatch):
         assert receiver.bodies == []
         assert audit_witness.Witness(url=receiver.url, allow_private=True).post(client, line)
         assert receiver.bodies == [line]
+
+
+def test_a_forged_last_record_in_the_witness_file_is_passed_over(wctx, witness_file):
+    """A record not signed by this log (appended by whoever can write the file) is not trusted:
+    the signer holds the chain to the last record that is."""
+    tenant = create_tenant(wctx, name=unique("forged-witness"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    origin = wctx.audit.checkpoint_origin(chain_id)
+    grow(wctx, tenant.id, 2)
+    assert checkpoint(wctx, chain_id).size == 3
+    forger = chain.Signer.from_pem(chain.generate_private_key_pem(), wctx.settings.audit_origin)
+    with witness_file.open("a", encoding="utf-8") as fh:
+        fh.write(chain.witness_line(forger.sign_checkpoint(origin, 1000, bytes(32), bytes(32))) + "\n")
+        fh.write("not a record\n")
+    fresh = AppContext(wctx.settings, wctx.db)  # a new process: it reads the whole file
+    assert fresh.audit.witness.latest(origin, fresh.audit.vkey).checkpoint.size == 3
+    grow(fresh, tenant.id, 1)
+    assert checkpoint(fresh, chain_id).size == 4  # not refused as "truncated below 1000"
