@@ -171,6 +171,8 @@ def _message(err: Any) -> str:
             "Additional properties", "unknown fields")
     if err.validator == "required":
         return err.message
+    if err.validator in ("oneOf", "anyOf") and isinstance(err.schema, dict) and err.schema.get("description"):
+        return "expected " + err.schema["description"]  # e.g. a timestamp: RFC 3339 or epoch ms
     # Quote at most a short prefix of the offending value: it may be long or hostile.
     text = err.message
     return text if len(text) <= 300 else text[:297] + "..."
