@@ -8,11 +8,18 @@ scope's top-k stays full even when other agents' rows are nearer (no global top-
 `vector_candidates_with_stats` also returns the scope's size and mean similarity to the query
 (recall's answerability gate): exact scans get them from the same scan (window aggregates);
 larger scopes estimate the mean from a bounded sample of the scope.
+
+Round trips are what a recall costs on a small scope, so: the exact-or-HNSW choice uses the
+scope's size from the last exact scan of it in this process (`ScopeSizes`) instead of counting
+first, and with `fetch=True` the candidate queries return the rows themselves (no third
+statement to load them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from sqlalchemy import Text, cast, func, literal, literal_column, select, text
@@ -41,15 +48,46 @@ def _base(scope: Scope, filters: dict[str, Any]):
     return apply_filters(select(Memory.id).where(visible(scope)), **filters)
 
 
-def plan_per_call(session: Session) -> None:
-    """Plan this transaction's statements for their actual parameters.
+class ScopeSizes:
+    """Each scope's live row count as the last exact scan of it in this process saw it (bounded LRU).
 
-    psycopg prepares a statement after a few executions and PostgreSQL may then switch to one
-    generic plan for every parameter value. Scopes are skewed (most agents hold hundreds of rows,
-    a few hold tens of thousands), so a plan made for small scopes (walk the scope index, rank
-    every row) run on a 50,000-row agent took 0.3-0.7 s instead of ~2 ms. Planning these short
-    statements costs ~0.1 ms each."""
-    session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+    The count only chooses exact scan vs HNSW; both return correct results, so a stale size costs
+    at most one slower query: an exact scan of a scope that has grown past EXACT_SCAN_MAX counts
+    it (window aggregate) and the next recall takes the HNSW path. Scopes never seen are counted
+    first, as before."""
+
+    def __init__(self, capacity: int = 50_000):
+        self.capacity = capacity
+        self._sizes: OrderedDict[tuple, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(scope: Scope, filters: dict[str, Any]) -> tuple | None:
+        """None for what is not cached: `as_of` reads (a snapshot, not the live scope)."""
+        if scope.as_of is not None:
+            return None
+        return (scope.tenant_id, scope.agent_id, scope.user_id, repr(sorted(filters.items())))
+
+    def get(self, key: tuple | None) -> int | None:
+        if key is None:
+            return None
+        with self._lock:
+            size = self._sizes.get(key)
+            if size is not None:
+                self._sizes.move_to_end(key)
+            return size
+
+    def put(self, key: tuple | None, size: int) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._sizes[key] = size
+            self._sizes.move_to_end(key)
+            while len(self._sizes) > self.capacity:
+                self._sizes.popitem(last=False)
+
+
+scope_sizes = ScopeSizes()
 
 
 def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], cap: int) -> int:
@@ -71,37 +109,83 @@ def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], 
 def vector_candidates(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
                       n: int) -> list[tuple[str, float]]:
     """Up to `n` (id, cosine distance) nearest to `query_vec` within scope, nearest first."""
-    return vector_candidates_with_stats(session, scope, filters, query_vec, n)[0]
+    return vector_search(session, scope, filters, query_vec, n).hits
 
 
 def vector_candidates_with_stats(session: Session, scope: Scope, filters: dict[str, Any],
                                  query_vec: Sequence[float], n: int) -> tuple[list[tuple[str, float]], ScopeStats]:
     """`vector_candidates`, plus the scope's size and mean similarity to the query."""
+    found = vector_search(session, scope, filters, query_vec, n)
+    return found.hits, found.stats
+
+
+@dataclass
+class VectorResult:
+    hits: list[tuple[str, float]]
+    """(id, cosine distance), nearest first."""
+    stats: ScopeStats
+    rows: dict[str, Memory] = field(default_factory=dict)
+    """The hits' rows, when asked for with `fetch=True`."""
+
+
+def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
+                  *, fetch: bool = False) -> VectorResult:
+    """Up to `n` nearest live memories in scope with the scope's stats (and, with `fetch`, the rows)."""
     distance = Memory.embedding.cosine_distance(query_vec)
-    size = None if scope.as_of is not None else scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1)
+    key = ScopeSizes.key(scope, filters)
+    size = scope_sizes.get(key)
+    if size is None and scope.as_of is None:
+        size = scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1)
     stmt = _base(scope, filters).where(Memory.embedding.is_not(None))
     if size is None or size <= EXACT_SCAN_MAX:
         # The distance is computed once per row in a fenced subquery (OFFSET 0), then ranked
         # exactly; the window aggregates see every row of the scope before the LIMIT.
         inner = stmt.add_columns(distance.label("distance")).offset(0).subquery()
-        rows = session.execute(
-            select(inner.c.id, inner.c.distance, func.count().over().label("scope_rows"),
-                   func.avg(inner.c.distance).over().label("mean_distance"))
-            .order_by(inner.c.distance).limit(n)).all()
-        if not rows:
-            return [], ScopeStats(0, 0.0, True)
-        stats = ScopeStats(int(rows[0].scope_rows), 1.0 - float(rows[0].mean_distance), True)
-        return [(r.id, float(r.distance)) for r in rows], stats
+        ranked = (select(inner.c.id, inner.c.distance, func.count().over().label("scope_rows"),
+                         func.avg(inner.c.distance).over().label("mean_distance"))
+                  .order_by(inner.c.distance).limit(n))
+        result = _ranked(session, ranked, fetch)
+        if not result.hits:
+            scope_sizes.put(key, 0)
+            return VectorResult([], ScopeStats(0, 0.0, True))
+        first = result.extra[0]
+        scope_sizes.put(key, int(first.scope_rows))
+        return VectorResult(result.hits, ScopeStats(int(first.scope_rows), 1.0 - float(first.mean_distance), True),
+                            result.rows)
+    if key is not None and scope_sizes.get(key) is not None:
+        size = scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1)  # large: recount every time
+        scope_sizes.put(key, size)
+        if size <= EXACT_SCAN_MAX:
+            return vector_search(session, scope, filters, query_vec, n, fetch=fetch)
     session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
                          "set_config('hnsw.ef_search', :ef, true), set_config('hnsw.max_scan_tuples', :mst, true)"),
                     {"ef": str(max(40, min(1000, 2 * n))), "mst": str(HNSW_MAX_SCAN_TUPLES)})
     # relaxed_order may return slightly out of order; re-sort the small result.
     inner = stmt.add_columns(distance.label("distance")).order_by(distance).limit(n).subquery()
-    rows = session.execute(select(inner.c.id, inner.c.distance).order_by(inner.c.distance)).all()
+    result = _ranked(session, select(inner.c.id, inner.c.distance).order_by(inner.c.distance), fetch)
     sample = stmt.add_columns(distance.label("distance")).limit(STATS_SAMPLE).subquery()
     mean_distance = session.scalar(select(func.avg(sample.c.distance)))
     stats = ScopeStats(size, 1.0 - float(mean_distance) if mean_distance is not None else 0.0, False)
-    return [(r.id, float(r.distance)) for r in rows], stats
+    return VectorResult(result.hits, stats, result.rows)
+
+
+@dataclass
+class _Ranked:
+    hits: list[tuple[str, float]]
+    rows: dict[str, Memory]
+    extra: list[Any]
+
+
+def _ranked(session: Session, ranked, fetch: bool) -> _Ranked:
+    """Run a select of (id, distance, …) ordered nearest first; with `fetch`, joined to the memory
+    rows in the same statement (re-sorted here: a subquery's ORDER BY does not order the join)."""
+    if not fetch:
+        rows = session.execute(ranked).all()
+        return _Ranked([(r.id, float(r.distance)) for r in rows], {}, rows)
+    sub = ranked.subquery()
+    rows = sorted(session.execute(select(Memory, *sub.c).join(sub, Memory.id == sub.c.id)).all(),
+                  key=lambda r: (r.distance, r.id))
+    return _Ranked([(r.id, float(r.distance)) for r in rows], {r.Memory.id: r.Memory for r in rows}, rows)
 
 
 def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], query: str,
@@ -115,16 +199,46 @@ def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], 
     # built in SQL so it costs no extra round trip: plainto_tsquery ANDs the quoted lexemes with
     # ' & ' (a lexeme never contains a space), so swapping the operator gives the OR query. With
     # a constant config the whole expression folds to a constant at plan time.
+    return keyword_search(session, scope, filters, query, n, query_vec).hits
+
+
+@dataclass
+class KeywordResult:
+    hits: list[tuple[str, float]]
+    """(id, ts_rank_cd), best first."""
+    rows: dict[str, Memory] = field(default_factory=dict)
+    distances: dict[str, float] = field(default_factory=dict)
+    """With `fetch`: each hit's row and cosine distance to `fetch`'s query vector."""
+
+
+def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
+                   query_vec: Sequence[float] | None = None, *, fetch: Sequence[float] | None = None
+                   ) -> KeywordResult:
+    """`keyword_candidates`; with `fetch` (the query vector) also the rows and their distances to
+    it, in the same statement."""
+    # OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases),
+    # built in SQL so it costs no extra round trip: plainto_tsquery ANDs the quoted lexemes with
+    # ' & ' (a lexeme never contains a space), so swapping the operator gives the OR query. With
+    # a constant config the whole expression folds to a constant at plan time.
     if not query.strip():
-        return []
+        return KeywordResult([])
     anded = func.plainto_tsquery(literal_column("'english'::regconfig"), query)
     tsquery = cast(func.replace(cast(anded, Text), " & ", " | "), TSQUERY)
     rank = func.ts_rank_cd(Memory.content_tsv, tsquery)
-    stmt = (_base(scope, filters).add_columns(rank.label("rank"))
-            .where(Memory.content_tsv.op("@@")(tsquery)))
     tie = Memory.embedding.cosine_distance(query_vec) if query_vec is not None else Memory.id
-    stmt = stmt.order_by(rank.desc(), tie, Memory.id).limit(n)
-    return [(r.id, float(r.rank)) for r in session.execute(stmt).all()]
+    if fetch is None:
+        stmt = _base(scope, filters).add_columns(rank.label("rank"))
+    else:
+        distance = Memory.embedding.cosine_distance(fetch).label("distance")
+        if query_vec is not None:
+            tie = distance  # the same vector: bind it once
+        stmt = apply_filters(select(Memory, rank.label("rank"), distance).where(visible(scope)), **filters)
+    stmt = stmt.where(Memory.content_tsv.op("@@")(tsquery))
+    rows = session.execute(stmt.order_by(rank.desc(), tie, Memory.id).limit(n)).all()
+    if fetch is None:
+        return KeywordResult([(r.id, float(r.rank)) for r in rows])
+    return KeywordResult([(r.Memory.id, float(r.rank)) for r in rows], {r.Memory.id: r.Memory for r in rows},
+                         {r.Memory.id: float(r.distance) if r.distance is not None else 1.0 for r in rows})
 
 
 def fetch_with_similarity(session: Session, ids: Sequence[str], query_vec: Sequence[float]) -> list[tuple[Memory, float]]:

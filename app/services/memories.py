@@ -29,7 +29,7 @@ from app.db.models import AuditEntry, Memory, Tenant
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
 from app.repos import memories as repo
 from app.repos.memories import Scope
-from app.services import events, screening, staging
+from app.services import events, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.tenant_config import redaction_mode, redactor_for
@@ -429,6 +429,8 @@ def expire(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outco
                                          + ", ".join(EXPIRE_PREDICATES) + " is required"}])
     action = body.get("action", "forget")
     scope = Scope(principal.tenant_id, agent_id, body.get("user_id"))
+    if policy.get("no_recall_in_days") is not None:
+        recall_tracking.flush(ctx.db.engine)  # this process's batched recall counts, written first
     with ctx.db.sessions.begin() as session:
         rows = _expire_rows(session, scope, policy, lock=True)
         decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(

@@ -31,13 +31,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
 
 from app.core import fusion
 from app.core.access import Principal
+from app.core.timefmt import utcnow
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
+from app.services import recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -51,7 +54,11 @@ WEIGHTS = (0.7, 0.3)  # vector, keyword — for fusion="weighted"
 
 
 def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
-    """Top-k live memories of one agent (optionally one user) for a query."""
+    """Top-k live memories of one agent (optionally one user) for a query.
+
+    A read of at most three statements (the scope's size once per process, the vector and the
+    keyword candidates, each with its rows), in autocommit: no BEGIN, no COMMIT. Recall counts are
+    noted for `recall_tracking`, which writes them in batches."""
     started = time.perf_counter()
     require_agent(principal, body["agent_id"])
     scope = Scope(principal.tenant_id, body["agent_id"], body.get("user_id"), _as_of(body))
@@ -64,36 +71,45 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
     query_vec = ctx.embedder.embed([body["query"]])[0].tolist()
     pool = max(2 * k, 20)
 
-    with ctx.db.sessions.begin() as session:
-        search.plan_per_call(session)
-        vector, stats = search.vector_candidates_with_stats(session, scope, filters, query_vec, pool)
-        if gated and not answerable(vector, stats):
-            vector, keyword = [], []  # nothing in scope answers the query: no hits at all
-        else:
+    with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:
+        vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True)
+        keyword = search.KeywordResult([])
+        if not gated or answerable(vector.hits, vector.stats):  # else nothing in scope answers it
             # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
             # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
-            keyword = search.keyword_candidates(session, scope, filters, body["query"], pool,
-                                                query_vec if stats.exact else None)
-        fused = _fuse(method, vector, keyword)
-        rows = search.fetch_with_similarity(session, list(fused), query_vec)
+            keyword = search.keyword_search(session, scope, filters, body["query"], pool,
+                                            query_vec if vector.stats.exact else None, fetch=query_vec)
+        else:
+            vector.hits = []
+        fused = _fuse(method, vector.hits, keyword.hits)
+        distances = {**keyword.distances, **dict(vector.hits)}
+        rows = {**keyword.rows, **vector.rows}
         hits = []
-        for memory, similarity in rows:
+        for memory_id, fused_score in fused.items():
+            similarity = 1.0 - distances[memory_id]
             if similarity < min_score:
                 continue
-            hits.append((fused[memory.id] * memory.score_multiplier, similarity, memory))
+            memory = rows[memory_id]
+            hits.append((fused_score * memory.score_multiplier, similarity, memory))
         hits.sort(key=lambda h: (-h[0], -h[1], h[2].id))
         hits = hits[:k]
         if scope.as_of is None and hits:
-            # Recall tracking is usage statistics (for `expire` with no_recall_in_days), not data
-            # or audit: its commit need not wait for the WAL flush. A crash can lose the last
-            # fraction of a second of recall counts, never a memory or an audit event.
-            session.execute(text("SET LOCAL synchronous_commit = off"))
-            repo.record_recall(session, ids=[m.id for _, _, m in hits])
+            _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
+        session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
     return {
         "hits": [{**entry_json(m), "score": round(score, 6), "similarity": round(sim, 6)} for score, sim, m in hits],
         "fusion": method,
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def _track(ctx: AppContext, session: Session, tenant_id: str, ids: list[str]) -> None:
+    """Count the hits as recalled: batched off the request (see `recall_tracking`); inside an
+    outer transaction (a unit of work, the tests' rolled-back one) written in it, so they share its fate."""
+    if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
+        repo.record_recall(session, ids=ids)
+    else:
+        recall_tracking.tracker(ctx.db.engine).note(tenant_id, ids, utcnow())
 
 
 def lift(best_similarity: float, stats: search.ScopeStats) -> float:

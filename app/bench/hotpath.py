@@ -1,0 +1,212 @@
+"""`memwarden bench hotpath`: where one remember and one recall spend their time, measured in ways a
+loaded machine does not distort.
+
+The full ASGI app (auth, rate limit, policy, redaction, screening, audit, commit) runs in this
+process against a fresh embedded PostgreSQL, driven by httpx's ASGI transport on this thread's event loop. Per request it counts
+
+- database round trips: every statement the app sends (`before_cursor_execute`), the BEGIN psycopg
+  sends ahead of the first statement of a transaction, and each COMMIT/ROLLBACK that reaches the
+  server (one on an idle connection sends nothing), split by statement so a regression names it;
+- CPU milliseconds of this process (`time.process_time`, all threads: the event loop, the thread
+  pool and the embedder), which other processes' load inflates far less than wall time;
+- optionally a cProfile of the timed requests (`--profile FILE`, cumulative top functions printed).
+
+PostgreSQL's own CPU is not in these numbers (another process); round trips stand in for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import re
+import statistics
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from psycopg.pq import TransactionStatus
+from sqlalchemy import event
+
+from app.bench import common
+
+FACTS = [
+    "{u} prefers window seats on long flights and always books row {n}.",
+    "{u} keeps a sourdough starter and feeds it every {n} hours.",
+    "{u} runs a 10k every Sunday and wants to finish under {n} minutes.",
+    "{u} is learning Portuguese and has done {n} lessons so far.",
+    "{u}'s laptop is a ThinkPad that is {n} years old.",
+]
+QUERIES = ["where does {u} like to sit on planes?", "what does {u} bake?", "how fast does {u} run?",
+           "which language is {u} learning?", "what is the capital of Peru?"]
+
+
+class StatementCounter:
+    """Counts round trips on an engine, by statement kind, while `active`."""
+
+    def __init__(self, engine) -> None:
+        self.active = False
+        self.kinds: Counter[str] = Counter()
+        event.listen(engine, "before_cursor_execute", self._statement)
+        event.listen(engine, "commit", self._commit)
+        event.listen(engine, "rollback", self._rollback)
+
+    def _statement(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        if self.active:
+            dbapi = conn.connection.dbapi_connection
+            if not dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
+                self.kinds["BEGIN"] += 1
+            self.kinds[_kind(statement)] += 1
+
+    def _commit(self, conn) -> None:
+        self._end(conn, "COMMIT")
+
+    def _rollback(self, conn) -> None:
+        self._end(conn, "ROLLBACK")
+
+    def _end(self, conn, what: str) -> None:
+        if self.active and conn.connection.dbapi_connection.info.transaction_status != TransactionStatus.IDLE:
+            self.kinds[what] += 1
+
+    def take(self) -> Counter[str]:
+        taken, self.kinds = self.kinds, Counter()
+        return taken
+
+
+def _kind(statement: str) -> str:
+    """A statement's text, whitespace collapsed and cut short: names it in the report."""
+    return re.sub(r"\s+", " ", statement.strip())[:90]
+
+
+def run(args: argparse.Namespace, settings=None) -> dict[str, Any]:
+    from app.config import Settings
+    from app.main import create_app
+    from app.services.apikeys import create_key
+    from app.services.context import AppContext
+    from app.services.tenants import create_tenant
+
+    root = Path(tempfile.mkdtemp(prefix="memwarden-hotpath-"))
+    data_dir = root / ".memwarden"
+    app_settings = Settings(data_dir=data_dir, secret_key="hotpath-bench")
+    ctx = AppContext.open(app_settings)
+    try:
+        counter = StatementCounter(ctx.db.engine)
+        tenant = create_tenant(ctx, name="hotpath", actor=common.BENCH_ACTOR)
+        token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write",
+                           actor=common.BENCH_ACTOR).token
+        headers = {"Authorization": f"Bearer {token}"}
+        app = create_app(app_settings, ctx=ctx)
+        result, profiler, embed_cpu = asyncio.run(_drive(app, ctx, headers, counter, args))
+        report = {
+            "benchmark": "hotpath",
+            "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
+                      "(rate limit on); round trips = statements + COMMIT/ROLLBACK per request; "
+                      "CPU = this process's time.process_time per request (PostgreSQL not included)",
+            "embedder_cpu_ms_per_text": embed_cpu,
+            **result,
+            "machine": common.machine(),
+        }
+        if profiler:
+            profiler.dump_stats(args.profile)
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)
+            print(text.getvalue())
+        print(json.dumps(report, indent=2))
+        if args.out:
+            Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+        return report
+    finally:
+        ctx.close()
+        common.stop_cluster(data_dir)
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, args: argparse.Namespace):
+    """Warm up, then time `args.requests` remembers and recalls, one at a time like one agent would."""
+    import anyio.to_thread
+    import httpx
+
+    profiler = cProfile.Profile() if args.profile else None
+    if profiler:
+        # cProfile sees one thread: run the thread-pool work inline on the event loop's thread.
+        async def inline(func, *fargs, **kwargs):
+            return func(*fargs)
+        anyio.to_thread.run_sync = inline
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench", headers=headers) as http:
+        async def remember(i: int) -> None:
+            user = f"user{i % 7}"
+            body = {"agent_id": "hot", "user_id": user, "type": "semantic",
+                    "content": FACTS[i % len(FACTS)].format(u=user.capitalize(), n=i)}
+            response = await http.post("/v1/memories/remember", json=body)
+            assert response.status_code == 201, response.text
+
+        async def recall(i: int) -> None:
+            user = f"user{i % 7}"
+            body = {"agent_id": "hot", "user_id": user, "k": 5,
+                    "query": QUERIES[i % len(QUERIES)].format(u=user.capitalize())}
+            response = await http.post("/v1/memories/recall", json=body)
+            assert response.status_code == 200, response.text
+
+        for i in range(args.warmup):  # model, pool, plan caches, per-tenant caches
+            await remember(i)
+            await recall(i)
+        result = {}
+        for name, op in (("remember", remember), ("recall", recall)):
+            cpu: list[float] = []
+            trips: list[int] = []
+            kinds: Counter[str] = Counter()
+            counter.take()
+            for i in range(args.requests):
+                counter.active = True
+                if profiler:
+                    profiler.enable()
+                started = time.process_time()
+                await op(args.warmup + i)
+                cpu.append((time.process_time() - started) * 1000)
+                if profiler:
+                    profiler.disable()
+                counter.active = False
+                taken = counter.take()
+                trips.append(sum(taken.values()))
+                kinds.update(taken)
+            result[name] = {
+                "requests": args.requests,
+                "round_trips_per_request": round(statistics.fmean(trips), 2),
+                "round_trips_by_kind": {k: round(v / args.requests, 2) for k, v in kinds.most_common()},
+                "cpu_ms_per_request": {"mean": round(statistics.fmean(cpu), 3),
+                                       "p50": round(common.percentile(cpu, 50), 3)},
+            }
+    return result, profiler, _embedder_cpu_ms(ctx)
+
+
+def _embedder_cpu_ms(ctx, n: int = 50) -> float:
+    """CPU ms of one single-text embedding call, what every remember and recall pays once."""
+    started = time.process_time()
+    for i in range(n):
+        ctx.embedder.embed([f"calibration sentence number {i} about nothing in particular"])
+    return round((time.process_time() - started) * 1000 / n, 3)
+
+
+def add_parser(bench: argparse._SubParsersAction) -> None:
+    parser = bench.add_parser("hotpath", help="round trips and CPU ms per remember/recall (in process)")
+    parser.add_argument("--requests", type=int, default=200, help="timed requests per operation")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--profile", help="write a cProfile of the timed requests here")
+    parser.add_argument("--top", type=int, default=40, help="profile rows printed")
+    parser.add_argument("--out", help="write the JSON report here (e.g. docs/bench/hotpath.json)")
+    parser.set_defaults(func=run)
+
+
+if __name__ == "__main__":
+    cli = argparse.ArgumentParser(description=__doc__)
+    add_parser(cli.add_subparsers(dest="command", required=True))
+    parsed = cli.parse_args(["hotpath", *os.sys.argv[1:]])
+    parsed.func(parsed)
