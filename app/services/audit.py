@@ -311,13 +311,14 @@ class AuditLog:
         report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, None) for r in rows),
                                    chain_id=chain_id, origin=origin, checkpoints=notes, vkeys=[self.vkey],
                                    start_seq=from_seq, prev_chain_hash=prev)
-        if report.ok and report.tree_size < to_seq:
-            report = chain.VerifyReport(**{**report.__dict__, "ok": False, "status": "tampered", "reason": "truncated",
-                                           "first_bad_seq": report.tree_size + 1,
-                                           "detail": f"rows end at seq {report.tree_size}, before {to_seq}"})
         if not report.ok:
-            exc = chain.ChainError(report.reason or "malformed", report.detail, seq=report.first_bad_seq)
-            raise self._broken(chain_id, exc, "export refused: the chain does not verify")
+            problem = chain.ChainError(report.reason or "malformed", report.detail, seq=report.first_bad_seq)
+        elif report.tree_size < to_seq:
+            problem = chain.ChainError("truncated", f"rows end at seq {report.tree_size}, before {to_seq}",
+                                       seq=report.tree_size + 1)
+        else:
+            return
+        raise self._broken(chain_id, problem, "export refused: the chain does not verify")
 
     def verify_database(self, sessions, chain_id: str, held_checkpoints: Sequence[str] = ()) -> chain.VerifyReport:
         """Check the stored chain: bytes, links, query columns against hashed bytes, checkpoints.
