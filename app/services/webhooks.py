@@ -23,6 +23,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import secrets
 import socket
 from datetime import datetime, timedelta
@@ -84,6 +85,19 @@ def _refuse_address(host: str) -> str:
             "to allow internal receivers")
 
 
+# A DNS name as httpx leaves it (IDNA names arrive as xn-- labels); `_` is tolerated, as resolvers do.
+_HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                       r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
 def url_refusal(url: str, allow_private: bool) -> tuple[str, str | None]:
     """Check a webhook URL by its syntax alone — no DNS look-up on the request path: (host, why the
     URL is refused or None). http(s) with a host, no user:password part, and unless private
@@ -96,6 +110,10 @@ def url_refusal(url: str, allow_private: bool) -> tuple[str, str | None]:
     host = parsed.host
     if parsed.scheme not in ("http", "https") or not host:
         return host, "not an absolute http(s) URL with a host"
+    if not (_HOSTNAME.fullmatch(parsed.raw_host.decode("ascii")) or _is_ip(host)):
+        return host, "the host is not a valid DNS name or IP address"
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        return host, "the port must be between 1 and 65535"
     if parsed.userinfo:
         return host, "credentials in the URL are not allowed; authenticate with the signature header instead"
     if allow_private:

@@ -55,6 +55,8 @@ def test_create_checks_syntax_only_and_never_resolves(strict, key, monkeypatch):
         "http://10.1.2.3/x": "non-public", "http://[fd00::1]:8080/x": "non-public",
         "http://169.254.169.254/latest/meta-data": "non-public", "http://localhost:9/x": "non-public",
         "http://api.localhost/x": "non-public", "ftp://example.com/x": "http", "http://": "http",
+        "http://[": "host", "http://exa mple.com/": "host", "http://a:99999/": "port", "http://a:-1/": "port",
+        "http://a:0/": "port",
     }
     for url, reason in refused.items():
         response = client.post("/v1/webhooks", json={"url": url}, headers=key)
