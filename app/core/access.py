@@ -91,6 +91,9 @@ class Principal:
     agents: tuple[str, ...]
     sources: tuple[str, ...] = ()
     """Globs of privileged `source` values this key may assert without a provenance flag."""
+    config_version: int | None = None
+    """The version of the tenant's settings and secrets seen when the key was checked (keys the
+    per-process cache of `app.services.tenant_config.rules_for`); None when not known."""
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, text, update
+from sqlalchemy import literal_column, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from app.db.models import ApiKey
+from app.db.models import ApiKey, Tenant
 
 
 def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_hash: bytes,
@@ -23,10 +23,20 @@ def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_ha
 TOUCH_EVERY = timedelta(seconds=60)
 
 
+# The tenant row's xmin: it changes with every update of the row, and every change of a tenant's
+# settings or registered secrets updates the row (`app.services.tenant_config`), so it versions them.
+TENANT_CONFIG_VERSION = literal_column("tenants.xmin::text::bigint").label("tenant_config_version")
+
+
 def find_active(conn: Connection, *, key_id: str):
-    """A key that has not been revoked (a row with the ApiKey columns), or None. Takes a plain
-    connection: authentication is one autocommit read on the hot path of every request."""
-    return conn.execute(select(ApiKey.__table__).where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))).first()
+    """A key that has not been revoked (a row with the ApiKey columns and `tenant_config_version`),
+    or None. Takes a plain connection: authentication is one autocommit read on the hot path of
+    every request, and it brings the tenant's config version so the request's tenant settings
+    come from the process cache without another round trip."""
+    keys = ApiKey.__table__
+    return conn.execute(select(keys, TENANT_CONFIG_VERSION)
+                        .select_from(keys.join(Tenant.__table__, Tenant.id == keys.c.tenant_id))
+                        .where(keys.c.id == key_id, keys.c.revoked_at.is_(None))).first()
 
 
 def touch(conn: Connection, *, key_id: str) -> None:

@@ -76,4 +76,4 @@ def authenticate(ctx: AppContext, token: str) -> access.Principal | None:
         if key.last_used_at is None or utcnow() - key.last_used_at > key_repo.TOUCH_EVERY:
             key_repo.touch(conn, key_id=key_id)
         return access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
-                                tuple(key.sources or ()))
+                                tuple(key.sources or ()), config_version=key.tenant_config_version)

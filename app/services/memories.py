@@ -32,7 +32,7 @@ from app.repos.memories import Scope
 from app.services import events, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
-from app.services.tenant_config import redaction_mode, redactor_for
+from app.services.tenant_config import redaction_mode, redactor_for, rules_for
 
 MERGE_STRATEGIES = ("keep_canonical", "merge_content", "keep_highest_confidence")
 DEMOTE_MULTIPLIER = 0.25
@@ -140,9 +140,10 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
     expires_at = _timestamp(body["expires_at"], "/expires_at") if body.get("expires_at") is not None else None
     if expires_at is not None and expires_at <= utcnow():
         raise ValidationFailed.at("/expires_at", "expires_at must be in the future")
-    with ctx.db.sessions() as session:
-        clean = clean_payload(ctx, session, principal.tenant_id, content=body["content"],
-                              tags=body.get("tags", []), metadata=body.get("metadata", {}), memory_type=body["type"])
+    rules = rules_for(ctx, principal)  # cached per tenant config version: no settings rows read
+    clean = clean_payload(ctx, None, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
+                          metadata=body.get("metadata", {}), memory_type=body["type"], redactor=rules.redactor,
+                          mode=rules.mode)
     embedding = _embed(ctx, clean.content)
     with ctx.db.sessions.begin() as session:
         # Screened and decided in the write's transaction, against the live state it is written into.
@@ -153,7 +154,8 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
         decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(
             operation="remember", agent_id=agent_id, type=body["type"], source=body.get("source"),
             tags=tuple(clean.tags), content=clean.content, confidence=body.get("confidence", 1.0),
-            approval_required=bool(body.get("approval_required")), risk_flags=flags.names, risk_level=flags.risk))
+            approval_required=bool(body.get("approval_required")), risk_flags=flags.names, risk_level=flags.risk),
+            policy=rules.policy)
         return _store_remembered(ctx, session, principal, body, clean, embedding, expires_at, decision, flags)
 
 

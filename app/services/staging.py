@@ -31,9 +31,11 @@ def _parsed(doc_json: str) -> Policy:
     return Policy.parse(json.loads(doc_json))
 
 
-def review_requirement(session: Session, tenant_id: str, request: WriteRequest) -> Decision:
-    """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403 `policy_denied`)."""
-    decision = tenant_policy(session, tenant_id).evaluate(request)
+def review_requirement(session: Session, tenant_id: str, request: WriteRequest,
+                       policy: Policy | None = None) -> Decision:
+    """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403 `policy_denied`).
+    `policy` is the tenant's, when the caller has it already (`tenant_config.rules_for`)."""
+    decision = (policy or tenant_policy(session, tenant_id)).evaluate(request)
     if decision.action == "deny":
         raise PolicyDenied(f"denied by policy rule {decision.rule_id!r}",
                            details=[{"path": "/", "message": decision.reason, "rule": decision.rule_id,

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.ids import new_id
+from app.core.policy import Policy
 from app.core.redaction import RegisteredSecret, Redactor
 from app.db.models import Tenant, TenantSecret
 from app.errors import NotFound, ValidationFailed
+from app.services import staging
 from app.services.context import AppContext
 
 REDACTION_MODES = ("redact", "reject")
@@ -36,6 +41,51 @@ def redactor_for(ctx: AppContext, session: Session, tenant_id: str) -> Redactor:
                            .where(TenantSecret.tenant_id == tenant_id)).all()
     registered = [RegisteredSecret(r.length, r.digest) for r in rows]
     return Redactor(registered, secrets_key(ctx, tenant_id) if registered else None)
+
+
+@dataclass(frozen=True)
+class TenantRules:
+    """What every write of a tenant needs from its settings: the redactor (registered secrets
+    compiled in), the redaction mode and the review policy."""
+
+    redactor: Redactor
+    mode: str
+    policy: Policy
+
+
+_RULES_CACHE_SIZE = 4096
+_rules: OrderedDict[tuple[str, int, bytes], TenantRules] = OrderedDict()
+_rules_lock = threading.Lock()
+
+
+def rules_for(ctx: AppContext, principal) -> TenantRules:
+    """The tenant's rules, from a per-process cache keyed by the config version the caller's key
+    was checked with (`Principal.config_version`, read in the same statement as the key), so a
+    write reads no settings rows. Every change of settings or secrets updates the tenant row, and
+    so its version: the next request sees the change, in every process. Without a version (a
+    principal that did not come from a key check) the rules are read afresh."""
+    key = (principal.tenant_id, principal.config_version, secrets_key(ctx, principal.tenant_id))
+    if principal.config_version is not None:
+        with _rules_lock:
+            cached = _rules.get(key)
+            if cached is not None:
+                _rules.move_to_end(key)
+                return cached
+    with ctx.db.sessions() as session:
+        rules = TenantRules(redactor_for(ctx, session, principal.tenant_id),
+                            redaction_mode(session, principal.tenant_id),
+                            staging.tenant_policy(session, principal.tenant_id))
+    if principal.config_version is not None:
+        with _rules_lock:
+            _rules[key] = rules
+            while len(_rules) > _RULES_CACHE_SIZE:
+                _rules.popitem(last=False)
+    return rules
+
+
+def _bump_version(session: Session, tenant_id: str) -> None:
+    """Touch the tenant row so its version changes with the secrets (see `rules_for`)."""
+    session.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=Tenant.settings))
 
 
 def set_redaction_mode(ctx: AppContext, *, tenant_id: str, mode: str, actor: dict) -> None:
@@ -67,6 +117,7 @@ def register_secret(ctx: AppContext, *, tenant_id: str, label: str, value: str, 
     with ctx.db.sessions.begin() as session:
         session.add(TenantSecret(id=secret_id, tenant_id=tenant_id, label=label[:64], digest=secret.digest,
                                  length=secret.length))
+        _bump_version(session, tenant_id)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="secret.registered", actor=actor,
                          subject={"type": "secret", "id": secret_id}, data={"label": label[:64]})
     return secret_id

@@ -1,0 +1,91 @@
+"""What the hot path keeps between requests never outlives a change: the per-tenant rules cache
+(redactor, redaction mode, policy) follows settings and secrets changed after it was filled, and
+recall counts batched off the request reach the rows."""
+
+from sqlalchemy import text
+
+from app.core.access import Principal
+from app.repos import search
+from app.repos.memories import Scope
+from app.services import recall as recall_service
+from app.services import recall_tracking
+from app.services.apikeys import authenticate, create_key
+from app.services.memories import remember
+from app.services.tenant_config import register_secret, set_policy, set_redaction_mode
+from tests.harness import bearer, unique
+
+ADMIN = {"kind": "test", "id": "pytest"}
+SECRET = "plum-4471-harbour-lantern"
+
+
+def _remember(client, headers, content):
+    return client.post("/v1/memories/remember", json={"agent_id": "agent-a", "type": "semantic",
+                                                      "content": content}, headers=headers)
+
+
+def test_rules_cache_follows_secrets_mode_and_policy_changed_after_it_was_filled(client, ctx, tenant, make_key):
+    set_policy(ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
+    headers = bearer(make_key())
+    first = _remember(client, headers, "The garden gate code is kept by Ana.")
+    assert first.status_code == 201, first.text  # the tenant's rules are cached now
+
+    register_secret(ctx, tenant_id=tenant.id, label="gate", value=SECRET, actor=ADMIN)
+    redacted = _remember(client, headers, f"Ana says the vault phrase is {SECRET} today.")
+    assert redacted.status_code == 201, redacted.text
+    assert SECRET not in redacted.json()["memory"]["content"]
+    assert redacted.json()["redactions"], "a secret registered after the cache filled is still redacted"
+
+    set_redaction_mode(ctx, tenant_id=tenant.id, mode="reject", actor=ADMIN)
+    rejected = _remember(client, headers, f"Once more: {SECRET}.")
+    assert rejected.status_code == 422 and rejected.json()["error"]["code"] == "secret_leakage", rejected.text
+
+    set_policy(ctx, tenant_id=tenant.id, actor=ADMIN,
+               doc={"rules": [{"id": "all-staged", "match": {"operations": ["remember"]},
+                               "action": "require_approval"}]})
+    staged = _remember(client, headers, "Ana waters the tomatoes on Tuesdays.")
+    assert staged.status_code == 202, staged.text
+
+
+def test_config_version_changes_with_every_settings_or_secret_change(ctx, tenant, make_key):
+    token = make_key()
+    versions = [authenticate(ctx, token).config_version]
+    set_redaction_mode(ctx, tenant_id=tenant.id, mode="reject", actor=ADMIN)
+    versions.append(authenticate(ctx, token).config_version)
+    register_secret(ctx, tenant_id=tenant.id, label="x", value=SECRET, actor=ADMIN)
+    versions.append(authenticate(ctx, token).config_version)
+    assert None not in versions and len(set(versions)) == 3
+
+
+def test_recall_counts_are_batched_and_reach_the_rows(committed_ctx):
+    from app.services.tenants import create_tenant
+
+    tenant = create_tenant(committed_ctx, name=unique("rc"), actor=ADMIN)
+    set_policy(committed_ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
+    key = create_key(committed_ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", actor=ADMIN).key
+    principal = Principal(tenant.id, key.id, frozenset({"memory:read", "memory:write"}), ("*",))
+    stored = remember(committed_ctx, principal, {"agent_id": "a", "type": "semantic",
+                                                 "content": "Bruno keeps bees on the roof of the library."})
+    memory_id = stored.body["id"]
+    for _ in range(3):
+        hits = recall_service.recall(committed_ctx, principal, {"agent_id": "a", "query": "Who keeps bees?",
+                                                                "min_score": -1})["hits"]
+        assert [h["id"] for h in hits] == [memory_id]
+    recall_tracking.flush(committed_ctx.db.engine)
+    with committed_ctx.db.engine.connect() as conn:
+        count, last = conn.execute(text("SELECT recall_count, last_recalled_at FROM memories WHERE id = :id"),
+                                   {"id": memory_id}).one()
+    assert count == 3 and last is not None
+
+
+def test_a_stale_scope_size_only_changes_the_plan_never_the_answer(client, ctx, tenant, make_key):
+    set_policy(ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
+    headers = bearer(make_key())
+    assert _remember(client, headers, "Carla's bicycle is a green Brompton.").status_code == 201
+    body = {"agent_id": "agent-a", "query": "What bicycle does Carla ride?", "min_score": -1}
+    exact = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
+    key = search.ScopeSizes.key(Scope(tenant.id, "agent-a", None), {
+        "types": None, "tags": None, "metadata": None, "fresher_than_days": None})
+    search.scope_sizes.put(key, search.EXACT_SCAN_MAX + 5)  # as if another process had grown it
+    recounted = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
+    assert [h["id"] for h in recounted] == [h["id"] for h in exact]
+    assert search.scope_sizes.get(key) == 1
