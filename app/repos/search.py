@@ -144,7 +144,7 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
         ranked = (select(inner.c.id, inner.c.distance, func.count().over().label("scope_rows"),
                          func.avg(inner.c.distance).over().label("mean_distance"))
                   .order_by(inner.c.distance).limit(n))
-        result = _ranked(session, ranked, fetch)
+        result = _ranked(session, ranked, fetch, scope.tenant_id)
         if not result.hits:
             scope_sizes.put(key, 0)
             return VectorResult([], ScopeStats(0, 0.0, True))
@@ -162,7 +162,8 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
                     {"ef": str(max(40, min(1000, 2 * n))), "mst": str(HNSW_MAX_SCAN_TUPLES)})
     # relaxed_order may return slightly out of order; re-sort the small result.
     inner = stmt.add_columns(distance.label("distance")).order_by(distance).limit(n).subquery()
-    result = _ranked(session, select(inner.c.id, inner.c.distance).order_by(inner.c.distance), fetch)
+    result = _ranked(session, select(inner.c.id, inner.c.distance).order_by(inner.c.distance), fetch,
+                     scope.tenant_id)
     sample = stmt.add_columns(distance.label("distance")).limit(STATS_SAMPLE).subquery()
     mean_distance = session.scalar(select(func.avg(sample.c.distance)))
     stats = ScopeStats(size, 1.0 - float(mean_distance) if mean_distance is not None else 0.0, False)
@@ -176,14 +177,15 @@ class _Ranked:
     extra: list[Any]
 
 
-def _ranked(session: Session, ranked, fetch: bool) -> _Ranked:
+def _ranked(session: Session, ranked, fetch: bool, tenant_id: str) -> _Ranked:
     """Run a select of (id, distance, …) ordered nearest first; with `fetch`, joined to the memory
     rows in the same statement (re-sorted here: a subquery's ORDER BY does not order the join)."""
     if not fetch:
         rows = session.execute(ranked).all()
         return _Ranked([(r.id, float(r.distance)) for r in rows], {}, rows)
     sub = ranked.subquery()
-    rows = sorted(session.execute(select(Memory, *sub.c).join(sub, Memory.id == sub.c.id)).all(),
+    rows = sorted(session.execute(select(Memory, *sub.c).where(Memory.tenant_id == tenant_id)
+                                  .join(sub, Memory.id == sub.c.id)).all(),
                   key=lambda r: (r.distance, r.id))
     return _Ranked([(r.id, float(r.distance)) for r in rows], {r.Memory.id: r.Memory for r in rows}, rows)
 

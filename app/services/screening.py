@@ -44,11 +44,8 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
     """Texts of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW in large)."""
-    ids = [i for i, _ in search.vector_candidates(session, scope, {"types": TEXT_TYPES}, list(embedding), NEIGHBOURS)]
-    if not ids:
-        return []
-    contents = dict(session.execute(select(Memory.id, Memory.content).where(Memory.id.in_(ids))).all())
-    return [contents[i] for i in ids if contents.get(i)]
+    found = search.vector_search(session, scope, {"types": TEXT_TYPES}, list(embedding), NEIGHBOURS, fetch=True)
+    return [found.rows[i].content for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
 
 
 def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:

@@ -89,3 +89,17 @@ def test_a_stale_scope_size_only_changes_the_plan_never_the_answer(client, ctx, 
     recounted = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
     assert [h["id"] for h in recounted] == [h["id"] for h in exact]
     assert search.scope_sizes.get(key) == 1
+
+
+def test_large_scopes_take_the_hnsw_path_and_fetch_the_same_rows(client, ctx, tenant, make_key, monkeypatch):
+    set_policy(ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
+    headers = bearer(make_key())
+    for fact in ("Dora's car is a red Fiat.", "Dora's cat is called Miso.", "Dora lives in Porto."):
+        assert _remember(client, headers, fact).status_code == 201
+    body = {"agent_id": "agent-a", "query": "What is Dora's cat called?", "min_score": -1, "k": 3}
+    exact = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
+    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 1)  # every scope is "large" now
+    approximate = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
+    assert [h["id"] for h in approximate] == [h["id"] for h in exact]
+    assert [h["content"] for h in approximate] == [h["content"] for h in exact]
+    assert exact[0]["content"] == "Dora's cat is called Miso."
