@@ -9,6 +9,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.db.models import ApiKey, Tenant
+from app.services import rate_limits
 
 
 def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_hash: bytes,
@@ -37,6 +38,23 @@ def find_active(conn: Connection, *, key_id: str):
     return conn.execute(select(keys, TENANT_CONFIG_VERSION)
                         .select_from(keys.join(Tenant.__table__, Tenant.id == keys.c.tenant_id))
                         .where(keys.c.id == key_id, keys.c.revoked_at.is_(None))).first()
+
+
+def find_active_taking_token(conn: Connection, *, key_id: str, token_hash: bytes, per_minute: int):
+    """`find_active` and, when the stored hash is `token_hash`, a token from the key's rate-limit
+    bucket (`app.services.rate_limits`), in one statement: the row gains `tokens` and `allowed`
+    (NULL when the hash did not match, so a caller without the secret never drains the bucket)."""
+    return conn.execute(_FIND_TAKING_TOKEN, {"key_id": key_id, "token_hash": token_hash,
+                                             "cap": float(per_minute), "rate": per_minute / 60.0}).first()
+
+
+_FIND_TAKING_TOKEN = text(f"""
+    WITH key AS (
+        SELECT api_keys.*, tenants.xmin::text::bigint AS tenant_config_version
+        FROM api_keys JOIN tenants ON tenants.id = api_keys.tenant_id
+        WHERE api_keys.id = :key_id AND api_keys.revoked_at IS NULL),
+    bucket AS ({rate_limits.take_token_sql("SELECT tenant_id, id FROM key WHERE token_hash = :token_hash")})
+    SELECT key.*, bucket.tokens, bucket.allowed FROM key LEFT JOIN bucket ON true""")
 
 
 def touch(conn: Connection, *, key_id: str) -> None:

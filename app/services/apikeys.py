@@ -9,6 +9,7 @@ from app.core.timefmt import utcnow
 from app.db.models import ApiKey
 from app.errors import NotFound, ValidationFailed
 from app.repos import apikeys as key_repo
+from app.services import rate_limits
 from app.services.context import AppContext
 
 
@@ -66,14 +67,28 @@ def revoke_key(ctx: AppContext, *, tenant_id: str, key_id: str, actor: dict) -> 
 
 def authenticate(ctx: AppContext, token: str) -> access.Principal | None:
     """The principal for a bearer token, or None when unknown, malformed or revoked."""
+    return authenticate_and_take_token(ctx, token, per_minute=0)[0]
+
+
+def authenticate_and_take_token(ctx: AppContext, token: str, *, per_minute: int
+                                ) -> tuple[access.Principal | None, float | None]:
+    """The principal for a bearer token (None when unknown, malformed or revoked) and, with a
+    rate limit of `per_minute` > 0, the limiter's verdict for this request (None: allowed; else
+    seconds until the key's next token), both from one statement."""
     key_id = access.parse_token(token)
     if key_id is None:
-        return None
+        return None, None
     with ctx.db.reader() as conn:
-        key = key_repo.find_active(conn, key_id=key_id)
+        if per_minute > 0:
+            key = key_repo.find_active_taking_token(conn, key_id=key_id, token_hash=access.hash_token(token),
+                                                    per_minute=per_minute)
+        else:
+            key = key_repo.find_active(conn, key_id=key_id)
         if key is None or not access.token_matches(token, key.token_hash):
-            return None
+            return None, None
         if key.last_used_at is None or utcnow() - key.last_used_at > key_repo.TOUCH_EVERY:
             key_repo.touch(conn, key_id=key_id)
-        return access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
-                                tuple(key.sources or ()), config_version=key.tenant_config_version)
+        principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
+                                     tuple(key.sources or ()), config_version=key.tenant_config_version)
+    retry = rate_limits.retry_after(key.tokens, key.allowed, per_minute) if per_minute > 0 else None
+    return principal, retry

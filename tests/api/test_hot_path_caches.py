@@ -103,3 +103,16 @@ def test_large_scopes_take_the_hnsw_path_and_fetch_the_same_rows(client, ctx, te
     assert [h["id"] for h in approximate] == [h["id"] for h in exact]
     assert [h["content"] for h in approximate] == [h["content"] for h in exact]
     assert exact[0]["content"] == "Dora's cat is called Miso."
+
+
+def test_one_statement_key_check_takes_no_token_for_a_wrong_secret(ctx, make_key):
+    from starlette.testclient import TestClient
+
+    from app.main import create_app
+
+    token = make_key()
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")  # right key id, wrong secret
+    app = create_app(ctx.settings.with_changes(rate_limit_per_minute=2), ctx=ctx)
+    with TestClient(app) as limited:
+        assert [limited.get("/v1/whoami", headers=bearer(forged)).status_code for _ in range(5)] == [401] * 5
+        assert [limited.get("/v1/whoami", headers=bearer(token)).status_code for _ in range(3)] == [200, 200, 429]
