@@ -22,12 +22,26 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from pgvector import Vector
 from sqlalchemy import Text, cast, func, literal, literal_column, select, text
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
 from app.repos.memories import Scope, apply_filters, visible
+
+class SqlVector(Vector):
+    """A vector rendered to pgvector's text form once, however many statements bind it (a remember
+    binds its embedding for screening and the insert; a recall for the vector and keyword queries).
+    Rendering 384 floats costs ~0.2 ms of CPU each time."""
+
+    def __init__(self, values: Any):
+        super().__init__(values)
+        self._text = super().to_text()
+
+    def to_text(self) -> str:
+        return self._text
+
 
 EXACT_SCAN_MAX = 20_000
 HNSW_MAX_SCAN_TUPLES = 200_000

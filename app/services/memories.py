@@ -29,6 +29,7 @@ from app.db.models import AuditEntry, Memory, Tenant
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
 from app.repos import memories as repo
 from app.repos.memories import Scope
+from app.repos.search import SqlVector
 from app.services import events, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
@@ -144,7 +145,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
     clean = clean_payload(ctx, None, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
                           metadata=body.get("metadata", {}), memory_type=body["type"], redactor=rules.redactor,
                           mode=rules.mode)
-    embedding = _embed(ctx, clean.content)
+    embedding = SqlVector(ctx.embedder.embed([clean.content])[0])  # bound twice: screening and the insert
     with ctx.db.sessions.begin() as session:
         # Screened and decided in the write's transaction, against the live state it is written into.
         flags = screening.screen_write(

@@ -68,7 +68,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
     method = body.get("fusion", "rrf")
     filters = {"types": body.get("types"), "tags": body.get("tags"), "metadata": body.get("filter"),
                "fresher_than_days": body.get("fresher_than_days")}
-    query_vec = ctx.embedder.embed([body["query"]])[0].tolist()
+    query_vec = search.SqlVector(ctx.embedder.embed([body["query"]])[0])
     pool = max(2 * k, 20)
 
     with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:

@@ -44,7 +44,7 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
     """Texts of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW in large)."""
-    found = search.vector_search(session, scope, {"types": TEXT_TYPES}, list(embedding), NEIGHBOURS, fetch=True)
+    found = search.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, NEIGHBOURS, fetch=True)
     return [found.rows[i].content for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
 
 
