@@ -43,6 +43,15 @@ class SqlVector(Vector):
         return self._text
 
 
+# What `fetch=True` returns per candidate: the columns of the contract's Entry (plus the score
+# multiplier), as plain rows whose attribute names are the model's (`row.metadata_` …), so
+# `entry_json` takes them as it takes a `Memory`. Plain rows, not ORM objects: a recall fetches up
+# to 40 candidates to return 5, and building identity-mapped objects for them cost more CPU than
+# the rest of the query handling.
+ENTRY_COLUMNS = (Memory.id, Memory.agent_id, Memory.user_id, Memory.type, Memory.content,
+                 Memory.metadata_.label("metadata_"), Memory.tags, Memory.confidence, Memory.source,
+                 Memory.created_at, Memory.updated_at, Memory.expires_at, Memory.score_multiplier)
+
 EXACT_SCAN_MAX = 20_000
 HNSW_MAX_SCAN_TUPLES = 200_000
 STATS_SAMPLE = 1_000
@@ -138,8 +147,8 @@ class VectorResult:
     hits: list[tuple[str, float]]
     """(id, cosine distance), nearest first."""
     stats: ScopeStats
-    rows: dict[str, Memory] = field(default_factory=dict)
-    """The hits' rows, when asked for with `fetch=True`."""
+    rows: dict[str, Any] = field(default_factory=dict)
+    """The hits' rows (`ENTRY_COLUMNS`), when asked for with `fetch=True`."""
 
 
 def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
@@ -187,7 +196,7 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
 @dataclass
 class _Ranked:
     hits: list[tuple[str, float]]
-    rows: dict[str, Memory]
+    rows: dict[str, Any]
     extra: list[Any]
 
 
@@ -198,10 +207,10 @@ def _ranked(session: Session, ranked, fetch: bool, tenant_id: str) -> _Ranked:
         rows = session.execute(ranked).all()
         return _Ranked([(r.id, float(r.distance)) for r in rows], {}, rows)
     sub = ranked.subquery()
-    rows = sorted(session.execute(select(Memory, *sub.c).where(Memory.tenant_id == tenant_id)
-                                  .join(sub, Memory.id == sub.c.id)).all(),
+    rows = sorted(session.execute(select(*ENTRY_COLUMNS, *[c for c in sub.c if c.key != "id"])
+                                  .join(sub, Memory.id == sub.c.id).where(Memory.tenant_id == tenant_id)).all(),
                   key=lambda r: (r.distance, r.id))
-    return _Ranked([(r.id, float(r.distance)) for r in rows], {r.Memory.id: r.Memory for r in rows}, rows)
+    return _Ranked([(r.id, float(r.distance)) for r in rows], {r.id: r for r in rows}, rows)
 
 
 def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], query: str,
@@ -222,7 +231,7 @@ def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], 
 class KeywordResult:
     hits: list[tuple[str, float]]
     """(id, ts_rank_cd), best first."""
-    rows: dict[str, Memory] = field(default_factory=dict)
+    rows: dict[str, Any] = field(default_factory=dict)
     distances: dict[str, float] = field(default_factory=dict)
     """With `fetch`: each hit's row and cosine distance to `fetch`'s query vector."""
 
@@ -248,13 +257,13 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
         distance = Memory.embedding.cosine_distance(fetch).label("distance")
         if query_vec is not None:
             tie = distance  # the same vector: bind it once
-        stmt = apply_filters(select(Memory, rank.label("rank"), distance).where(visible(scope)), **filters)
+        stmt = apply_filters(select(*ENTRY_COLUMNS, rank.label("rank"), distance).where(visible(scope)), **filters)
     stmt = stmt.where(Memory.content_tsv.op("@@")(tsquery))
     rows = session.execute(stmt.order_by(rank.desc(), tie, Memory.id).limit(n)).all()
     if fetch is None:
         return KeywordResult([(r.id, float(r.rank)) for r in rows])
-    return KeywordResult([(r.Memory.id, float(r.rank)) for r in rows], {r.Memory.id: r.Memory for r in rows},
-                         {r.Memory.id: float(r.distance) if r.distance is not None else 1.0 for r in rows})
+    return KeywordResult([(r.id, float(r.rank)) for r in rows], {r.id: r for r in rows},
+                         {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows})
 
 
 def fetch_with_similarity(session: Session, ids: Sequence[str], query_vec: Sequence[float]) -> list[tuple[Memory, float]]:
