@@ -8,7 +8,8 @@
 3. The import service runs on it exactly as `memwarden import` does — whole-file check (schema,
    redaction, policy), then batches of `--batch-size`: one embedding call, screening against live
    memory, insert with per-memory audit events and `memory.written` events, one transaction each.
-   Phases are timed (check, write; embedding inside write is timed separately).
+   Phases are timed (check, write); the seconds spent embedding (in the importer's worker thread,
+   overlapping the writes) are counted separately.
 4. The same file is imported again: every id is already present, so this measures what resuming an
    interrupted import costs before it reaches the batches left to write.
 """
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "rate_per_s": round(result.records / (ended - started), 1),
                 "check_s": round(marks["importing"] - started, 1), "write_s": round(write_s, 1),
                 "embed_s": round(timed.seconds, 1), "embed_rate_per_s": round(timed.texts / timed.seconds, 1),
-                "db_and_screening_s": round(write_s - timed.seconds, 1),
+                "embed_overlaps_write": True,
             }
             print("re-importing the same file (resume: every id already present)", flush=True)
             started = time.perf_counter()
@@ -129,8 +130,9 @@ def summary(report: dict[str, Any]) -> str:
     imp, again = report["import"], report["resume_rerun"]
     rows = [("import (check + embed + screen + write)", f"{imp['rate_per_s']:,.0f} memories/s ({imp['wall_s']:,.0f} s)"),
             ("whole-file check", f"{imp['check_s']:,.1f} s"),
-            ("embedding", f"{imp['embed_rate_per_s']:,.0f} memories/s ({imp['embed_s']:,.0f} s)"),
-            ("screening + insert + audit", f"{imp['db_and_screening_s']:,.0f} s"),
+            ("write phase (batches: screening, insert, audit)", f"{imp['write_s']:,.0f} s"),
+            ("embedding, in a worker thread during the write phase",
+             f"{imp['embed_rate_per_s']:,.0f} memories/s ({imp['embed_s']:,.0f} s busy)"),
             ("re-run (all present, resume cost)", f"{again['wall_s']:,.1f} s, {again['skipped_existing']:,} skipped")]
     return common.table(rows, [f"import ({report['config']['count']:,} mem0 memories)", "result"])
 
