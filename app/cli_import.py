@@ -46,6 +46,10 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
         except (FileError, OSError) as exc:
             print(f"error: {args.file}: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("\ninterrupted: the batches already written stay; run the same command again to resume",
+                  file=sys.stderr)
+            return 130
     for problem in report.problems[:MAX_PROBLEMS_SHOWN]:
         print(f"{args.file}: {problem}", file=sys.stderr)
     if len(report.problems) > MAX_PROBLEMS_SHOWN:
