@@ -241,3 +241,36 @@ def test_a_deny_only_screening_reveals_stops_at_its_batch_and_the_rerun_resumes(
     fixed = run_import(ctx, tenant, "\n".join(json.dumps(line) for line in lines).encode(), batch_size=2)
     assert fixed.ok and (fixed.skipped_existing, fixed.imported) == (2, 2)
     assert len(rows(ctx, tenant)) == 4
+
+
+@pytest.mark.slow
+def test_import_killed_mid_way_leaves_whole_batches_and_resumes(settings, committed_ctx, live_tenant, tmp_path):
+    """kill -9 of a real `memwarden import` process: only whole batches are stored; the re-run adds
+    the rest, each memory once."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.harness import PROJECT_ROOT, server_env
+
+    count, batch = 400, 8  # 50 batches: the kill lands long before the end
+    path = tmp_path / "memories.jsonl"
+    path.write_text("\n".join(json.dumps({"agent_id": "a", "type": "semantic", "content": f"Crash fact {i}."})
+                              for i in range(count)))
+    command = [sys.executable, "-m", "app.cli", "import", "--tenant", live_tenant.name, str(path),
+               "--batch-size", str(batch)]
+    proc = subprocess.Popen(command, cwd=PROJECT_ROOT, env=server_env(settings), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(rows(committed_ctx, live_tenant)) < 2 * batch and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    stored = len(rows(committed_ctx, live_tenant))
+    assert 0 < stored < count and stored % batch == 0
+    done = subprocess.run(command, cwd=PROJECT_ROOT, env=server_env(settings), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{count - stored} imported live" in done.stdout and f"{stored} already present" in done.stdout
+    contents = [m.content for m in rows(committed_ctx, live_tenant)]
+    assert sorted(contents) == sorted(f"Crash fact {i}." for i in range(count))
