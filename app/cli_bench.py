@@ -20,6 +20,7 @@ BENCHMARKS: list[str] = [
     "app.bench.screening",   # memwarden bench screening  — poisoned writes caught vs benign staged, labelled corpus
     "app.bench.compare",     # memwarden bench compare    — side by side with memorywire, interleaved pairs
     "app.bench.import_",     # memwarden bench import     — `memwarden import` rate at N mem0 memories
+    "app.bench.hotpath",     # memwarden bench hotpath    — round trips and CPU ms per remember/recall/approve
     "app.bench.rate_limit",  # memwarden bench rate-limit — per-request cost of the shared rate limit
 ]
 

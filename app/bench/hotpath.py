@@ -1,4 +1,4 @@
-"""`memwarden bench hotpath`: where one remember and one recall spend their time, measured in ways a
+"""`memwarden bench hotpath`: where one remember, one recall and one approval spend their time, measured in ways a
 loaded machine does not distort.
 
 The full ASGI app (auth, rate limit, policy, redaction, screening, audit, commit) runs in this
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, settings=None) -> dict[str, Any]:
     try:
         counter = StatementCounter(ctx.db.engine)
         tenant = create_tenant(ctx, name="hotpath", actor=common.BENCH_ACTOR)
-        token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write",
+        token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide",
                            actor=common.BENCH_ACTOR).token
         headers = {"Authorization": f"Bearer {token}"}
         app = create_app(app_settings, ctx=ctx)
@@ -155,11 +155,28 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             response = await http.post("/v1/memories/recall", json=body)
             assert response.status_code == 200, response.text
 
+        staged: list[str] = []
+
+        async def stage(i: int) -> None:
+            body = {"agent_id": "hot", "user_id": "reviewed", "type": "semantic", "approval_required": True,
+                    "content": FACTS[i % len(FACTS)].format(u="Reviewed", n=i)}
+            response = await http.post("/v1/memories/remember", json=body)
+            assert response.status_code == 202, response.text
+            staged.append(response.json()["change_id"])
+
+        async def approve(i: int) -> None:
+            response = await http.post(f"/v1/changes/{staged.pop()}/approve", json={})
+            assert response.status_code == 200, response.text
+
         for i in range(args.warmup):  # model, pool, plan caches, per-tenant caches
             await remember(i)
             await recall(i)
+        for i in range(args.requests + args.warmup):
+            await stage(i)
+        for i in range(args.warmup):
+            await approve(i)
         result = {}
-        for name, op in (("remember", remember), ("recall", recall)):
+        for name, op in (("remember", remember), ("recall", recall), ("approve", approve)):
             cpu: list[float] = []
             trips: list[int] = []
             kinds: Counter[str] = Counter()
