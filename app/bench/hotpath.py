@@ -106,7 +106,8 @@ def run(args: argparse.Namespace, settings=None) -> dict[str, Any]:
         report = {
             "benchmark": "hotpath",
             "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
-                      "(rate limit on); round trips = statements + COMMIT/ROLLBACK per request; "
+                      "(rate limit on); round trips = statements + the BEGIN psycopg sends + COMMIT/ROLLBACK that reach "
+                      "the server, per request; "
                       "CPU = this process's time.process_time per request (PostgreSQL not included)",
             "embedder_cpu_ms_per_text": embed_cpu,
             **result,
