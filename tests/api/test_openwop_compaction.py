@@ -94,30 +94,32 @@ def test_memory_compaction_provenance_tag(client, ctx, tenant, agent):
 
 def test_memory_compaction_sr1_carry_forward(client, ctx, tenant, agent):
     secret = "zebra-7781-orchid-vault"
-    first = remember(client, agent, f"The deploy passphrase is {secret} for staging.", confidence=0.9)
-    remember(client, agent, f"The deploy passphrase is {secret} for staging!", confidence=0.5)
+    # Worded so write screening sees no secret (a "passphrase is …" would be staged as one): only
+    # the secret registered below makes it one.
+    first = remember(client, agent, f"The staging project codename is {secret}.", confidence=0.9)
+    remember(client, agent, f"The staging project codename is {secret}!", confidence=0.5)
     assert secret in client.get(f"/v1/memories/{first}", headers=agent).json()["content"]
     # registered after the writes: only compaction's redaction pass can catch it
     register_secret(ctx, tenant_id=tenant.id, label="deploy", value=secret, actor=ADMIN)
     stats = compaction.compact_tenant(ctx, tenant.id)
     assert stats["compacted"] == 1
     output = client.get(f"/v1/memories/{first}", headers=agent).json()
-    assert output["content"] == "The deploy passphrase is <REDACTED:registered_secret> for staging."
+    assert output["content"] == "The staging project codename is <REDACTED:registered_secret>."
     assert secret not in str(output)
     with ctx.db.sessions() as session:
         rows = session.execute(text("SELECT entry FROM audit_entries WHERE tenant_id = :t"), {"t": tenant.id}).all()
         events = session.execute(text("SELECT payload::text FROM events WHERE tenant_id = :t"),
                                  {"t": tenant.id}).scalars().all()
     assert all(secret.encode() not in r.entry for r in rows) and all(secret not in e for e in events)
-    hits = client.post("/v1/memories/recall", json={"agent_id": "agent-a", "query": "deploy passphrase"},
+    hits = client.post("/v1/memories/recall", json={"agent_id": "agent-a", "query": "staging project codename"},
                        headers=agent).json()["hits"]
     assert all(secret not in h["content"] for h in hits)
 
 
 def test_reject_mode_tenants_skip_groups_that_would_need_redaction(client, ctx, tenant, agent):
     secret = "otter-5523-marble-gate"
-    remember(client, agent, f"Backup code {secret} is kept offline.")
-    remember(client, agent, f"Backup code {secret} is kept offline!")
+    remember(client, agent, f"The offsite archive label is {secret}.")
+    remember(client, agent, f"The offsite archive label is {secret}!")
     register_secret(ctx, tenant_id=tenant.id, label="backup", value=secret, actor=ADMIN)
     set_redaction_mode(ctx, tenant_id=tenant.id, mode="reject", actor=ADMIN)
     stats = compaction.compact_tenant(ctx, tenant.id)
