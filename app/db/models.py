@@ -7,7 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import REAL, Computed, BigInteger, DateTime, ForeignKey, LargeBinary, Text, func
+from sqlalchemy import (REAL, BigInteger, Computed, DateTime, ForeignKey, ForeignKeyConstraint, LargeBinary, Text,
+                        func)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -35,7 +36,7 @@ class ApiKey(Base):
     __tablename__ = "api_keys"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     """Public id, `key_…`; also the token's lookup prefix."""
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     name: Mapped[str] = mapped_column(Text, server_default="")
     token_hash: Mapped[bytes] = mapped_column(LargeBinary)
     """SHA-256 of the full token; tokens carry 256 bits of randomness, so no slow hash is needed."""
@@ -85,7 +86,7 @@ class Memory(Base):
 
     __tablename__ = "memories"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     agent_id: Mapped[str] = mapped_column(Text)
     user_id: Mapped[str | None] = mapped_column(Text)
     type: Mapped[str] = mapped_column(Text)
@@ -125,7 +126,7 @@ class Change(Base):
 
     __tablename__ = "changes"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     agent_id: Mapped[str] = mapped_column(Text)
     user_id: Mapped[str | None] = mapped_column(Text)
     operation: Mapped[str] = mapped_column(Text)
@@ -153,7 +154,7 @@ class TenantSecret(Base):
 
     __tablename__ = "tenant_secrets"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     label: Mapped[str] = mapped_column(Text)
     digest: Mapped[bytes] = mapped_column(LargeBinary)
     length: Mapped[int]
@@ -214,7 +215,7 @@ class Run(Base):
     __tablename__ = "runs"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     """`run_…`."""
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     agent_id: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime]
     created_by: Mapped[str] = mapped_column(Text)
@@ -226,7 +227,7 @@ class MemoryRef(Base):
 
     __tablename__ = "memory_refs"
     ref: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     agent_id: Mapped[str] = mapped_column(Text)
     user_id: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
@@ -238,7 +239,7 @@ class Webhook(Base):
     __tablename__ = "webhooks"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     """`whk_…`."""
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     url: Mapped[str] = mapped_column(Text)
     secret_enc: Mapped[bytes] = mapped_column(LargeBinary)
     """AES-GCM under a key derived from the server secret key (nonce ‖ ciphertext)."""
@@ -255,9 +256,11 @@ class WebhookDelivery(Base):
     """One event owed to one webhook: the outbox row the delivery job works off, and its log."""
 
     __tablename__ = "webhook_deliveries"
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    webhook_id: Mapped[str] = mapped_column(ForeignKey("webhooks.id", ondelete="CASCADE"))
-    tenant_id: Mapped[str] = mapped_column(Text)
+    __table_args__ = (ForeignKeyConstraint(["webhook_id", "tenant_id"], ["webhooks.id", "webhooks.tenant_id"],
+                                           ondelete="CASCADE"),)
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    webhook_id: Mapped[str] = mapped_column(Text)
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     event_id: Mapped[int] = mapped_column(BigInteger)
     status: Mapped[str] = mapped_column(Text, server_default="pending")
     """pending → delivered, or failed after the last attempt."""
@@ -316,7 +319,7 @@ class CompactionRun(Base):
     __tablename__ = "compaction_runs"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     """`cmp_…`."""
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     agent_id: Mapped[str | None] = mapped_column(Text)
     trigger: Mapped[str] = mapped_column(Text)
     """`schedule` (the background job) or `cli` (`memwarden compact`)."""

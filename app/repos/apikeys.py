@@ -78,4 +78,4 @@ def revoke(session: Session, *, tenant_id: str, key_id: str, at: datetime) -> Ap
         .values(revoked_at=at)
         .returning(ApiKey.id)
     ).first()
-    return session.get(ApiKey, key_id) if row else None
+    return session.get(ApiKey, {"id": key_id, "tenant_id": tenant_id}) if row else None

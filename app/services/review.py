@@ -173,8 +173,13 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     return body
 
 
+def _staged_memory(session, change: Change, **options) -> Memory:
+    """The memory a `remember` change staged (keys are (id, tenant))."""
+    return session.get(Memory, {"id": change.memory_ids[0], "tenant_id": change.tenant_id}, **options)
+
+
 def _remember_diff(session, change: Change) -> dict[str, Any]:
-    memory = session.get(Memory, change.memory_ids[0])
+    memory = _staged_memory(session, change)
     embedding = [float(x) for x in session.scalar(select(Memory.embedding).where(Memory.id == memory.id))]
     scope = Scope(change.tenant_id, change.agent_id, memory.user_id)
     ids = [i for i, _ in search.vector_candidates(session, scope, {}, embedding, NEIGHBOURS)]
@@ -345,7 +350,7 @@ def _actor_label(actor: dict[str, Any]) -> str:
 def _reject(ctx: AppContext, session, change: Change, actor: dict, reason: str | None) -> None:
     change.status = "rejected"
     if change.operation == "remember":
-        memory = session.get(Memory, change.memory_ids[0], with_for_update=True)
+        memory = _staged_memory(session, change, with_for_update=True)
         memory.status, memory.updated_at = "rejected", utcnow()
     ctx.audit.append(session, tenant_id=change.tenant_id, event_type="change.rejected", actor=actor,
                      subject={"type": "change", "id": change.id},
@@ -372,7 +377,7 @@ def _prepare(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentChec
         if change.operation == "remember" and not (request.edits or request.merge_into):
             return prepared  # a plain approval: nothing to validate or embed
         if change.operation == "remember":
-            memory = session.get(Memory, change.memory_ids[0])
+            memory = _staged_memory(session, change)
             edits = request.edits or {}
             if edits:
                 memory_type = edits.get("type", memory.type)
@@ -426,7 +431,7 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
                                  .execution_options(synchronize_session=False)).one()
         return _committed(ctx, session, change, actor, request, memory, edited=prepared.clean is not None)
     if change.operation == "remember":  # merged into a live memory instead of going live itself
-        memory = session.get(Memory, change.memory_ids[0], with_for_update=True)
+        memory = _staged_memory(session, change, with_for_update=True)
         if prepared.clean is not None:
             memory.content, memory.tags, memory.metadata_ = (prepared.clean.content, prepared.clean.tags,
                                                              prepared.clean.metadata)

@@ -69,7 +69,7 @@ def test_memory_compaction_event_emitted(client, ctx, tenant, agent):
     # unrelated and contradicting memories are left alone (light vs dark mode embeds at 0.89)
     assert statuses(ctx, [other, opposite]) == {other: ("live", None), opposite: ("live", None)}
     with ctx.db.sessions() as session:
-        run = session.get(CompactionRun, stats["run_id"])
+        run = session.get(CompactionRun, {"id": stats["run_id"], "tenant_id": tenant.id})
     assert run.status == "done" and run.trigger == "cli" and run.stats["compacted"] == 1
 
 
