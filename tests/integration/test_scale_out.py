@@ -166,7 +166,7 @@ def test_checkpoint_cadence_runs_once_and_survives_its_leader(two_servers, own_d
         # checkpoints in every second, at least one pair of them less than half a second apart.
         assert len(before) >= 3
         gaps = [b - a for a, b in zip(before, before[1:])]
-        assert min(gaps) > 0.7 * CHECKPOINT_SECONDS, gaps
+        assert min(gaps) > 0.6 * CHECKPOINT_SECONDS, gaps
 
         os.kill(leader, signal.SIGKILL)
         (proc_a if leader == proc_a.pid else proc_b).wait(10)
@@ -176,7 +176,7 @@ def test_checkpoint_cadence_runs_once_and_survives_its_leader(two_servers, own_d
         after = [t for t in _checkpoint_times(writer, chain_id) if t > before[-1]]
         assert len(after) >= 2  # the survivor took the job over
         gaps = [b - a for a, b in zip(after, after[1:])]
-        assert min(gaps) > 0.7 * CHECKPOINT_SECONDS, gaps
+        assert min(gaps) > 0.6 * CHECKPOINT_SECONDS, gaps
     finally:
         stop.set()
         thread.join(5)
