@@ -12,13 +12,17 @@ parameters and the `Last-Event-ID` header stay fuzzed.
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
+from sqlalchemy import delete
 
 from app.api.openapi import build_openapi
+from app.db.models import Webhook
 from app.main import api_routes, create_app
 from tests.harness import bearer
 
@@ -28,14 +32,19 @@ CHECKS = [not_a_server_error, response_schema_conformance, content_type_conforma
 
 
 @pytest.fixture(scope="module")
-def fuzz_key(committed_ctx) -> str:
+def fuzz_key(committed_ctx) -> Iterator[str]:
+    """A key with every scope in a fresh tenant. Afterwards the tenant's webhooks (and their pending
+    deliveries) go: the fuzzer registers reachable-looking receivers, and their deliveries would
+    otherwise sit in the queue of every later test that runs the delivery job."""
     from app.services.apikeys import create_key
     from app.services.tenants import create_tenant
     from tests.harness import unique
 
     tenant = create_tenant(committed_ctx, name=unique("fuzz"), actor={"kind": "test", "id": "pytest"})
-    return create_key(committed_ctx, tenant_id=tenant.id, scopes=ALL_SCOPES, agents="*",
-                      actor={"kind": "test", "id": "pytest"}).token
+    yield create_key(committed_ctx, tenant_id=tenant.id, scopes=ALL_SCOPES, agents="*",
+                     actor={"kind": "test", "id": "pytest"}).token
+    with committed_ctx.db.sessions.begin() as session:
+        session.execute(delete(Webhook).where(Webhook.tenant_id == tenant.id))
 
 
 @pytest.fixture(scope="module")
