@@ -110,10 +110,10 @@ class RejectUnstorableInput:
             await self.app(scope, receive, send)
             return
         fields = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        if _media_type(scope) == "application/x-www-form-urlencoded":
-            body = await _read_body(receive)
+        if media_type(scope) == "application/x-www-form-urlencoded":
+            body = await read_body(receive)
             fields += parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)
-            receive = _replay(body, receive)
+            receive = replay_body(body, receive)
         problems = [problem for key, value in fields for problem in unstorable_problems({key: value})]
         if UNSTORABLE.search(scope["path"]):
             problems.append({"path": "/", "message": "the URL path contains a NUL character"})
@@ -124,14 +124,16 @@ class RejectUnstorableInput:
         await self.app(scope, receive, send)
 
 
-def _media_type(scope: Scope) -> str:
+def media_type(scope: Scope) -> str:
+    """The request's Content-Type without parameters, lower-cased ("" when absent)."""
     for name, value in scope.get("headers", []):
         if name == b"content-type":
             return value.decode("latin-1").split(";", 1)[0].strip().lower()
     return ""
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body, read from the channel (hand it on with `replay_body`)."""
     chunks, more = [], True
     while more:
         message = await receive()
@@ -142,7 +144,7 @@ async def _read_body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
     """The body already read, then the real channel (which reports the client's disconnect)."""
     sent = False
 

@@ -30,6 +30,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Forbidden
+from app.middleware import media_type, read_body, replay_body
 
 COOKIE = "mw_csrf"
 HEADER = b"x-csrf-token"
@@ -135,26 +136,8 @@ async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
 
 async def _form_token(scope: Scope, receive: Receive) -> tuple[str | None, Receive]:
     """Read a url-encoded form body to find `csrf_token`, then hand the same body on."""
-    content_type = (_header(scope, b"content-type") or "").split(";")[0].strip().lower()
-    if content_type != "application/x-www-form-urlencoded":
+    if media_type(scope) != "application/x-www-form-urlencoded":
         return None, receive
-    chunks: list[bytes] = []
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        more = message.get("more_body", False)
-    body = b"".join(chunks)
+    body = await read_body(receive)
     values = parse_qs(body.decode("utf-8", "replace")).get(FIELD)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return (values[0] if values else None), replay
+    return (values[0] if values else None), replay_body(body, receive)
