@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 
 import psycopg
-from sqlalchemy import select
+from sqlalchemy import select, tuple_
 from sqlalchemy.engine import Engine
 
 from app.db.models import ApiKey
@@ -72,9 +72,11 @@ class EventHub:
             for subscription in waiters:
                 subscription.wake.set()
 
-    def _active_keys(self, key_ids: list[str]) -> set[str]:
+    def _active_keys(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        """The (tenant_id, key_id) pairs among `keys` whose key is not revoked."""
         with self._engine.connect() as conn:
-            return set(conn.scalars(select(ApiKey.id).where(ApiKey.id.in_(key_ids), ApiKey.revoked_at.is_(None))))
+            return {tuple(row) for row in conn.execute(select(ApiKey.tenant_id, ApiKey.id).where(
+                tuple_(ApiKey.tenant_id, ApiKey.id).in_(keys), ApiKey.revoked_at.is_(None)))}
 
     async def _watch_revocations(self) -> None:
         while True:
@@ -83,12 +85,13 @@ class EventHub:
             if not subscriptions:
                 continue
             try:
-                active = await asyncio.to_thread(self._active_keys, sorted({s.key_id for s in subscriptions}))
+                active = await asyncio.to_thread(self._active_keys,
+                                                 sorted({(s.tenant_id, s.key_id) for s in subscriptions}))
             except Exception as exc:  # database away: streams end on their own failed reads
                 log.warning("API key revocation check failed (%s)", type(exc).__name__)
                 continue
             for subscription in subscriptions:
-                if subscription.key_id not in active:
+                if (subscription.tenant_id, subscription.key_id) not in active:
                     subscription.revoked = True
                     subscription.wake.set()
 
