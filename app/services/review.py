@@ -17,6 +17,7 @@ from sqlalchemy import and_, case, func, or_, select, tuple_, update
 
 from app.core import diff as textdiff
 from app.core.access import agent_allowed
+from app.core.screening.flags import SEVERITIES, level_rank
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
@@ -73,7 +74,7 @@ class QueueFilter:
     sort: str = "oldest"  # "oldest" | "newest" | "risk" (highest risk first, then oldest)
 
 
-RISK_RANK = {"low": 1, "medium": 2, "high": 3}
+RISK_RANK = {level: level_rank(level) for level in SEVERITIES}  # "none" is 0 (the CASE's else)
 
 
 def risk_rank():

@@ -17,6 +17,7 @@ from starlette.templating import Jinja2Templates
 
 from app import __version__
 from app.core.diff import reveal_hidden
+from app.core.screening.flags import SEVERITIES, level_rank
 from app.paths import TEMPLATES_DIR
 
 #: Top-level pages and the role power each needs in at least one tenant (the handlers enforce the same).
@@ -27,7 +28,6 @@ PAGES = (
     ("/admin", "Admin", "admin", "users, API keys, policies and redaction."),
 )
 PREVIEW_CHARS = 120
-RISK_ORDER = {"high": 3, "medium": 2, "low": 1}
 
 
 @cache
@@ -83,17 +83,17 @@ def age(then: datetime, now: datetime) -> str:
     return f"{seconds} s"
 
 
-def risk_of(item: Any) -> dict[str, Any]:
-    """Risk flags and level of a change (ORM row or JSON dict), or none when screening has not run
-    (changes staged before screening existed carry no flags). Flags come out highest severity first."""
-    get = item.get if isinstance(item, dict) else lambda name, default=None: getattr(item, name, default)
-    flags = [f for f in (get("risk_flags", None) or []) if isinstance(f, dict) and f.get("name")]
-    flags.sort(key=lambda f: (-RISK_ORDER.get(f.get("severity"), 0), str(f["name"])))
-    level = get("risk_level", None)
-    if level not in RISK_ORDER:
-        level = max((f.get("severity") for f in flags if f.get("severity") in RISK_ORDER),
-                    key=RISK_ORDER.get, default=None)
+def risk_of(change: Any) -> dict[str, Any]:
+    """A change's risk flags, highest severity first, and its risk level (None when screening raised
+    nothing, as for changes staged before screening existed)."""
+    flags = [f for f in (change.risk_flags or []) if isinstance(f, dict) and f.get("name")]
+    flags.sort(key=lambda f: (-_severity_rank(f.get("severity")), str(f["name"])))
+    level = change.risk_level if change.risk_level in SEVERITIES else None
     return {"flags": flags, "level": level, "names": [str(f["name"]) for f in flags]}
+
+
+def _severity_rank(severity: Any) -> int:
+    return level_rank(severity) if severity in SEVERITIES else 0
 
 
 def nav_links(user: Any) -> list[dict[str, str]]:
