@@ -179,18 +179,19 @@ class Witness:
 
     def post(self, client: httpx.Client, line: str) -> bool:
         """POST one record, retrying with back-off; the SSRF rule of webhooks applies to the URL."""
-        from app.services.webhooks import private_target
+        from app.services.webhooks import checked_target
 
         assert self.url is not None
         error = None
         for attempt in range(POST_ATTEMPTS):
             if attempt:
                 time.sleep(POST_BACKOFF_SECONDS * 2 ** (attempt - 1))
-            error = private_target(httpx.URL(self.url).host, self.allow_private)
-            if error is None:
+            target, error = checked_target(self.url, self.allow_private)
+            if target is not None:
                 try:
-                    response = client.post(self.url, content=line.encode("utf-8"), headers={
-                        "Content-Type": "application/json", "User-Agent": "Memwarden-Audit-Witness/1"})
+                    response = client.post(target.url, content=line.encode("utf-8"), headers={
+                        "Content-Type": "application/json", "User-Agent": "Memwarden-Audit-Witness/1",
+                        **target.headers}, extensions=target.extensions)
                     if 200 <= response.status_code < 300:
                         return True
                     error = f"HTTP {response.status_code}"

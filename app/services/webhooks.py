@@ -26,6 +26,7 @@ import os
 import re
 import secrets
 import socket
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -145,9 +146,29 @@ def resolve_target(host: str, allowed: bool) -> tuple[str | None, str | None]:
     return str(addresses[0]), None
 
 
-def private_target(host: str, allowed: bool) -> str | None:
-    """Why `host` must not receive webhook-style POSTs (see `resolve_target`), or None."""
-    return resolve_target(host, allowed)[1]
+@dataclass(frozen=True)
+class Target:
+    """Where to send one POST that passed the SSRF rule: the URL to connect to (the checked address
+    in place of the name), and the headers and httpx extensions that keep the name for the receiver
+    (Host) and for TLS (SNI and certificate check)."""
+
+    url: httpx.URL
+    headers: dict[str, str]
+    extensions: dict[str, Any]
+
+
+def checked_target(url: str, allowed: bool) -> tuple[Target | None, str | None]:
+    """Resolve and check `url`'s host for one POST (see `resolve_target`): (the target, None), or
+    (None, why not). The target connects to the address just checked, so a second look-up cannot
+    rebind the name to an internal address."""
+    parsed = httpx.URL(url)
+    address, refusal = resolve_target(parsed.host, allowed)
+    if refusal:
+        return None, refusal
+    if address is None:  # private targets allowed: connect by name
+        return Target(parsed, {}, {}), None
+    return Target(parsed.copy_with(host=address), {"Host": parsed.netloc.decode("ascii")},
+                  {"sni_hostname": parsed.host}), None
 
 
 # --- management (API) ----------------------------------------------------------------------------
@@ -299,21 +320,15 @@ def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) ->
     """POST one event; (status code, None) on 2xx, else (status code or None, error text)."""
     if not hook.active:
         return None, "webhook inactive"
-    url = httpx.URL(hook.url)
-    address, refusal = resolve_target(url.host, ctx.settings.webhook_allow_private)
+    target, refusal = checked_target(hook.url, ctx.settings.webhook_allow_private)
     if refusal:  # resolved at each delivery, never at creation: DNS may change at any time
         return None, refusal
     body = event_body(event)
     headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
                SIGNATURE_HEADER: sign(_decrypt(ctx, hook.id, hook.secret_enc), body),
-               "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id)}
-    extensions = {}
-    if address is not None:  # connect to the address just checked, so a second look-up cannot rebind
-        headers["Host"] = url.netloc.decode("ascii")
-        extensions["sni_hostname"] = url.host  # TLS still verifies the certificate for the name
-        url = url.copy_with(host=address)
+               "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id), **target.headers}
     try:
-        response = client.post(url, content=body, headers=headers, extensions=extensions)
+        response = client.post(target.url, content=body, headers=headers, extensions=target.extensions)
     except httpx.HTTPError as exc:
         return None, f"{type(exc).__name__}: {str(exc)[:200]}"
     if 200 <= response.status_code < 300:
