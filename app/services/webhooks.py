@@ -91,12 +91,12 @@ _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za
                        r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
 
 
-def _is_ip(host: str) -> bool:
+def _ip_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """`host` as an IP address (an IPv6 zone id ignored), or None when it is a name."""
     try:
-        ipaddress.ip_address(host.split("%", 1)[0])
+        return ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def url_refusal(url: str, allow_private: bool) -> tuple[str, str | None]:
@@ -111,7 +111,8 @@ def url_refusal(url: str, allow_private: bool) -> tuple[str, str | None]:
     host = parsed.host
     if parsed.scheme not in ("http", "https") or not host:
         return host, "not an absolute http(s) URL with a host"
-    if not (_HOSTNAME.fullmatch(parsed.raw_host.decode("ascii")) or _is_ip(host)):
+    address = _ip_address(host)
+    if not (_HOSTNAME.fullmatch(parsed.raw_host.decode("ascii")) or address is not None):
         return host, "the host is not a valid DNS name or IP address"
     if parsed.port is not None and not 0 < parsed.port < 65536:
         return host, "the port must be between 1 and 65535"
@@ -119,9 +120,7 @@ def url_refusal(url: str, allow_private: bool) -> tuple[str, str | None]:
         return host, "credentials in the URL are not allowed; authenticate with the signature header instead"
     if allow_private:
         return host, None
-    try:
-        address = ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
+    if address is None:
         hostname = host.rstrip(".").lower()
         if hostname == "localhost" or hostname.endswith(".localhost"):
             return host, _refuse_address(host)
