@@ -288,11 +288,7 @@ class AuditLog:
                         AuditCheckpoint.size <= to_seq).order_by(AuditCheckpoint.size)
                 ).all() if to_seq >= from_seq else []
                 self._verify_range(session, chain_id, from_seq, to_seq, prev, notes)
-                entries = session.execute(
-                    select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-                    .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
-                    .order_by(AuditEntry.seq).execution_options(yield_per=2000)
-                )
+                entries = _rows_in_range(session, chain_id, from_seq, to_seq)
                 yield from chain.export_lines(manifest, ((r.seq, r.entry, r.leaf_hash, r.chain_hash) for r in entries),
                                               notes)
 
@@ -304,10 +300,7 @@ class AuditLog:
         witnessed = self.witness.latest(origin, self.vkey)
         if witnessed is not None and from_seq <= witnessed.checkpoint.size <= to_seq:
             notes = sorted([*notes, witnessed.note], key=_note_size)
-        rows = session.execute(
-            select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
-            .order_by(AuditEntry.seq).execution_options(yield_per=2000))
+        rows = _rows_in_range(session, chain_id, from_seq, to_seq)
         report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, None) for r in rows),
                                    chain_id=chain_id, origin=origin, checkpoints=notes, vkeys=[self.vkey],
                                    start_seq=from_seq, prev_chain_hash=prev)
@@ -341,6 +334,14 @@ class AuditLog:
                     chain_id=chain_id, origin=self.checkpoint_origin(chain_id), checkpoints=notes,
                     vkeys=[self.vkey],
                 )
+
+
+def _rows_in_range(session: Session, chain_id: str, from_seq: int, to_seq: int):
+    """Stored (seq, entry, leaf_hash, chain_hash) rows from_seq..to_seq in order, streamed."""
+    return session.execute(
+        select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
+        .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
+        .order_by(AuditEntry.seq).execution_options(yield_per=2000))
 
 
 def _state(cp: chain.Checkpoint) -> tuple[int, bytes, bytes]:
