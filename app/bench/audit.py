@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.bench.common import latency_summary, machine, scratch_dir, table, write_json
+from app.bench.common import in_process_context, latency_summary, machine, scratch_dir, table, write_json
 from app.config import Settings
 
 ACTOR = {"kind": "bench", "id": "memwarden-bench"}
@@ -226,40 +226,28 @@ def _goals_met(appends: list[dict[str, Any]], verify: dict[str, Any]) -> dict[st
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from sqlalchemy import text
 
-    from app.db.database import make_database, make_engine, migrate, resolve_urls
-    from app.services.context import AppContext
-
     before = machine()
     writer_counts = [int(x) for x in args.writers.split(",") if x.strip()]
     chain_counts = [int(x) for x in args.chains.split(",") if x.strip()]
-    with scratch_dir(args.data_dir) as data_dir:
-        urls = resolve_urls(Settings(data_dir=data_dir))  # this process keeps the embedded server up
-        migrate(urls)
-        bench_settings = Settings(data_dir=data_dir, database_url=urls.app_url,
-                                  migration_database_url=urls.admin_url, checkpoint_every=1_000)
-        bench_settings.resolved_signing_key_file()  # generate the key before writers read it
-        ctx = AppContext(bench_settings, make_database(make_engine(urls.app_url, pool_size=4)))
-        try:
-            with ctx.db.engine.connect() as conn:
-                durability = {name: conn.execute(text(f"SHOW {name}")).scalar()
-                              for name in ("synchronous_commit", "fsync", "wal_sync_method", "server_version")}
-            floor_before = _commit_floor(urls.admin_url)
-            print(f"durable commit (1-row INSERT + COMMIT): p50 {floor_before['p50_ms']} ms, "
-                  f"p95 {floor_before['p95_ms']} ms", flush=True)
-            appends = []
-            for writers in writer_counts:
-                for chains in chain_counts:
-                    result = _append_run(ctx, bench_settings, writers, chains, args.seconds)
-                    print(f"appends: {writers} writer(s) x {chains} chain(s): {result['appends_per_second']}/s "
-                          f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms)",
-                          flush=True)
-                    appends.append(result)
-            floor_after = _commit_floor(urls.admin_url)
-            verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
-        finally:
-            ctx.close()
-            if urls.embedded is not None:
-                urls.embedded.handle.cleanup()  # stop PostgreSQL before the scratch dir goes
+    with (scratch_dir(args.data_dir) as data_dir,
+          in_process_context(data_dir, pool_size=4, checkpoint_every=1_000) as (ctx, urls)):
+        bench_settings = ctx.settings  # its signing key exists now (the context's audit log made it)
+        with ctx.db.engine.connect() as conn:
+            durability = {name: conn.execute(text(f"SHOW {name}")).scalar()
+                          for name in ("synchronous_commit", "fsync", "wal_sync_method", "server_version")}
+        floor_before = _commit_floor(urls.admin_url)
+        print(f"durable commit (1-row INSERT + COMMIT): p50 {floor_before['p50_ms']} ms, "
+              f"p95 {floor_before['p95_ms']} ms", flush=True)
+        appends = []
+        for writers in writer_counts:
+            for chains in chain_counts:
+                result = _append_run(ctx, bench_settings, writers, chains, args.seconds)
+                print(f"appends: {writers} writer(s) x {chains} chain(s): {result['appends_per_second']}/s "
+                      f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms)",
+                      flush=True)
+                appends.append(result)
+        floor_after = _commit_floor(urls.admin_url)
+        verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
     report: dict[str, Any] = {
         "benchmark": "audit", "machine": before, "loadavg_after": machine()["loadavg_1_5_15"],
         "database": durability,

@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import Any
 
-from app.bench.common import latency_summary, machine, scratch_dir, write_json
+from app.bench.common import in_process_context, latency_summary, machine, scratch_dir, write_json
 from app.config import Settings
 
 ACTOR = {"kind": "bench", "id": "memwarden-bench"}
@@ -113,32 +113,20 @@ def _exports(ctx, tenant_id: str, events: int, rounds: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.db.database import make_database, make_engine, migrate, resolve_urls
-    from app.services.context import AppContext
     from app.services.tenants import create_tenant
 
     before = machine()
-    with scratch_dir() as data_dir:
-        urls = resolve_urls(Settings(data_dir=data_dir))
-        migrate(urls)
-        bench_settings = Settings(data_dir=data_dir, database_url=urls.app_url,
-                                  migration_database_url=urls.admin_url, checkpoint_every=1_000)
-        ctx = AppContext(bench_settings, make_database(make_engine(urls.app_url, pool_size=2)))
-        try:
-            appends = _appends(ctx, create_tenant(ctx, name="bench-appends", actor=ACTOR).id, args.appends,
-                               args.rounds)
-            print(f"append p50: head cached {appends['head_cached']['p50_ms']} ms, head checked "
-                  f"{appends['head_checked']['p50_ms']} ms ({appends['p50_added_ms']:+} ms); the check alone "
-                  f"p50 {appends['check_alone']['p50_ms']} ms", flush=True)
-            exports = _exports(ctx, create_tenant(ctx, name="bench-export", actor=ACTOR).id, args.export_events,
-                               args.rounds)
-            print(f"export of {exports['lines']} lines: verify-first {exports['verify_first']['lines_per_second']}"
-                  f" lines/s, stream only {exports['stream_only']['lines_per_second']} lines/s "
-                  f"({exports['slowdown']}x)", flush=True)
-        finally:
-            ctx.close()
-            if urls.embedded is not None:
-                urls.embedded.handle.cleanup()
+    with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=2, checkpoint_every=1_000) as (ctx, _):
+        appends = _appends(ctx, create_tenant(ctx, name="bench-appends", actor=ACTOR).id, args.appends,
+                           args.rounds)
+        print(f"append p50: head cached {appends['head_cached']['p50_ms']} ms, head checked "
+              f"{appends['head_checked']['p50_ms']} ms ({appends['p50_added_ms']:+} ms); the check alone "
+              f"p50 {appends['check_alone']['p50_ms']} ms", flush=True)
+        exports = _exports(ctx, create_tenant(ctx, name="bench-export", actor=ACTOR).id, args.export_events,
+                           args.rounds)
+        print(f"export of {exports['lines']} lines: verify-first {exports['verify_first']['lines_per_second']}"
+              f" lines/s, stream only {exports['stream_only']['lines_per_second']} lines/s "
+              f"({exports['slowdown']}x)", flush=True)
     write_json(args.out, {"benchmark": "audit-guards", "machine": before, "loadavg_after": machine()["loadavg_1_5_15"],
                           "rounds": args.rounds, "appends": appends, "export": exports})
     return 0

@@ -164,6 +164,28 @@ def scratch_dir(keep: str | None = None) -> Iterator[Path]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def in_process_context(data_dir: Path, *, pool_size: int, **settings: Any) -> Iterator[tuple[Any, Any]]:
+    """(AppContext, DatabaseUrls) on a freshly migrated database in `data_dir`, for benchmarks that
+    call services in this process; `settings` are extra `Settings` fields. Afterwards the context is
+    closed and the embedded PostgreSQL this process started is stopped, before the data dir goes."""
+    from app.config import Settings
+    from app.db.database import make_database, make_engine, migrate, resolve_urls
+    from app.services.context import AppContext
+
+    urls = resolve_urls(Settings(data_dir=data_dir))  # this process keeps the embedded server up
+    migrate(urls)
+    bench_settings = Settings(data_dir=data_dir, database_url=urls.app_url, migration_database_url=urls.admin_url,
+                              **settings)
+    ctx = AppContext(bench_settings, make_database(make_engine(urls.app_url, pool_size=pool_size)))
+    try:
+        yield ctx, urls
+    finally:
+        ctx.close()
+        if urls.embedded is not None:
+            urls.embedded.handle.cleanup()
+
+
 def cli(data_dir: Path, *args: str) -> str:
     """Run `memwarden ARGS` beside the server (same data dir); stdout, raising on failure."""
     done = subprocess.run([sys.executable, "-m", "app.cli", *args], env=clean_env(data_dir),

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from app.bench.common import latency_summary, machine, scratch_dir, write_json
+from app.bench.common import in_process_context, latency_summary, machine, scratch_dir, write_json
 from app.config import Settings
 
 ACTOR = {"kind": "bench", "id": "memwarden-bench"}
@@ -81,34 +81,23 @@ def _contended(ctx, principal, threads: int, per_thread: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.db.database import make_database, make_engine, migrate, resolve_urls
     from app.services import apikeys
-    from app.services.context import AppContext
     from app.services.tenants import create_tenant
 
     before = machine()
-    with scratch_dir() as data_dir:
-        urls = resolve_urls(Settings(data_dir=data_dir))
-        migrate(urls)
-        bench_settings = Settings(data_dir=data_dir, database_url=urls.app_url, migration_database_url=urls.admin_url)
-        ctx = AppContext(bench_settings, make_database(make_engine(urls.app_url, pool_size=args.threads + 1)))
-        try:
-            tenant = create_tenant(ctx, name="bench-rate-limit", actor=ACTOR)
-            token = apikeys.create_key(ctx, tenant_id=tenant.id, scopes="memory:read", agents="*",
-                                       actor=ACTOR).token
-            principal = apikeys.authenticate(ctx, token)
-            sequential = _sequential(ctx, token, principal, args.requests, args.rounds)
-            print(f"per request p50: key check {sequential['authenticate']['p50_ms']} ms, key check + token "
-                  f"{sequential['authenticate_and_limit']['p50_ms']} ms (+{sequential['p50_added_ms']} ms); "
-                  f"token statement alone p50 {sequential['take_token']['p50_ms']} ms, "
-                  f"p95 {sequential['take_token']['p95_ms']} ms", flush=True)
-            contended = _contended(ctx, principal, args.threads, args.requests)
-            print(f"{args.threads} threads on one key: p50 {contended['p50_ms']} ms, p95 {contended['p95_ms']} ms, "
-                  f"{contended['tokens_per_second']} tokens/s", flush=True)
-        finally:
-            ctx.close()
-            if urls.embedded is not None:
-                urls.embedded.handle.cleanup()
+    with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=args.threads + 1) as (ctx, _):
+        tenant = create_tenant(ctx, name="bench-rate-limit", actor=ACTOR)
+        token = apikeys.create_key(ctx, tenant_id=tenant.id, scopes="memory:read", agents="*",
+                                   actor=ACTOR).token
+        principal = apikeys.authenticate(ctx, token)
+        sequential = _sequential(ctx, token, principal, args.requests, args.rounds)
+        print(f"per request p50: key check {sequential['authenticate']['p50_ms']} ms, key check + token "
+              f"{sequential['authenticate_and_limit']['p50_ms']} ms (+{sequential['p50_added_ms']} ms); "
+              f"token statement alone p50 {sequential['take_token']['p50_ms']} ms, "
+              f"p95 {sequential['take_token']['p95_ms']} ms", flush=True)
+        contended = _contended(ctx, principal, args.threads, args.requests)
+        print(f"{args.threads} threads on one key: p50 {contended['p50_ms']} ms, p95 {contended['p95_ms']} ms, "
+              f"{contended['tokens_per_second']} tokens/s", flush=True)
     write_json(args.out, {"benchmark": "rate-limit", "machine": before, "loadavg_after": machine()["loadavg_1_5_15"],
                           "rounds": args.rounds, "sequential": sequential, "contended_one_key": contended})
     return 0
