@@ -49,4 +49,7 @@ class AppContext:
         return clone
 
     def close(self) -> None:
+        from app.services import recall_tracking
+
+        recall_tracking.flush(self.db.engine)  # batched recall counts, while the database is still up
         self.db.dispose()

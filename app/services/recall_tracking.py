@@ -7,13 +7,14 @@ hits here and returns; a background thread per engine writes what accumulated ev
 `FLUSH_SECONDS` in one statement, without waiting for the WAL flush. A crash loses at most that
 long of recall counts, never a memory or an audit event (the same bound as before, when the
 commit did not wait for the flush either). Readers that need the counts current (`expire`) call
-`flush` first, and exit flushes what is left.
+`flush` first; closing the app context (server shutdown) and process exit flush what is left.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 from datetime import datetime
 from typing import Sequence
@@ -113,3 +114,11 @@ def flush(engine: Engine) -> None:
 def _flush_all() -> None:
     for found in list(_trackers.values()):
         found.flush()
+
+
+def _forget_after_fork() -> None:
+    """A forked child has no flusher thread and must not write its parent's pending counts."""
+    _trackers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

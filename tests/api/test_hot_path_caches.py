@@ -116,3 +116,26 @@ def test_one_statement_key_check_takes_no_token_for_a_wrong_secret(ctx, make_key
     with TestClient(app) as limited:
         assert [limited.get("/v1/whoami", headers=bearer(forged)).status_code for _ in range(5)] == [401] * 5
         assert [limited.get("/v1/whoami", headers=bearer(token)).status_code for _ in range(3)] == [200, 200, 429]
+
+
+def test_closing_the_context_writes_pending_recall_counts(settings, committed_ctx):
+    from app.db.database import make_database, make_engine
+    from app.services.context import AppContext
+    from app.services.tenants import create_tenant
+
+    own = AppContext(settings, make_database(make_engine(settings.database_url, pool_size=1)))
+    tenant = create_tenant(own, name=unique("rc"), actor=ADMIN)
+    set_policy(own, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
+    key = create_key(own, tenant_id=tenant.id, scopes="memory:read,memory:write", actor=ADMIN).key
+    principal = Principal(tenant.id, key.id, frozenset({"memory:read", "memory:write"}), ("*",))
+    memory_id = remember(own, principal, {"agent_id": "a", "type": "semantic",
+                                          "content": "Greta repairs clocks on Saturdays."}).body["id"]
+    recall_tracking.FLUSH_SECONDS, before = 3600.0, recall_tracking.FLUSH_SECONDS  # no timed flush
+    try:
+        recall_service.recall(own, principal, {"agent_id": "a", "query": "Who repairs clocks?", "min_score": -1})
+        own.close()
+    finally:
+        recall_tracking.FLUSH_SECONDS = before
+    with committed_ctx.db.engine.connect() as conn:
+        count = conn.execute(text("SELECT recall_count FROM memories WHERE id = :id"), {"id": memory_id}).scalar()
+    assert count == 1
