@@ -179,6 +179,7 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
         result = {}
         for name, op in (("remember", remember), ("recall", recall), ("approve", approve)):
             cpu: list[float] = []
+            wall: list[float] = []
             trips: list[int] = []
             kinds: Counter[str] = Counter()
             counter.take()
@@ -186,9 +187,10 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
                 counter.active = True
                 if profiler:
                     profiler.enable()
-                started = time.process_time()
+                started, wall_started = time.process_time(), time.perf_counter()
                 await op(args.warmup + i)
                 cpu.append((time.process_time() - started) * 1000)
+                wall.append((time.perf_counter() - wall_started) * 1000)
                 if profiler:
                     profiler.disable()
                 counter.active = False
@@ -201,6 +203,8 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
                 "round_trips_by_kind": {k: round(v / args.requests, 2) for k, v in kinds.most_common()},
                 "cpu_ms_per_request": {"mean": round(statistics.fmean(cpu), 3),
                                        "p50": round(common.percentile(cpu, 50), 3)},
+                "wall_ms_in_process": {"p50": round(common.percentile(wall, 50), 3),
+                                       "p95": round(common.percentile(wall, 95), 3)},
             }
     return result, profiler, _embedder_cpu_ms(ctx)
 
