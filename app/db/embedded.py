@@ -95,7 +95,10 @@ def _postmaster_file(pgdata: Path) -> list[str] | None:
 
 def postmaster_pid(pgdata: Path) -> int | None:
     """The pid `postmaster.pid` names, if the file exists and is readable."""
-    lines = _postmaster_file(pgdata)
+    return _named_pid(_postmaster_file(pgdata))
+
+
+def _named_pid(lines: list[str] | None) -> int | None:
     try:
         return int(lines[0]) if lines else None
     except ValueError:
@@ -104,13 +107,19 @@ def postmaster_pid(pgdata: Path) -> int | None:
 
 def postmaster_alive(pgdata: Path) -> bool:
     """Is the postmaster of `pgdata` running? One small file read and one /proc lookup."""
-    pid = postmaster_pid(pgdata)
-    if pid is None or not _pid_alive(pid):
+    return _is_postmaster(postmaster_pid(pgdata))
+
+
+def _is_postmaster(pid: int | None) -> bool:
+    """A live (not zombie) PostgreSQL process with that pid (after a reboot the pid may belong to
+    something else)."""
+    if pid is None:
         return False
     import psutil
 
-    try:  # after a reboot the pid may belong to something else
-        return psutil.Process(pid).name().startswith("postgres")
+    try:
+        process = psutil.Process(pid)
+        return process.status() != psutil.STATUS_ZOMBIE and process.name().startswith("postgres")
     except psutil.Error:
         return False
 
@@ -134,9 +143,9 @@ def clear_stale_postmaster(pgdata: Path) -> bool:
     Returns True when something was removed. Leaves everything alone while the old postmaster or
     any of its backends is still alive."""
     lines = _postmaster_file(pgdata)
-    if not lines or postmaster_alive(pgdata) or _shared_memory_in_use(lines):
+    pid = _named_pid(lines)
+    if not lines or _is_postmaster(pid) or _shared_memory_in_use(lines):
         return False
-    pid = postmaster_pid(pgdata)
     stale = [pgdata / "postmaster.pid"]
     if len(lines) > 4 and lines[4].strip():
         port = lines[3].strip() or "5432"
