@@ -111,10 +111,11 @@ def claim(conn: Connection, tenant_id: str, key: str, request_fingerprint: bytes
 
 def store(conn: Connection, tenant_id: str, key: str, request_fingerprint: bytes, response: StoredResponse) -> None:
     """Record the answer in the request's transaction (replacing an expired row of the same key)."""
+    now = utcnow()
     values: dict[str, Any] = {
         "fingerprint": request_fingerprint, "status_code": response.status_code,
         "headers": [list(h) for h in response.headers], "body": response.body,
-        "created_at": utcnow(), "expires_at": utcnow() + TTL,
+        "created_at": now, "expires_at": now + TTL,
     }
     conn.execute(insert(_TABLE).values(tenant_id=tenant_id, key=key, **values)
                  .on_conflict_do_update(index_elements=[_TABLE.c.tenant_id, _TABLE.c.key], set_=values))
