@@ -124,12 +124,17 @@ class RejectUnstorableInput:
         await self.app(scope, receive, send)
 
 
+def header(scope: Scope, name: bytes) -> str | None:
+    """The first value of request header `name` (lower-case bytes), or None."""
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
 def media_type(scope: Scope) -> str:
     """The request's Content-Type without parameters, lower-cased ("" when absent)."""
-    for name, value in scope.get("headers", []):
-        if name == b"content-type":
-            return value.decode("latin-1").split(";", 1)[0].strip().lower()
-    return ""
+    return (header(scope, b"content-type") or "").split(";", 1)[0].strip().lower()
 
 
 async def read_body(receive: Receive) -> bytes:
@@ -225,10 +230,7 @@ class BodyLimit:
 
 
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    try:
+        return int(header(scope, b"content-length"))
+    except (TypeError, ValueError):
+        return None

@@ -30,7 +30,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Forbidden
-from app.middleware import media_type, read_body, replay_body
+from app.middleware import header, media_type, read_body, replay_body
 
 COOKIE = "mw_csrf"
 HEADER = b"x-csrf-token"
@@ -86,13 +86,6 @@ def _cookie(scope: Scope, name: str) -> str | None:
     return None
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 class CsrfProtect:
     """Exposes `scope["state"]["csrf_token"]`, issues the pre-session cookie, refuses unsafe
     requests without a valid token. Runs inside `WebAuth`, which has put the user in the state."""
@@ -109,10 +102,10 @@ class CsrfProtect:
         scope.setdefault("state", {})["csrf_token"] = self.tokens.token_for(binding)
 
         if scope["method"] not in SAFE_METHODS:
-            token = _header(scope, HEADER)
+            token = header(scope, HEADER)
             if token is None:
                 token, receive = await _form_token(scope, receive)
-            foreign = (_header(scope, b"sec-fetch-site") or "").lower() in FOREIGN_SITES
+            foreign = (header(scope, b"sec-fetch-site") or "").lower() in FOREIGN_SITES
             if foreign or new_cookie is not None or not self.tokens.valid(token, binding):
                 await _refuse(scope, receive, send)
                 return
