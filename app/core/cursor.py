@@ -10,15 +10,25 @@ from app.contracts import UNSTORABLE
 from app.errors import ValidationFailed
 
 
-def encode_cursor(ts: datetime, item_id: str) -> str:
-    raw = json.dumps([ts.isoformat(), item_id], separators=(",", ":")).encode()
+def pack(values: list) -> str:
+    """JSON-serialisable `values` as an opaque cursor string."""
+    raw = json.dumps(values, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def unpack(cursor: str):
+    """What `pack` packed; ValueError (or TypeError) for anything else."""
+    return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+
+
+def encode_cursor(ts: datetime, item_id: str) -> str:
+    return pack([ts.isoformat(), item_id])
 
 
 def decode_cursor(cursor: str, path: str = "/cursor") -> tuple[datetime, str]:
     """The (timestamp, id) inside a cursor this API issued; 422 at `path` for anything else."""
     try:
-        ts, item_id = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        ts, item_id = unpack(cursor)
         if not isinstance(item_id, str) or UNSTORABLE.search(item_id):  # a forged cursor: NUL reaches SQL
             raise ValueError(item_id)
         return datetime.fromisoformat(ts), item_id

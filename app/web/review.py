@@ -4,7 +4,6 @@ Permission checks live here, never in templates: a client can ask for any partia
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from dataclasses import replace
@@ -18,7 +17,7 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
 from app.contracts import default_contracts
-from app.core.cursor import decode_cursor, encode_cursor
+from app.core.cursor import decode_cursor, encode_cursor, pack, unpack
 from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
@@ -41,9 +40,7 @@ def _cursor(change: Change, sort: str = "oldest") -> str:
     """Where the next page starts, in the queue's sort order (opaque to clients)."""
     if sort != "risk":
         return encode_cursor(change.submitted_at, change.id)
-    rank = review.RISK_RANK.get(change.risk_level, 0)
-    raw = json.dumps([rank, change.submitted_at.isoformat(), change.id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return pack([review.RISK_RANK.get(change.risk_level, 0), change.submitted_at.isoformat(), change.id])
 
 
 def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
@@ -52,7 +49,7 @@ def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
     if sort != "risk":
         return decode_cursor(value, "/after")
     try:
-        rank, ts, change_id = json.loads(base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)))
+        rank, ts, change_id = unpack(value)
         if not isinstance(rank, int) or not isinstance(change_id, str) or not CHANGE_ID.match(change_id):
             raise ValueError(change_id)  # forged: only ids this page issued reach SQL
         return rank, datetime.fromisoformat(ts), change_id
