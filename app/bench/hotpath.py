@@ -25,7 +25,6 @@ import os
 import pstats
 import re
 import statistics
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -85,48 +84,38 @@ def _kind(statement: str) -> str:
 
 
 def run(args: argparse.Namespace, settings=None) -> dict[str, Any]:
-    from app.config import Settings
     from app.main import create_app
     from app.services.apikeys import create_key
-    from app.services.context import AppContext
     from app.services.tenants import create_tenant
 
-    root = Path(tempfile.mkdtemp(prefix="memwarden-hotpath-"))
-    data_dir = root / ".memwarden"
-    app_settings = Settings(data_dir=data_dir, secret_key="hotpath-bench")
-    ctx = AppContext.open(app_settings)
-    try:
+    with common.scratch_dir() as data_dir, \
+            common.in_process_context(data_dir, pool_size=5, secret_key="hotpath-bench") as (ctx, _urls):
         counter = StatementCounter(ctx.db.engine)
         tenant = create_tenant(ctx, name="hotpath", actor=common.BENCH_ACTOR)
         token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide",
                            actor=common.BENCH_ACTOR).token
         headers = {"Authorization": f"Bearer {token}"}
-        app = create_app(app_settings, ctx=ctx)
+        app = create_app(ctx.settings, ctx=ctx)
         result, profiler, embed_cpu = asyncio.run(_drive(app, ctx, headers, counter, args))
-        report = {
-            "benchmark": "hotpath",
-            "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
-                      "(rate limit on); round trips = statements + the BEGIN psycopg sends + COMMIT/ROLLBACK that reach "
-                      "the server, per request; "
-                      "CPU = this process's time.process_time per request (PostgreSQL not included)",
-            "embedder_cpu_ms_per_text": embed_cpu,
-            **result,
-            "machine": common.machine(),
-        }
-        if profiler:
-            profiler.dump_stats(args.profile)
-            text = io.StringIO()
-            pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)
-            print(text.getvalue())
-        print(json.dumps(report, indent=2))
-        if args.out:
-            Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-        return report
-    finally:
-        ctx.close()
-        common.stop_cluster(data_dir)
-        import shutil
-        shutil.rmtree(root, ignore_errors=True)
+    report = {
+        "benchmark": "hotpath",
+        "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
+                  "(rate limit on); round trips = statements + the BEGIN psycopg sends + COMMIT/ROLLBACK that reach "
+                  "the server, per request; "
+                  "CPU = this process's time.process_time per request (PostgreSQL not included)",
+        "embedder_cpu_ms_per_text": embed_cpu,
+        **result,
+        "machine": common.machine(),
+    }
+    if profiler:
+        profiler.dump_stats(args.profile)
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)
+        print(text.getvalue())
+    print(json.dumps(report, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return report
 
 
 async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, args: argparse.Namespace):

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Memory
 from app.repos.memories import Scope, apply_filters, visible
 
+
 class SqlVector(Vector):
     """A vector rendered to pgvector's text form once, however many statements bind it (a remember
     binds its embedding for screening and the insert; a recall for the vector and keyword queries).

@@ -21,6 +21,7 @@ from typing import Sequence
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class RecallTracker:
                 with self.engine.begin() as conn:
                     conn.execute(text("SET LOCAL synchronous_commit = off"))
                     return conn.execute(_UPDATE, params).rowcount
-            except Exception as exc:  # database away or a deadlock with another process's flush
+            except SQLAlchemyError as exc:  # database away, or a deadlock with another process's flush
                 log.warning("recall tracking: %d counts not written yet (%s)", len(keys), type(exc).__name__)
                 with self._lock:
                     for key in keys:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.core.ids import new_id
 from app.core.policy import Policy
-from app.core.redaction import RegisteredSecret, Redactor
+from app.core.redaction import Redactor, RegisteredSecret
 from app.db.models import Tenant, TenantSecret
 from app.errors import NotFound, ValidationFailed
 from app.services import staging
