@@ -1,4 +1,5 @@
-"""Per-tenant settings the memory services need: redaction mode and registered secrets."""
+"""Per-tenant settings the memory services need: redaction mode, registered secrets and the review
+policy, cached per process under the tenant row's version (`rules_for`)."""
 
 from __future__ import annotations
 
