@@ -30,6 +30,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Forbidden
+from app.mcp import PATH as MCP_PATH
 from app.middleware import header, media_type, read_body, replay_body
 
 COOKIE = "mw_csrf"
@@ -95,7 +96,7 @@ class CsrfProtect:
         self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(("/v1/", "/static/")) or scope["path"] == "/mcp":
+        if scope["type"] != "http" or scope["path"].startswith(("/v1/", "/static/")) or scope["path"] == MCP_PATH:
             await self.app(scope, receive, send)
             return
         binding, new_cookie = binding_for(scope)
