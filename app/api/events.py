@@ -57,9 +57,10 @@ def _cursor(request: Request, query: dict[str, Any]) -> int:
     return query.get("after", 0)
 
 
-def _key_active(ctx: AppContext, key_id: str) -> bool:
+def _key_active(ctx: AppContext, principal: Principal) -> bool:
     with ctx.db.sessions() as session:
-        return session.scalar(select(ApiKey.revoked_at.is_(None)).where(ApiKey.id == key_id)) is True
+        return session.scalar(select(ApiKey.revoked_at.is_(None)).where(
+            ApiKey.tenant_id == principal.tenant_id, ApiKey.id == principal.key_id)) is True
 
 
 async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit: int | None,
@@ -98,7 +99,7 @@ async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit:
                     return
             else:  # no hub (an injected test context): poll, and check the key as often
                 await asyncio.sleep(POLL_SECONDS)
-                if not await run_in_threadpool(_key_active, ctx, principal.key_id):
+                if not await run_in_threadpool(_key_active, ctx, principal):
                     return
             if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
                 yield ": keepalive\n\n"
