@@ -62,6 +62,19 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class TrackedSend:
+    """`send` that notes when the response has started: after that no other answer can be sent."""
+
+    def __init__(self, send: Send):
+        self.send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self.send(message)
+
+
 class ErrorBoundary:
     """Turns any exception that escapes the app into a complete 500 response (or the error's own
     status) carrying `Connection: close`, inside `SecurityHeaders`.
@@ -80,18 +93,11 @@ class ErrorBoundary:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracked = TrackedSend(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, tracked)
         except Exception as exc:
-            if started:
+            if tracked.started:
                 raise
             await _error_response(scope, exc)(scope, receive, send)
 
@@ -200,7 +206,6 @@ class BodyLimit:
             await self._reject(scope, receive, send)
             return
         seen = 0
-        started = False
 
         async def limited_receive() -> Message:
             nonlocal seen
@@ -211,16 +216,11 @@ class BodyLimit:
                     raise BodyTooLarge()
             return message
 
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracked = TrackedSend(send)
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, tracked)
         except BodyTooLarge:
-            if not started:
+            if not tracked.started:
                 await self._reject(scope, receive, send)
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
