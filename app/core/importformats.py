@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from app.core.ids import has_prefix
-from app.core.timefmt import parse_ts
+from app.core.timefmt import parse_ts, utcnow
 
 FORMATS = ("memorywire", "mem0", "jsonl")
 EXPORT_FORMAT = "memwarden.export/v1"
@@ -190,7 +190,7 @@ class Source:
     fmt: str
     digest: str
     default_agent: str | None = None
-    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    now: datetime = field(default_factory=utcnow)
 
 
 def to_record(source: Source, line: int, raw: Any, ordinal: int | None = None) -> ImportRecord:
