@@ -36,13 +36,6 @@ WARMUP_FACTS = [
 WARMUP_QUERIES = ["where does the warm-up user like to sit?", "what bread does the warm-up user bake?",
                   "which language is the warm-up user learning?", "what is the capital of Peru?"]
 
-# memorywire's published run (README of the corpus; in-process, sqlite-vec, k=5).
-MEMORYWIRE = {
-    "setup": "memorywire v0, in-process Python API, one sqlite-vec store, all-MiniLM-L6-v2 on CPU",
-    "recall_at_k": 1.000, "precision_at_k": 0.214, "no_match_empty": 0, "no_match_total": 8,
-    "remember": {"p50_ms": 37.8, "p95_ms": 46.0, "p99_ms": 69.1},
-    "recall": {"p50_ms": 40.6, "p95_ms": 46.6, "p99_ms": 55.7},
-}
 GOALS = {"recall_at_k": 1.0, "no_match_empty_min": 6, "remember_p50_ms": 15.0, "recall_p50_ms": 15.0}
 
 
@@ -192,25 +185,24 @@ def run_benchmark(base_url: str, token: str, corpus: dict[str, Any], *, runs: in
             "remember_p50_le_15ms": latency["remember"]["p50_ms"] <= GOALS["remember_p50_ms"],
             "recall_p50_le_15ms": latency["recall"]["p50_ms"] <= GOALS["recall_p50_ms"],
         },
-        "memorywire_published": MEMORYWIRE,
         "failures": first["failures"],
         "probes": first["probes"],
     }
 
 
 def summary_table(report: dict[str, Any]) -> str:
-    q, lat, mw = report["quality"], report["latency"], report["memorywire_published"]
+    """Memwarden's numbers alone: the comparison with memorywire is measured side by side by
+    `memwarden bench compare`, never taken from a figure published on another machine."""
+    q, lat = report["quality"], report["latency"]
     fmt = lambda d: f"{d['p50_ms']:.1f} / {d['p95_ms']:.1f} / {d['p99_ms']:.1f}"  # noqa: E731
     rows = [
-        (f"recall@{report['k']} ({q['labelled_queries']} labelled)", f"{q['recall_at_k']:.3f}",
-         f"{mw['recall_at_k']:.3f}"),
-        (f"precision@{report['k']}", f"{q['precision_at_k']:.3f}", f"{mw['precision_at_k']:.3f}"),
-        ("no-match probes empty", f"{q['no_match_empty']} / {q['no_match_total']}",
-         f"{mw['no_match_empty']} / {mw['no_match_total']}"),
-        ("remember p50 / p95 / p99 ms", fmt(lat["remember"]), fmt(mw["remember"])),
-        ("recall p50 / p95 / p99 ms", fmt(lat["recall"]), fmt(mw["recall"])),
+        (f"recall@{report['k']} ({q['labelled_queries']} labelled)", f"{q['recall_at_k']:.3f}"),
+        (f"precision@{report['k']}", f"{q['precision_at_k']:.3f}"),
+        ("no-match probes empty", f"{q['no_match_empty']} / {q['no_match_total']}"),
+        ("remember p50 / p95 / p99 ms", fmt(lat["remember"])),
+        ("recall p50 / p95 / p99 ms", fmt(lat["recall"])),
     ]
-    return common.table(rows, ["metric", "Memwarden (HTTP, full stack)", "memorywire published (its corpus)"])
+    return common.table(rows, ["metric", "Memwarden (HTTP, full stack)"])
 
 
 def cmd_recall(args: argparse.Namespace, settings) -> int:

@@ -37,7 +37,7 @@ def test_recall_benchmark_core_on_a_subset(live_server, live_key):
     assert report["latency"]["recall"]["n"] == len(corpus["queries"])
     assert set(report["goals"]) == {"recall_at_k_1.0", "no_match_empty_ge_6", "remember_p50_le_15ms",
                                     "recall_p50_le_15ms"}
-    assert report["memorywire_published"]["recall_at_k"] == 1.0
+    assert "memorywire_published" not in report  # compared side by side only (bench compare)
     json.dumps(report)  # the CLI writes it as JSON
 
     misses = [f for f in report["failures"] if f["kind"] == "partial_or_full_miss"]
