@@ -286,9 +286,10 @@ def _time(value: Any, name: str, default: datetime | None, *, naive_utc: bool = 
     try:
         if naive_utc and isinstance(value, str):
             parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            return (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
-        parsed = parse_ts(value)
-        if parsed.year < 1970 or parsed.year > 9998:
+            parsed = (parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+        else:
+            parsed = parse_ts(value)
+        if parsed.year < 1970 or parsed.year > 9998:  # the range every other timestamp path accepts
             raise ValueError("out of range")
         return parsed
     except (ValueError, OverflowError) as exc:

@@ -91,3 +91,9 @@ def test_jsonl_keeps_state_and_refuses_what_it_cannot_keep():
             f.to_record(source, 1, bad)
     rows = list(f.raw_records('{"ok": 1}\n{broken\n', "jsonl"))
     assert rows[1][0] == 2 and isinstance(rows[1][1], f.FileError)
+
+
+@pytest.mark.parametrize("created_at", ["0001-01-01T00:00:00", "1969-12-31T23:59:59", "9999-12-31T23:59:59"])
+def test_mem0_timestamps_without_an_offset_keep_the_range_of_every_other_timestamp(created_at):
+    with pytest.raises(ValueError, match="created_at is not a timestamp"):
+        records(json.dumps({"results": [{"id": "m1", "memory": "Likes tea", "created_at": created_at}]}), "mem0")
