@@ -130,6 +130,18 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+@pytest.fixture
+def agent(make_key) -> dict[str, str]:
+    """Bearer headers of an agent's key in the test tenant: memory read and write."""
+    return bearer(make_key(scopes="memory:read,memory:write"))
+
+
+@pytest.fixture
+def reviewer(make_key) -> dict[str, str]:
+    """Bearer headers of a reviewer's key in the test tenant: decide changes, read memory."""
+    return bearer(make_key(scopes="review:decide,memory:read"))
+
+
 # --- processes --------------------------------------------------------------------------------
 
 def server_env(settings: Settings, **extra: str) -> dict[str, str]:

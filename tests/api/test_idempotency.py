@@ -14,16 +14,6 @@ from tests.schema_check import assert_error
 REMEMBER = "/v1/memories/remember"
 
 
-@pytest.fixture
-def agent(make_key):
-    return bearer(make_key(scopes="memory:read,memory:write"))
-
-
-@pytest.fixture
-def reviewer(make_key):
-    return bearer(make_key(scopes="review:decide,memory:read"))
-
-
 def _with_key(headers, key):
     return {**headers, "Idempotency-Key": key}
 

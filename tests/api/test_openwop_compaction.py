@@ -18,11 +18,6 @@ DUPLICATES = ["The user prefers dark mode in the code editor.",
               "User prefers dark mode in the code editor."]
 
 
-@pytest.fixture
-def agent(make_key):
-    return bearer(make_key(scopes="memory:read,memory:write"))
-
-
 def remember(client, headers, content, agent_id="agent-a", **extra):
     response = client.post("/v1/memories/remember", json={"agent_id": agent_id, "type": "semantic",
                                                            "content": content, **extra}, headers=headers)

@@ -26,11 +26,6 @@ def agent(make_key):
     return bearer(make_key(scopes="memory:read,memory:write,events:read"))
 
 
-@pytest.fixture
-def reviewer(make_key):
-    return bearer(make_key(scopes="review:decide,memory:read"))
-
-
 def _events(client, headers, after=None, **params):
     """The stream's backlog (`once=1`), each event checked against the `event` schema."""
     query = {"once": "1", **params}

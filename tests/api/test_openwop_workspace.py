@@ -23,11 +23,6 @@ def ws(make_key):
     return bearer(make_key(scopes="workspace:read,workspace:write"))
 
 
-@pytest.fixture
-def reviewer(make_key):
-    return bearer(make_key(scopes="review:decide,memory:read"))
-
-
 def put(client, headers, path, content, status=(200, 201), **extra):
     if_match = extra.pop("if_match", None)
     agent = extra.pop("agent", None)

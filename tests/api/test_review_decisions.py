@@ -1,21 +1,10 @@
 """Decisions through the JSON API with `review:decide` keys: every path and its audit events."""
 
-import pytest
 from sqlalchemy import text
 
 from app.services.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
-
-
-@pytest.fixture
-def agent(make_key):
-    return bearer(make_key(scopes="memory:read,memory:write"))
-
-
-@pytest.fixture
-def reviewer(make_key):
-    return bearer(make_key(scopes="review:decide,memory:read"))
 
 
 def _stage(client, headers, content, agent_id="agent-a", **extra):
