@@ -154,6 +154,10 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
         "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE": "1",
         "MEMWARDEN_LOG_LEVEL": "warning",
+        # A live server's checkpoint job signs every chain that grew, its own or not. The tamper tests
+        # edit chains under it, and a signature over their tampered state would race their asserts;
+        # tests of the cadence itself pass their own interval.
+        "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS": "86400",
         **extra,
     })
     return env
