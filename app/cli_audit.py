@@ -69,7 +69,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if not args.file:
         print("error: give an export FILE or --tenant T", file=sys.stderr)
         return 2
-    from app.core.auditchain import AuditChainError, read_export, verify_export
+    from app.core.auditchain import AuditChainError, read_export, verify_export_file
 
     try:
         vkeys = [_read_key(k) for k in args.public_key] or None
@@ -85,8 +85,7 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
                 if isinstance(witnessed, int):
                     return witnessed
                 trusted.append(witnessed)
-        with open(args.file, encoding="utf-8") as fh:
-            report = verify_export(fh, vkeys=vkeys, trusted_checkpoints=trusted)
+        report = verify_export_file(args.file, vkeys=vkeys, trusted_checkpoints=trusted)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"unusable: cannot read input: {exc}", file=sys.stderr)
         return 2

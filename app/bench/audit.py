@@ -10,7 +10,7 @@ On a fresh embedded PostgreSQL (its defaults: `synchronous_commit = on`, `fsync 
   Afterwards every chain is checked gapless and verified (`verify_database`).
 * **Verification.** One chain of N events (default 100,000; appended through `AuditLog.append`
   1,000 per transaction, so the count cadence signs a checkpoint about every 1,000) is exported with
-  `AuditLog.export` to a JSONL file and verified offline with `verify_export` and the pinned key,
+  `AuditLog.export` to a JSONL file and verified offline with `verify_export_file` and the pinned key,
   as `memwarden audit verify FILE --public-key KEY` does: in this process only, and with the
   default worker processes.
 """
@@ -169,7 +169,7 @@ def _grow_chain(ctx, tenant_id: str, n: int, batch: int = 1_000) -> float:
 
 
 def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
-    from app.core.auditchain import verify_export
+    from app.core.auditchain import verify_export_file
     from app.services.audit import chain_for
     from app.services.tenants import create_tenant
 
@@ -191,8 +191,7 @@ def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
         runs = []
         for _ in range(repeat):
             started = time.perf_counter()
-            with path.open(encoding="utf-8") as fh:
-                report = verify_export(fh, vkeys=[ctx.audit.vkey], workers=workers)
+            report = verify_export_file(path, vkeys=[ctx.audit.vkey], workers=workers)
             runs.append(time.perf_counter() - started)
             if not report.ok:
                 raise RuntimeError(f"the export did not verify: {report.detail}")

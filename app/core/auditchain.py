@@ -35,6 +35,7 @@ import json
 import multiprocessing
 import os
 import re
+import stat
 import threading
 import uuid
 from collections import deque
@@ -42,7 +43,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -101,6 +102,7 @@ __all__ = [
     "read_witness",
     "verify_checkpoint",
     "verify_export",
+    "verify_export_file",
     "verify_consistency",
     "verify_rows",
     "witness_line",
@@ -936,22 +938,23 @@ def export_lines(manifest: Mapping[str, Any] | ExportManifest,
 # no JSON escape can hide in a group. Other spellings take the general JSON path.
 _ENTRY_LINE = re.compile(r'\{"kind":"entry","seq":(0|[1-9][0-9]{0,18}),"entry":"([A-Za-z0-9+/=]*)",'
                          r'"leaf_hash":"([0-9a-f]{64})","chain_hash":"([0-9a-f]{64})"\}\r?\n?')
+_ENTRY_LINE_BYTES = re.compile(_ENTRY_LINE.pattern.encode())  # for lines read as bytes: no decoding
 
 
 def _parse_line(raw: str | bytes, lineno: int) -> ExportManifest | ExportEntry | ExportCheckpoint | None:
     """One export line as a record (None for a blank line); raises `ExportFormatError`."""
-    if not isinstance(raw, str):
-        try:
-            raw = bytes(raw).decode("utf-8")
-        except (UnicodeDecodeError, TypeError):
-            raise ExportFormatError("not UTF-8 text", line=lineno) from None
-    m = _ENTRY_LINE.fullmatch(raw)
+    m = _ENTRY_LINE.fullmatch(raw) if isinstance(raw, str) else _ENTRY_LINE_BYTES.fullmatch(raw)
     if m is not None:
         try:
             entry = binascii.a2b_base64(m[2], strict_mode=True)
         except binascii.Error:
             raise ExportFormatError("entry is not valid base64", line=lineno) from None
-        return ExportEntry(int(m[1]), entry, bytes.fromhex(m[3]), bytes.fromhex(m[4]))
+        return ExportEntry(int(m[1]), entry, binascii.a2b_hex(m[3]), binascii.a2b_hex(m[4]))
+    if not isinstance(raw, str):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except (UnicodeDecodeError, TypeError):
+            raise ExportFormatError("not UTF-8 text", line=lineno) from None
     line = raw.rstrip("\r\n")
     if not line.strip():
         return None
@@ -1257,6 +1260,21 @@ class _Run:
         self.v._commit(leaf, self.v._link(leaf, inner, foreign, stored_chain, record_seq))
         self._entry_done()
 
+    def add_run(self, first_seq: int, leaves: bytes, stored_chains: bytes, to_seq: int) -> None:
+        """Link a run of entries `_inspect_lines` passed (seqs first_seq, first_seq + 1, ...) in order.
+
+        Per entry only what needs the entries before it is left: its position (at most `to_seq`)
+        and its chain link; `_link` reports either exactly as `add` would.
+        """
+        v = self.v
+        for i in range(0, len(leaves), 32):
+            seq = first_seq + i // 32
+            if v.size >= to_seq:
+                raise _beyond_to_seq(to_seq, seq)
+            leaf = leaves[i:i + 32]
+            v._commit(leaf, v._link(leaf, seq, None, stored_chains[i:i + 32], seq))
+            self._entry_done()
+
     def _entry_done(self) -> None:
         self.entries += 1
         if self.pending:
@@ -1307,43 +1325,95 @@ def _unusable(detail: str) -> VerifyReport:
                         chain_head=GENESIS.hex(), signatures_checked=False)
 
 
-# Result records of `_inspect_batch` (tuples: cheap to pickle back from a worker).
-_R_ENTRY, _R_CHECKPOINT, _R_BAD_ENTRY, _R_MALFORMED = range(4)
-_BATCH_LINES = 4096
-_INLINE_BATCHES = 4  # exports below ~16k lines never start worker processes
+# What `_inspect_lines` reports, in stream order (tuples of bytes and ints: cheap to pickle back
+# from a worker):
+#   (_R_RUN, first_seq, leaves, chain_hashes): consecutive entries that passed every check one line
+#       allows on its own; `leaves` and `chain_hashes` are their 32-byte hashes concatenated;
+#   (_R_ENTRY, leaf, seq, foreign, chain_hash, record_seq): an entry that does not continue the run
+#       before it (its seq, chain or record seq is off), for the main process's `_link` to report;
+#   (_R_CHECKPOINT, note), (_R_BAD_ENTRY, reason, detail, expected, found),
+#   (_R_MALFORMED, message, line number within the chunk).
+_R_RUN, _R_ENTRY, _R_CHECKPOINT, _R_BAD_ENTRY, _R_MALFORMED = range(5)
+_Records = list[tuple[Any, ...]]
+_Chunks = Generator[tuple[_Records, int], None, None]  # (records of a chunk, lines it had), in order
+_BATCH_LINES = 4096  # lines per chunk of an iterable input
+_RANGE_BYTES = 1 << 20  # bytes per chunk of a file; a file of one chunk never starts worker processes
 
 
-def _inspect_batch(batch: list[tuple[int, str | bytes]], origin: str, chain_id: str) -> list[tuple[Any, ...]]:
-    """Parse lines and run the stateless entry checks; stops at the first bad line."""
-    out: list[tuple[Any, ...]] = []
-    for lineno, raw in batch:
+def _inspect_lines(lines: Sequence[str | bytes], origin: str, chain_id: str) -> _Records:
+    """Parse a chunk of lines and run the checks that need no earlier line; stops at a bad line.
+
+    Entry checks: line format, leaf hash, canonical bytes, v1 shape, origin and chain, record seq
+    equal to the hashed seq, each seq one more than the one before. What is left for the main
+    process is where the chunk's first entry sits in the chain and the chain links.
+    """
+    out: _Records = []
+    leaves, links = bytearray(), bytearray()
+    first_seq = next_seq = 0
+
+    def end_run() -> None:
+        if leaves:
+            out.append((_R_RUN, first_seq, bytes(leaves), bytes(links)))
+            leaves.clear()
+            links.clear()
+
+    for lineno, raw in enumerate(lines, 1):
         try:
             rec = _parse_line(raw, lineno)
         except ExportFormatError as exc:
+            end_run()
             out.append((_R_MALFORMED, exc.message, lineno))
             break
-        if rec is None:
-            continue
-        if isinstance(rec, ExportEntry):
+        if type(rec) is ExportEntry:
             try:
                 leaf, obj = _inspect_entry(rec.entry, rec.leaf_hash)
             except ChainError as exc:
+                end_run()
                 out.append((_R_BAD_ENTRY, exc.reason, exc.detail, exc.expected, exc.found))
                 break
-            o, c = obj["origin"], obj["chain"]
-            out.append((_R_ENTRY, leaf, obj["seq"], None if o == origin and c == chain_id else (o, c),
-                        rec.chain_hash, rec.seq))
-        elif isinstance(rec, ExportCheckpoint):
+            seq, own = obj["seq"], obj["origin"] == origin and obj["chain"] == chain_id
+            if own and rec.seq == seq and (seq == next_seq or not leaves):
+                if not leaves:
+                    first_seq = seq
+                leaves += leaf
+                links += rec.chain_hash
+                next_seq = seq + 1
+            else:
+                end_run()
+                out.append((_R_ENTRY, leaf, seq, None if own else (obj["origin"], obj["chain"]), rec.chain_hash,
+                            rec.seq))
+        elif type(rec) is ExportCheckpoint:
+            end_run()
             out.append((_R_CHECKPOINT, rec.note))
-        else:
+        elif rec is not None:
+            end_run()
             out.append((_R_MALFORMED, "a second manifest", lineno))
             break
+    end_run()
     return out
 
 
-def _batches(numbered: Iterator[tuple[int, str | bytes]]) -> Iterator[list[tuple[int, str | bytes]]]:
-    while batch := list(itertools.islice(numbered, _BATCH_LINES)):
-        yield batch
+def _inspect_range(fd: int, start: int, end: int, origin: str, chain_id: str) -> tuple[_Records, int]:
+    """`_inspect_lines` over bytes start..end of an open file; returns (records, lines read).
+
+    Reads with `os.pread`, so forked workers share the parent's descriptor without moving its offset.
+    """
+    lines = os.pread(fd, end - start, start).split(b"\n")
+    if not lines[-1]:  # the range ends with a newline (only the file's last line may lack one)
+        lines.pop()
+    return _inspect_lines(lines, origin, chain_id), len(lines)
+
+
+def _line_ranges(fh: BinaryIO, start: int, end: int) -> list[tuple[int, int]]:
+    """Split bytes start..end of a file into ranges of about `_RANGE_BYTES`, each ending after a newline."""
+    bounds = [start]
+    while end - bounds[-1] > _RANGE_BYTES:
+        fh.seek(bounds[-1] + _RANGE_BYTES - 1)
+        fh.readline()  # to the end of the line holding the cut (just the cut if it follows a newline)
+        bounds.append(min(fh.tell(), end))
+    if bounds[-1] < end:
+        bounds.append(end)
+    return list(itertools.pairwise(bounds))
 
 
 def _can_fork() -> bool:
@@ -1351,26 +1421,23 @@ def _can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def _inspected(batches: Iterator[list[tuple[int, str | bytes]]], origin: str, chain_id: str,
-               workers: int) -> Generator[list[tuple[Any, ...]], None, None]:
-    """`_inspect_batch` over the batches, in order; in worker processes once the input is large.
+def _file_chunks(fh: BinaryIO, start: int, end: int, origin: str, chain_id: str,
+                 workers: int) -> _Chunks:
+    """`_inspect_range` over the file's ranges, in order; in worker processes for a file of several.
 
-    At most 2 batches per worker are in flight, so memory stays bounded however long the input.
+    At most 2 ranges per worker are in flight, so memory stays bounded however large the file.
     """
-    for _ in range(_INLINE_BATCHES):
-        batch = next(batches, None)
-        if batch is None:
-            return
-        yield _inspect_batch(batch, origin, chain_id)
-    if workers < 2 or not _can_fork():
-        for batch in batches:
-            yield _inspect_batch(batch, origin, chain_id)
+    ranges = _line_ranges(fh, start, end)
+    fd = fh.fileno()
+    if workers < 2 or len(ranges) < 2 or not _can_fork():
+        for lo, hi in ranges:
+            yield _inspect_range(fd, lo, hi, origin, chain_id)
         return
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-    window: deque[Future[list[tuple[Any, ...]]]] = deque()
+    window: deque[Future[tuple[_Records, int]]] = deque()
     try:
-        for batch in batches:
-            window.append(pool.submit(_inspect_batch, batch, origin, chain_id))
+        for lo, hi in ranges:
+            window.append(pool.submit(_inspect_range, fd, lo, hi, origin, chain_id))
             if len(window) >= 2 * workers:
                 yield window.popleft().result()
         while window:
@@ -1383,9 +1450,14 @@ def _default_workers() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 0
 
 
+def _beyond_to_seq(to_seq: int, record_seq: int) -> ChainError:
+    return ChainError("seq_mismatch", f"entry after the manifest's to_seq {to_seq}", seq=to_seq + 1,
+                      expected=to_seq, found=record_seq)
+
+
 def verify_export(lines: Iterable[str | bytes], vkeys: Sequence[str | VerifierKey] | None = None,
-                  trusted_checkpoints: Sequence[str] = (), *, workers: int | None = None) -> VerifyReport:
-    """Verify an export stream in bounded memory (a frontier and a head, never all leaves).
+                  trusted_checkpoints: Sequence[str] = ()) -> VerifyReport:
+    """Verify an export stream in this process, in bounded memory (a frontier and a head, never all leaves).
 
     Checks every entry (leaf hash, canonical bytes, seq, chain/origin, chain link) and every
     checkpoint at its size: Merkle root and chain head when the export starts at seq 1; for a
@@ -1399,13 +1471,47 @@ def verify_export(lines: Iterable[str | bytes], vkeys: Sequence[str | VerifierKe
 
     On a checkpoint mismatch `first_bad_seq` is the checkpoint's size (the entries themselves
     are consistent, so the exact edit cannot be located); `verified_through` and the detail
-    bound it from below when an earlier checkpoint matched. `workers` (default: 2 on a
-    multi-core machine) parallelises the stateless per-entry checks for large inputs.
+    bound it from below when an earlier checkpoint matched. For a file, `verify_export_file`
+    gives the same report using worker processes.
     """
-    numbered = enumerate(lines, 1)
+    rest = iter(lines)
+
+    def chunks(m: ExportManifest) -> _Chunks:
+        while batch := list(itertools.islice(rest, _BATCH_LINES)):
+            yield _inspect_lines(batch, m.origin, m.chain_id), len(batch)
+
+    return _verify_export(rest, chunks, vkeys, trusted_checkpoints)
+
+
+def verify_export_file(path: str | os.PathLike[str], vkeys: Sequence[str | VerifierKey] | None = None,
+                       trusted_checkpoints: Sequence[str] = (), *, workers: int | None = None) -> VerifyReport:
+    """`verify_export` of an export file (JSON lines, each ending with a newline), the same report.
+
+    `workers` (default: 2 on a multi-core machine) processes each read their own byte ranges of
+    the file and run the per-line checks, so this process only links the entries in order and
+    checks the checkpoints. A file that cannot be split (a pipe) is read as a stream. Raises
+    `OSError` if the file cannot be read.
+    """
+    with open(path, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return verify_export(fh, vkeys, trusted_checkpoints)
+
+        def chunks(m: ExportManifest) -> _Chunks:
+            return _file_chunks(fh, fh.tell(), info.st_size, m.origin, m.chain_id,
+                                _default_workers() if workers is None else workers)
+
+        return _verify_export(iter(fh.readline, b""), chunks, vkeys, trusted_checkpoints)
+
+
+def _verify_export(lines: Iterator[str | bytes],
+                   chunks: Callable[[ExportManifest], _Chunks],
+                   vkeys: Sequence[str | VerifierKey] | None, trusted_checkpoints: Sequence[str]) -> VerifyReport:
+    """The verification loop of both entry points: the manifest from `lines`, then `chunks(manifest)`
+    yields (`_inspect_lines` records, lines read) for the rest of the export, in order."""
     try:
-        manifest = None
-        for lineno, raw in numbered:
+        manifest, lineno = None, 0
+        for lineno, raw in enumerate(lines, 1):
             rec = _parse_line(raw, lineno)
             if rec is not None:
                 if type(rec) is not ExportManifest:
@@ -1429,8 +1535,7 @@ def verify_export(lines: Iterable[str | bytes], vkeys: Sequence[str | VerifierKe
                      else "signatures NOT checked: no verifier key")
     m = manifest
     run = _Run(ChainVerifier(m.origin, m.chain_id, start_seq=m.from_seq, prev_chain_hash=m.prev_chain_hash), keys)
-    results = _inspected(_batches(numbered), m.origin, m.chain_id,
-                         _default_workers() if workers is None else workers)
+    results = chunks(m)
     try:
         if m.from_seq == 1 and m.prev_chain_hash != GENESIS:
             raise ChainError("chain_hash_mismatch", "an export from seq 1 must start at the genesis hash", seq=1,
@@ -1443,19 +1548,21 @@ def verify_export(lines: Iterable[str | bytes], vkeys: Sequence[str | VerifierKe
         if run.unchecked:
             notes.append(f"{run.unchecked} trusted checkpoint(s) precede the export and were not checked")
             run.unchecked = 0
-        for batch in results:
-            for item in batch:
-                if item[0] == _R_ENTRY:
+        for records, n_lines in results:
+            for rec in records:
+                if rec[0] == _R_RUN:
+                    run.add_run(rec[1], rec[2], rec[3], m.to_seq)
+                elif rec[0] == _R_ENTRY:
                     if run.v.size >= m.to_seq:
-                        raise ChainError("seq_mismatch", f"entry after the manifest's to_seq {m.to_seq}",
-                                         seq=m.to_seq + 1, expected=m.to_seq, found=item[5])
-                    run.add_inspected(*item[1:])
-                elif item[0] == _R_CHECKPOINT:
-                    run.offer(run.open(item[1]))
-                elif item[0] == _R_BAD_ENTRY:
-                    raise _at(ChainError(item[1], item[2], expected=item[3], found=item[4]), run.v.size + 1)
+                        raise _beyond_to_seq(m.to_seq, rec[5])
+                    run.add_inspected(*rec[1:])
+                elif rec[0] == _R_CHECKPOINT:
+                    run.offer(run.open(rec[1]))
+                elif rec[0] == _R_BAD_ENTRY:
+                    raise _at(ChainError(rec[1], rec[2], expected=rec[3], found=rec[4]), run.v.size + 1)
                 else:
-                    raise ExportFormatError(item[1], line=item[2])
+                    raise ExportFormatError(rec[1], line=lineno + rec[2])
+            lineno += n_lines
         if run.unchecked:
             notes.append(f"{run.unchecked} checkpoint line(s) came after their size had passed and were not "
                          "recomputed")

@@ -6,9 +6,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import random
+import tempfile
+import threading
 import tracemalloc
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import rfc8785
@@ -68,7 +72,16 @@ def export(rows, notes, *, from_seq: int = 1, to_seq: int | None = None, vkey: s
 
 
 def verify(lines, vkeys=(SIGNER.vkey,), **kw) -> ac.VerifyReport:
-    return ac.verify_export([line + "\n" for line in lines], vkeys=None if vkeys is None else list(vkeys), **kw)
+    """`verify_export` of the lines, asserted equal to `verify_export_file` of them as a file read in
+    one-line ranges (so every line boundary is also a range boundary)."""
+    keys = None if vkeys is None else list(vkeys)
+    report = ac.verify_export([line + "\n" for line in lines], vkeys=keys, **kw)
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        path = Path(tmp, "export.jsonl")
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        patch.setattr(ac, "_RANGE_BYTES", 1)
+        assert ac.verify_export_file(path, vkeys=keys, workers=0, **kw) == report
+    return report
 
 
 def index_of(lines: list[str], seq: int) -> int:
@@ -455,7 +468,9 @@ def test_without_pinned_key_the_manifest_key_is_used(rows20):
     assert unsigned.ok and not unsigned.signatures_checked
 
 
-def test_parallel_workers_give_identical_results(monkeypatch):
+def test_workers_reading_byte_ranges_report_exactly_what_the_stream_does(monkeypatch, tmp_path):
+    """Worker processes read their own byte ranges of the file; a line tampered with inside a range
+    is still reported with its exact seq and reason, and every report equals `verify_export`'s."""
     pools = []
 
     class CountingPool(ac.ProcessPoolExecutor):
@@ -464,19 +479,52 @@ def test_parallel_workers_give_identical_results(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(ac, "ProcessPoolExecutor", CountingPool)
+    monkeypatch.setattr(ac, "_RANGE_BYTES", 32 * 1024)  # ~50 lines a range, ~30 ranges
     template = entry(999_999_999)
-    entries = [template.replace(b'"seq":999999999', b'"seq":%d' % s) for s in range(1, 40_001)]
-    rows = rehash(entries)
-    note = sign_at(rows, 40_000)
-    good = export(rows, [note])
-    bad = list(good)
-    i = index_of(bad[-10:], 39_995) + len(bad) - 10
-    bad[i], bad[i + 1] = bad[i + 1], bad[i]
-    for lines, expected in ((good, None), (bad, ("seq_mismatch", 39_995))):
-        reports = [verify(lines, workers=w) for w in (0, 2)]
-        assert reports[0] == reports[1]
-        assert (reports[0].reason, reports[0].first_bad_seq) == (expected or (None, None))
-    assert len(pools) == (2 if ac._can_fork() else 0)
+    rows = rehash([template.replace(b'"seq":999999999', b'"seq":%d' % s) for s in range(1, 2_001)])
+    good = export(rows, [sign_at(rows, size) for size in (500, 1_000, 1_500, 2_000)])
+    i = index_of(good, 1_234)
+
+    def changed(*edits: tuple[int, str]) -> list[str]:
+        lines = list(good)
+        for at, line in edits:
+            lines[at] = line
+        return lines
+
+    edited = entry(1_234, note="edited")
+    relinked = entry_line(1_234, edited, ac.leaf_hash(edited), ac.chain_hash(rows[1_232][3], ac.leaf_hash(edited)))
+    stale = json.loads(good[i]) | {"entry": base64.b64encode(edited).decode()}
+    cases = {
+        "intact": (good, None, None),
+        "swapped": (changed((i, good[i + 1]), (i + 1, good[i])), "seq_mismatch", 1_234),
+        "re-linked edit": (changed((i, relinked)), "chain_hash_mismatch", 1_235),
+        "stale hashes": (changed((i, json.dumps(stale))), "leaf_hash_mismatch", 1_234),
+        "not JSON": (changed((i, "{not json")), "malformed", None),
+        "cut tail": ([line for line in good if json.loads(line).get("seq", 0) <= 1_990], "truncated", 1_991),
+    }
+    for name, (lines, reason, first_bad_seq) in cases.items():
+        path = tmp_path / "export.jsonl"
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        stream = ac.verify_export(path.read_text(encoding="utf-8").splitlines(True), [SIGNER.vkey])
+        assert (stream.reason, stream.first_bad_seq) == (reason, first_bad_seq), (name, stream)
+        for workers in (0, 2):
+            assert ac.verify_export_file(path, [SIGNER.vkey], workers=workers) == stream, (name, workers)
+    assert f"line {i + 1}" in ac.verify_export(changed((i, "{not json")), [SIGNER.vkey]).detail
+    assert len(pools) == (len(cases) if ac._can_fork() else 0)
+
+
+def test_file_with_crlf_line_ends_or_read_from_a_pipe(good20, tmp_path):
+    crlf = tmp_path / "crlf.jsonl"
+    crlf.write_bytes("".join(line + "\r\n" for line in good20).encode())
+    assert ac.verify_export_file(crlf, [SIGNER.vkey]) == verify(good20)
+    fifo = tmp_path / "export.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("".join(line + "\n" for line in good20),))
+    writer.start()
+    try:
+        assert ac.verify_export_file(fifo, [SIGNER.vkey]) == verify(good20)
+    finally:
+        writer.join()
 
 
 def _streamed_export(n: int):
@@ -500,7 +548,7 @@ def test_verification_memory_is_bounded(monkeypatch):
     for n in (3_000, 12_000):
         tracemalloc.start()
         try:
-            report = ac.verify_export(_streamed_export(n), vkeys=[SIGNER.vkey], workers=0)
+            report = ac.verify_export(_streamed_export(n), vkeys=[SIGNER.vkey])
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
