@@ -187,6 +187,7 @@ def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
     export_s = time.perf_counter() - started
 
     modes: dict[str, Any] = {}
+    load_before = machine()["loadavg_1_5_15"]
     for label, workers in (("in_process", 0), ("default_workers", None)):
         runs = []
         for _ in range(repeat):
@@ -206,7 +207,7 @@ def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
         "events": report.entries, "checkpoints_in_export": report.checkpoints_verified,
         "export_bytes": path.stat().st_size, "export_lines": lines, "load_seconds": round(load_s, 1),
         "export_seconds": round(export_s, 2), "export_events_per_second": round(report.entries / export_s),
-        "verify_export": modes,
+        "verify_export": modes, "loadavg_before_after": [load_before, machine()["loadavg_1_5_15"]],
         "verify_database": {"ok": db_report.ok, "seconds": round(db_s, 2),
                             "events_per_second": round(db_report.entries / db_s)},
     }

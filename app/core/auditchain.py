@@ -1337,7 +1337,8 @@ _R_RUN, _R_ENTRY, _R_CHECKPOINT, _R_BAD_ENTRY, _R_MALFORMED = range(5)
 _Records = list[tuple[Any, ...]]
 _Chunks = Generator[tuple[_Records, int], None, None]  # (records of a chunk, lines it had), in order
 _BATCH_LINES = 4096  # lines per chunk of an iterable input
-_RANGE_BYTES = 1 << 20  # bytes per chunk of a file; a file of one chunk never starts worker processes
+_RANGE_BYTES = 1 << 20  # bytes per chunk of a file
+_MIN_RANGES_FOR_WORKERS = 4  # below, starting worker processes costs about what they would save
 
 
 def _inspect_lines(lines: Sequence[str | bytes], origin: str, chain_id: str) -> _Records:
@@ -1423,13 +1424,13 @@ def _can_fork() -> bool:
 
 def _file_chunks(fh: BinaryIO, start: int, end: int, origin: str, chain_id: str,
                  workers: int) -> _Chunks:
-    """`_inspect_range` over the file's ranges, in order; in worker processes for a file of several.
+    """`_inspect_range` over the file's ranges, in order; in worker processes for a larger file.
 
     At most 2 ranges per worker are in flight, so memory stays bounded however large the file.
     """
     ranges = _line_ranges(fh, start, end)
     fd = fh.fileno()
-    if workers < 2 or len(ranges) < 2 or not _can_fork():
+    if workers < 2 or len(ranges) < _MIN_RANGES_FOR_WORKERS or not _can_fork():
         for lo, hi in ranges:
             yield _inspect_range(fd, lo, hi, origin, chain_id)
         return
