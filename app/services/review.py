@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable
 
-from sqlalchemy import and_, case, func, or_, select, tuple_, update
+from sqlalchemy import and_, bindparam, case, func, or_, select, text, tuple_, update
+from sqlalchemy.dialects.postgresql import JSONB
 
 from app.core import diff as textdiff
 from app.core.access import agent_allowed
@@ -281,10 +283,13 @@ class _NeedsPreparation(Exception):
 def _decide(ctx: AppContext, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
             request: DecisionRequest, prepared: _Prepared | None) -> dict[str, Any]:
     with ctx.db.sessions.begin() as session:
+        if request.decision == "approve" and prepared is None and request.seen_state is None:
+            # A plain approval: most likely a staged remember that needs no more approvals.
+            row = _lock_change_row(session, tenant_id, change_id, may_see)
+            if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
+                return _approve_staged_memory(ctx, session, row, actor, request)
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
-        if change.status != "pending":
-            raise Conflict(f"change already {change.status}", details={"reason": "already_decided",
-                                                                       "status": change.status})
+        _require_pending(change)
         if request.decision == "approve" and prepared is None:
             if change.operation == "merge":
                 raise _NeedsPreparation()
@@ -301,31 +306,99 @@ def _decide(ctx: AppContext, tenant_id: str, change_id: str, actor: dict[str, An
             change.decided_at, change.decided_by, change.reason = now, who, request.reason
             _reject(ctx, session, change, actor, request.reason)
         else:
+            _require_new_reviewer(change.approvals, who)
             if change.approvals_required > len(change.approvals) + 1:
-                if any(a["by"] == who for a in change.approvals):
-                    raise Conflict("the same reviewer cannot give both approvals",
-                                   details={"reason": "same_reviewer"})
-                change.approvals = [*change.approvals, {"by": who, "name": actor.get("name"), "at": format_ts(now)}]
+                change.approvals = _with_approval(change.approvals, who, actor, now)
                 ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
                                  subject={"type": "change", "id": change.id},
                                  data={"approvals": len(change.approvals), "required": change.approvals_required})
                 return {**change_json(change), "result": None}
-            if any(a["by"] == who for a in change.approvals):
-                raise Conflict("the same reviewer cannot give both approvals", details={"reason": "same_reviewer"})
             result = _apply(ctx, session, change, actor, request, prepared)
             # Every column of the change is set together, so it is written in one UPDATE.
-            change.approvals = [*change.approvals, {"by": who, "name": actor.get("name"), "at": format_ts(now)}]
+            change.approvals = _with_approval(change.approvals, who, actor, now)
             change.result, change.status = result, "approved"
             change.decided_at, change.decided_by, change.reason = now, who, request.reason
-            ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approved", actor=actor,
-                             subject={"type": "change", "id": change.id},
-                             data={"operation": change.operation, "memory_ids": list(change.memory_ids),
-                                   "edited": bool(request.edits), "merge_into": request.merge_into,
-                                   "supersedes": request.supersedes, "reason_given": bool(request.reason),
-                                   "approvers": [a["by"] for a in change.approvals]})
-            events.change_event(session, change, "approved")
+            _record_approval(ctx, session, change, actor, request)
         session.flush()
         return {**change_json(change), "result": change.result}
+
+
+def _require_pending(change) -> None:
+    if change.status != "pending":
+        raise Conflict(f"change already {change.status}", details={"reason": "already_decided",
+                                                                   "status": change.status})
+
+
+def _require_new_reviewer(approvals: list[dict[str, Any]], who: str) -> None:
+    if any(a["by"] == who for a in approvals):
+        raise Conflict("the same reviewer cannot give both approvals", details={"reason": "same_reviewer"})
+
+
+def _with_approval(approvals: list[dict[str, Any]], who: str, actor: dict[str, Any], now) -> list[dict[str, Any]]:
+    return [*approvals, {"by": who, "name": actor.get("name"), "at": format_ts(now)}]
+
+
+def _record_approval(ctx: AppContext, session, change, actor: dict[str, Any], request: DecisionRequest) -> None:
+    """The final approval's audit entry and `change.approved` event (`change` already holds its decision)."""
+    ctx.audit.append(session, tenant_id=change.tenant_id, event_type="change.approved", actor=actor,
+                     subject={"type": "change", "id": change.id},
+                     data={"operation": change.operation, "memory_ids": list(change.memory_ids),
+                           "edited": bool(request.edits), "merge_into": request.merge_into,
+                           "supersedes": request.supersedes, "reason_given": bool(request.reason),
+                           "approvers": [a["by"] for a in change.approvals]})
+    events.change_event(session, change, "approved")
+
+
+# The review queue's bulk decision - approving a staged remember as it stands - runs on statements
+# built once and on plain rows, in two round trips: the change row locked, then one statement that
+# puts the staged memory live (returning what its audit entry and event need) and records the
+# decision. Through ORM loads and flushes it took three, and most of an approval's Python time.
+_CHANGES = Change.__table__
+_LOCK_CHANGE = (select(_CHANGES)
+                .where(_CHANGES.c.id == bindparam("change_id"), _CHANGES.c.tenant_id == bindparam("tenant"))
+                .with_for_update())
+_APPROVE_STAGED = text("""
+    WITH went_live AS (
+        UPDATE memories SET status = 'live', live_from = :now, updated_at = :now
+        WHERE id = :memory_id AND tenant_id = :tenant
+        RETURNING id, tenant_id, agent_id, user_id, type, content, tags, metadata AS metadata_, node_id, digest_key
+    ), decided AS (
+        UPDATE changes SET status = 'approved', approvals = :approvals, result = :result, decided_at = :now,
+                           decided_by = :decided_by, reason = :reason
+        WHERE id = :change_id AND tenant_id = :tenant
+    )
+    SELECT * FROM went_live""").bindparams(bindparam("approvals", type_=JSONB), bindparam("result", type_=JSONB))
+
+
+def _lock_change_row(session, tenant_id: str, change_id: str, may_see: AgentCheck):
+    """The pending change as a plain row, locked until commit; 404 / 409 as `load_change` and `_decide`."""
+    row = session.connection().execute(_LOCK_CHANGE, {"change_id": change_id, "tenant": tenant_id}).first()
+    if row is None or not may_see(row.agent_id):
+        raise NotFound("change not found")
+    _require_pending(row)
+    return row
+
+
+def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
+                           request: DecisionRequest) -> dict[str, Any]:
+    """Approve a locked, pending `remember` change that needs no further approval, without edits:
+    the same writes, audit entries and events as the general path (`_apply`, `_committed`)."""
+    who, now = _actor_label(actor), utcnow()
+    _require_new_reviewer(row.approvals, who)
+    memory_id = row.memory_ids[0]
+    decided = SimpleNamespace(**{
+        **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, actor, now),
+        "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason})
+    memory = session.connection().execute(_APPROVE_STAGED, {
+        "tenant": row.tenant_id, "change_id": row.id, "memory_id": memory_id, "now": now,
+        "approvals": decided.approvals, "result": decided.result, "decided_by": who,
+        "reason": request.reason}).one()
+    ctx.audit.append(session, tenant_id=row.tenant_id, event_type="memory.committed", actor=actor,
+                     subject={"type": "memory", "id": memory.id},
+                     data=mem.memory_event(memory, change_id=row.id, edited=False))
+    events.memory_written(session, memory)
+    _record_approval(ctx, session, decided, actor, request)
+    return {**change_json(decided), "result": decided.result}
 
 
 def withdraw(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck) -> dict:
