@@ -65,21 +65,17 @@ def _appends(ctx, tenant_id: str, per_round: int, rounds: int) -> dict[str, Any]
 
 
 def _check_alone(ctx, tenant_id: str, calls: int) -> dict[str, float]:
-    """The head check by itself (its query and the hashing), without the commit's WAL flush that
-    dominates an append: the time it adds while the chain's lock is held."""
-    from sqlalchemy import select
-
-    from app.db.models import AuditEntry
-    from app.services.audit import chain_for
+    """The head check by itself (the hashing of the head rows the lock call returned), without
+    the commit's WAL flush that dominates an append: the time it adds while the chain's lock is held."""
+    from app.services.audit import _LOCK_AND_HEADS, chain_for
 
     chain_id = chain_for(tenant_id)
     samples = []
     with ctx.db.sessions.begin() as session:
-        head = session.execute(select(AuditEntry.seq, AuditEntry.chain_hash).where(AuditEntry.chain_id == chain_id)
-                               .order_by(AuditEntry.seq.desc()).limit(1)).one()
+        head = session.execute(_LOCK_AND_HEADS, {"chain": chain_id, "tenant": tenant_id, "notify": False}).one()
         for _ in range(calls):
             started = time.perf_counter()
-            ctx.audit._check_head(session, chain_id, head.seq, bytes(head.chain_hash))
+            ctx.audit._check_head(chain_id, head)
             samples.append((time.perf_counter() - started) * 1000)
     return latency_summary(samples)
 

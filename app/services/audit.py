@@ -9,20 +9,23 @@ for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequenc
 
 Fail closed: an append first checks that the chain head it extends recomputes from its stored
 bytes and its predecessor's chain hash (skipped when the head is the one this process last
-wrote or checked), a checkpoint is only signed after proving the chain extends the last signed and
+wrote or checked; the lock call returns those rows, so the check adds no round trip), a checkpoint is only signed after proving the chain extends the last signed and
 the last witnessed checkpoint, and an export verifies its range before its first line. Each
 refusal raises `AuditChainBroken` (409 `audit_chain_broken`) and is logged.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import psycopg
 from sqlalchemy import bindparam, event, func, insert, select, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -39,8 +42,7 @@ SYSTEM_CHAIN = "system"
 # running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
 _INSERT = insert(AuditEntry.__table__)
 _LOCK = select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key"))))
-_HEAD_ROWS = text("SELECT seq, entry, leaf_hash, chain_hash FROM audit_entries "
-                  "WHERE chain_id = :chain AND seq BETWEEN :lo AND :hi ORDER BY seq")
+_AT_COMMIT = "memwarden.audit_rows_at_commit"  # Connection.info key: (transaction, [rows, ...])
 
 
 def chain_for(tenant_id: str | None) -> str:
@@ -90,14 +92,16 @@ class AuditLog:
         pending["log"] = self
         pending["audit"].append((tenant_id, event_type, actor, subject or {}, data))
 
-    def _write(self, session: Session, chain_id: str, records: list[tuple],
-               head: tuple[int | None, bytes | None]) -> None:
-        """Hash and insert pending entries of one chain after `head` (seq and chain hash, None for
-        an empty chain), read under the chain's lock, which the caller holds."""
+    def _write(self, session: Session, chain_id: str, records: list[tuple], head: Row) -> None:
+        """Hash and insert pending entries of one chain after `head` (the `memwarden_lock_chain`
+        row read under the chain's lock, which the caller holds; `audit_seq` None: empty chain).
+
+        When this commit is the database's and signs no checkpoint, the INSERT goes out in one
+        pipeline with the COMMIT (`_insert_with_commit`): one round trip fewer under the lock."""
         conn = session.connection()
-        seq, prev = (head[0], bytes(head[1])) if head[0] is not None else (0, chain.GENESIS)
+        seq, prev = (head.audit_seq, bytes(head.audit_hash)) if head.audit_seq is not None else (0, chain.GENESIS)
         if seq and self._good_heads.get(chain_id) != (seq, prev):
-            self._check_head(session, chain_id, seq, prev)
+            self._check_head(chain_id, head)
         origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
         for tenant_id, event_type, actor, subject, data in records:
             seq += 1
@@ -109,30 +113,33 @@ class AuditLog:
                          "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
                          "subject_type": subject.get("type"), "subject_id": subject.get("id")})
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
-        conn.execute(_INSERT, rows)
+        if checkpoint_due or not _top_level(session) or session.in_nested_transaction():
+            conn.execute(_INSERT, rows)  # read back by the checkpoint, or not the last statement
+        else:
+            _insert_at_commit(conn, rows)
         self._touched.add(chain_id)
         if _top_level(session):
             _after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
 
-    def _check_head(self, session: Session, chain_id: str, seq: int, head_hash: bytes) -> None:
+    def _check_head(self, chain_id: str, head: Row) -> None:
         """Refuse to extend a head that does not verify: its stored bytes must be a well-formed
         entry at that seq whose leaf hash, chained onto its predecessor's stored chain hash, gives
         its stored chain hash (a row INSERTed by hand without the right hashes shows here).
-        One row and its predecessor's link: O(1), whatever the chain's length."""
-        rows = session.connection().execute(_HEAD_ROWS, {"chain": chain_id, "lo": max(seq - 1, 1), "hi": seq}).all()
+        `head` is the `memwarden_lock_chain` row: the head's seq, bytes and hashes and its
+        predecessor's seq and chain hash, read under the lock. O(1), whatever the chain's length."""
+        seq, head_hash = head.audit_seq, bytes(head.audit_hash)
         try:
-            if [r.seq for r in rows] != list(range(max(seq - 1, 1), seq + 1)):
+            if seq > 1 and head.prev_seq != seq - 1:
                 raise chain.ChainError("seq_mismatch", f"seq {seq - 1} below the head at {seq} is missing",
                                        seq=seq - 1)
-            prev = bytes(rows[0].chain_hash) if seq > 1 else chain.GENESIS
-            head = rows[-1]
+            prev = bytes(head.prev_hash) if seq > 1 else chain.GENESIS
             verifier = chain.ChainVerifier(self.checkpoint_origin(chain_id), chain_id, start_seq=seq,
                                            prev_chain_hash=prev)
-            verifier.add(bytes(head.entry), bytes(head.leaf_hash), bytes(head.chain_hash), seq=seq)
+            verifier.add(bytes(head.head_entry), bytes(head.head_leaf), head_hash, seq=seq)
             if verifier.chain_head != head_hash:
-                raise chain.ChainError("chain_hash_mismatch", f"the head at seq {seq} changed while locked", seq=seq)
+                raise chain.ChainError("chain_hash_mismatch", f"the head at seq {seq} does not recompute", seq=seq)
         except chain.AuditChainError as exc:
             raise self._broken(chain_id, exc, "append refused: the chain head does not verify") from None
         self._good_heads[chain_id] = (seq, head_hash)
@@ -404,7 +411,8 @@ _LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :not
 def _write_pending(session: Session) -> None:
     """At commit, lock each touched chain (in a fixed order: no deadlocks between chains) and
     write what the transaction deferred to it. One round trip takes the lock and reads the audit
-    head, the event-log head and whether the tenant has webhooks, and sends the wake-up NOTIFY."""
+    head (with the rows its check needs), the event-log head and whether the tenant has webhooks,
+    and sends the wake-up NOTIFY."""
     state = session.info.get("memwarden.held")
     if state is None or state["tx"] is not session.get_transaction() or not state["pending"]:
         return
@@ -416,12 +424,57 @@ def _write_pending(session: Session) -> None:
             "chain": chain_id, "tenant": tenant_id, "notify": bool(work.get("events"))}).one()
         state["locks"].add(chain_id)
         if work["audit"]:
-            work["log"]._write(session, chain_id, work["audit"], head=(heads.audit_seq, heads.audit_hash))
+            work["log"]._write(session, chain_id, work["audit"], head=heads)
         if tenant_id is not None:
             state.setdefault("event_ids", {})[tenant_id] = heads.event_id
             state.setdefault("has_webhooks", {})[tenant_id] = heads.has_webhooks
         for write in work["after"]:
             write(session)
+
+
+def _insert_at_commit(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Have `_insert_with_commit` send these audit rows with the transaction's COMMIT."""
+    tx = conn.get_transaction()
+    deferred = conn.info.get(_AT_COMMIT)
+    if deferred is None or deferred[0] is not tx:
+        deferred = conn.info[_AT_COMMIT] = (tx, [])
+    deferred[1].append(rows)
+
+
+@event.listens_for(Engine, "commit")
+def _insert_with_commit(conn: Connection) -> None:
+    """Send the transaction's deferred audit INSERTs and its COMMIT in one psycopg pipeline.
+
+    Runs as SQLAlchemy is about to commit the connection, after the last flush: the INSERTs are
+    still the transaction's own statements, and the COMMIT's reply (after its WAL flush, as
+    `synchronous_commit` requires) comes in the same round trip, so the chain's lock is held for
+    one round trip fewer. If an INSERT fails the COMMIT is skipped, the transaction stays failed
+    and the error is raised as SQLAlchemy's own would be. The COMMIT SQLAlchemy sends next finds
+    the transaction ended and sends nothing."""
+    deferred = conn.info.pop(_AT_COMMIT, None)
+    if deferred is None or deferred[0] is not conn.get_transaction():
+        return
+    driver = conn.connection.driver_connection
+    try:
+        with driver.cursor() as cursor, driver.pipeline():
+            for rows in deferred[1]:
+                cursor.executemany(_insert_sql(tuple(rows[0])), rows)
+            cursor.execute("COMMIT", prepare=False)
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True,
+                                  dialect=conn.dialect) from exc
+
+
+@functools.cache
+def _insert_sql(columns: tuple[str, ...]) -> str:
+    """`_INSERT` for the driver itself (psycopg placeholders), for rows with these keys."""
+    return (f"INSERT INTO {AuditEntry.__tablename__} ({', '.join(columns)}) "
+            f"VALUES ({', '.join(f'%({c})s' for c in columns)})")
+
+
+@event.listens_for(Engine, "rollback")
+def _drop_insert_with_commit(conn: Connection) -> None:
+    conn.info.pop(_AT_COMMIT, None)
 
 
 def _top_level(session: Session) -> bool:
