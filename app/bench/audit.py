@@ -7,7 +7,10 @@ On a fresh embedded PostgreSQL (its defaults: `synchronous_commit = on`, `fsync 
   `AuditLog.append` for a fixed time, every append its own committed transaction - the real
   per-request path, durable at commit. Writer w sends its i-th append to chain (w + i) mod C, so
   with one chain all writers contend for its advisory lock and with C chains they spread out.
-  Afterwards every chain is checked gapless and verified (`verify_database`).
+  Afterwards every chain is checked gapless and verified (`verify_database`). Each writer also
+  times, per append, the wait for the chain's lock (the `memwarden_lock_chain` call) and how long
+  it held it (lock call returned -> commit returned): appends to one chain are serial, so with
+  the lock busy all the time, 1 / hold is that chain's rate.
 * **Verification.** One chain of N events (default 100,000; appended through `AuditLog.append`
   1,000 per transaction, so the count cadence signs a checkpoint about every 1,000) is exported with
   `AuditLog.export` to a JSONL file and verified offline with `verify_export_file` and the pinned key,
@@ -48,16 +51,38 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
 
 # --- appends -----------------------------------------------------------------------------------
 
+class _LockTimer:
+    """When this process's `memwarden_lock_chain` call was sent and when it returned (granted)."""
+
+    def __init__(self, engine) -> None:
+        from sqlalchemy import event
+
+        self.sent = self.granted = 0.0
+        event.listen(engine, "before_cursor_execute", self._before)
+        event.listen(engine, "after_cursor_execute", self._after)
+
+    def _before(self, conn, cursor, statement, *args) -> None:
+        if "memwarden_lock_chain" in statement:
+            self.sent = time.perf_counter()
+
+    def _after(self, conn, cursor, statement, *args) -> None:
+        if "memwarden_lock_chain" in statement:
+            self.granted = time.perf_counter()
+
+
 def _writer(settings: Settings, writer: int, tenant_ids: list[str], seconds: float, barrier, results) -> None:
     """One writer process: appends until `seconds` have passed, each in its own transaction."""
     from app.services.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     try:
+        lock = _LockTimer(ctx.db.engine)
         with ctx.db.engine.connect() as conn:  # open the pooled connection before the clock starts
             conn.exec_driver_sql("SELECT 1")
         barrier.wait(timeout=120)
         latencies: list[float] = []
+        waits: list[float] = []
+        holds: list[float] = []
         count = 0
         started = time.perf_counter()
         deadline = started + seconds
@@ -71,9 +96,11 @@ def _writer(settings: Settings, writer: int, tenant_ids: list[str], seconds: flo
                                  data={"writer": writer, "i": count})
             end = time.perf_counter()
             latencies.append((end - now) * 1000.0)
+            waits.append((lock.granted - lock.sent) * 1000.0)
+            holds.append((end - lock.granted) * 1000.0)
             now = end
             count += 1
-        results.put((writer, count, now - started, latencies))
+        results.put((writer, count, now - started, latencies, waits, holds))
     finally:
         ctx.close()
 
@@ -110,6 +137,7 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
     total = sum(o[1] for o in outcomes)
     elapsed = max(o[2] for o in outcomes)
     latencies = [ms for o in outcomes for ms in o[3]]
+    holds = [ms for o in outcomes for ms in o[5]]
 
     verified = True
     for tenant_id in tenants:
@@ -125,6 +153,10 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
     return {
         "writers": writers, "chains": chains, "appends": total, "seconds": round(elapsed, 2),
         "appends_per_second": round(total / elapsed, 1), "latency": latency_summary(latencies),
+        # Per append, as its writer saw it: waiting for the chain's lock, and holding it (lock call
+        # returned -> commit returned). busy: the share of the run each chain's lock was held.
+        "lock_wait": latency_summary([ms for o in outcomes for ms in o[4]]), "lock_held": latency_summary(holds),
+        "lock_busy_fraction": round(sum(holds) / 1000.0 / elapsed / chains, 3),
         "per_writer": sorted(o[1] for o in outcomes),
         "chains_gapless_and_verified": verified and appended_rows == total,
     }
@@ -243,8 +275,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             for chains in chain_counts:
                 result = _append_run(ctx, bench_settings, writers, chains, args.seconds)
                 print(f"appends: {writers} writer(s) x {chains} chain(s): {result['appends_per_second']}/s "
-                      f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms)",
-                      flush=True)
+                      f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms; lock held "
+                      f"p50 {result['lock_held']['p50_ms']} ms, mean {result['lock_held']['mean_ms']} ms, "
+                      f"busy {result['lock_busy_fraction']:.0%})", flush=True)
                 appends.append(result)
         floor_after = _commit_floor(urls.admin_url)
         verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
