@@ -4,18 +4,27 @@ Loads N pending changes (default 100,000) spread over 100 agents, plus live memo
 against, into a fresh embedded database; then, through the real server over HTTP, measures the
 queue page and change-detail render times (signed-in reviewer, p50/p95) and approval throughput
 through `POST /v1/changes/{id}/approve` with several concurrent clients.
+
+The clients share the machine with the server and PostgreSQL, so they use plain keep-alive
+`http.client` connections (one per client thread), the cheapest client at hand, and the report
+gives CPU per approval of each side (client, server processes, PostgreSQL) besides the rate.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
+import os
 import random
 import re
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from sqlalchemy import create_engine, text
@@ -106,6 +115,62 @@ def _timed_get(http: httpx.Client, path: str) -> float:
     return elapsed
 
 
+def _cpu_seconds(server_pid: int, data_dir: Path) -> dict[str, float]:
+    """CPU seconds used so far by the server's process tree and by its PostgreSQL's (a daemon
+    outside that tree, found by its data directory), read from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    postmasters = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after the command name: state, ppid, ... utime (12th), stime
+        pid = int(entry)
+        parent[pid], cpu[pid] = int(fields[1]), (int(fields[11]) + int(fields[12])) / tick
+        if " -D " in command and str(data_dir) in command and "postgres" in command.split(" ", 1)[0]:
+            postmasters.append(pid)
+
+    def tree(root: int) -> float:
+        members, frontier = {root}, [root]
+        while frontier:
+            children = [pid for pid, ppid in parent.items() if ppid in frontier and pid not in members]
+            members.update(children)
+            frontier = children
+        return sum(cpu.get(pid, 0.0) for pid in members)
+
+    return {"server": tree(server_pid), "postgres": sum(tree(pid) for pid in postmasters)}
+
+
+def _approve_all(base_url: str, key: str, change_ids: list[str], clients: int) -> list[int]:
+    """POST an approval of each change from `clients` threads, each on its own keep-alive connection."""
+    address = urlsplit(base_url)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    local, opened = threading.local(), []
+
+    def approve(change_id: str) -> int:
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+            opened.append(connection)
+        connection.request("POST", f"/v1/changes/{change_id}/approve", body=b"{}", headers=headers)
+        response = connection.getresponse()
+        response.read()
+        return response.status
+
+    try:
+        with ThreadPoolExecutor(clients) as pool:
+            return list(pool.map(approve, change_ids))
+    finally:
+        for connection in opened:
+            connection.close()
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     quiet_http_logs()
     from app.db.database import resolve_urls
@@ -136,17 +201,16 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             detail_ms = [_timed_get(browser, f"/review/{cid}") for cid in ids]
 
             approve_ids = [f"chg_{i:026d}" for i in range(1, min(args.approvals, args.changes) + 1)]
-            api = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
-                               limits=httpx.Limits(max_connections=args.clients))
-
-            def approve(change_id: str) -> int:
-                return api.post(f"/v1/changes/{change_id}/approve", json={}).status_code
-
+            cpu_before, client_before = _cpu_seconds(server.proc.pid, data_dir), time.process_time()
             started = time.perf_counter()
-            with ThreadPoolExecutor(args.clients) as pool:
-                codes = list(pool.map(approve, approve_ids))
+            codes = _approve_all(server.base_url, key, approve_ids, args.clients)
             elapsed = time.perf_counter() - started
+            client_cpu = time.process_time() - client_before
+            cpu_after = _cpu_seconds(server.proc.pid, data_dir)
             ok = sum(1 for c in codes if c == 200)
+            cpu_ms = {"client": round(client_cpu * 1000 / len(approve_ids), 3),
+                      **{side: round((cpu_after[side] - cpu_before[side]) * 1000 / len(approve_ids), 3)
+                         for side in ("server", "postgres")}}
             report: dict[str, Any] = {
                 "benchmark": "review", "machine": machine(), "pending_changes": args.changes,
                 "live_memories": args.live, "agents": args.agents, "load_seconds": round(load_s, 1),
@@ -154,17 +218,18 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 "change_detail": latency_summary(detail_ms),
                 "server_workers": args.workers,
                 "approvals": {"n": len(approve_ids), "ok": ok, "clients": args.clients,
-                              "seconds": round(elapsed, 2), "per_second": round(ok / elapsed, 1)},
+                              "seconds": round(elapsed, 2), "per_second": round(ok / elapsed, 1),
+                              "cpu_ms_per_approval": cpu_ms},
                 "goals": {"page_p95_ms": 100, "approvals_per_second": 200},
             }
             browser.close()
-            api.close()
     print(table([
         ["queue page", report["queue_page"]["p50_ms"], report["queue_page"]["p95_ms"]],
         ["queue page, agent filter", report["queue_page_agent_filter"]["p50_ms"],
          report["queue_page_agent_filter"]["p95_ms"]],
         ["change detail (diff)", report["change_detail"]["p50_ms"], report["change_detail"]["p95_ms"]],
     ], ["page", "p50 ms", "p95 ms"]))
-    print(f"approvals: {report['approvals']['per_second']}/s ({ok}/{len(approve_ids)} ok, {args.clients} clients)")
+    print(f"approvals: {report['approvals']['per_second']}/s ({ok}/{len(approve_ids)} ok, {args.clients} clients); "
+          f"CPU ms per approval: {cpu_ms}")
     write_json(args.out, report)
     return 0
