@@ -360,8 +360,11 @@ def explain(ctx, principal, row: Row) -> list[str]:
     with ctx.db.engine.connect() as conn:
         with conn.begin() as tx:
             for statement, parameters in captured:
-                if statement.lstrip().upper().startswith("SET "):
-                    conn.exec_driver_sql(statement, parameters or ())
+                command = statement.lstrip().upper()
+                if command.startswith("COMMIT"):  # recall's own transaction for the HNSW settings
+                    continue
+                if command.startswith(("SET ", "BEGIN")):
+                    conn.exec_driver_sql(re.sub(r"^\s*BEGIN;\s*", "", statement), parameters or ())
                 elif "<=>" in statement or "@@" in statement:
                     plan_rows = conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + statement, parameters or ()).all()
                     out += [_shorten(r[0]) for r in plan_rows] + [""]

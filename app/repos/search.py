@@ -17,13 +17,15 @@ statement to load them).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from pgvector import Vector
-from sqlalchemy import Text, cast, func, literal, literal_column, select, text
+from sqlalchemy import Text, cast, func, literal, literal_column, select
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.orm import Session
 
@@ -181,17 +183,40 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
         scope_sizes.put(key, size)
         if size <= EXACT_SCAN_MAX:
             return vector_search(session, scope, filters, query_vec, n, fetch=fetch)
-    session.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                         "set_config('hnsw.ef_search', :ef, true), set_config('hnsw.max_scan_tuples', :mst, true)"),
-                    {"ef": str(max(40, min(1000, 2 * n))), "mst": str(HNSW_MAX_SCAN_TUPLES)})
-    # relaxed_order may return slightly out of order; re-sort the small result.
-    inner = stmt.add_columns(distance.label("distance")).order_by(distance).limit(n).subquery()
-    result = _ranked(session, select(inner.c.id, inner.c.distance).order_by(inner.c.distance), fetch,
-                     scope.tenant_id)
-    sample = stmt.add_columns(distance.label("distance")).limit(STATS_SAMPLE).subquery()
-    mean_distance = session.scalar(select(func.avg(sample.c.distance)))
+    with _filtered_hnsw_scan(session, ef_search=max(40, min(1000, 2 * n))):
+        # relaxed_order may return slightly out of order; re-sort the small result.
+        inner = stmt.add_columns(distance.label("distance")).order_by(distance).limit(n).subquery()
+        result = _ranked(session, select(inner.c.id, inner.c.distance).order_by(inner.c.distance), fetch,
+                         scope.tenant_id)
+        sample = stmt.add_columns(distance.label("distance")).limit(STATS_SAMPLE).subquery()
+        mean_distance = session.scalar(select(func.avg(sample.c.distance)))
     stats = ScopeStats(size, 1.0 - float(mean_distance) if mean_distance is not None else 0.0, False)
     return VectorResult(result.hits, stats, result.rows)
+
+
+@contextlib.contextmanager
+def _filtered_hnsw_scan(session: Session, *, ef_search: int) -> Iterator[None]:
+    """pgvector's iterative scan in force for the statements inside, so the scope's filter applies
+    during the graph walk and a scope's top n stays full.
+
+    `SET LOCAL` lasts until its transaction ends, and recall reads in autocommit, where every
+    statement is a transaction of its own (a `set_config(…, true)` there was undone before the
+    next statement, and a 50,000-row agent among 1M rows got 0-20 of its 20 candidates). On an
+    autocommit connection this opens a transaction in the same round trip and commits it after."""
+    conn = session.connection()
+    own = bool(conn.connection.dbapi_connection.autocommit)
+    conn.exec_driver_sql(("BEGIN; " if own else "")
+                         + f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(ef_search)}; "
+                         f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}")
+    try:
+        yield
+    except BaseException:
+        if own:
+            with contextlib.suppress(Exception):
+                conn.exec_driver_sql("ROLLBACK")
+        raise
+    if own:
+        conn.exec_driver_sql("COMMIT")
 
 
 @dataclass
@@ -259,7 +284,17 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
         if query_vec is not None:
             tie = distance  # the same vector: bind it once
         stmt = apply_filters(select(*ENTRY_COLUMNS, rank.label("rank"), distance).where(visible(scope)), **filters)
-    stmt = stmt.where(Memory.content_tsv.op("@@")(tsquery))
+    matches = Memory.content_tsv.op("@@")(tsquery)
+    if scope.agent_id is None:
+        stmt = stmt.where(matches)
+    else:
+        # The same match keyed by agent, so a large scope's matches come from
+        # `memories_agent_lexemes_live` (migration 0015). `IS TRUE` keeps the planner off the
+        # table-wide word index, where a common word matches tens of thousands of other agents'
+        # rows; small scopes still walk their ~100 rows on the scope index.
+        query_words = func.to_tsvector(literal_column("'english'::regconfig"), query)
+        stmt = stmt.where(matches.is_(True), func.memwarden_scoped_lexemes(Memory.agent_id, Memory.content_tsv).op("&&")(
+            func.memwarden_scoped_lexemes(cast(literal(scope.agent_id), Text), query_words)))
     rows = session.execute(stmt.order_by(rank.desc(), tie, Memory.id).limit(n)).all()
     if fetch is None:
         return KeywordResult([(r.id, float(r.rank)) for r in rows])

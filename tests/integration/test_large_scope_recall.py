@@ -1,0 +1,84 @@
+"""Recall in scopes past EXACT_SCAN_MAX, on committed rows read in autocommit as the server reads them
+(the test harness's rolled-back transaction would hide what autocommit undoes between statements)."""
+
+import numpy as np
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+
+from app.repos import search
+from app.repos.memories import Scope
+from app.services.tenants import create_tenant
+from tests.harness import unique
+
+ACTOR = {"kind": "test", "id": "pytest"}
+CROWD, OURS = 3000, 2000  # other agents' rows nearest the query; ours are all farther than any of them
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def crowded(settings, committed_ctx):
+    """A tenant where agent `ours` holds OURS rows about "feel", and CROWD rows of other agents sit
+    right at the query vector and share its words; ours are spread from unrelated to fairly near."""
+    tenant = create_tenant(committed_ctx, name=unique("large-scope"), actor=ACTOR)
+    rng = np.random.default_rng(7)
+    query = _unit(rng.standard_normal(384))
+    crowd = _unit(query + rng.standard_normal((CROWD, 384)) * 0.01)
+    nearness = rng.uniform(0.0, 0.6, (OURS, 1))
+    ours = _unit(nearness * query + (1 - nearness) * _unit(rng.standard_normal((OURS, 384))))
+    rows = [{"id": f"mem_{unique('c')}", "agent": f"crowd-{i % 30}", "content": f"They feel fine, says crowd member {i}",
+             "v": str(v.tolist())} for i, v in enumerate(crowd)]
+    rows += [{"id": f"mem_{unique('o')}", "agent": "ours", "content": f"We feel calm about item {i}",
+              "v": str(v.tolist())} for i, v in enumerate(ours)]
+    with committed_ctx.db.sessions.begin() as session:
+        session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
+                             "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
+                        [{**row, "t": tenant.id} for row in rows])
+    owner = create_engine(settings.migration_database_url)  # statistics, as autovacuum would gather them
+    with owner.begin() as conn:
+        conn.execute(text("ANALYZE memories"))
+    owner.dispose()
+    return tenant.id, search.SqlVector(query.tolist())
+
+
+def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(committed_ctx, crowded, monkeypatch):
+    """pgvector's iterative scan must be in force for the HNSW statement itself: without it the
+    graph walk stops at ef_search (40) candidates, all of them other agents' rows, and the scope
+    gets almost none of its own."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)  # OURS rows is a "large" scope now
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        assert conn.connection.dbapi_connection.autocommit
+        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        exact = conn.execute(text("SELECT id FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
+                                  "ORDER BY (embedding <=> CAST(:q AS vector)) + 0 LIMIT 20"),  # + 0: never the index
+                             {"t": tenant_id, "q": query.to_text()}).scalars().all()
+        assert conn.connection.dbapi_connection.info.transaction_status == 0  # nothing left open
+        with search._filtered_hnsw_scan(session, ef_search=40):
+            plan = "\n".join(conn.execute(text(
+                "EXPLAIN SELECT id FROM memories WHERE tenant_id = :t AND agent_id = 'ours' AND status = 'live' "
+                "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 20"), {"t": tenant_id, "q": query.to_text()}).scalars())
+    assert "memories_embedding_live" in plan  # the premise: this scope takes the HNSW path
+    assert not found.stats.exact
+    assert len(found.hits) == 20 and {row.agent_id for row in found.rows.values()} == {"ours"}
+    assert len(set(found.rows) & set(exact)) >= 18  # approximate, but it is the scope's own top 20
+
+
+def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crowded):
+    """The agent-keyed word index finds the scope's rows sharing a word with the query; other
+    agents' rows with the same words never come back, and every matching row of ours can."""
+    tenant_id, query = crowded
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        found = search.keyword_search(session, Scope(tenant_id, "ours", None), {}, "How do they feel?", OURS + 100,
+                                      fetch=query)
+        plan = "\n".join(conn.execute(text(
+            "EXPLAIN SELECT id FROM memories WHERE tenant_id = :t AND agent_id = 'ours' AND status = 'live' "
+            "AND (content_tsv @@ to_tsquery('english', 'feel')) IS TRUE AND memwarden_scoped_lexemes(agent_id, "
+            "content_tsv) && memwarden_scoped_lexemes('ours', to_tsvector('english', 'How do they feel?'))"),
+            {"t": tenant_id}).scalars())
+    assert len(found.hits) == OURS
+    assert {row.agent_id for row in found.rows.values()} == {"ours"}
+    assert "memories_tsv_live" not in plan  # never the table-wide word index for an agent's scope
