@@ -8,9 +8,12 @@ On a fresh embedded PostgreSQL (its defaults: `synchronous_commit = on`, `fsync 
   per-request path, durable at commit. Writer w sends its i-th append to chain (w + i) mod C, so
   with one chain all writers contend for its advisory lock and with C chains they spread out.
   Afterwards every chain is checked gapless and verified (`verify_database`). Each writer also
-  times, per append, the wait for the chain's lock (the `memwarden_lock_chain` call) and how long
-  it held it (lock call returned -> commit returned): appends to one chain are serial, so with
-  the lock busy all the time, 1 / hold is that chain's rate.
+  stamps, per append, when its `memwarden_lock_chain` call was sent and returned (lock granted),
+  when the commit hook had hashed the entry, and when its COMMIT returned, on the monotonic clock
+  all processes share. Appends to one chain are serial, so the time from one append's grant to
+  the next's is what one append costs the chain; it is split into the holder's own work after
+  the grant and the rest (INSERT + COMMIT with its flush, the lock hand-off, the next holder's
+  lock call returning to it).
 * **Verification.** One chain of N events (default 100,000; appended through `AuditLog.append`
   1,000 per transaction, so the count cadence signs a checkpoint about every 1,000) is exported with
   `AuditLog.export` to a JSONL file and verified offline with `verify_export_file` and the pinned key,
@@ -52,14 +55,27 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
 # --- appends -----------------------------------------------------------------------------------
 
 class _LockTimer:
-    """When this process's `memwarden_lock_chain` call was sent and when it returned (granted)."""
+    """This process's stamps for its current append: `memwarden_lock_chain` sent and returned
+    (granted), the commit hook done (entry hashed; its listener runs after the audit one), and
+    the COMMIT returned (the lock is released by then)."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine, sessions) -> None:
         from sqlalchemy import event
 
-        self.sent = self.granted = 0.0
+        self.sent = self.granted = self.hashed = self.committed = 0.0
         event.listen(engine, "before_cursor_execute", self._before)
         event.listen(engine, "after_cursor_execute", self._after)
+        event.listen(sessions, "before_commit", self._hashed)
+        event.listen(sessions, "after_commit", self._commit)
+
+    def _hashed(self, session) -> None:
+        self.hashed = time.perf_counter()
+
+    def _commit(self, session) -> None:
+        self.committed = time.perf_counter()
+
+    def stamps(self) -> tuple[float, float, float, float]:
+        return self.sent, self.granted, self.hashed, self.committed
 
     def _before(self, conn, cursor, statement, *args) -> None:
         if "memwarden_lock_chain" in statement:
@@ -76,19 +92,19 @@ def _writer(settings: Settings, writer: int, tenant_ids: list[str], seconds: flo
 
     ctx = AppContext.open(settings, migrate=False)
     try:
-        lock = _LockTimer(ctx.db.engine)
+        lock = _LockTimer(ctx.db.engine, ctx.db.sessions)
         with ctx.db.engine.connect() as conn:  # open the pooled connection before the clock starts
             conn.exec_driver_sql("SELECT 1")
         barrier.wait(timeout=120)
         latencies: list[float] = []
-        waits: list[float] = []
-        holds: list[float] = []
+        stamps: list[tuple[int, float, float, float, float]] = []  # (chain index, *lock.stamps())
         count = 0
         started = time.perf_counter()
         deadline = started + seconds
         now = started
         while now < deadline:
-            tenant_id = tenant_ids[(writer + count) % len(tenant_ids)]
+            chain = (writer + count) % len(tenant_ids)
+            tenant_id = tenant_ids[chain]
             with ctx.db.sessions.begin() as session:
                 ctx.audit.append(session, tenant_id=tenant_id, event_type="bench.append",
                                  actor={"kind": "bench", "id": f"writer-{writer}"},
@@ -96,11 +112,10 @@ def _writer(settings: Settings, writer: int, tenant_ids: list[str], seconds: flo
                                  data={"writer": writer, "i": count})
             end = time.perf_counter()
             latencies.append((end - now) * 1000.0)
-            waits.append((lock.granted - lock.sent) * 1000.0)
-            holds.append((end - lock.granted) * 1000.0)
+            stamps.append((chain, *lock.stamps()))
             now = end
             count += 1
-        results.put((writer, count, now - started, latencies, waits, holds))
+        results.put((writer, count, now - started, latencies, stamps))
     finally:
         ctx.close()
 
@@ -137,7 +152,7 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
     total = sum(o[1] for o in outcomes)
     elapsed = max(o[2] for o in outcomes)
     latencies = [ms for o in outcomes for ms in o[3]]
-    holds = [ms for o in outcomes for ms in o[5]]
+    stamps = [s for o in outcomes for s in o[4]]
 
     verified = True
     for tenant_id in tenants:
@@ -153,13 +168,31 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
     return {
         "writers": writers, "chains": chains, "appends": total, "seconds": round(elapsed, 2),
         "appends_per_second": round(total / elapsed, 1), "latency": latency_summary(latencies),
-        # Per append, as its writer saw it: waiting for the chain's lock, and holding it (lock call
-        # returned -> commit returned). busy: the share of the run each chain's lock was held.
-        "lock_wait": latency_summary([ms for o in outcomes for ms in o[4]]), "lock_held": latency_summary(holds),
-        "lock_busy_fraction": round(sum(holds) / 1000.0 / elapsed / chains, 3),
+        "chain_lock": _lock_timeline(stamps),
         "per_writer": sorted(o[1] for o in outcomes),
         "chains_gapless_and_verified": verified and appended_rows == total,
     }
+
+
+def _lock_timeline(stamps: list[tuple[int, float, float, float, float]]) -> dict[str, Any]:
+    """Per append, from the writers' stamps (chain, sent, granted, hashed, committed; seconds on
+    the shared monotonic clock): the wait for the lock, the holder's view of holding it (granted ->
+    COMMIT returned), and per chain the grant-to-next-grant cycle split into the holder's work
+    after the grant (lock call returned -> entry hashed) and the rest (hashed -> next holder's
+    lock call returned: INSERT + COMMIT and its flush, the hand-off, the next reply)."""
+    ms = 1000.0
+    cycle, own, rest = [], [], []
+    for chain in {s[0] for s in stamps}:
+        grants = sorted((s for s in stamps if s[0] == chain), key=lambda s: s[2])
+        for this, following in zip(grants, grants[1:]):
+            if following[1] <= this[2]:  # the next writer was already waiting: the lock was busy
+                cycle.append((following[2] - this[2]) * ms)
+                own.append((this[3] - this[2]) * ms)
+                rest.append((following[2] - this[3]) * ms)
+    return {"wait": latency_summary([(s[2] - s[1]) * ms for s in stamps]),
+            "held_as_seen_by_holder": latency_summary([(s[4] - s[2]) * ms for s in stamps]),
+            "busy_cycles": len(cycle), "grant_to_next_grant": latency_summary(cycle),
+            "holder_work_after_grant": latency_summary(own), "commit_and_handoff": latency_summary(rest)}
 
 
 def _commit_floor(admin_url: str, n: int = 300) -> dict[str, Any]:
@@ -275,9 +308,13 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             for chains in chain_counts:
                 result = _append_run(ctx, bench_settings, writers, chains, args.seconds)
                 print(f"appends: {writers} writer(s) x {chains} chain(s): {result['appends_per_second']}/s "
-                      f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms; lock held "
-                      f"p50 {result['lock_held']['p50_ms']} ms, mean {result['lock_held']['mean_ms']} ms, "
-                      f"busy {result['lock_busy_fraction']:.0%})", flush=True)
+                      f"(p50 {result['latency']['p50_ms']} ms, p95 {result['latency']['p95_ms']} ms)", flush=True)
+                lock = result["chain_lock"]
+                if lock["busy_cycles"]:
+                    print(f"  chain lock, {lock['busy_cycles']} busy grant-to-grant cycles: p50 "
+                          f"{lock['grant_to_next_grant']['p50_ms']} ms = holder's work after the grant p50 "
+                          f"{lock['holder_work_after_grant']['p50_ms']} ms + commit and hand-off p50 "
+                          f"{lock['commit_and_handoff']['p50_ms']} ms", flush=True)
                 appends.append(result)
         floor_after = _commit_floor(urls.admin_url)
         verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
