@@ -46,11 +46,15 @@ QUERIES = ["where does {u} like to sit on planes?", "what does {u} bake?", "how 
            "which language is {u} learning?", "what is the capital of Peru?"]
 
 
+OPEN = "memwarden.hotpath.open"  # Connection.info: a transaction this counter saw begin
+
+
 class StatementCounter:
     """Counts round trips on an engine, by statement kind, while `active`."""
 
     def __init__(self, engine) -> None:
         self.active = False
+        self.engine = engine
         self.kinds: Counter[str] = Counter()
         event.listen(engine, "before_cursor_execute", self._statement)
         event.listen(engine, "commit", self._commit)
@@ -61,17 +65,19 @@ class StatementCounter:
             dbapi = conn.connection.dbapi_connection
             if not dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
                 self.kinds["BEGIN"] += 1
+                conn.info[OPEN] = True
             self.kinds[_kind(statement)] += 1
 
     def _commit(self, conn) -> None:
-        self._end(conn, "COMMIT")
+        # The audit log's commit hook runs first and may already have sent the transaction's audit
+        # INSERTs with its COMMIT in one pipeline (past the statement events): one round trip.
+        if self.active and conn.info.pop(OPEN, False):
+            idle = conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
+            self.kinds["COMMIT, pipelined with audit INSERTs" if idle else "COMMIT"] += 1
 
     def _rollback(self, conn) -> None:
-        self._end(conn, "ROLLBACK")
-
-    def _end(self, conn, what: str) -> None:
-        if self.active and conn.connection.dbapi_connection.info.transaction_status != TransactionStatus.IDLE:
-            self.kinds[what] += 1
+        if self.active and conn.info.pop(OPEN, False):
+            self.kinds["ROLLBACK"] += 1
 
     def take(self) -> Counter[str]:
         taken, self.kinds = self.kinds, Counter()
@@ -83,7 +89,14 @@ def _kind(statement: str) -> str:
     return re.sub(r"\s+", " ", statement.strip())[:90]
 
 
-def run(args: argparse.Namespace, settings=None) -> dict[str, Any]:
+def run(args: argparse.Namespace, settings=None) -> int:
+    """`memwarden bench hotpath`: print (and with --out write) the report."""
+    measure(args)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Round trips and CPU per request of each operation, in process."""
     from app.main import create_app
     from app.services.apikeys import create_key
     from app.services.tenants import create_tenant
