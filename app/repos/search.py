@@ -302,10 +302,12 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
                          {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows})
 
 
-def fetch_with_similarity(session: Session, ids: Sequence[str], query_vec: Sequence[float]) -> list[tuple[Memory, float]]:
-    """The rows for `ids` with their cosine similarity to the query."""
+def fetch_with_similarity(session: Session, tenant_id: str, ids: Sequence[str],
+                          query_vec: Sequence[float]) -> list[tuple[Memory, float]]:
+    """The tenant's rows for `ids` with their cosine similarity to the query."""
     if not ids:
         return []
     similarity = (1 - Memory.embedding.cosine_distance(query_vec)).label("similarity")
-    rows = session.execute(select(Memory, similarity).where(Memory.id.in_(list(ids)))).all()
+    rows = session.execute(select(Memory, similarity).where(Memory.tenant_id == tenant_id,
+                                                            Memory.id.in_(list(ids)))).all()
     return [(r[0], float(r[1]) if r[1] is not None else 0.0) for r in rows]

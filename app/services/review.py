@@ -183,11 +183,12 @@ def _staged_memory(session, change: Change, **options) -> Memory:
 
 def _remember_diff(session, change: Change) -> dict[str, Any]:
     memory = _staged_memory(session, change)
-    embedding = [float(x) for x in session.scalar(select(Memory.embedding).where(Memory.id == memory.id))]
+    embedding = [float(x) for x in session.scalar(select(Memory.embedding).where(
+        Memory.id == memory.id, Memory.tenant_id == change.tenant_id))]
     scope = Scope(change.tenant_id, change.agent_id, memory.user_id)
     ids = [i for i, _ in search.vector_candidates(session, scope, {}, embedding, NEIGHBOURS)]
     ids += [i for i, _ in search.keyword_candidates(session, scope, {}, memory.content or "", NEIGHBOURS)]
-    neighbours = sorted(search.fetch_with_similarity(session, list(dict.fromkeys(ids)), embedding),
+    neighbours = sorted(search.fetch_with_similarity(session, change.tenant_id, list(dict.fromkeys(ids)), embedding),
                         key=lambda pair: (-pair[1], pair[0].id))[:NEIGHBOURS]
     closest = neighbours[0] if neighbours else None
     body: dict[str, Any] = {"proposed": _brief(memory), "similar": [_brief(m, s) for m, s in neighbours],
