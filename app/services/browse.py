@@ -136,11 +136,12 @@ def _actor_text(actor: Any) -> str:
     return f"{name} ({actor.get('kind', '?')})"
 
 
-def locate(ctx: AppContext, memory_id: str) -> tuple[str, str] | None:
-    """(tenant id, agent id) of a live, unexpired memory, or None. Callers check who may see it."""
+def locate(ctx: AppContext, tenant_ids: Sequence[str], memory_id: str) -> tuple[str, str] | None:
+    """(tenant id, agent id) of a live, unexpired memory in one of `tenant_ids`, or None. Callers
+    check who may see its agent."""
     with ctx.db.sessions() as session:
         row = session.execute(select(Memory.tenant_id, Memory.agent_id).where(
-            Memory.id == memory_id, Memory.status == "live",
+            Memory.tenant_id.in_(list(tenant_ids)), Memory.id == memory_id, Memory.status == "live",
             or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp()))).first()
     return (row.tenant_id, row.agent_id) if row else None
 

@@ -58,7 +58,7 @@ async def index(request: Request):
 
 def _locate(ctx, user: Reviewer, memory_id: str) -> TenantRole:
     """The role under which this user may open the memory; 404 for other tenants and hidden agents."""
-    found = browse.locate(ctx, memory_id)
+    found = browse.locate(ctx, [role.tenant_id for role in user.roles], memory_id)
     if found is None or not user.may("read", found[0], found[1]):
         raise NotFound("memory not found")
     return user.role_in(found[0])

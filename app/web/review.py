@@ -159,7 +159,8 @@ def _locate(request: Request, user: Reviewer, power: str) -> tuple[TenantRole, C
     """The tenant role under which this user may open the change in the URL, and the change; 404 if none."""
     change_id = request.path_params["change_id"]
     with request.app.state.ctx.db.sessions() as session:
-        change = session.scalars(select(Change).where(Change.id == change_id)).first()
+        change = session.scalars(select(Change).where(Change.tenant_id.in_([r.tenant_id for r in user.roles]),
+                                                      Change.id == change_id)).first()
     if change is None or not user.may("read", change.tenant_id, change.agent_id):
         raise NotFound("change not found")
     role = user.role_in(change.tenant_id)
@@ -257,7 +258,7 @@ def _still_live(ctx, role: TenantRole, memory_id: str, result: dict[str, Any]) -
     if (result.get("operation") != "remember" or result.get("status") != "approved" or not memory_id
             or outcome.get("superseded") or outcome.get("merged_into")):
         return None
-    found = browse.locate(ctx, memory_id)
+    found = browse.locate(ctx, [role.tenant_id], memory_id)
     return memory_id if found and found[0] == role.tenant_id and role.sees_agent(found[1]) else None
 
 
