@@ -411,8 +411,8 @@ _LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :not
 def _write_pending(session: Session) -> None:
     """At commit, lock each touched chain (in a fixed order: no deadlocks between chains) and
     write what the transaction deferred to it. One round trip takes the lock and reads the audit
-    head (with the rows its check needs), the event-log head and whether the tenant has webhooks,
-    and sends the wake-up NOTIFY."""
+    head (with the rows its check needs) and, for a transaction that writes events, the event-log
+    head and whether the tenant has webhooks, and sends the wake-up NOTIFY."""
     state = session.info.get("memwarden.held")
     if state is None or state["tx"] is not session.get_transaction() or not state["pending"]:
         return
@@ -420,12 +420,13 @@ def _write_pending(session: Session) -> None:
     for chain_id in sorted(pending):
         work = pending[chain_id]
         tenant_id = work["tenant_id"]
+        has_events = bool(work.get("events"))
         heads = session.connection().execute(_LOCK_AND_HEADS, {
-            "chain": chain_id, "tenant": tenant_id, "notify": bool(work.get("events"))}).one()
+            "chain": chain_id, "tenant": tenant_id, "notify": has_events}).one()
         state["locks"].add(chain_id)
         if work["audit"]:
             work["log"]._write(session, chain_id, work["audit"], head=heads)
-        if tenant_id is not None:
+        if has_events:  # the event-log head is only read for them (migration 0016)
             state.setdefault("event_ids", {})[tenant_id] = heads.event_id
             state.setdefault("has_webhooks", {})[tenant_id] = heads.has_webhooks
         for write in work["after"]:
