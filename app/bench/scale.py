@@ -413,6 +413,34 @@ def _data_dir(args: argparse.Namespace) -> Iterator[Path]:
         common.stop_cluster(root / ".memwarden")
 
 
+def hnsw_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
+    """How much of a scope's exact top n the approximate (HNSW) vector path returns, per question.
+
+    Recall's own vector search (in process, autocommit, as the server runs it) against an exact
+    ranking of every row in the scope. A hit counts when it is no farther than the exact n-th
+    nearest, so rows with identical text (equal distances) count whichever of them came back."""
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from app.repos import search
+    from app.repos.memories import Scope
+
+    exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
+                     "AND agent_id = :a AND status = 'live' ORDER BY d LIMIT :n")
+    filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
+    shares, full = [], 0
+    for row, vector in zip(targets, ctx.embedder.embed([r.memory.question for r in targets])):
+        query = search.SqlVector(vector)
+        with ctx.db.reader() as conn, Session(bind=conn) as session:
+            found = search.vector_search(session, Scope(tenant_id, row.agent, None, None), filters, query, n)
+            nth = conn.execute(exact_nth, {"q": query.to_text(), "t": tenant_id, "a": row.agent, "n": n}).scalars().all()
+        shares.append(sum(distance <= nth[-1] + 1e-6 for _, distance in found.hits) / len(nth))
+        full += len(found.hits) == n
+    return {"queries": len(targets), "n": n,
+            "mean_share_of_exact_top_n": round(sum(shares) / len(shares), 3) if shares else None,
+            "min_share": round(min(shares), 3) if shares else None, "full_result_lists": full}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Settings
     from app.services import recall  # noqa: F401  (fail now, not after an hour of loading)
@@ -462,6 +490,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                   rng.sample(big, min(warm, len(big))))}
             common.write_json(args.out, report)  # the measurements are safe even if EXPLAIN fails
             principal = authenticate(ctx, token)
+            if big:
+                print("HNSW against an exact scan of the big agent", flush=True)
+                report["recall_big_agent"]["hnsw_vs_exact"] = hnsw_vs_exact(
+                    ctx, principal.tenant_id, rng.sample(big, min(100, len(big))))
             report["explain"] = {}
             for name, pool in (("spread", spread), ("big_agent", big)):
                 if pool:
