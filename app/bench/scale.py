@@ -413,6 +413,23 @@ def _data_dir(args: argparse.Namespace) -> Iterator[Path]:
         common.stop_cluster(root / ".memwarden")
 
 
+def _row_updates(ctx, since: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Row updates of `memories` (the server's batched recall counters, once it has exited) and how
+    many were HOT (same page, no index entry written), since `since`; and the table's fillfactor."""
+    from sqlalchemy import text
+
+    with ctx.db.engine.connect() as conn:
+        row = conn.execute(text(
+            "SELECT n_tup_upd, n_tup_hot_upd, (SELECT reloptions FROM pg_class WHERE oid = 'memories'::regclass) "
+            "FROM pg_stat_user_tables WHERE relid = 'memories'::regclass")).one()
+    now = {"rows": int(row[0]), "hot": int(row[1]), "reloptions": row[2]}
+    if since is None:
+        return now
+    rows, hot = now["rows"] - since["rows"], now["hot"] - since["hot"]
+    return {"rows_updated": rows, "hot": hot, "hot_share": round(hot / rows, 3) if rows else None,
+            "table_options": now["reloptions"] or []}
+
+
 def hnsw_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
     """How much of a scope's exact top n the approximate (HNSW) vector path returns, per question.
 
@@ -476,6 +493,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             big = [r for r in rows if r.agent == BIG_AGENT]
             warm = min(50, args.queries)
             env = common.clean_env(data_dir, MEMWARDEN_RATE_LIMIT_PER_MINUTE="0")
+            updates_before = _row_updates(ctx)
             with common.serve(data_dir, env=env) as server:
                 print(f"recall: {args.queries} queries on random agents" + (" and on the big agent" if big else ""),
                       flush=True)
@@ -488,6 +506,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         "scope_rows": len(big), "path": "HNSW iterative scan" if len(big) > 20_000 else "exact scan",
                         **measure(server.base_url, token, rng.sample(big, min(args.queries, len(big))),
                                   rng.sample(big, min(warm, len(big))))}
+            report["recall_tracking_updates"] = _row_updates(ctx, since=updates_before)
             common.write_json(args.out, report)  # the measurements are safe even if EXPLAIN fails
             principal = authenticate(ctx, token)
             if big:

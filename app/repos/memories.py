@@ -143,8 +143,9 @@ def hard_delete(session: Session, *, ids: Sequence[str], at: datetime) -> None:
         status="forgotten", ended_at=func.coalesce(Memory.ended_at, at), updated_at=at))
 
 
-def record_recall(session: Session, *, ids: Sequence[str]) -> None:
+def record_recall(session: Session, *, tenant_id: str, ids: Sequence[str]) -> None:
+    """Count one recall of each of the tenant's memories `ids`."""
     if ids:
         session.execute(text(
-            "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = statement_timestamp() WHERE id = ANY(:ids)"
-        ), {"ids": list(ids)})
+            "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = statement_timestamp() "
+            "WHERE tenant_id = :tenant_id AND id = ANY(:ids)"), {"tenant_id": tenant_id, "ids": list(ids)})

@@ -107,7 +107,7 @@ def _track(ctx: AppContext, session: Session, tenant_id: str, ids: list[str]) ->
     """Count the hits as recalled: batched off the request (see `recall_tracking`); inside an
     outer transaction (a unit of work, the tests' rolled-back one) written in it, so they share its fate."""
     if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
-        repo.record_recall(session, ids=ids)
+        repo.record_recall(session, tenant_id=tenant_id, ids=ids)
     else:
         recall_tracking.tracker(ctx.db.engine).note(tenant_id, ids, utcnow())
 

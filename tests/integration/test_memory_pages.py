@@ -1,0 +1,39 @@
+"""How `memories` rows sit on their pages: recall counters must update in place (HOT), never by a
+new row version elsewhere plus a new entry in every index (HNSW and word indexes included)."""
+
+import numpy as np
+from sqlalchemy import text
+
+from app.repos import memories as repo
+from app.services.tenants import create_tenant
+from tests.harness import unique
+
+ACTOR = {"kind": "test", "id": "pytest"}
+
+
+def test_the_table_leaves_room_on_each_page(committed_ctx):
+    with committed_ctx.db.sessions() as session:
+        options = session.scalar(text("SELECT reloptions FROM pg_class WHERE oid = 'memories'::regclass"))
+    assert "fillfactor=80" in (options or [])
+
+
+def test_a_recall_counter_update_stays_on_its_page(committed_ctx):
+    """One committed row per page (full pages as a bulk write leaves them) gets its counters
+    bumped: every update must be HOT. At fillfactor 100 four ~1.8 kB rows fill a page and none is."""
+    tenant = create_tenant(committed_ctx, name=unique("pages"), actor=ACTOR)
+    vectors = np.random.default_rng(3).standard_normal((40, 384))
+    with committed_ctx.db.sessions.begin() as session:
+        session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
+                             "VALUES (:id, :t, 'pages', 'semantic', :c, CAST(:v AS vector), 'live', now())"),
+                        [{"id": f"mem_{unique('p')}", "t": tenant.id, "c": f"fact number {i}", "v": str(v.tolist())}
+                         for i, v in enumerate(vectors)])
+    with committed_ctx.db.sessions.begin() as session:
+        one_per_page = session.scalars(text(
+            "SELECT DISTINCT ON ((ctid::text::point)[0]) id FROM memories WHERE tenant_id = :t "
+            "ORDER BY (ctid::text::point)[0], id"), {"t": tenant.id}).all()
+        repo.record_recall(session, tenant_id=tenant.id, ids=one_per_page)
+        updated, hot = session.execute(text(
+            "SELECT pg_stat_get_xact_tuples_updated('memories'::regclass), "
+            "pg_stat_get_xact_tuples_hot_updated('memories'::regclass)")).one()
+    assert len(one_per_page) >= 8  # the rows really spread over several pages
+    assert (updated, hot) == (len(one_per_page), len(one_per_page))
