@@ -16,9 +16,12 @@
 3. `memwarden serve` (subprocess) joins the same cluster; `--queries Q` recall requests go over HTTP
    (keep-alive client, after a warm-up) to random agents, and Q more to the big agent. Each asks the
    question of a random stored memory, so found@5 (that memory, or one with the identical text in
-   the same scope, among the hits) is reported as a sanity check, not a quality metric. Scopes up to EXACT_SCAN_MAX (20,000) rows are ranked
-   exactly; the big agent exercises the HNSW iterative-scan path. One query of each kind is
-   replayed in-process under EXPLAIN (ANALYZE, BUFFERS) and the plans are kept in the report.
+   the same scope, among the hits) is reported as a sanity check, not a quality metric; for the big
+   agent, how much of an exact scan's top 20 the HNSW path returns is measured in process. Scopes
+   up to EXACT_SCAN_MAX (20,000) rows are ranked exactly; the big agent exercises the HNSW
+   iterative-scan path. One query of each kind is replayed in-process under EXPLAIN (ANALYZE,
+   BUFFERS) and the plans are kept in the report, with how many of the recall counters' row
+   updates were HOT.
 
 A load takes most of the run (about half an hour at 1M on 2 cores). `--data-dir DIR` keeps it, with
 the bench key and the rows' ids beside it; `--reuse DIR` then measures recall on that database

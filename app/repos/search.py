@@ -205,9 +205,9 @@ def _filtered_hnsw_scan(session: Session, *, ef_search: int) -> Iterator[None]:
     autocommit connection this opens a transaction in the same round trip and commits it after."""
     conn = session.connection()
     own = bool(conn.connection.dbapi_connection.autocommit)
-    conn.exec_driver_sql(("BEGIN; " if own else "")
-                         + f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(ef_search)}; "
-                         f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}")
+    settings = (f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {int(ef_search)}; "
+                f"SET LOCAL hnsw.max_scan_tuples = {HNSW_MAX_SCAN_TUPLES}")
+    conn.exec_driver_sql(("BEGIN; " if own else "") + settings)
     try:
         yield
     except BaseException:
@@ -292,9 +292,10 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
         # `memories_agent_lexemes_live` (migration 0015). `IS TRUE` keeps the planner off the
         # table-wide word index, where a common word matches tens of thousands of other agents'
         # rows; small scopes still walk their ~100 rows on the scope index.
-        query_words = func.to_tsvector(literal_column("'english'::regconfig"), query)
-        stmt = stmt.where(matches.is_(True), func.memwarden_scoped_lexemes(Memory.agent_id, Memory.content_tsv).op("&&")(
-            func.memwarden_scoped_lexemes(cast(literal(scope.agent_id), Text), query_words)))
+        row_words = func.memwarden_scoped_lexemes(Memory.agent_id, Memory.content_tsv)
+        query_words = func.memwarden_scoped_lexemes(
+            cast(literal(scope.agent_id), Text), func.to_tsvector(literal_column("'english'::regconfig"), query))
+        stmt = stmt.where(matches.is_(True), row_words.op("&&")(query_words))
     rows = session.execute(stmt.order_by(rank.desc(), tie, Memory.id).limit(n)).all()
     if fetch is None:
         return KeywordResult([(r.id, float(r.rank)) for r in rows])
