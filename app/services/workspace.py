@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, defer
 from app.core import diff as textdiff
 from app.core.access import Principal
 from app.core.policy import WriteRequest
+from app.core.screening import Screening, screen
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Change, WorkspaceFile, WorkspaceVersion
 from app.errors import Conflict, NotFound, SecretLeakage, ValidationFailed, WorkspaceConflict, WorkspaceTooLarge
@@ -156,6 +157,9 @@ class _Write:
     agent_id: str
     run_id: str | None = None
     change_id: str | None = None
+    risk_flags: tuple[str, ...] = ()
+    """Names of the screening flags the content raised (recorded in the write's audit entry)."""
+    risk_level: str = "none"
 
 
 def _clean(ctx: AppContext, session: Session, tenant_id: str, content: str) -> tuple[str, list[dict[str, str]]]:
@@ -202,9 +206,14 @@ def put_file(ctx: AppContext, principal: Principal, path: str, body: dict[str, A
     content_type = body.get("contentType") or DEFAULT_CONTENT_TYPE
     with ctx.db.sessions() as session:
         content, findings = _clean(ctx, session, principal.tenant_id, body["content"])
-    write = _Write(path, content, content_type, principal.key_id, agent_id, body.get("runId"))
-    request = WriteRequest(operation="workspace_write", agent_id=agent_id, path=path, content=content)
-    return _write(ctx, principal, write, request, if_match, findings)
+    # Files an agent writes here are read back into prompts, so they are screened like memories
+    # (injection, exfiltration, hidden text, secrets, PII); the same policy rules stage them.
+    risk = screen(content, memory_type="workspace", allowed_sources=principal.sources)
+    write = _Write(path, content, content_type, principal.key_id, agent_id, body.get("runId"),
+                   risk_flags=tuple(risk.names), risk_level=risk.risk)
+    request = WriteRequest(operation="workspace_write", agent_id=agent_id, path=path, content=content,
+                           risk_flags=risk.names, risk_level=risk.risk)
+    return _write(ctx, principal, write, request, if_match, findings, risk)
 
 
 def delete_file(ctx: AppContext, principal: Principal, path: str, *, if_match: str | None, agent_id: str) -> Outcome:
@@ -216,7 +225,7 @@ def delete_file(ctx: AppContext, principal: Principal, path: str, *, if_match: s
 
 
 def _write(ctx: AppContext, principal: Principal, write: _Write, request: WriteRequest, if_match: str | None,
-           findings: list[dict[str, str]]) -> Outcome:
+           findings: list[dict[str, str]], risk: Screening | None = None) -> Outcome:
     with ctx.db.sessions.begin() as session:
         decision = staging.review_requirement(session, principal.tenant_id, request)
         if decision.action == "require_approval":
@@ -229,7 +238,7 @@ def _write(ctx: AppContext, principal: Principal, write: _Write, request: WriteR
                 ctx, session, principal=principal, operation=request.operation, agent_id=write.agent_id,
                 user_id=None, request={"path": write.path, "base_version": head, "content": write.content,
                                        "content_type": write.content_type, "run_id": write.run_id},
-                memory_ids=[], decision=decision, redactions=findings)
+                memory_ids=[], decision=decision, redactions=findings, screening=risk)
             return Outcome(202, {"status": "pending", "changeId": change.id, "path": write.path,
                                  "reviewUrl": staging.review_url(change.id)})
         version, created = _commit(ctx, session, principal.tenant_id, principal.actor, write, if_match=if_match)
@@ -285,7 +294,8 @@ def _commit(ctx: AppContext, session: Session, tenant_id: str, actor: dict[str, 
                      subject={"type": "workspace_file", "id": write.path},
                      data={"path": write.path, "version": head.version, "content_type": head.content_type,
                            "content_bytes": content_bytes, "content_digest": digest, "agent_id": write.agent_id,
-                           "run_id": write.run_id, "change_id": write.change_id})
+                           "run_id": write.run_id, "change_id": write.change_id,
+                           "risk_flags": sorted(write.risk_flags), "risk_level": write.risk_level})
     events.emit(session, tenant_id, "workspace.updated", {"path": write.path, "version": head.version})
     return version, creating
 
@@ -316,6 +326,7 @@ def apply_change(ctx: AppContext, session: Session, change: Change, actor: dict[
     """Commit an approved staged write, only if the file is still at the version it was proposed on."""
     request = change.request
     write = _Write(request["path"], request.get("content") if change.operation == "workspace_write" else None,
-                   request.get("content_type"), change.submitted_by, change.agent_id, request.get("run_id"), change.id)
+                   request.get("content_type"), change.submitted_by, change.agent_id, request.get("run_id"), change.id,
+                   risk_flags=tuple(flag["name"] for flag in change.risk_flags or []), risk_level=change.risk_level)
     version, _ = _commit(ctx, session, change.tenant_id, actor, write, base_version=request["base_version"])
     return {"path": write.path, "version": version.version}
