@@ -1,9 +1,10 @@
-"""`Idempotency-Key` on `/v1` writes: run the handler inside one transaction that also stores
-its answer, or replay the answer stored by the first request (see `app.services.idempotency`)."""
+"""`Idempotency-Key` on `/v1` writes and MCP write tools: run the action inside one transaction
+that also stores its answer, or replay the answer stored by the first request (see
+`app.services.idempotency`)."""
 
 from __future__ import annotations
 
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 import anyio
 
@@ -13,50 +14,70 @@ from starlette.responses import Response
 
 from app.core.access import Principal
 from app.services import idempotency
+from app.services.context import AppContext
 
 # Where a request's unit-of-work context lives (read by `routing.ctx_of`).
 STATE_KEY = "idempotent_ctx"
 REPLAYED_HEADER = "Idempotent-Replayed"
+
+T = TypeVar("T")
 
 
 def wants_idempotency(request: Request) -> bool:
     return idempotency.HEADER.lower() in request.headers
 
 
+async def answer_once(ctx: AppContext, tenant_id: str, key: str, request_fingerprint: bytes,
+                      action: Callable[[AppContext], Awaitable[T]],
+                      storable: Callable[[T], idempotency.StoredResponse | None]) -> T | idempotency.StoredResponse:
+    """Run `action` at most once per (tenant, key): the first time in a transaction that also
+    stores `storable(result)` (None: nothing kept, e.g. an error), afterwards return the stored
+    answer instead of running it. `action` gets a context bound to that transaction."""
+    unit = await run_in_threadpool(ctx.db.unit_of_work)
+    try:
+        stored = await run_in_threadpool(idempotency.claim, unit.connection, tenant_id, key, request_fingerprint)
+        if stored is not None:
+            await run_in_threadpool(unit.rollback)
+            return stored
+        result = await action(ctx.with_database(unit.database))
+        answer = storable(result)
+        if answer is not None:
+            await run_in_threadpool(idempotency.store, unit.connection, tenant_id, key, request_fingerprint, answer)
+        await run_in_threadpool(unit.commit)
+        return result
+    except BaseException:
+        with anyio.CancelScope(shield=True):  # even a cancelled request gives its connection back
+            await run_in_threadpool(unit.rollback)
+        raise
+
+
 async def run_once(request: Request, principal: Principal,
                    handler: Callable[[Request, Principal], Awaitable[Response]]) -> Response:
-    """Answer `request` at most once per key: the first time by running `handler` in a transaction
-    that stores its 2xx answer, afterwards by replaying that answer."""
+    """Answer a `/v1` request at most once per key: the first time by running `handler` in a
+    transaction that stores its 2xx answer, afterwards by replaying that answer."""
     from app.api.routing import ctx_of
 
     key = idempotency.validate_key(request.headers[idempotency.HEADER])
     request_fingerprint = idempotency.fingerprint(
         method=request.method, path=request.url.path, query=request.url.query, api_key_id=principal.key_id,
         body=await request.body())
-    ctx = ctx_of(request)
-    unit = await run_in_threadpool(ctx.db.unit_of_work)
-    try:
-        stored = await run_in_threadpool(idempotency.claim, unit.connection, principal.tenant_id, key,
-                                         request_fingerprint)
-        if stored is not None:
-            await run_in_threadpool(unit.rollback)
-            return _replay(stored)
-        request.scope.setdefault("state", {})[STATE_KEY] = ctx.with_database(unit.database)
+
+    async def handle(bound: AppContext) -> Response:
+        request.scope.setdefault("state", {})[STATE_KEY] = bound
         try:
-            response = await handler(request, principal)
+            return await handler(request, principal)
         finally:
             request.scope["state"].pop(STATE_KEY, None)
-        body = getattr(response, "body", None)
-        if 200 <= response.status_code < 300 and isinstance(body, bytes):
-            answer = idempotency.StoredResponse.from_parts(response.status_code, response.raw_headers, body)
-            await run_in_threadpool(idempotency.store, unit.connection, principal.tenant_id, key,
-                                    request_fingerprint, answer)
-        await run_in_threadpool(unit.commit)
-        return response
-    except BaseException:
-        with anyio.CancelScope(shield=True):  # even a cancelled request gives its connection back
-            await run_in_threadpool(unit.rollback)
-        raise
+
+    result = await answer_once(ctx_of(request), principal.tenant_id, key, request_fingerprint, handle, _storable)
+    return _replay(result) if isinstance(result, idempotency.StoredResponse) else result
+
+
+def _storable(response: Response) -> idempotency.StoredResponse | None:
+    body = getattr(response, "body", None)
+    if 200 <= response.status_code < 300 and isinstance(body, bytes):
+        return idempotency.StoredResponse.from_parts(response.status_code, response.raw_headers, body)
+    return None
 
 
 def _replay(stored: idempotency.StoredResponse) -> Response:

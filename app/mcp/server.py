@@ -21,11 +21,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app import __version__
+from app.api.idempotency import answer_once
 from app.api.routing import require_scope
 from app.contracts import default_contracts
 from app.errors import AppError, NotFound
 from app.mcp.schemas import input_schema
 from app.mcp.tools import TOOLS, Tool, v1_scopes
+from app.services import idempotency
 from app.web.errors import as_app_error
 
 log = logging.getLogger(__name__)
@@ -35,15 +37,20 @@ INSTRUCTIONS = (
     "writes may be staged for human review (status 'pending' with change_id: poll change_status). "
     "Errors carry {\"error\": {\"code\", \"message\", \"details\"}}."
 )
+# A write tool call's `_meta` may carry an idempotency key: a retry with the same key and
+# arguments gets the first answer back (flagged with REPLAYED_META) and writes nothing twice.
+IDEMPOTENCY_META = "io.memwarden/idempotency-key"
+REPLAYED_META = "io.memwarden/idempotent-replayed"
 
 
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def tool_result(body: dict[str, Any]) -> types.CallToolResult:
+def tool_result(body: dict[str, Any], replayed: bool = False) -> types.CallToolResult:
     """A successful call: the `/v1` response body, as structured content and as JSON text."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=_dump(body))], structured_content=body)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_dump(body))], structured_content=body,
+                                meta={REPLAYED_META: True} if replayed else None)
 
 
 def tool_error(error: AppError) -> types.CallToolResult:
@@ -74,7 +81,7 @@ def build_server() -> Server:
             if tool is None:
                 raise NotFound(f"no tool named {params.name[:64]!r}",
                                details=[{"path": "/name", "message": f"tools: {', '.join(tools)}"}])
-            return tool_result(await _call(tool, scopes[tool.route], ctx.request, params.arguments or {}))
+            return await _call(tool, scopes[tool.route], ctx.request, params.arguments or {}, params.meta or {})
         except Exception as exc:  # every failure reaches the agent as the envelope /v1 would send
             return tool_error(as_app_error(exc))
 
@@ -83,11 +90,24 @@ def build_server() -> Server:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _call(tool: Tool, scope: str | None, request: Request | None, arguments: dict[str, Any]) -> dict[str, Any]:
+async def _call(tool: Tool, scope: str | None, request: Request | None, arguments: dict[str, Any],
+                meta: dict[str, Any]) -> types.CallToolResult:
     principal = request.scope.get("state", {}).get("principal") if request is not None else None
     require_scope(principal, scope)
     args = default_contracts().validate(tool.schema, arguments)
-    return await run_in_threadpool(tool.run, request.app.state.ctx, principal, args)
+    ctx = request.app.state.ctx
+    if tool.read_only or IDEMPOTENCY_META not in meta:
+        return tool_result(await run_in_threadpool(tool.run, ctx, principal, args))
+    key = idempotency.validate_key(meta[IDEMPOTENCY_META], where=f"/_meta/{IDEMPOTENCY_META.replace('/', '~1')}")
+    request_fingerprint = idempotency.fingerprint(method="MCP", path=f"tools/{tool.name}", query="",
+                                                  api_key_id=principal.key_id, body=_dump(arguments).encode())
+    result = await answer_once(
+        ctx, principal.tenant_id, key, request_fingerprint,
+        lambda bound: run_in_threadpool(tool.run, bound, principal, args),
+        lambda body: idempotency.StoredResponse(200, [], _dump(body).encode()))
+    if isinstance(result, idempotency.StoredResponse):
+        return tool_result(json.loads(result.body), replayed=True)
+    return tool_result(result)
 
 
 class McpEndpoint:

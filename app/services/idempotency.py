@@ -1,4 +1,4 @@
-"""Idempotency keys for `/v1` writes and decisions (contract, turn 2).
+"""Idempotency keys for `/v1` writes and decisions (contract, turn 2) and MCP write tools.
 
 A request carrying `Idempotency-Key` runs in one database transaction that the API layer opens
 (`Database.unit_of_work`): the services' own transactions become savepoints inside it, and the
@@ -40,18 +40,19 @@ _TRANSPORT_HEADERS = {"content-length", "date", "server", "set-cookie", "connect
 _TABLE = IdempotencyKey.__table__
 
 
-def validate_key(raw: str) -> str:
-    """The header's value when usable: 1–255 printable ASCII characters; 422 otherwise."""
+def validate_key(raw: object, where: str = f"/headers/{HEADER}") -> str:
+    """The key when usable: 1–255 printable ASCII characters; 422 otherwise (at JSON path `where`)."""
     problem = None
-    if not raw:
+    if not isinstance(raw, str):
+        problem = "must be a string"
+    elif not raw:
         problem = "must not be empty"
     elif len(raw) > MAX_KEY_LENGTH:
         problem = f"is {len(raw)} characters; at most {MAX_KEY_LENGTH} are allowed"
     elif any(not (0x20 <= ord(ch) <= 0x7E) for ch in raw):
         problem = "must be printable ASCII (no control or non-ASCII characters)"
     if problem:
-        raise ValidationFailed(f"the {HEADER} header {problem}",
-                               details=[{"path": f"/headers/{HEADER}", "message": problem}])
+        raise ValidationFailed(f"the idempotency key {problem}", details=[{"path": where, "message": problem}])
     return raw
 
 

@@ -19,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app.core.access import parse_token
 from app.mcp.schemas import input_schema
+from app.mcp.server import IDEMPOTENCY_META, REPLAYED_META
 from app.mcp.tools import TOOLS
 from app.services.apikeys import create_key, revoke_key
 from app.services.tenants import create_tenant
@@ -159,6 +160,33 @@ def test_staged_remember_is_pending_until_approved_over_v1(live_server, world):
     change = ok(call(live_server, world["rw"], "change_status", {"id": staged["change_id"]}, mode="legacy"))
     assert change["status"] == "approved" and change["decided_at"]
     assert ok(call(live_server, world["rw"], "get", {"id": staged["id"]}))["content"] == "Deploys freeze on Fridays."
+
+
+def test_a_write_retried_with_its_idempotency_key_is_answered_once(live_server, world):
+    """A remember whose answer was lost, retried with the same `_meta` key: the first answer comes
+    back (flagged as replayed) and the memory exists once; the key cannot be reused for another call."""
+    agent = unique("idem")
+    arguments = {"agent_id": agent, "type": "semantic", "content": "Invoices go out on the 3rd."}
+    meta = {IDEMPOTENCY_META: unique("retry")}
+
+    async def run():
+        async with mcp_session(live_server, world["rw"]) as client:
+            first = await client.call_tool("remember", arguments, meta=meta)
+            again = await client.call_tool("remember", arguments, meta=meta)
+            other = await client.call_tool("remember", {**arguments, "content": "Invoices go out on the 4th."},
+                                           meta=meta)
+            bad = await client.call_tool("remember", arguments, meta={IDEMPOTENCY_META: "\u00e9"})
+            return first, again, other, bad
+
+    first, again, other, bad = anyio.run(run)
+    assert ok(again) == ok(first)
+    assert (again.meta or {}).get(REPLAYED_META) is True and not (first.meta or {}).get(REPLAYED_META)
+    assert error_code(other)["code"] == "idempotency_key_reused"
+    invalid = error_code(bad)
+    assert invalid["code"] == "validation_error"
+    assert invalid["details"][0]["path"] == "/_meta/io.memwarden~1idempotency-key"
+    listed = httpx.get(f"{live_server}/v1/memories", params={"agent_id": agent}, headers=bearer(world["rw"])).json()
+    assert [item["id"] for item in listed["items"]] == [ok(first)["id"]]
 
 
 def test_read_only_key_cannot_remember(live_server, world):
