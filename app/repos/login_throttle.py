@@ -13,10 +13,12 @@ from sqlalchemy.orm import Session
 
 def read(session: Session, *, username: str, clients: tuple[str, ...], known_within: timedelta) -> dict:
     """The rows of `username` for `clients`, by client: `wait` (whole seconds still blocked, or
-    None/≤0) and `known` (signed in from this client within `known_within`)."""
+    None/≤0), `known` (signed in from this client within `known_within`) and `refusal_audited`
+    (a refusal under the current block was already audited)."""
     rows = session.execute(text(
         "SELECT client, ceil(extract(epoch FROM blocked_until - now()))::int AS wait,"
-        " coalesce(last_success_at > now() - :known, false) AS known"
+        " coalesce(last_success_at > now() - :known, false) AS known,"
+        " coalesce(refusal_audited_for = blocked_until, false) AS refusal_audited"
         " FROM login_throttle WHERE username = :u AND client = ANY(:clients)"
     ), {"u": username, "clients": list(clients), "known": known_within})
     return {row.client: row for row in rows}
@@ -36,6 +38,13 @@ def block(session: Session, *, username: str, client: str, seconds: int) -> None
     session.execute(text(
         "UPDATE login_throttle SET blocked_until = now() + make_interval(secs => :s)"
         " WHERE username = :u AND client = :c"), {"u": username, "c": client, "s": seconds})
+
+
+def mark_refusal_audited(session: Session, *, username: str, client: str) -> None:
+    """A refusal under the pair's current block has been audited; later ones need not be."""
+    session.execute(text(
+        "UPDATE login_throttle SET refusal_audited_for = blocked_until WHERE username = :u AND client = :c"),
+        {"u": username, "c": client})
 
 
 def record_success(session: Session, *, username: str, client: str) -> None:

@@ -171,15 +171,16 @@ def client_key(address: str | None) -> str:
     return str(ip)
 
 
-def _throttle_wait(session, username: str, client: str) -> int:
-    """Seconds this client must still wait before trying `username` again (0: go ahead)."""
+def _blocking_row(session, username: str, client: str):
+    """The throttle row that makes this client wait before trying `username` again (its `wait`
+    in seconds, `client`, `refusal_audited`), or None: go ahead."""
     rows = throttle_repo.read(session, username=username, clients=(client, ANY_CLIENT), known_within=KNOWN_CLIENT)
     pair, everyone = rows.get(client), rows.get(ANY_CLIENT)
     if pair is not None and (pair.wait or 0) > 0:
-        return pair.wait
+        return pair
     if everyone is not None and (everyone.wait or 0) > 0 and not (pair is not None and pair.known):
-        return everyone.wait
-    return 0
+        return everyone
+    return None
 
 
 def _record_failure(session, username: str, client: str, free: int, cap: int) -> None:
@@ -217,7 +218,8 @@ def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str,
 def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None = None) -> str:
     """Check a password and open a session; returns the session id. `client` is the caller's IP
     address, the throttling key together with the username (see the back-off rules above); while
-    throttled the password is not even checked (429 with the seconds to wait).
+    throttled the password is not even checked (429 with the seconds to wait), and only the first
+    refusal under each block is audited.
 
     The slow password hash runs between two short transactions, holding neither a database
     connection nor the username's lock, so a flood of sign-ins cannot starve the pool."""
@@ -229,13 +231,15 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
         session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.login:" + username))))
         user = session.scalars(select(User).where(User.username == username)).first()
         user_id = user.id if user is not None else None
-        wait = _throttle_wait(session, username, client)
-        if wait:
-            _audit_sign_in(ctx, session, user_id, username, "auth.sign_in_throttled", "throttled", client)
-        else:
+        blocked = _blocking_row(session, username, client)
+        if blocked is None:
             _count_attempt(session, username, client)
-    if wait:
-        raise RateLimited(f"too many failed sign-ins; try again in {wait} s", headers={"retry-after": str(wait)})
+        elif not blocked.refusal_audited:  # once per block: refusals are free to send, entries are not
+            _audit_sign_in(ctx, session, user_id, username, "auth.sign_in_throttled", "throttled", client)
+            throttle_repo.mark_refusal_audited(session, username=username, client=blocked.client)
+    if blocked is not None:
+        raise RateLimited(f"too many failed sign-ins; try again in {blocked.wait} s",
+                          headers={"retry-after": str(blocked.wait)})
 
     if user is None:
         argon2.hash(password)  # equalise timing for unknown users

@@ -51,7 +51,8 @@ def test_attacker_failing_from_one_address_does_not_block_the_user_elsewhere(cli
         rows = session.execute(text("SELECT event_type, convert_from(entry, 'UTF8') AS entry FROM audit_entries"
                                     " WHERE tenant_id = :t AND event_type LIKE 'auth.%' ORDER BY seq"),
                                {"t": tenant.id}).all()
-    assert [r.event_type for r in rows] == (["auth.sign_in_failed"] * 5 + ["auth.sign_in_throttled"] * 3
+    # Three refusals under one block: one entry (refusals are free to send; entries are not).
+    assert [r.event_type for r in rows] == (["auth.sign_in_failed"] * 5 + ["auth.sign_in_throttled"]
                                             + ["auth.signed_in"])
     assert '"203.0.113.9"' in rows[0].entry and '"198.51.100.7"' in rows[-1].entry
     assert not any(PASSWORD in r.entry or WRONG in r.entry for r in rows)
@@ -98,3 +99,25 @@ def test_per_username_ceiling_only_slows_new_addresses_and_spares_known_ones(cli
 def test_backoff_delay_is_capped():
     assert [users.backoff_delay(n, 5, 300) for n in (0, 4, 5, 6, 7, 13, 14, 1000)] == [0, 0, 1, 2, 4, 256, 300, 300]
     assert users.backoff_delay(10**6, 50, 30) == 30
+
+
+def test_each_block_is_audited_once_however_many_attempts_it_refuses(client, ctx, person, tenant):
+    attacker = browser_at(client, "203.0.113.77")
+
+    def throttled_entries():
+        with ctx.db.sessions() as session:
+            return session.scalar(text("SELECT count(*) FROM audit_entries WHERE tenant_id = :t"
+                                       " AND event_type = 'auth.sign_in_throttled'"), {"t": tenant.id})
+
+    for _ in range(5):
+        assert attempt(attacker, person.username, WRONG).status_code == 422
+    for _ in range(4):
+        assert attempt(attacker, person.username, WRONG).status_code == 429
+    assert throttled_entries() == 1
+
+    expire_blocks(ctx, person.username)
+    assert attempt(attacker, person.username, WRONG).status_code == 422  # a new, longer block starts
+    for _ in range(3):
+        refused = attempt(attacker, person.username, WRONG)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "2"
+    assert throttled_entries() == 2
