@@ -381,7 +381,7 @@ def actor_label(actor: dict[str, Any]) -> str:
     return f"{actor.get('kind', '?')}:{actor.get('id', '?')}"
 
 
-def _held(session: Session) -> dict[str, Any]:
+def transaction_state(session: Session) -> dict[str, Any]:
     """Per-transaction state: chain locks taken, and writes deferred to commit (`_pending`).
 
     Keyed by the session's transaction object itself (kept referenced, so identity is exact):
@@ -398,7 +398,7 @@ def pending_for(session: Session, tenant_id: str | None) -> dict[str, Any]:
     """What this transaction will write to a tenant's logs at commit: `audit` records, an
     `events` queue (the event log, which shares the chain's lock) and `after` callables."""
     chain_id = chain_for(tenant_id)
-    pending = _held(session)["pending"]
+    pending = transaction_state(session)["pending"]
     if chain_id not in pending:
         pending[chain_id] = {"tenant_id": tenant_id, "audit": [], "after": []}
     return pending[chain_id]
@@ -507,7 +507,7 @@ def _drop_after_commit(session: Session) -> None:
 
 def _lock_chain(session: Session, chain_id: str) -> None:
     """Take the chain's transaction-scoped advisory lock (once per transaction)."""
-    held = _held(session)
+    held = transaction_state(session)
     if chain_id not in held["locks"]:
         session.connection().execute(_LOCK, {"key": "memwarden.audit:" + chain_id})
         held["locks"].add(chain_id)

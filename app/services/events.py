@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
 from app.services import refs
-from app.services.audit import _held, _lock_chain, chain_for, pending_for
+from app.services.audit import _lock_chain, chain_for, pending_for, transaction_state
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -67,7 +67,7 @@ def _queue(session: Session, tenant_id: str) -> list:
 def _write_queued(session: Session, tenant_id: str, queued: list) -> None:
     """Insert the transaction's events in one statement (the lock is held, the head known and
     the NOTIFY sent by `app.services.audit`)."""
-    held = _held(session)
+    held = transaction_state(session)
     event_id = held["event_ids"][tenant_id]
     rows = []
     for type, payload in queued:
