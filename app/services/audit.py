@@ -155,7 +155,7 @@ class AuditLog:
 
     def checkpoint(self, session: Session, chain_id: str) -> AuditCheckpoint | None:
         """Sign the chain's current state (if it grew since the last checkpoint) and return the latest."""
-        _lock_chain(session, chain_id)
+        lock_chain(session, chain_id)
         return self._checkpoint_locked(session, chain_id)
 
     def _checkpoint_locked(self, session: Session, chain_id: str) -> AuditCheckpoint | None:
@@ -505,7 +505,7 @@ def _drop_after_commit(session: Session) -> None:
     session.info.pop("memwarden.after_commit", None)
 
 
-def _lock_chain(session: Session, chain_id: str) -> None:
+def lock_chain(session: Session, chain_id: str) -> None:
     """Take the chain's transaction-scoped advisory lock (once per transaction)."""
     held = transaction_state(session)
     if chain_id not in held["locks"]:

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
 from app.services import refs
-from app.services.audit import _lock_chain, chain_for, pending_for, transaction_state
+from app.services.audit import chain_for, lock_chain, pending_for, transaction_state
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -39,7 +39,7 @@ FORBIDDEN_KEYS = frozenset({"content", "metadata", "secret"})
 def lock_tenant(session: Session, tenant_id: str) -> None:
     """Take the tenant's advisory lock until commit. It is the audit chain's lock on purpose:
     writers append to both logs, and one lock cannot be taken in two orders (no deadlocks)."""
-    _lock_chain(session, chain_for(tenant_id))
+    lock_chain(session, chain_for(tenant_id))
 
 
 def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -> None:

@@ -83,13 +83,13 @@ def _looping_writer(settings, tenant_id: str, writer: int, started) -> None:
 
 def _lock_holder(settings, tenant_id: str, holding) -> None:
     """Takes the chain's lock and appends in a transaction it never commits: it dies holding the lock."""
-    from app.services.audit import _lock_chain
+    from app.services.audit import lock_chain
     from app.services.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     session = ctx.db.sessions()
     session.begin()
-    _lock_chain(session, chain_for(tenant_id))
+    lock_chain(session, chain_for(tenant_id))
     _append(ctx, session, tenant_id, "holder", 0)
     session.flush()
     holding.set()
