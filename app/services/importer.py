@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from sqlalchemy import select
 
-from app.contracts import default_contracts
+from app.contracts import default_contracts, unstorable_problems
 from app.core import importformats as formats
 from app.core.access import Principal
 from app.core.importformats import FileError, ImportRecord, Problem
@@ -127,6 +127,10 @@ def _parse(source: formats.Source, text: str, report: ImportReport, progress: Pr
         report.records += 1
         ordinal = report.records
         at = ordinal if multi else None
+        unstorable = unstorable_problems(raw)  # before anything encodes the text (ids, digests)
+        if unstorable:
+            report.problems.extend(Problem(line, p["message"], p["path"], at) for p in unstorable)
+            continue
         try:
             record = formats.to_record(source, line, raw, ordinal)
         except ValueError as exc:

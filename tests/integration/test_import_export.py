@@ -96,12 +96,16 @@ def test_bad_records_are_reported_by_line_and_nothing_is_written(ctx, tenant):
         json.dumps({"agent_id": "a", "type": "procedural", "content": "{\"name\": 1}"}),
         json.dumps({"agent_id": "bad agent!", "type": "semantic", "content": "x", "confidence": 2}),
         "{not json",
+        json.dumps({"agent_id": "a", "type": "semantic", "content": "lone \ud800 surrogate"}),
+        json.dumps({"agent_id": "a", "type": "semantic", "content": "x", "metadata": {"k": "nul\x00"}}),
     ]).encode()
     report = run_import(ctx, tenant, text, fmt="jsonl")
     lines = sorted({p.line for p in report.problems})
-    assert lines == [2, 4, 5, 6, 7]
+    assert lines == [2, 4, 5, 6, 7, 8, 9]
     by_line = {p.line: str(p) for p in report.problems}
     assert "/type" in by_line[2] and "content" in by_line[4] and "FSM" in by_line[5]
+    assert "/content" in by_line[8] and "surrogate" in by_line[8] and "codec" not in by_line[8]
+    assert "/metadata/k" in by_line[9] and "NUL" in by_line[9]
     assert rows(ctx, tenant) == []
     assert not [e for e in audit_events(ctx, tenant) if e["type"].startswith("memory.")]
 
