@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
+from . import jsontext
 from .canonical import (
     CanonicalizationError,
     NotCanonicalError,
@@ -786,7 +787,7 @@ def parse_witness_line(raw: str | bytes, lineno: int = 0) -> WitnessRecord | Non
     if not text.strip():
         return None
     try:
-        obj = json.loads(text)
+        obj = jsontext.loads(text)
         if type(obj) is not dict or obj.get("format") != WITNESS_FORMAT or not isinstance(obj.get("note"), str):
             raise ValueError(f"not a {WITNESS_FORMAT} record")
         cp = parse_checkpoint(obj["note"])

@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 
 from app.contracts import UNSTORABLE
+from app.core import jsontext
 from app.errors import ValidationFailed
 
 
@@ -18,7 +19,7 @@ def pack(values: list) -> str:
 
 def unpack(cursor: str):
     """What `pack` packed; ValueError (or TypeError) for anything else."""
-    return json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    return jsontext.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
 
 
 def encode_cursor(ts: datetime, item_id: str) -> str:

@@ -26,9 +26,10 @@ a caller can report all of them at once; an empty list means valid.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, NamedTuple
+
+from app.core import jsontext
 
 TOP_LEVEL_KEYS = frozenset({"name", "initial", "states", "transitions", "current", "metadata"})
 REQUIRED_KEYS = ("name", "initial", "states", "transitions")
@@ -47,7 +48,7 @@ class Problem(NamedTuple):
 def validate_fsm(content: str) -> list[Problem]:
     """Validate procedural-memory ``content`` (a JSON string); [] when valid."""
     try:
-        document = json.loads(content)
+        document = jsontext.loads(content)
     except (TypeError, ValueError) as exc:
         return [Problem("", f"content is not valid JSON: {exc}")]
     return validate_fsm_document(document)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
+from app.core import jsontext
 from app.core.ids import has_prefix
 from app.core.timefmt import parse_ts, utcnow
 
@@ -93,7 +94,7 @@ def detect_format(text: str) -> str:
     if start[0] != "{":
         raise FileError("not JSON or JSON lines (expected '[' or '{' first)")
     try:
-        doc = json.loads(text)
+        doc = jsontext.loads(text)
     except json.JSONDecodeError:
         return "jsonl"  # several JSON values: one per line
     if isinstance(doc, dict):
@@ -110,7 +111,7 @@ def _list_format(items: Any) -> str:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except json.JSONDecodeError as exc:
         raise FileError(f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
 
@@ -122,7 +123,7 @@ def raw_records(text: str, fmt: str) -> Iterator[tuple[int, Any]]:
             if not line.strip():
                 continue
             try:
-                value = json.loads(line)
+                value = jsontext.loads(line)
             except json.JSONDecodeError as exc:
                 yield number, FileError(f"not valid JSON: column {exc.colno}: {exc.msg}")
                 continue

@@ -7,12 +7,12 @@ transaction), so the flags describe the state the write is decided against.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import jsontext
 from app.core.screening import Screening, screen
 from app.db.models import Memory
 from app.repos import search
@@ -51,7 +51,7 @@ def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) ->
 def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:
     """The newest live procedural memory with the same FSM ``name``, if any."""
     try:
-        name = json.loads(content).get("name")
+        name = jsontext.loads(content).get("name")
     except (ValueError, AttributeError):
         return None
     if not isinstance(name, str):
@@ -63,7 +63,7 @@ def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:
     stmt = stmt.order_by(Memory.created_at.desc()).limit(FSM_CANDIDATES)
     for candidate in session.scalars(stmt):
         try:
-            doc = json.loads(candidate)
+            doc = jsontext.loads(candidate)
         except (TypeError, ValueError):
             continue  # e.g. merged procedural text that is no longer one FSM
         if isinstance(doc, dict) and doc.get("name") == name:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from app.core import jsontext
 from app.core.access import normalise_agents
 from app.core.policy import DEFAULT_POLICY
 from app.core.timefmt import format_ts
@@ -46,7 +47,7 @@ def save_policy_text(ctx: AppContext, *, tenant_id: str, text: str, actor: dict)
     if len(text) > MAX_POLICY_TEXT:
         raise ValidationFailed.at("/", f"the policy is over {MAX_POLICY_TEXT // 1024} KiB")
     try:
-        doc = json.loads(text)
+        doc = jsontext.loads(text)
     except ValueError as exc:
         msg = getattr(exc, "msg", str(exc))
         where = f" at line {exc.lineno}, column {exc.colno}" if hasattr(exc, "lineno") else ""

@@ -4,7 +4,6 @@ Permission checks live here, never in templates: a client can ask for any partia
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 from datetime import datetime
@@ -17,6 +16,7 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
 from app.contracts import default_contracts
+from app.core import jsontext
 from app.core.cursor import decode_cursor, encode_cursor, pack, unpack
 from app.core.timefmt import utcnow
 from app.db.models import Change
@@ -235,7 +235,7 @@ def _edits(form) -> dict[str, Any] | None:
         edits["type"] = str(form["type"])
     if form.get("metadata"):
         try:
-            metadata = json.loads(str(form["metadata"]))
+            metadata = jsontext.loads(str(form["metadata"]))
         except ValueError:
             raise ValidationFailed.at("/edits/metadata", "metadata must be a JSON object") from None
         if not isinstance(metadata, dict):

@@ -109,6 +109,9 @@ def test_semantic_rules_past_expiry_and_bad_fsm(client, headers, count_rows):
     bad = client.post(REMEMBER, json={**GOOD, "type": "procedural", "content": json.dumps(fsm)}, headers=headers)
     paths = {d["path"] for d in assert_error(bad, 422, "validation_error")["details"]}
     assert "/content/transitions/0/conditions" in paths and any(p.startswith("/content/transitions/0") for p in paths)
+    # Procedural content is JSON inside a string: nesting too deep for Python's parser is malformed too.
+    deep = client.post(REMEMBER, json={**GOOD, "type": "procedural", "content": "[" * 5000}, headers=headers)
+    assert "nested too deeply" in json.dumps(assert_error(deep, 422, "validation_error")["details"])
     assert count_rows() == before
 
 

@@ -27,6 +27,8 @@ def test_detects_each_format():
         f.detect_format("hello")
     with pytest.raises(f.FileError):
         f.detect_format('[{"a": 1},')
+    with pytest.raises(f.FileError, match="nested too deeply"):  # deeper than Python's parser recurses
+        f.detect_format("[" * 5000)
 
 
 def test_array_records_keep_the_line_they_start_on():
@@ -97,3 +99,8 @@ def test_jsonl_keeps_state_and_refuses_what_it_cannot_keep():
 def test_mem0_timestamps_without_an_offset_keep_the_range_of_every_other_timestamp(created_at):
     with pytest.raises(ValueError, match="created_at is not a timestamp"):
         records(json.dumps({"results": [{"id": "m1", "memory": "Likes tea", "created_at": created_at}]}), "mem0")
+
+
+def test_a_jsonl_line_nested_too_deeply_is_a_bad_line_not_a_crash():
+    problems = [raw for _, raw in f.raw_records('{"content": "fine"}\n' + "[" * 5000 + "\n", "jsonl")]
+    assert isinstance(problems[1], f.FileError) and "nested too deeply" in str(problems[1])

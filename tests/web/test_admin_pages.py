@@ -164,6 +164,8 @@ def test_policy_is_validated_with_json_paths_and_saved(client, ctx, admin, tenan
     broken = client.post("/admin/policy", data={"csrf_token": csrf, "policy": "{\"rules\": ["}, headers=HX)
     assert broken.status_code == 422 and "not valid JSON" in broken.text and 'data-testid="policy-problems"' in broken.text
     assert "{&#34;rules&#34;: [" in broken.text or "{&quot;rules&quot;: [" in broken.text  # the text is kept to fix
+    too_deep = client.post("/admin/policy", data={"csrf_token": csrf, "policy": "[" * 5000}, headers=HX)
+    assert too_deep.status_code == 422 and "nested too deeply" in too_deep.text
 
     invalid = {"rules": [{"id": "r1", "match": {"operations": ["remember"]}, "action": "explode"},
                          {"id": "r1", "match": {"content_pattern": "(a+)+$"}, "action": "require_approval"}]}

@@ -65,6 +65,10 @@ def test_queue_detail_and_approve_via_form(client, reviewer, staged):
     detail = client.get(f"/review/{staged['change_id']}")
     assert 'data-testid="diff"' in detail.text and "floor 3" in detail.text and "floor 5" in detail.text
     fingerprint = re.search(r'name="seen_state" value="([0-9a-f]+)"', detail.text).group(1)
+    too_deep = client.post(f"/review/{staged['change_id']}/approve",  # Python's parser cannot recurse this far
+                           data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint, "edit": "1",
+                                 "metadata": "[" * 5000}, headers={"HX-Request": "true"})
+    assert too_deep.status_code == 422 and "metadata must be a JSON object" in too_deep.text
     decided = client.post(f"/review/{staged['change_id']}/approve",
                           data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint},
                           headers={"HX-Request": "true"})

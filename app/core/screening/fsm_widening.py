@@ -26,6 +26,7 @@ import json
 import re
 from typing import Any
 
+from app.core import jsontext
 from app.core.fsm import ANY_STATE
 from app.core.screening.flags import RiskFlag, Span, combine, severity_for
 
@@ -39,7 +40,7 @@ def _document(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        doc = json.loads(text)
+        doc = jsontext.loads(text)
     except (TypeError, ValueError):
         return None
     return doc if isinstance(doc, dict) and isinstance(doc.get("transitions", []), list) else None

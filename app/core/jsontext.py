@@ -1,0 +1,19 @@
+"""`json.loads` for text that came from outside (agents, forms, files, cursors).
+
+Python's parser recurses once per nesting level, so a few thousand `[` raise RecursionError,
+which no caller expects and which became 500s and CLI tracebacks. Here that is malformed JSON
+like any other: a `json.JSONDecodeError`, hence a `ValueError`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def loads(text: str | bytes, **kwargs: Any) -> Any:
+    """`json.loads(text, **kwargs)`, raising JSONDecodeError for JSON nested too deeply to parse."""
+    try:
+        return json.loads(text, **kwargs)
+    except RecursionError:
+        raise json.JSONDecodeError("JSON nested too deeply", text if isinstance(text, str) else "", 0) from None
