@@ -71,8 +71,8 @@ SIGNALS = (
            r"<\|?(?:im_start|im_end|system|endoftext|eot_id|start_header_id)\|?>|\[/?inst\]|<</?sys>>|"
            r"</?(?:system|instructions?|memory|context|admin)>"),
     _s("impersonation",
-           r"^\s*[\[\(#*]*\s*(?:system|developer|admin|administrator|root|assistant)\s*"
-           r"(?:prompt|message|note|notice|override|instructions?|update)?\s*[\]\)*]*\s*[:>\-]\s*"
+           r"^[ \t]{0,64}[\[\(#*]{0,4}[ \t]{0,4}(?:system|developer|admin|administrator|root|assistant)[ \t]{0,4}"
+           r"(?:prompt|message|note|notice|override|instructions?|update)?[ \t]{0,4}[\]\)*]{0,4}[ \t]{0,4}[:>\-]\s{0,8}"
            r"(?:you\b|ignore|always|never|from now|the assistant|do not|don't|new |important|all )"),
     _s("impersonation",
            r"\b(?:message|note|instructions?|notice|directive|order|memo|update)\s+from\s+(?:the\s+)?"
@@ -114,7 +114,7 @@ SIGNALS = (
            r"people|asked)\b[^.\n]{0,30}?\b(?:asks?|asked|mentions?|requests?|says?|types?|quer(?:y|ies)|"
            r"searches|inquires?|talks?|brings? up|wants?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
     _s("trigger", r"\bif (?:the )?(?:user|customer|anyone|someone) (?:ever )?(?:asks?|mentions?|says?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
-    _s("directive", r"(?:^|[.!?:;,]\s+|\n)\s*[-*\d.)\s]*(?:always|never|only|must)\s+" + _AGENT_VERBS + r"\b"),
+    _s("directive", r"(?:^|[.!?:;,]\s{1,8}|\n)[ \t]{0,8}(?:[-*\d.)]{1,6}[ \t]{0,8}){0,2}(?:always|never|only|must)\s{1,8}" + _AGENT_VERBS + r"\b"),
     _s("directive", r"\b" + _AGENT + r"\s+(?:must|shall|is required to|are required to|is instructed to|"
            r"are instructed to|has to|have to|needs? to|will always|should always|should never|must never)\b"),
     _s("directive", r"\b(?:important|attention|note to (?:the )?(?:assistant|agent|ai|model))\s*[:!]\s*"
