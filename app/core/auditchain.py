@@ -800,7 +800,7 @@ def parse_witness_line(raw: str | bytes, lineno: int = 0) -> WitnessRecord | Non
             if type(from_size) is not int or not 0 <= from_size <= cp.size:
                 raise ValueError("consistency.from_size out of range")
             proof = tuple(bytes.fromhex(h) for h in step["proof"])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError, CheckpointError) as exc:
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, CheckpointError) as exc:
         raise ExportFormatError(f"witness record: {exc}", line=lineno) from None
     return WitnessRecord(cp, obj["note"], from_size, proof, lineno)
 
@@ -960,8 +960,8 @@ def _parse_line(raw: str | bytes, lineno: int) -> ExportManifest | ExportEntry |
     if not line.strip():
         return None
     try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
+        obj = jsontext.loads(line)
+    except ValueError:
         raise ExportFormatError("not a JSON line", line=lineno) from None
     if type(obj) is not dict:
         raise ExportFormatError("not a JSON object", line=lineno)

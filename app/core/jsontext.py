@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 
-def loads(text: str | bytes, **kwargs: Any) -> Any:
-    """`json.loads(text, **kwargs)`, raising JSONDecodeError for JSON nested too deeply to parse."""
+def loads(text: str | bytes) -> Any:
+    """`json.loads(text)`, raising JSONDecodeError for JSON nested too deeply to parse."""
     try:
-        return json.loads(text, **kwargs)
+        return json.loads(text)
     except RecursionError:
         raise json.JSONDecodeError("JSON nested too deeply", text if isinstance(text, str) else "", 0) from None
