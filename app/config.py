@@ -63,6 +63,10 @@ class Settings:
         "MEMWARDEN_AUDIT_WITNESS_URL", None,
         "URL that receives every signed audit checkpoint as a JSON POST (best effort, retried; "
         "the webhook SSRF rule applies).")
+    mcp_allowed_origins: str = _setting(
+        "MEMWARDEN_MCP_ALLOWED_ORIGINS", "",
+        "Comma list of browser origins (`https://host[:port]`) allowed to call `/mcp`; requests without "
+        "an `Origin` header and same-host origins are always allowed, any other origin gets 403.")
     workspace_max_file_bytes: int = _setting(
         "MEMWARDEN_WORKSPACE_MAX_FILE_BYTES", 262_144,
         "Largest workspace file in UTF-8 bytes (413 `workspace_too_large` above).")

@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
                 stack.push_async_callback(app.state.event_hub.close)
             yield
 
-    mcp = McpEndpoint(max_body_bytes=settings.max_body_bytes)
+    mcp = McpEndpoint(max_body_bytes=settings.max_body_bytes, allowed_origins=settings.mcp_allowed_origins)
     routes = [
         *health.routes,
         *openapi.routes,

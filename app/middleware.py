@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from urllib.parse import parse_qsl
 
+import anyio
+
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -203,15 +205,18 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._reject(scope, receive, send)
+            # A client waiting for `100 Continue` has sent nothing yet: answer without reading.
+            unread = (header(scope, b"expect") or "").lower() != "100-continue"
+            await self._reject(scope, receive, send, unread=unread)
             return
-        seen = 0
+        seen, body_done = 0, False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, body_done
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                body_done = not message.get("more_body", False)
                 if seen > self.max_bytes:
                     raise BodyTooLarge()
             return message
@@ -221,12 +226,35 @@ class BodyLimit:
             await self.app(scope, limited_receive, tracked)
         except BodyTooLarge:
             if not tracked.started:
-                await self._reject(scope, receive, send)
+                await self._reject(scope, receive, send, unread=not body_done)
 
-    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _reject(self, scope: Scope, receive: Receive, send: Send, *, unread: bool) -> None:
+        """413 in the envelope, after reading (and dropping) what the client is still sending: a
+        client that has not finished writing its body when the server closes the connection gets
+        a reset and never reads the answer. Reading stops at `DRAIN_LIMIT_BYTES` or after
+        `DRAIN_SECONDS`, so a client cannot hold the connection by sending forever."""
+        if unread:
+            await _discard_body(receive)
         error = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes")
         response = json_response(error.envelope(), status=error.status, headers={"connection": "close"})
         await response(scope, receive, send)
+
+
+DRAIN_LIMIT_BYTES = 64 * 1024 * 1024
+DRAIN_SECONDS = 10
+
+
+async def _discard_body(receive: Receive) -> None:
+    """Read the rest of the request body and drop it (bounded in bytes and time)."""
+    discarded = 0
+    with anyio.move_on_after(DRAIN_SECONDS):
+        while discarded <= DRAIN_LIMIT_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            discarded += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
 
 def _content_length(scope: Scope) -> int | None:

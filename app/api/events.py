@@ -49,8 +49,8 @@ def _query(request: Request) -> dict[str, Any]:
 
 
 def _cursor(request: Request, query: dict[str, Any]) -> int:
-    header = request.headers.get("last-event-id", "").strip()
-    if header:
+    if "last-event-id" in request.headers:  # sent at all, it must be an id (empty is not one)
+        header = request.headers["last-event-id"].strip()
         if not (header.isascii() and header.isdigit()) or len(header) > 18:
             raise ValidationFailed.at("/Last-Event-ID", "Last-Event-ID must be an event id from this stream")
         return int(header)

@@ -72,9 +72,10 @@ routes = [
     ApiRoute("/v1/memories", list_memories, method="GET", summary="List an agent's memories, newest first",
              scope="memory:read", request="list.query", responses={200: "list.response"}),
     ApiRoute("/v1/memories/{memory_id}", get_memory, method="GET", summary="Get one memory",
-             scope="memory:read", request="get.query", responses={200: "entry"}),
+             scope="memory:read", ids={"memory_id": "mem"}, request="get.query", responses={200: "entry"}),
     ApiRoute("/v1/memories/{memory_id}", delete_memory, method="DELETE", summary="Delete (forget) one memory",
-             scope="memory:write", responses={200: "delete.response", 202: "pending.response"}),
+             scope="memory:write", ids={"memory_id": "mem"},
+             responses={200: "delete.response", 202: "pending.response"}),
     ApiRoute("/v1/memories/{memory_id}/history", history, method="GET", summary="A memory's audit trail",
-             scope="memory:read", responses={200: "history.response"}),
+             scope="memory:read", ids={"memory_id": "mem"}, responses={200: "history.response"}),
 ]

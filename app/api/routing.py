@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from app.api import idempotency
 from app.contracts import default_contracts, unstorable_problems
@@ -44,7 +44,12 @@ class ApiRoute(Route):
 
     def __init__(self, path: str, handler: Handler, *, method: str, summary: str, scope: str | None,
                  request: str | None = None, responses: dict[int, Any] | None = None, tag: str = "memory",
-                 public: bool = False, idempotent: bool | None = None, headers: tuple[str, ...] = ()):
+                 public: bool = False, idempotent: bool | None = None, headers: tuple[str, ...] = (),
+                 ids: dict[str, str] | None = None):
+        """`ids`: path parameters that only ever hold a `prefix_…` id (param → prefix). The route
+        does not match other values, so `/v1/memories/recall` is the recall route's path alone
+        (405 with `Allow: POST` for a GET), not a memory called "recall"."""
+        self.ids = dict(ids or {})
         idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent
         self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public, idempotent,
                                    headers)
@@ -60,6 +65,17 @@ class ApiRoute(Route):
 
         endpoint.__name__ = handler.__name__
         super().__init__(path, endpoint, methods=[method])
+
+    def matches(self, scope):
+        match, child_scope = super().matches(scope)
+        if match != Match.NONE and self.ids:
+            params = child_scope.get("path_params", {})
+            for name, prefix in self.ids.items():
+                value = str(params.get(name, ""))
+                # Unstorable text still reaches the endpoint, whose 422 names the parameter.
+                if not has_prefix(value, prefix) and not unstorable_problems({name: value}):
+                    return Match.NONE, {}
+        return match, child_scope
 
 
 def require_scope(principal: Principal | None, scope: str | None) -> None:
@@ -99,8 +115,9 @@ def prefixed_id(value: str, prefix: str, what: str) -> str:
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at this request's path (for the `Allow` of a 405)."""
     methods: set[str] = set()
+    probe = {"type": "http", "path": request.scope["path"], "method": "GET", "root_path": ""}
     for route in request.app.routes:
-        if isinstance(route, Route) and route.methods and route.path_regex.match(request.scope["path"]):
+        if isinstance(route, Route) and route.methods and route.matches(probe)[0] != Match.NONE:
             methods |= route.methods
     return sorted(methods)
 

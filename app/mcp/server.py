@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 from typing import Any, AsyncIterator
+from urllib.parse import urlsplit
 
 import mcp_types as types
 from mcp.server.lowlevel import Server
@@ -24,7 +25,8 @@ from app import __version__
 from app.api.idempotency import answer_once
 from app.api.routing import require_scope
 from app.contracts import default_contracts
-from app.errors import AppError, NotFound
+from app.api.jsonio import json_response
+from app.errors import AppError, Forbidden, NotFound
 from app.mcp.schemas import input_schema
 from app.mcp.tools import TOOLS, Tool, v1_scopes
 from app.services import idempotency
@@ -110,16 +112,54 @@ async def _call(tool: Tool, scope: str | None, request: Request | None, argument
     return tool_result(result)
 
 
+class OriginGuard:
+    """Refuses (403) a request whose `Origin` is neither this server's own host nor listed in
+    `MEMWARDEN_MCP_ALLOWED_ORIGINS`, as the streamable-HTTP transport requires of servers (against
+    DNS rebinding: a page on another site must not drive the endpoint from a user's browser).
+    Requests without `Origin` (agents, SDK clients) pass."""
+
+    def __init__(self, app, allowed_origins: str):
+        self.app = app
+        self.allowed = {_normal_origin(o) for o in allowed_origins.split(",") if o.strip()}
+
+    async def __call__(self, scope, receive, send) -> None:
+        request = Request(scope)
+        origin = request.headers.get("origin")
+        if origin is not None and not self._allowed(origin, request.headers.get("host", "")):
+            error = Forbidden("this Origin may not call /mcp (see MEMWARDEN_MCP_ALLOWED_ORIGINS)",
+                              details=[{"path": "/headers/Origin", "message": "origin not allowed"}])
+            await json_response(error.envelope(), error.status)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _allowed(self, origin: str, host: str) -> bool:
+        normal = _normal_origin(origin)
+        if normal in self.allowed:
+            return True
+        parsed = urlsplit(normal)
+        return parsed.scheme in ("http", "https") and bool(host) and parsed.netloc == _normal_host(host, parsed.scheme)
+
+
+def _normal_origin(origin: str) -> str:
+    """`scheme://host[:port]` lower-cased, without a default port or trailing slash."""
+    parsed = urlsplit(origin.strip().lower())
+    return f"{parsed.scheme}://{_normal_host(parsed.netloc, parsed.scheme)}"
+
+
+def _normal_host(netloc: str, scheme: str) -> str:
+    host = netloc.strip().lower()
+    default = {"http": ":80", "https": ":443"}.get(scheme)
+    return host[: -len(default)] if default and host.endswith(default) else host
+
+
 class McpEndpoint:
     """The ASGI app to mount at `/mcp` and the session manager the app's lifespan must run."""
 
-    def __init__(self, max_body_bytes: int):
+    def __init__(self, max_body_bytes: int, allowed_origins: str = ""):
         self.server = build_server()
-        # Host/Origin checks stay off: every request needs a bearer key, which a DNS-rebound page
-        # cannot attach, and the public host name is the deployment's, not known here.
         self.sessions = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True,
                                                      max_request_body_size=max_body_bytes)
-        self.asgi = StreamableHTTPASGIApp(self.sessions)
+        self.asgi = OriginGuard(StreamableHTTPASGIApp(self.sessions), allowed_origins)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -26,6 +26,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
+from app.core import jsontext
 from app.core.timefmt import utcnow
 from app.db.models import IdempotencyKey
 from app.errors import Conflict, IdempotencyKeyReused, ValidationFailed
@@ -60,10 +61,10 @@ def fingerprint(*, method: str, path: str, query: str, api_key_id: str, body: by
     """SHA-256 identifying the request a key was first used for. A JSON body is canonicalised
     (sorted keys, no whitespace), so a retry that re-serialises the same object still matches."""
     try:
-        canonical = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        canonical = json.dumps(jsontext.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                                allow_nan=False).encode("utf-8", "surrogatepass")
-    except ValueError:  # not JSON (or not storable JSON): the raw bytes identify it
-        canonical = body
+    except (ValueError, RecursionError):  # not JSON, not storable JSON, or too deep to re-encode:
+        canonical = body                  # the raw bytes identify it (the handler refuses it anyway)
     digest = hashlib.sha256()
     for part in (method.upper().encode(), path.encode(), query.encode(), api_key_id.encode()):
         digest.update(len(part).to_bytes(4, "big") + part)

@@ -3,6 +3,7 @@ allow-lists, revocable sessions, sign-in throttling with back-off. Every change 
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import secrets
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ ROLE_POWERS = {
 }
 SESSION_IDLE = timedelta(hours=12)
 MIN_PASSWORD = 10
+# argon2 via passlib refuses secrets over 4,096 bytes; 1,024 characters stay under it in any script.
+MAX_PASSWORD = 1024
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,13 @@ def hash_password(password: str) -> str:
     return argon2.hash(password)
 
 
+@functools.cache
+def _stand_in_hash() -> str:
+    """An argon2 hash no password matches, verified in place of a real one when there is no usable
+    account, so a refusal costs the same time whether the account is unknown, disabled or real."""
+    return argon2.hash(secrets.token_urlsafe(32))
+
+
 def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str, role: str,
                 agents: str | list[str] | None = None, actor: dict) -> User:
     """Create a user with one tenant role; the password is stored only as an argon2 hash."""
@@ -80,6 +90,8 @@ def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str
         raise ValidationFailed.at("/role", f"role must be one of {', '.join(ROLES)}")
     if len(password) < MIN_PASSWORD:
         raise ValidationFailed.at("/password", f"password must be at least {MIN_PASSWORD} characters")
+    if len(password) > MAX_PASSWORD:
+        raise ValidationFailed.at("/password", f"password must be at most {MAX_PASSWORD} characters")
     try:
         agent_list = normalise_agents(agents)
     except ValueError as exc:
@@ -241,9 +253,12 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
         raise RateLimited(f"too many failed sign-ins; try again in {blocked.wait} s",
                           headers={"retry-after": str(blocked.wait)})
 
-    if user is None:
-        argon2.hash(password)  # equalise timing for unknown users
-    ok = bool(user and user.disabled_at is None and argon2.verify(password, user.password_hash))
+    # Always one argon2 verification, so the answer's timing says nothing about the account: unknown,
+    # disabled, or a password too long to be anyone's (checked against a stand-in hash).
+    usable = user is not None and user.disabled_at is None and len(password) <= MAX_PASSWORD
+    matched = argon2.verify(password if len(password) <= MAX_PASSWORD else "",
+                            user.password_hash if usable else _stand_in_hash())
+    ok = usable and matched
     with ctx.db.sessions.begin() as session:
         if ok:
             _record_success(session, username, client)

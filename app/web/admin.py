@@ -72,8 +72,14 @@ async def index(request: Request):
 
 
 def _text(form, name: str, limit: int = 1000) -> str:
+    """A form field as text; a value over `limit` characters is refused (422), never cut short."""
     value = form.get(name)
-    return str(value)[:limit] if value is not None else ""
+    if value is None:
+        return ""
+    value = str(value)
+    if len(value) > limit:
+        raise ValidationFailed.at(f"/{name}", f"{name} is {len(value)} characters; at most {limit} are allowed")
+    return value
 
 
 async def create_user(request: Request):
@@ -82,7 +88,7 @@ async def create_user(request: Request):
     try:
         created = await run_in_threadpool(
             tenant_admin.create_member, request.app.state.ctx, tenant_id=role.tenant_id,
-            username=_text(form, "username", 200), password=_text(form, "password", 1000),
+            username=_text(form, "username", 200), password=_text(form, "password", users.MAX_PASSWORD),
             role=_text(form, "role", 20), agents=_text(form, "agents") or "*", actor=user.actor)
     except AppError as error:
         return await _respond(request, user, role, "users", error=error)
@@ -92,7 +98,7 @@ async def create_user(request: Request):
 async def change_user(request: Request):
     user, role = _role(request)
     form = await request.form()
-    action = _text(form, "action", 20)
+    action = str(form.get("action", ""))
     if action not in ("save", "remove"):
         return await _respond(request, user, role, "users", error=ValidationFailed.at("/action", "choose save or remove"))
     try:
@@ -135,7 +141,7 @@ async def revoke_key(request: Request):
 async def save_policy(request: Request):
     user, role = _role(request)
     form = await request.form()
-    text = _text(form, "policy", tenant_admin.MAX_POLICY_TEXT + 1)
+    text = str(form.get("policy", ""))  # the service refuses an over-long policy, kept in the textarea
     try:
         await run_in_threadpool(tenant_admin.save_policy_text, request.app.state.ctx, tenant_id=role.tenant_id,
                                 text=text, actor=user.actor)
@@ -149,8 +155,8 @@ async def save_policy(request: Request):
 async def save_redaction(request: Request):
     user, role = _role(request)
     form = await request.form()
-    mode = _text(form, "mode", 20)
     try:
+        mode = _text(form, "mode", 20)
         await run_in_threadpool(tenant_config.set_redaction_mode, request.app.state.ctx, tenant_id=role.tenant_id,
                                 mode=mode, actor=user.actor)
     except AppError as error:
@@ -161,9 +167,9 @@ async def save_redaction(request: Request):
 async def register_secret(request: Request):
     user, role = _role(request)
     form = await request.form()
-    label = _text(form, "label", 64).strip()
-    value = _text(form, "value", 10_000)
     try:
+        label = _text(form, "label", 64).strip()
+        value = _text(form, "value", 10_000)
         if not label:
             raise ValidationFailed.at("/label", "give the secret a label (it replaces the value in redactions)")
         await run_in_threadpool(tenant_config.register_secret, request.app.state.ctx, tenant_id=role.tenant_id,
