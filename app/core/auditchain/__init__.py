@@ -52,12 +52,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from . import jsontext
-from .canonical import (
+from .. import jsontext
+from ..canonical import (
     CanonicalizationError,
     NotCanonicalError,
     canonical_json,
     parse_canonical,
+)
+from .errors import (
+    AuditChainError,
+    ChainError,
+    CheckpointError,
+    EntryError,
+    ExportFormatError,
+    KeyFormatError,
+    NotAnExtension,
 )
 
 __all__ = [
@@ -126,54 +135,6 @@ _MAX_SEQ = 2**63 - 1
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 _HEX8 = re.compile(r"[0-9a-f]{8}")
-
-
-# -- errors ---------------------------------------------------------------------------------------
-
-
-class AuditChainError(ValueError):
-    """Base error: a stable `reason` code, human `detail`, and evidence (`seq`, `expected`, `found`)."""
-
-    def __init__(self, reason: str, detail: str, *, seq: int | None = None, expected: Any = None,
-                 found: Any = None):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-        self.seq = seq
-        self.expected = expected
-        self.found = found
-
-
-class EntryError(AuditChainError):
-    """An entry cannot be built or parsed (`not_canonical`, `entry_invalid`)."""
-
-
-class CheckpointError(AuditChainError):
-    """`checkpoint_malformed`, `checkpoint_unknown_key` or `checkpoint_bad_signature`."""
-
-
-class ChainError(AuditChainError):
-    """Verification found evidence of tampering; `seq` is the first bad sequence number."""
-
-
-class NotAnExtension(AuditChainError):
-    """The state to be signed does not extend the last signed checkpoint (`not_an_extension`)."""
-
-    def __init__(self, detail: str, **evidence: Any):
-        super().__init__("not_an_extension", detail, **evidence)
-
-
-class ExportFormatError(AuditChainError):
-    """An export line is not in the export format (`malformed`); `line` is its 1-based number."""
-
-    def __init__(self, detail: str, *, line: int | None = None):
-        super().__init__("malformed", f"line {line}: {detail}" if line else detail)
-        self.message = detail
-        self.line = line
-
-
-class KeyFormatError(ValueError):
-    """A key name, verifier key or private key is not usable."""
 
 
 # -- entries --------------------------------------------------------------------------------------
