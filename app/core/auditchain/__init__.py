@@ -53,12 +53,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 )
 
 from .. import jsontext
-from ..canonical import (
-    CanonicalizationError,
-    NotCanonicalError,
-    canonical_json,
-    parse_canonical,
-)
+from .entry import ENTRY_VERSION, MAX_SEQ, build_entry, is_rfc3339, parse_entry, rfc3339_datetime
 from .errors import (
     AuditChainError,
     ChainError,
@@ -118,99 +113,19 @@ __all__ = [
     "witness_line",
 ]
 
-ENTRY_VERSION = 1
 GENESIS = bytes(32)
 EMPTY_ROOT = hashlib.sha256(b"").digest()
 EXPORT_FORMAT = "memwarden-audit-export/v1"
 
 _sha256 = hashlib.sha256
 _CHAIN_PREFIX = b"memwarden/v1/chain\x00"
-_ENTRY_KEYS = frozenset({"v", "origin", "chain", "seq", "ts", "type", "actor", "subject", "data"})
 _SIG_PREFIX = "\u2014 "  # em dash + space, as in C2SP signed-note
 _ALG_ED25519 = 0x01
 _MAX_NOTE_CHARS = 1 << 20
 _MAX_SIGNATURES = 100
 _MAX_PENDING_CHECKPOINTS = 100_000
-_MAX_SEQ = 2**63 - 1
-_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})")
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 _HEX8 = re.compile(r"[0-9a-f]{8}")
-
-
-# -- entries --------------------------------------------------------------------------------------
-
-
-def build_entry(*, origin: str, chain_id: str, seq: int, ts: str, event_type: str, actor: dict[str, Any],
-                subject: dict[str, Any], data: dict[str, Any]) -> bytes:
-    """Canonical bytes of one audit entry. Store these bytes; never re-encode them.
-
-    Raises `EntryError` (`entry_invalid`) for a bad field, including values RFC 8785 cannot
-    represent (non-finite floats, integers beyond 2**53, non-string keys).
-    """
-    for name, value in (("origin", origin), ("chain_id", chain_id), ("event_type", event_type)):
-        if not isinstance(value, str) or not value or "\n" in value:
-            raise EntryError("entry_invalid", f"{name} must be a non-empty single-line string", found=value)
-    if type(seq) is not int or not 1 <= seq <= _MAX_SEQ:
-        raise EntryError("entry_invalid", "seq must be an integer >= 1", found=seq)
-    if not isinstance(ts, str) or not _is_rfc3339(ts):
-        raise EntryError("entry_invalid", "ts must be an RFC 3339 timestamp with offset", found=ts)
-    for name, part in (("actor", actor), ("subject", subject), ("data", data)):
-        if not isinstance(part, dict):
-            raise EntryError("entry_invalid", f"{name} must be an object", found=type(part).__name__)
-    obj = {"v": ENTRY_VERSION, "origin": origin, "chain": chain_id, "seq": seq, "ts": ts, "type": event_type,
-           "actor": actor, "subject": subject, "data": data}
-    try:
-        return canonical_json(obj)
-    except CanonicalizationError as exc:
-        raise EntryError("entry_invalid", f"not representable in RFC 8785: {exc}") from None
-
-
-def parse_entry(b: bytes) -> dict[str, Any]:
-    """Parse stored entry bytes, requiring the exact canonical encoding and the v1 shape.
-
-    Raises `EntryError` with reason `not_canonical` (bytes are not RFC 8785 canonical JSON, so
-    they were not produced by `build_entry`) or `entry_invalid` (canonical, but not a v1 entry).
-    """
-    try:
-        obj = parse_canonical(b)
-    except NotCanonicalError as exc:
-        raise EntryError("not_canonical", str(exc)) from None
-    # One expression for the common case; the slow diagnosis below only runs on failure.
-    if (type(obj) is dict and obj.keys() == _ENTRY_KEYS and type(obj["v"]) is int and obj["v"] == ENTRY_VERSION
-            and type(obj["seq"]) is int and obj["seq"] >= 1 and type(obj["origin"]) is str and obj["origin"]
-            and type(obj["chain"]) is str and obj["chain"] and type(obj["ts"]) is str and obj["ts"]
-            and type(obj["type"]) is str and obj["type"] and type(obj["actor"]) is dict
-            and type(obj["subject"]) is dict and type(obj["data"]) is dict):
-        return obj
-    raise _entry_shape_error(obj)
-
-
-def _entry_shape_error(obj: Any) -> EntryError:
-    if type(obj) is not dict or obj.keys() != _ENTRY_KEYS:
-        found: Any = sorted(obj) if type(obj) is dict else type(obj).__name__
-        return EntryError("entry_invalid", "not a v1 entry object", expected=sorted(_ENTRY_KEYS), found=found)
-    if type(obj["v"]) is not int or obj["v"] != ENTRY_VERSION:
-        return EntryError("entry_invalid", "unsupported entry version", expected=ENTRY_VERSION, found=obj["v"])
-    if type(obj["seq"]) is not int or obj["seq"] < 1:
-        return EntryError("entry_invalid", "seq must be an integer >= 1", found=obj["seq"])
-    for key in ("origin", "chain", "ts", "type"):
-        if type(obj[key]) is not str or not obj[key]:
-            return EntryError("entry_invalid", f"{key} must be a non-empty string", found=obj[key])
-    bad = next(key for key in ("actor", "subject", "data") if type(obj[key]) is not dict)
-    return EntryError("entry_invalid", f"{bad} must be an object", found=type(obj[bad]).__name__)
-
-
-def _is_rfc3339(ts: str) -> bool:
-    m = _RFC3339.fullmatch(ts)
-    if not m:
-        return False
-    frac = m.group(1) or ""
-    text = ts[:19] + frac[:7] + ("+00:00" if m.group(2) == "Z" else m.group(2))
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 # -- hashes and the Merkle tree --------------------------------------------------------------------
@@ -473,13 +388,13 @@ class Signer:
 def _checkpoint_body(origin: str, size: int, root: bytes, chain_head: bytes, ts: str | None) -> str:
     if not isinstance(origin, str) or not origin or any(c < " " for c in origin):
         raise ValueError("origin must be a non-empty single line")
-    if type(size) is not int or not 0 <= size <= _MAX_SEQ:
+    if type(size) is not int or not 0 <= size <= MAX_SEQ:
         raise ValueError("size must be a non-negative integer")
     if len(root) != 32 or len(chain_head) != 32:
         raise ValueError("root and chain head are 32-byte hashes")
     lines = [origin, str(size), _b64(bytes(root)), f"chain-head {_b64(bytes(chain_head))}"]
     if ts is not None:
-        if not _is_rfc3339(ts):
+        if not is_rfc3339(ts):
             raise ValueError(f"ts must be RFC 3339: {ts!r}")
         lines.append(f"ts {ts}")
     return "\n".join(lines) + "\n"
@@ -507,7 +422,7 @@ def parse_checkpoint(note: str) -> Checkpoint:
     if not 4 <= len(lines) <= 5:
         raise _malformed(f"checkpoint body has {len(lines)} lines, expected 4 or 5")
     origin, size_text = lines[0], lines[1]
-    if not _DECIMAL.fullmatch(size_text) or int(size_text) > _MAX_SEQ:
+    if not _DECIMAL.fullmatch(size_text) or int(size_text) > MAX_SEQ:
         raise _malformed(f"bad tree size {size_text!r}")
     size = int(size_text)
     try:
@@ -994,16 +909,9 @@ def _entry_value(obj: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-def _iso(ts: str) -> str:
-    """RFC 3339 text in the form `datetime.fromisoformat` accepts (+00:00, at most 6 fraction digits)."""
-    m = _RFC3339.fullmatch(ts)
-    assert m is not None
-    return ts[:19] + (m.group(1) or "")[:7] + ("+00:00" if m.group(2) == "Z" else m.group(2))
-
-
 def _same_value(column: Any, hashed: Any) -> bool:
     if isinstance(column, datetime):
-        return isinstance(hashed, str) and _is_rfc3339(hashed) and column == datetime.fromisoformat(_iso(hashed))
+        return isinstance(hashed, str) and column == rfc3339_datetime(hashed)
     if isinstance(column, uuid.UUID):
         return str(column) == hashed
     if type(column) is bool or type(hashed) is bool:
