@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from .. import jsontext
 from .errors import ChainError, CheckpointError, ExportFormatError
-from .note import Checkpoint, VerifierKey, b64, parse_checkpoint, parse_vkey, verify_checkpoint
+from .note import Checkpoint, VerifierKey, b64, parse_checkpoint, parse_vkeys, verify_checkpoint
 from .proofs import verify_consistency
 
 EXPORT_FORMAT = "memwarden-audit-export/v1"
@@ -86,7 +86,7 @@ def read_witness(lines: Iterable[str | bytes], origin: str,
     bad signature and `ChainError` (`witness_inconsistent`, seq = the later size) for two
     witnessed checkpoints that cannot both describe one append-only log.
     """
-    keys = None if vkeys is None else [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+    keys = None if vkeys is None else parse_vkeys(vkeys)
     by_size: dict[int, WitnessRecord] = {}
     for lineno, raw in enumerate(lines, 1):
         rec = parse_witness_line(raw, lineno)

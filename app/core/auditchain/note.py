@@ -127,6 +127,11 @@ def parse_vkey(s: str) -> VerifierKey:
     return VerifierKey(name, key_id, raw[1:])
 
 
+def parse_vkeys(vkeys: Iterable[str | VerifierKey]) -> list[VerifierKey]:
+    """Each key as a `VerifierKey`, parsing the strings with `parse_vkey`."""
+    return [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+
+
 def generate_private_key_pem() -> bytes:
     """A new Ed25519 private key as unencrypted PKCS#8 PEM."""
     return Ed25519PrivateKey.generate().private_bytes(
@@ -266,7 +271,7 @@ def verify_checkpoint(note: str, vkeys: Iterable[str | VerifierKey]) -> Checkpoi
     `checkpoint_unknown_key` (no signature by a trusted key) or `checkpoint_bad_signature`.
     """
     cp = parse_checkpoint(note)
-    keys = [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+    keys = parse_vkeys(vkeys)
     message = cp.body.encode("utf-8")
     verified = 0
     for sig in cp.signatures:

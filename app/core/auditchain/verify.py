@@ -15,7 +15,7 @@ from typing import Any
 from .errors import ChainError, CheckpointError, ExportFormatError, KeyFormatError
 from .formats import ExportCheckpoint, ExportEntry, ExportManifest, parse_export_line
 from .merkle import GENESIS, MerkleFrontier
-from .note import Checkpoint, VerifierKey, parse_checkpoint, parse_vkey
+from .note import Checkpoint, VerifierKey, parse_checkpoint, parse_vkey, parse_vkeys
 from .report import VerifyReport, VerifyRun, beyond_to_seq_error, unusable_report
 from .verifier import ChainVerifier, chain_error_at, inspect_entry
 
@@ -132,7 +132,7 @@ def verify_export_chunks(lines: Iterator[str | bytes],
         if manifest is None:
             raise ExportFormatError("empty export: no manifest")
         if vkeys is not None:
-            keys: list[VerifierKey] | None = [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+            keys: list[VerifierKey] | None = parse_vkeys(vkeys)
         else:
             keys = [parse_vkey(manifest.vkey)] if manifest.vkey else None
         trusted = [parse_checkpoint(n) for n in trusted_checkpoints]
@@ -206,7 +206,7 @@ def verify_rows(rows: Iterable[tuple[int, bytes, bytes, bytes, Mapping[str, Any]
     normal in a live log, so coverage is only enforced with `require_checkpoint`.
     """
     try:
-        keys = None if vkeys is None else [k if isinstance(k, VerifierKey) else parse_vkey(k) for k in vkeys]
+        keys = None if vkeys is None else parse_vkeys(vkeys)
     except KeyFormatError as exc:
         return unusable_report(str(exc))
     run = VerifyRun(ChainVerifier(origin, chain_id, start_seq=start_seq, prev_chain_hash=prev_chain_hash,
