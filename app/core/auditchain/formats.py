@@ -31,6 +31,9 @@ EXPORT_FORMAT = "memwarden-audit-export/v1"
 WITNESS_FORMAT = "memwarden-audit-witness/v1"
 
 
+# -- witness records ---------------------------------------------------------------------------------
+
+
 def witness_line(note: str, *, from_size: int | None = None, proof: Sequence[bytes] = ()) -> str:
     """One witness record (a JSON line, no newline): the signed checkpoint and, when there was an
     earlier signed checkpoint, the consistency proof from its size."""

@@ -24,7 +24,7 @@ from .verifier import ChainVerifier, chain_error_at, inspect_entry
 #   (_R_RUN, first_seq, leaves, chain_hashes): consecutive entries that passed every check one line
 #       allows on its own; `leaves` and `chain_hashes` are their 32-byte hashes concatenated;
 #   (_R_ENTRY, leaf, seq, foreign, chain_hash, record_seq): an entry that does not continue the run
-#       before it (its seq, chain or record seq is off), for the main process's `ChainVerifier.link` to report;
+#       before it (its seq, chain or record seq is off), for `ChainVerifier.link` to report;
 #   (_R_CHECKPOINT, note), (_R_BAD_ENTRY, reason, detail, expected, found),
 #   (_R_MALFORMED, message, line number within the chunk).
 _R_RUN, _R_ENTRY, _R_CHECKPOINT, _R_BAD_ENTRY, _R_MALFORMED = range(5)
