@@ -227,14 +227,9 @@ def plan(seed: int, memories_n: int, agents: int, users_per_agent: int, big: int
 
 def _mem_id(ms: int, rng: random.Random) -> str:
     """An id in the app's format (app.core.ids.new_id) for a given creation time."""
-    from app.core.ids import _ALPHABET
+    from app.core.ids import format_id
 
-    value = (ms << 80) | rng.getrandbits(80)
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "mem_" + "".join(reversed(chars))
+    return format_id("mem", (ms << 80) | rng.getrandbits(80))
 
 
 def load(admin_url: str, tenant_id: str, rows: list[Row], *, batch: int, chunk: int, seed: int,

@@ -32,14 +32,13 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from app.core import jsontext
-from app.core.ids import has_prefix
+from app.core.ids import format_id, has_prefix
 from app.core.timefmt import parse_ts, utcnow
 
 FORMATS = ("memorywire", "mem0", "jsonl")
 EXPORT_FORMAT = "memwarden.export/v1"
 IMPORTABLE_STATUSES = ("live", "pending", "forgotten", "archived", "merged", "superseded")
 LIST_KEYS = ("memories", "results", "entries")
-_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 REMEMBER_FIELDS = ("agent_id", "user_id", "type", "content", "metadata", "tags", "confidence", "source",
                    "expires_at", "run_id", "node_id")
 
@@ -175,12 +174,7 @@ def _skip(text: str, pos: int) -> int:
 
 def derived_id(*parts: str) -> str:
     """A `mem_…` id determined by `parts` (same parts, same id)."""
-    value = int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:17], "big") >> 6
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "mem_" + "".join(reversed(chars))
+    return format_id("mem", int.from_bytes(hashlib.sha256("\x1f".join(parts).encode()).digest()[:17], "big") >> 6)
 
 
 @dataclass(frozen=True)

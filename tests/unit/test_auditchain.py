@@ -19,6 +19,8 @@ import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from app.core import auditchain as ac
+from app.core.auditchain import fileverify
+from app.core.auditchain import verify as verify_module
 from app.core.canonical import (
     NotCanonicalError,
     canonical_json,
@@ -79,7 +81,7 @@ def verify(lines, vkeys=(SIGNER.vkey,), **kw) -> ac.VerifyReport:
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
         path = Path(tmp, "export.jsonl")
         path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        patch.setattr(ac, "_RANGE_BYTES", 1)
+        patch.setattr(fileverify, "_RANGE_BYTES", 1)
         assert ac.verify_export_file(path, vkeys=keys, workers=0, **kw) == report
     return report
 
@@ -473,13 +475,13 @@ def test_workers_reading_byte_ranges_report_exactly_what_the_stream_does(monkeyp
     is still reported with its exact seq and reason, and every report equals `verify_export`'s."""
     pools = []
 
-    class CountingPool(ac.ProcessPoolExecutor):
+    class CountingPool(fileverify.ProcessPoolExecutor):
         def __init__(self, *args, **kwargs):
             pools.append(self)
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(ac, "ProcessPoolExecutor", CountingPool)
-    monkeypatch.setattr(ac, "_RANGE_BYTES", 32 * 1024)  # ~50 lines a range, ~30 ranges
+    monkeypatch.setattr(fileverify, "ProcessPoolExecutor", CountingPool)
+    monkeypatch.setattr(fileverify, "_RANGE_BYTES", 32 * 1024)  # ~50 lines a range, ~30 ranges
     template = entry(999_999_999)
     rows = rehash([template.replace(b'"seq":999999999', b'"seq":%d' % s) for s in range(1, 2_001)])
     good = export(rows, [sign_at(rows, size) for size in (500, 1_000, 1_500, 2_000)])
@@ -510,7 +512,7 @@ def test_workers_reading_byte_ranges_report_exactly_what_the_stream_does(monkeyp
         for workers in (0, 2):
             assert ac.verify_export_file(path, [SIGNER.vkey], workers=workers) == stream, (name, workers)
     assert f"line {i + 1}" in ac.verify_export(changed((i, "{not json")), [SIGNER.vkey]).detail
-    assert len(pools) == (len(cases) if ac._can_fork() else 0)
+    assert len(pools) == (len(cases) if fileverify._can_fork() else 0)
 
 
 def test_file_with_crlf_line_ends_or_read_from_a_pipe(good20, tmp_path):
@@ -543,7 +545,7 @@ def _streamed_export(n: int):
 
 
 def test_verification_memory_is_bounded(monkeypatch):
-    monkeypatch.setattr(ac, "_BATCH_LINES", 256)
+    monkeypatch.setattr(verify_module, "_BATCH_LINES", 256)
     peaks = []
     for n in (3_000, 12_000):
         tracemalloc.start()
