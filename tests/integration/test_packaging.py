@@ -84,10 +84,15 @@ def test_the_server_wheel_serves_from_a_fresh_venv_outside_the_checkout(tmp_path
     memwarden = bin_dir / "memwarden"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([memwarden, "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=workdir,
-                              env=_clean_env(**data), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        server = subprocess.Popen([memwarden, "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=workdir,
+                                  env=_clean_env(**data), stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        wait_ready(base, server, timeout=120)
+        try:
+            wait_ready(base, server, timeout=120)
+        except Exception as exc:
+            raise AssertionError(f"the installed serve did not come up: {log.read_text()[-3000:]}") from exc
 
         sign_in = httpx.get(f"{base}/login")
         assert sign_in.status_code == 200
