@@ -17,8 +17,8 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from app.bench.common import clean_env, free_port, wait_ready
 from e2e.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.harness import free_port, fresh_env, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "screenshots"
@@ -29,7 +29,7 @@ def _demo_server(data_dir: Path) -> tuple[subprocess.Popen, str, str, str]:
     """`memwarden serve --demo` on a free port: the process, its URL and the demo sign-in."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--demo", "--port", str(port)], cwd=ROOT,
-                            env=clean_env(data_dir), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            env=fresh_env(data_dir), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     for line in proc.stdout:
         found = SIGN_IN.search(line)
         if found:

@@ -30,6 +30,7 @@ from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
 from app.core.screening import screen
+from app.core.screening.hostile import HOSTILE
 from app.services.screening import ALLOWED_SOURCES
 
 DATA = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
@@ -122,18 +123,6 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
         "hostile_64kib_ms": hostile_timings() if hostile else None,
         "machine": common.machine(),
     }
-
-
-# Inputs shaped to make the detectors' patterns work hardest, each 64 KiB (the scan limit).
-HOSTILE = {
-    "repeated_urls": "https://x.io/" * 5042, "open_braces": "{" * 65536, "dotted": "a." * 32768,
-    "trigger_words": "whenever the user asks " * 2849, "send_to": "send to " * 8192,
-    "image_openers": "![x](https://a.b/" * 3855, "zero_width": "\u200b" * 65536, "mixed_script": "p\u0430" * 32768,
-    "role_lines": "system:\n" * 8192, "credential_words": "password is " * 5461,
-    # Whitespace and list markers: two unbounded whitespace runs in a row once made spaces cost ~36 s.
-    "spaces": " " * 65536, "blank_lines": "\n" * 65536, "indented_lines": " \n" * 32768,
-    "list_markers": "1. " * 21845, "sentence_ends": ". " * 32768,
-}
 
 
 def hostile_timings() -> dict[str, float]:

@@ -23,20 +23,20 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 
 from app.core.screening import LEVELS, level_rank
 from app.errors import ValidationFailed
+from app.paths import SCHEMAS_DIR
 
 try:  # CPython's regex parser; only used for the nested-quantifier check.
     from re import _parser as _re_parser
 except ImportError:  # pragma: no cover - other interpreters skip that check
     _re_parser = None  # type: ignore[assignment]
 
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "policy.json"
+SCHEMA_PATH = SCHEMAS_DIR / "policy.json"
 
 Action = Literal["allow", "require_approval", "deny"]
 Operation = Literal[

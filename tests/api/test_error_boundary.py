@@ -12,10 +12,9 @@ import uvicorn
 from starlette.routing import Route
 
 from app.api.routing import ApiRoute
-from app.bench.common import free_port
 from app.main import create_app
 from app.middleware import SECURITY_HEADERS
-from tests.harness import bearer
+from tests.harness import bearer, free_port
 from tests.schema_check import assert_error
 
 

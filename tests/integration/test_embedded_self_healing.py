@@ -17,11 +17,10 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from app.bench.common import clean_env, free_port, wait_ready
 from app.config import Settings
 from app.db.embedded import postmaster_alive, postmaster_pid, start_embedded
 from app.services.context import AppContext
-from tests.harness import PROJECT_ROOT, stop_server
+from tests.harness import PROJECT_ROOT, free_port, fresh_env, memwarden_cli, stop_server, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +38,7 @@ def data_dir(tmp_path_factory) -> Path:
 
 
 def _serve(data_dir: Path, port: int) -> subprocess.Popen:
-    env = clean_env(data_dir, MEMWARDEN_DB_RESTART_GIVE_UP_SECONDS=str(GIVE_UP_SECONDS),
+    env = fresh_env(data_dir, MEMWARDEN_DB_RESTART_GIVE_UP_SECONDS=str(GIVE_UP_SECONDS),
                     MEMWARDEN_SECRET_KEY="self-healing-test")
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], cwd=PROJECT_ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -47,18 +46,11 @@ def _serve(data_dir: Path, port: int) -> subprocess.Popen:
     return proc
 
 
-def _cli(data_dir: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=PROJECT_ROOT, env=clean_env(data_dir),
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 @pytest.fixture(scope="module")
 def token(data_dir: Path) -> str:
     """A read/write key, issued by the CLI (which starts the cluster, initdb included, and stops it)."""
-    _cli(data_dir, "tenant", "create", "heal")
-    return _cli(data_dir, "apikey", "create", "--tenant", "heal", "--scopes", "memory:read,memory:write"
+    memwarden_cli(data_dir, "tenant", "create", "heal")
+    return memwarden_cli(data_dir, "apikey", "create", "--tenant", "heal", "--scopes", "memory:read,memory:write"
                 ).strip().splitlines()[-1]
 
 

@@ -8,6 +8,7 @@ import yaml
 
 from app.api.health import routes as health_routes
 from app.config import Settings
+from tests.integration.test_packaging import SERVER_SOURCES
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KNOWN_ENV = set(Settings.env_vars())
@@ -25,6 +26,18 @@ def test_dockerfile_runs_as_non_root_on_the_default_port():
     assert f"EXPOSE {Settings().port}" in text
     assert _memwarden_env_names(re.findall(r"(MEMWARDEN_[A-Z_]+)=", text)) <= KNOWN_ENV
     assert "/healthz" in text
+
+
+def test_dockerfile_installs_the_wheel_built_from_the_sources_the_packaging_test_builds():
+    """The image runs the built wheel (what test_packaging proves works outside a checkout), not an
+    editable checkout, and its build stage copies exactly what that test builds the wheel from."""
+    text = (DEPLOY / "Dockerfile").read_text()
+    build_stage, runtime_stage = text.split("\nFROM ", 2)[1:]
+    copied = {src for line in re.findall(r"^COPY (?!--)(.+)$", build_stage, re.M) for src in line.split()[:-1]}
+    assert copied == set(SERVER_SOURCES)
+    assert "pip wheel" in build_stage
+    assert re.search(r"pip install [^\n]*\.whl", runtime_stage) and "-e " not in runtime_stage
+    assert "COPY app" not in runtime_stage
 
 
 def test_compose_runs_pgvector_with_a_volume_and_known_settings():

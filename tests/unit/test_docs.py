@@ -1,6 +1,7 @@
 """Docs that cannot drift: every setting documented, the README's commands are what CI runs."""
 
 import re
+import tomllib
 from pathlib import Path
 
 from app.cli import build_parser
@@ -10,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 
-def _readme_commands() -> list[str]:
-    return re.findall(r"```sh\n(.+?)\n```", README)[:2]
+def _readme_commands(count: int = 2) -> list[str]:
+    return re.findall(r"```sh\n(.+?)\n```", README)[:count]
 
 
 def test_readme_opens_with_the_run_and_test_commands():
@@ -19,6 +20,16 @@ def test_readme_opens_with_the_run_and_test_commands():
     assert run.endswith("memwarden serve") and "pip install -e ." in run
     assert test.endswith("python -m pytest -q") and "chromium" in test
     assert README.index(run) < README.index("## What Memwarden is")
+    assert "-e ./client" in test  # the suite drives the client distribution too
+
+
+def test_readme_gives_agents_the_client_alone():
+    """The third command installs the client distribution, whose only dependency is httpx."""
+    agent = _readme_commands(3)[2]
+    assert agent.startswith("pip install ./client") and README.index(agent) < README.index("## What Memwarden is")
+    client = tomllib.loads((ROOT / "client" / "pyproject.toml").read_text())["project"]
+    assert client["name"] == "memwarden-client"
+    assert [re.split(r"[<>=\[ ]", dep)[0] for dep in client["dependencies"]] == ["httpx"]
 
 
 def test_ci_runs_the_readmes_test_command():

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from app.bench.screening import HOSTILE
 from app.core.policy import SCHEMA_PATH
 from app.core.screening import FLAG_NAMES, LEVELS, RiskFlag, Span, screen
 from app.core.screening.flags import text_fields
+from app.core.screening.hostile import HOSTILE
 from app.core.screening.normalize import fold
 
 

@@ -1,0 +1,16 @@
+"""Inputs shaped to make the detectors' patterns work hardest, each 64 KiB (the scan limit).
+
+Any agent key can send them, so screening must stay linear on every one: `memwarden bench
+screening` reports how long each takes, and tests/unit/test_screening.py holds each within a
+small factor of prose. A new pattern adds its own worst shape here.
+"""
+
+HOSTILE: dict[str, str] = {
+    "repeated_urls": "https://x.io/" * 5042, "open_braces": "{" * 65536, "dotted": "a." * 32768,
+    "trigger_words": "whenever the user asks " * 2849, "send_to": "send to " * 8192,
+    "image_openers": "![x](https://a.b/" * 3855, "zero_width": "\u200b" * 65536, "mixed_script": "p\u0430" * 32768,
+    "role_lines": "system:\n" * 8192, "credential_words": "password is " * 5461,
+    # Whitespace and list markers: two unbounded whitespace runs in a row once made spaces cost ~36 s.
+    "spaces": " " * 65536, "blank_lines": "\n" * 65536, "indented_lines": " \n" * 32768,
+    "list_markers": "1. " * 21845, "sentence_ends": ". " * 32768,
+}
