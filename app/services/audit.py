@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
+from app.db.database import run_after_commit, unit_of_work_on
 from app.db.models import AuditCheckpoint, AuditEntry
 from app.errors import AuditChainBroken
 from app.services.audit_witness import Witness
@@ -118,7 +119,7 @@ class AuditLog:
         else:
             _insert_at_commit(conn, rows)
         self._touched.add(chain_id)
-        if _top_level(session):
+        if _commits_durably(session):
             _after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
@@ -178,10 +179,10 @@ class AuditLog:
             session.add(signed)
             session.flush()
         latest = signed or last
-        if (latest is not None and self.witness.enabled and _top_level(session)
+        if (latest is not None and self.witness.enabled and _commits_durably(session)
                 and (witnessed is None or witnessed.size < latest.size)):
-            # Witness the newest checkpoint (also one an earlier crash or a joined transaction left
-            # unwitnessed), with the consistency proof from the last witnessed one when known.
+            # Witness the newest checkpoint (also one an earlier crash left unwitnessed) once it is
+            # durable, with the consistency proof from the last witnessed one when known.
             base = witnessed if witnessed is not None else (last if signed is not None else None)
             line = chain.witness_line(latest.note, from_size=base.size if base else None,
                                       proof=proofs.get(base.size, []) if base else [])
@@ -485,19 +486,36 @@ def _top_level(session: Session) -> bool:
     return not isinstance(session.bind, Connection)
 
 
+def _commits_durably(session: Session) -> bool:
+    """Whether what the session commits becomes durable: at its own commit (`_top_level`), or at
+    the commit of the durable unit of work it joined (`UnitOfWork.durable`; not the test harness's)."""
+    if _top_level(session):
+        return True
+    unit = unit_of_work_on(session.bind)
+    return unit is not None and unit.durable
+
+
 def _after_commit(session: Session, action) -> None:
-    """Run `action` once the session's current transaction has committed (never if it rolls back).
-    Only for `_top_level` sessions: a joined one "commits" before the database does."""
+    """Run `action` once the session's current transaction is durable (never if it rolls back):
+    at its commit when `_top_level`, else at the commit of the unit of work it joined. Only for
+    sessions that `_commits_durably`."""
     session.info.setdefault("memwarden.after_commit", []).append(action)
 
 
 @event.listens_for(Session, "after_commit")
 def _run_after_commit(session: Session) -> None:
-    for action in session.info.pop("memwarden.after_commit", ()):
-        try:
-            action()
-        except Exception:  # the transaction is committed; a follow-up must not turn it into an error
-            log.exception("audit: a post-commit action failed")
+    if session.in_nested_transaction():
+        return  # a savepoint of the session's own: its work commits with the session's transaction
+    actions = session.info.pop("memwarden.after_commit", None)
+    if not actions:
+        return
+    if _top_level(session):
+        run_after_commit(actions)
+        return
+    unit = unit_of_work_on(session.bind)  # joined: the database has not committed yet
+    if unit is not None:
+        for action in actions:
+            unit.after_commit(action)
 
 
 @event.listens_for(Session, "after_rollback")
