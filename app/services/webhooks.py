@@ -40,7 +40,7 @@ from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Event, Webhook, WebhookDelivery
 from app.errors import NotFound, ValidationFailed
-from app.services.audit import transaction_state
+from app.db.transaction_work import work_of
 from app.services.context import AppContext
 
 BACKOFF_BASE_SECONDS = 5
@@ -240,7 +240,7 @@ def list_deliveries(ctx: AppContext, principal: Principal, webhook_id: str, limi
 
 def enqueue(session: Session, tenant_id: str, event_id: int, type: str, payload: dict[str, Any]) -> None:
     """Owe the event to every active webhook that wants it (called by `events.emit`)."""
-    cached = transaction_state(session).setdefault("webhooks", {})  # one look-up per transaction and tenant
+    cached = work_of(session).webhooks  # one look-up per transaction and tenant
     hooks = cached.get(tenant_id)
     if hooks is None:
         hooks = cached[tenant_id] = session.execute(select(Webhook.id, Webhook.event_types, Webhook.agents).where(
