@@ -83,6 +83,10 @@ class Settings:
         "`serve --proxy-headers` alone trusts 127.0.0.1). The client address then drives sign-in throttling, "
         "and https makes the session and CSRF cookies `Secure`; other clients' forwarded headers are ignored.")
     db_pool_size: int = _setting("MEMWARDEN_DB_POOL_SIZE", 10, "Database connections per process.")
+    db_pool_timeout_seconds: int = _setting(
+        "MEMWARDEN_DB_POOL_TIMEOUT_SECONDS", 5,
+        "Longest a request waits for a database connection (or a transaction slot) before it is shed "
+        "with 503 `unavailable` and `Retry-After`.")
     db_restart_give_up_seconds: int = _setting(
         "MEMWARDEN_DB_RESTART_GIVE_UP_SECONDS", 30,
         "How long `serve` keeps failing to restart its embedded PostgreSQL before `/healthz` answers 503.")

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -78,6 +79,9 @@ class ApiKeyAuth:
             principal, retry = await run_in_threadpool(self._verify_and_count, ctx, token.strip())
         except OperationalError:
             raise Unavailable("database unreachable; the request had no effect") from None
+        except PoolTimeout:
+            raise Unavailable("the server is busy; the request had no effect, retry shortly",
+                              headers={"Retry-After": "1"}) from None
         if principal is None:
             raise Unauthorized("invalid or revoked API key")
         return principal, retry

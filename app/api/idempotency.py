@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.core.access import Principal
+from app.errors import Unavailable
 from app.services import idempotency
 from app.services.context import AppContext
 
@@ -32,7 +33,26 @@ async def answer_once(ctx: AppContext, tenant_id: str, key: str, request_fingerp
                       storable: Callable[[T], idempotency.StoredResponse | None]) -> T | idempotency.StoredResponse:
     """Run `action` at most once per (tenant, key): the first time in a transaction that also
     stores `storable(result)` (None: nothing kept, e.g. an error), afterwards return the stored
-    answer instead of running it. `action` gets a context bound to that transaction."""
+    answer instead of running it. `action` gets a context bound to that transaction.
+
+    The transaction holds a connection while `action` awaits the thread pool, so it first takes
+    one of the database's `transaction_slots`; a request that waits longer than the pool timeout
+    for one is shed (503 with `Retry-After`) rather than queued behind a saturated server."""
+    slots = ctx.db.transaction_slots
+    try:
+        with anyio.fail_after(ctx.settings.db_pool_timeout_seconds):
+            await slots.acquire()
+    except TimeoutError:
+        raise Unavailable("the server is busy; retry shortly", headers={"Retry-After": "1"}) from None
+    try:
+        return await _answer_in_unit(ctx, tenant_id, key, request_fingerprint, action, storable)
+    finally:
+        slots.release()
+
+
+async def _answer_in_unit(ctx: AppContext, tenant_id: str, key: str, request_fingerprint: bytes,
+                          action: Callable[[AppContext], Awaitable[T]],
+                          storable: Callable[[T], idempotency.StoredResponse | None]) -> T | idempotency.StoredResponse:
     unit = await run_in_threadpool(ctx.db.unit_of_work)
     try:
         stored = await run_in_threadpool(idempotency.claim, unit.connection, tenant_id, key, request_fingerprint)

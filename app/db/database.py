@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import anyio
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, text
@@ -29,11 +30,21 @@ _UNIT_KEY = "memwarden.unit_of_work"  # Connection.info: the innermost UnitOfWor
 
 @dataclass
 class Database:
-    """An engine and its session factory; services open their own transactions from `sessions`."""
+    """An engine and its session factory; services open their own transactions from `sessions`.
+
+    `transaction_slots` caps the transactions held open across awaits (a request's unit of work,
+    `unit_of_work`) at half the pool. Such a transaction keeps its connection while it waits for
+    the thread pool, and the threads may be waiting for a connection: with no cap, enough
+    concurrent units took every connection and nothing progressed until the pool timed out."""
 
     engine: Engine
     sessions: sessionmaker[Session]
     embedded: EmbeddedServer | None = field(default=None, repr=False)
+    transaction_slots: anyio.CapacityLimiter = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        pool_size = getattr(self.engine.pool, "size", lambda: 5)()
+        self.transaction_slots = anyio.CapacityLimiter(max(1, pool_size))
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -159,7 +170,7 @@ def resolve_urls(settings: Settings) -> DatabaseUrls:
     return DatabaseUrls(server.app_url, server.admin_url, server)
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5) -> Engine:
     """An engine that never logs parameters. No pre-ping (a round trip on every checkout): after a
     database restart the first statement on a stale connection fails, SQLAlchemy invalidates the
     whole pool, and that one request answers 503; the next ones reconnect.
@@ -173,9 +184,13 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
 
     No parallel query workers either: a request's statements are short, and starting two workers
     for a keyword search over a 50,000-row agent took ~20 ms of a ~30 ms statement that runs in
-    ~10 ms alone, on cores that concurrent requests need anyway."""
+    ~10 ms alone, on cores that concurrent requests need anyway.
+
+    `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with
+    `Retry-After`, see `app.web.errors.as_app_error`) instead of queueing behind a saturated pool."""
     return create_engine(
-        url, pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800, hide_parameters=True,
+        url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=pool_timeout, pool_recycle=1800,
+        hide_parameters=True,
         connect_args={"options": "-c plan_cache_mode=force_custom_plan -c max_parallel_workers_per_gather=0"},
     )
 
@@ -248,4 +263,5 @@ def open_database(settings: Settings, *, run_migrations: bool = True, wait_secon
                     raise
                 log.warning("database unreachable; retrying")
                 time.sleep(0.5)
-    return make_database(make_engine(urls.app_url, pool_size=settings.db_pool_size), urls.embedded)
+    return make_database(make_engine(urls.app_url, pool_size=settings.db_pool_size,
+                                     pool_timeout=settings.db_pool_timeout_seconds), urls.embedded)

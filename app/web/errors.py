@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,6 +32,9 @@ def as_app_error(exc: Exception) -> AppError:
         return error
     if isinstance(exc, OperationalError):
         return Unavailable("database unreachable; the request had no effect")
+    if isinstance(exc, PoolTimeout):  # every pooled connection busy past the pool timeout: shed load
+        return Unavailable("the server is busy; the request had no effect, retry shortly",
+                           headers={"Retry-After": "1"})
     log.exception("unhandled error", exc_info=exc)
     return AppError("internal error; it has been logged")
 
