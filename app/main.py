@@ -29,7 +29,7 @@ from app.web import audit as audit_pages
 from app.web import memories as memory_pages
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
-from app.web.errors import handle_exception
+from app.error_responses import handle_exception
 
 log = logging.getLogger(__name__)
 STARTUP_DATABASE_WAIT_SECONDS = 30.0

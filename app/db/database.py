@@ -187,7 +187,7 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5) -> En
     ~10 ms alone, on cores that concurrent requests need anyway.
 
     `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with
-    `Retry-After`, see `app.web.errors.as_app_error`) instead of queueing behind a saturated pool."""
+    `Retry-After`, see `app.error_responses.as_app_error`) instead of queueing behind a saturated pool."""
     return create_engine(
         url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=pool_timeout, pool_recycle=1800,
         hide_parameters=True,

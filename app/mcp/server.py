@@ -28,7 +28,7 @@ from app.errors import AppError, NotFound
 from app.mcp.schemas import input_schema
 from app.mcp.tools import TOOLS, Tool, v1_scopes
 from app.services import idempotency
-from app.web.errors import as_app_error
+from app.error_responses import as_app_error
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,9 @@ FORBIDDEN = [
     ("app.core", "starlette", "core knows no web framework"),
     ("app.core", "sqlalchemy", "core knows no database"),
     ("app.repos", "app.services", "services call repos, never the other way"),
+    ("app.api", "app.web", "the agent API does not reach into the reviewer pages"),
+    ("app.mcp", "app.web", "the MCP server does not reach into the reviewer pages"),
+    ("app.middleware", "app.web", "the middleware serves every mount; the error path is app.error_responses"),
 ]
 
 
