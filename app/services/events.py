@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
 from app.db.transaction_work import ChainWork
-from app.services import refs
+from app.services import refs, webhooks
 from app.services.audit import chain_for, chain_work, lock_chain
 
 CHANNEL = "memwarden_events"
@@ -77,8 +77,6 @@ def _write_queued(session: Session, work: ChainWork) -> None:
     work.event_id = event_id
     session.execute(insert(Event), rows)
     if work.has_webhooks:
-        from app.services import webhooks  # late: webhooks reads events back when delivering
-
         for row in rows:
             webhooks.enqueue(session, tenant_id, row["id"], row["type"], row["payload"])
 
