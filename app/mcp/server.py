@@ -24,11 +24,11 @@ from app import __version__
 from app.api.idempotency import answer_once
 from app.api.routing import require_scope
 from app.contracts import default_contracts
+from app.error_responses import as_app_error
 from app.errors import AppError, NotFound
 from app.mcp.schemas import input_schema
 from app.mcp.tools import TOOLS, Tool, v1_scopes
 from app.services import idempotency
-from app.error_responses import as_app_error
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
+from app.db.models import AuditCheckpoint, AuditEntry
 from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_commit, commits_durably, pending_work,
                                      work_of)
-from app.db.models import AuditCheckpoint, AuditEntry
 from app.errors import AuditChainBroken
 from app.services.audit_witness import Witness
 

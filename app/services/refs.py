@@ -23,8 +23,8 @@ from app.core.access import Principal
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import MemoryRef, Run
-from app.errors import Forbidden, NotFound
 from app.db.transaction_work import work_of
+from app.errors import Forbidden, NotFound
 from app.services.context import AppContext
 
 REF_PATTERN = re.compile(r"^mref_[A-Za-z0-9_-]{32}$")

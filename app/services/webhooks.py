@@ -36,8 +36,8 @@ from app.core.access import Principal, agent_allowed
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Event, Webhook, WebhookDelivery
-from app.errors import NotFound, ValidationFailed
 from app.db.transaction_work import work_of
+from app.errors import NotFound, ValidationFailed
 from app.services.context import AppContext
 from app.services.outbound import checked_target, url_refusal
 
