@@ -128,11 +128,14 @@ class UnitOfWork:
             self._close()
 
     def _close(self) -> None:
-        if self.connection.info.get(_UNIT_KEY) is self:
-            if self._parent is None:
-                del self.connection.info[_UNIT_KEY]
-            else:
-                self.connection.info[_UNIT_KEY] = self._parent
+        try:  # Connection.info outlives the checkout (it is the pooled connection's): unregister
+            if self.connection.info.get(_UNIT_KEY) is self:
+                if self._parent is None:
+                    del self.connection.info[_UNIT_KEY]
+                else:
+                    self.connection.info[_UNIT_KEY] = self._parent
+        except Exception:  # an invalidated connection: its pooled connection, and info, are gone
+            pass
         if self._owns_connection:
             try:
                 self.connection.close()
