@@ -187,6 +187,21 @@ def test_a_savepoint_that_rolls_back_drops_only_its_own_witness_record(wctx, wit
     assert witnessed_sizes(witness_file, origin) == [5, 6]
 
 
+def test_a_unit_of_work_inside_a_transaction_it_does_not_own_witnesses_nothing(settings, ctx, witness_file):
+    """The test harness's case: the unit is a savepoint of an outer transaction that will roll
+    back, so its commit makes nothing durable and nothing may be witnessed."""
+    harness = AppContext(settings.with_changes(audit_witness_file=witness_file), ctx.db)
+    tenant = create_tenant(harness, name=unique("harness-unit"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    work = harness.db.unit_of_work()
+    assert not work.durable
+    joined = harness.with_database(work.database)
+    with joined.db.sessions.begin() as session:
+        assert joined.audit.checkpoint(session, chain_id).size == 1
+    work.commit()
+    assert witnessed_sizes(witness_file, harness.audit.checkpoint_origin(chain_id)) == []
+
+
 def test_the_witness_url_obeys_the_ssrf_rule(receiver, monkeypatch):
     monkeypatch.setattr(audit_witness, "POST_BACKOFF_SECONDS", 0)
     receiver.fail = 0
