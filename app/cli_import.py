@@ -9,6 +9,7 @@ import sys
 from contextlib import ExitStack
 from typing import Callable
 
+from app import cli_common
 from app.config import Settings
 
 MAX_PROBLEMS_SHOWN = 50
@@ -28,7 +29,6 @@ def _progress_bars(stack: ExitStack, enabled: bool | None) -> Callable[[str, int
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
-    from app import cli
     from app.core.importformats import FileError
     from app.services.importer import import_file
     from app.services.tenants import resolve_tenant
@@ -36,12 +36,12 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     if args.batch_size < 1:
         print("error: --batch-size must be at least 1", file=sys.stderr)
         return 2
-    ctx = cli._context(settings)
+    ctx, actor = cli_common.open_context(settings), cli_common.cli_actor()
     tenant = resolve_tenant(ctx, args.tenant)
     with ExitStack() as stack:
         try:
             report = import_file(ctx, tenant_id=tenant.id, path=args.file, fmt=args.format,
-                                 default_agent=args.agent_id, actor=cli._actor(), batch_size=args.batch_size,
+                                 default_agent=args.agent_id, actor=actor, batch_size=args.batch_size,
                                  progress=_progress_bars(stack, True if args.progress else None))
         except (FileError, OSError) as exc:
             print(f"error: {args.file}: {exc}", file=sys.stderr)
@@ -69,17 +69,16 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
-    from app import cli
     from app.services.exporter import export_tenant
     from app.services.tenants import resolve_tenant
 
-    ctx = cli._context(settings)
+    ctx, actor = cli_common.open_context(settings), cli_common.cli_actor()
     tenant = resolve_tenant(ctx, args.tenant)
     if args.out in (None, "-"):
-        count = export_tenant(ctx, tenant_id=tenant.id, out=sys.stdout, actor=cli._actor(), agent_id=args.agent_id)
+        count = export_tenant(ctx, tenant_id=tenant.id, out=sys.stdout, actor=actor, agent_id=args.agent_id)
     else:
         with open(args.out, "w", encoding="utf-8", newline="\n") as out:
-            count = export_tenant(ctx, tenant_id=tenant.id, out=out, actor=cli._actor(), agent_id=args.agent_id)
+            count = export_tenant(ctx, tenant_id=tenant.id, out=out, actor=actor, agent_id=args.agent_id)
     print(f"exported {count} memories of {tenant.name}" + (f" to {args.out}" if args.out not in (None, "-") else ""),
           file=sys.stderr)
     return 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
@@ -22,11 +21,11 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker, validators
 from referencing import Registry, Resource
 
+from app.core.jsontext import UNSTORABLE
 from app.errors import ValidationFailed
 from app.paths import SCHEMAS_DIR
 
 SCHEMA_BASE = "https://schemas.memwarden.dev/"
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 MAX_TEXT_PROBLEMS = 20
 
 

@@ -16,20 +16,20 @@ from starlette.staticfiles import StaticFiles
 from app.api import auth as api_auth
 from app.api import health, openapi, wellknown
 from app.config import Settings
+from app.error_responses import handle_exception
 from app.errors import AppError
 from app.mcp import PATH as MCP_PATH
 from app.mcp.server import McpEndpoint
 from app.middleware import BodyLimit, ErrorBoundary, RejectUnstorableInput, SecurityHeaders
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
-from app.web import home, login
-from app.web import review as review_pages
 from app.web import admin as admin_pages
 from app.web import audit as audit_pages
+from app.web import home, login
 from app.web import memories as memory_pages
+from app.web import review as review_pages
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
-from app.web.errors import handle_exception
 
 log = logging.getLogger(__name__)
 STARTUP_DATABASE_WAIT_SECONDS = 30.0

@@ -174,7 +174,7 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
 def _error_response(scope: Scope, exc: Exception):
     from starlette.requests import Request
 
-    from app.web.errors import render_error
+    from app.error_responses import render_error
 
     try:
         response = render_error(Request(scope), exc)

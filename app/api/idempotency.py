@@ -71,12 +71,11 @@ async def _answer_in_unit(ctx: AppContext, tenant_id: str, key: str, request_fin
         raise
 
 
-async def run_once(request: Request, principal: Principal,
+async def run_once(request: Request, principal: Principal, ctx: AppContext,
                    handler: Callable[[Request, Principal], Awaitable[Response]]) -> Response:
     """Answer a `/v1` request at most once per key: the first time by running `handler` in a
-    transaction that stores its 2xx answer, afterwards by replaying that answer."""
-    from app.api.routing import ctx_of
-
+    transaction that stores its 2xx answer, afterwards by replaying that answer. `handler` finds
+    the context bound to that transaction under `STATE_KEY` in the request's state."""
     key = idempotency.validate_key(request.headers[idempotency.HEADER])
     request_fingerprint = idempotency.fingerprint(
         method=request.method, path=request.url.path, query=request.url.query, api_key_id=principal.key_id,
@@ -89,7 +88,7 @@ async def run_once(request: Request, principal: Principal,
         finally:
             request.scope["state"].pop(STATE_KEY, None)
 
-    result = await answer_once(ctx_of(request), principal.tenant_id, key, request_fingerprint, handle, _storable)
+    result = await answer_once(ctx, principal.tenant_id, key, request_fingerprint, handle, _storable)
     return _replay(result) if isinstance(result, idempotency.StoredResponse) else result
 
 

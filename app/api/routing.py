@@ -60,7 +60,7 @@ class ApiRoute(Route):
                 require_scope(principal, scope)
             reject_unstorable_path_params(req)
             if idempotent and principal is not None and idempotency.wants_idempotency(req):
-                return await idempotency.run_once(req, principal, handler)
+                return await idempotency.run_once(req, principal, ctx_of(req), handler)
             return await handler(req, principal)
 
         endpoint.__name__ = handler.__name__

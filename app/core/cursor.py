@@ -6,9 +6,8 @@ import base64
 import json
 from datetime import datetime
 
-from app.contracts import UNSTORABLE
 from app.core import jsontext
-from app.errors import ValidationFailed
+from app.core.jsontext import UNSTORABLE
 
 
 def pack(values: list) -> str:
@@ -26,12 +25,13 @@ def encode_cursor(ts: datetime, item_id: str) -> str:
     return pack([ts.isoformat(), item_id])
 
 
-def decode_cursor(cursor: str, path: str = "/cursor") -> tuple[datetime, str]:
-    """The (timestamp, id) inside a cursor this API issued; 422 at `path` for anything else."""
+def parse_cursor(cursor: str) -> tuple[datetime, str]:
+    """The (timestamp, id) inside a cursor `encode_cursor` made; ValueError for anything else
+    (`app.services.cursors.decode_cursor` answers that with a 422)."""
     try:
         ts, item_id = unpack(cursor)
         if not isinstance(item_id, str) or UNSTORABLE.search(item_id):  # a forged cursor: NUL reaches SQL
-            raise ValueError(item_id)
+            raise ValueError("not a cursor")
         return datetime.fromisoformat(ts), item_id
     except (ValueError, TypeError):
-        raise ValidationFailed.at(path, "not a cursor returned by this API") from None
+        raise ValueError("not a cursor") from None

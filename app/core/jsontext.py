@@ -8,7 +8,11 @@ like any other: a `json.JSONDecodeError`, hence a `ValueError`.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+# What PostgreSQL text and UTF-8 cannot hold: NUL and lone surrogates (JSON's `\u0000`, `\ud800`).
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def loads(text: str | bytes) -> Any:

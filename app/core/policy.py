@@ -28,7 +28,6 @@ from typing import Any, Literal, Mapping, Sequence
 from jsonschema import Draft202012Validator
 
 from app.core.screening import LEVELS, level_rank
-from app.errors import ValidationFailed
 from app.paths import SCHEMAS_DIR
 
 try:  # CPython's regex parser; only used for the nested-quantifier check.
@@ -60,8 +59,9 @@ _MATCH_KEYS = (
 )
 
 
-class PolicyError(ValidationFailed):
-    """A policy document is invalid; ``problems`` lists ``{"path", "message"}`` (JSON pointers)."""
+class PolicyError(ValueError):
+    """A policy document is invalid; ``problems`` lists ``{"path", "message"}`` (JSON pointers).
+    Callers that answer a client turn it into their validation error (422 with these details)."""
 
     def __init__(self, problems: list[dict[str, str]]):
         self.problems = sorted(problems, key=lambda p: (p["path"], p["message"]))
@@ -69,7 +69,7 @@ class PolicyError(ValidationFailed):
             self.problems[0]["message"] if len(self.problems) == 1
             else f"{len(self.problems)} problems in the policy"
         )
-        super().__init__(summary, details=self.problems)
+        super().__init__(summary)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import logging
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import anyio
 from alembic import command
@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 # Any constant works; it only has to be the same in every Memwarden process.
 _MIGRATION_LOCK = 0x6D656D77
 APPEND_ONLY_TABLES = ("audit_entries", "audit_checkpoints")
+_UNIT_KEY = "memwarden.unit_of_work"  # Connection.info: the innermost UnitOfWork open on it
 
 
 @dataclass
@@ -72,28 +73,51 @@ class UnitOfWork:
     whatever a service commits becomes durable only when `commit()` is called here, together with
     anything the caller wrote on `connection` (the API stores an idempotent answer this way).
     Inside an outer transaction already (the test harness), it is a savepoint of that one.
+
+    Work that must wait for durability (publishing a signed checkpoint to the witness) is handed
+    here by the joined sessions (`after_commit`) and runs after the real COMMIT; a rollback drops it.
     """
 
     def __init__(self, db: Database):
         bound = db.sessions.kw.get("bind")
         self._owns_connection = not isinstance(bound, Connection)
         self.connection: Connection = db.engine.connect() if self._owns_connection else bound
+        self._parent: UnitOfWork | None = None if self._owns_connection else self.connection.info.get(_UNIT_KEY)
+        self._after_commit: list[Callable[[], None]] = []
         try:
             self._tx = self.connection.begin() if self._owns_connection else self.connection.begin_nested()
         except Exception:
             self._close()
             raise
+        self.connection.info[_UNIT_KEY] = self
         sessions = sessionmaker(bind=self.connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
         self.database = Database(db.engine, sessions, db.embedded)
+
+    @property
+    def durable(self) -> bool:
+        """Whether `commit()` makes the work durable: this unit owns its connection, or is a savepoint
+        of one that does. Not in the test harness, whose outer transaction is always rolled back."""
+        return self._owns_connection or (self._parent is not None and self._parent.durable)
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run `action` once this unit's work is durable (never if it rolls back). A unit that is a
+        savepoint passes it to the unit it is nested in; one in no durable transaction drops it."""
+        self._after_commit.append(action)
 
     def commit(self) -> None:
         try:
             self._tx.commit()
         finally:
             self._close()
+        actions, self._after_commit = self._after_commit, []
+        if self._owns_connection:
+            run_after_commit(actions)
+        elif self._parent is not None:
+            self._parent._after_commit.extend(actions)
 
     def rollback(self) -> None:
         """Undo everything; never raises (the connection may be the reason we are here)."""
+        self._after_commit.clear()
         try:
             if self._tx.is_active:
                 self._tx.rollback()
@@ -104,11 +128,34 @@ class UnitOfWork:
             self._close()
 
     def _close(self) -> None:
+        try:  # Connection.info outlives the checkout (it is the pooled connection's): unregister
+            if self.connection.info.get(_UNIT_KEY) is self:
+                if self._parent is None:
+                    del self.connection.info[_UNIT_KEY]
+                else:
+                    self.connection.info[_UNIT_KEY] = self._parent
+        except Exception:  # an invalidated connection: its pooled connection, and info, are gone
+            pass
         if self._owns_connection:
             try:
                 self.connection.close()
             except Exception:
                 pass
+
+
+def unit_of_work_on(connection: Connection) -> UnitOfWork | None:
+    """The innermost `UnitOfWork` open on `connection`, if any."""
+    return connection.info.get(_UNIT_KEY)
+
+
+def run_after_commit(actions: list[Callable[[], None]]) -> None:
+    """Run follow-ups of a committed transaction in order; one that fails is logged and passed
+    over (the transaction is committed: a follow-up must not turn it into an error)."""
+    for action in actions:
+        try:
+            action()
+        except Exception:
+            log.exception("a post-commit action failed")
 
 
 @dataclass(frozen=True)
@@ -143,7 +190,7 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5) -> En
     ~10 ms alone, on cores that concurrent requests need anyway.
 
     `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with
-    `Retry-After`, see `app.web.errors.as_app_error`) instead of queueing behind a saturated pool."""
+    `Retry-After`, see `app.error_responses.as_app_error`) instead of queueing behind a saturated pool."""
     return create_engine(
         url, pool_size=pool_size, max_overflow=pool_size, pool_timeout=pool_timeout, pool_recycle=1800,
         hide_parameters=True,

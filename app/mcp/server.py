@@ -26,11 +26,11 @@ from app.api.idempotency import answer_once
 from app.api.routing import require_scope
 from app.contracts import default_contracts
 from app.api.jsonio import json_response
+from app.error_responses import as_app_error
 from app.errors import AppError, Forbidden, NotFound
 from app.mcp.schemas import input_schema
 from app.mcp.tools import TOOLS, Tool, v1_scopes
 from app.services import idempotency
-from app.web.errors import as_app_error
 
 log = logging.getLogger(__name__)
 

@@ -32,6 +32,8 @@ from app.config import Settings
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import AuditCheckpoint, AuditEntry
+from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_commit, commits_durably, pending_work,
+                                     work_of)
 from app.errors import AuditChainBroken
 from app.services.audit_witness import Witness
 
@@ -88,13 +90,14 @@ class AuditLog:
         each chain's lock held for the last milliseconds of a transaction rather than all of it.
         `data` must never hold memory content: callers pass digests (`content_digest`) instead.
         """
-        pending = pending_for(session, tenant_id)
-        pending["log"] = self
-        pending["audit"].append((tenant_id, event_type, actor, subject or {}, data))
+        pending = chain_work(session, tenant_id)
+        pending.writer = self
+        pending.audit.append((tenant_id, event_type, actor, subject or {}, data))
 
-    def _write(self, session: Session, chain_id: str, records: list[tuple], head: Row) -> None:
+    def write_at_commit(self, session: Session, chain_id: str, records: list[tuple], head: Row) -> None:
         """Hash and insert pending entries of one chain after `head` (the `memwarden_lock_chain`
         row read under the chain's lock, which the caller holds; `audit_seq` None: empty chain).
+        Called by the commit hook (`_write_pending`) for what `append` deferred.
 
         When this commit is the database's and signs no checkpoint, the INSERT goes out in one
         pipeline with the COMMIT (`_insert_with_commit`): one round trip fewer under the lock."""
@@ -113,13 +116,13 @@ class AuditLog:
                          "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
                          "subject_type": subject.get("type"), "subject_id": subject.get("id")})
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
-        if checkpoint_due or not _top_level(session) or session.in_nested_transaction():
+        if checkpoint_due or not commits_at_own_commit(session) or session.in_nested_transaction():
             conn.execute(_INSERT, rows)  # read back by the checkpoint, or not the last statement
         else:
             _insert_at_commit(conn, rows)
         self._touched.add(chain_id)
-        if _top_level(session):
-            _after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
+        if commits_durably(session):
+            after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
 
@@ -178,14 +181,14 @@ class AuditLog:
             session.add(signed)
             session.flush()
         latest = signed or last
-        if (latest is not None and self.witness.enabled and _top_level(session)
+        if (latest is not None and self.witness.enabled and commits_durably(session)
                 and (witnessed is None or witnessed.size < latest.size)):
-            # Witness the newest checkpoint (also one an earlier crash or a joined transaction left
-            # unwitnessed), with the consistency proof from the last witnessed one when known.
+            # Witness the newest checkpoint (also one an earlier crash left unwitnessed) once it is
+            # durable, with the consistency proof from the last witnessed one when known.
             base = witnessed if witnessed is not None else (last if signed is not None else None)
             line = chain.witness_line(latest.note, from_size=base.size if base else None,
                                       proof=proofs.get(base.size, []) if base else [])
-            _after_commit(session, lambda: self.witness.publish(line))
+            after_commit(session, lambda: self.witness.publish(line))
         return latest
 
     def _prove_extensions(self, session: Session, chain_id: str, last: AuditCheckpoint | None,
@@ -381,27 +384,10 @@ def actor_label(actor: dict[str, Any]) -> str:
     return f"{actor.get('kind', '?')}:{actor.get('id', '?')}"
 
 
-def transaction_state(session: Session) -> dict[str, Any]:
-    """Per-transaction state: chain locks taken, and writes deferred to commit (`_pending`).
-
-    Keyed by the session's transaction object itself (kept referenced, so identity is exact):
-    a new transaction starts with nothing held. Memwarden opens no nested transactions.
-    """
-    tx = session.get_transaction()
-    state = session.info.get("memwarden.held")
-    if state is None or state["tx"] is not tx:
-        state = session.info["memwarden.held"] = {"tx": tx, "locks": set(), "pending": {}}
-    return state
-
-
-def pending_for(session: Session, tenant_id: str | None) -> dict[str, Any]:
-    """What this transaction will write to a tenant's logs at commit: `audit` records, an
-    `events` queue (the event log, which shares the chain's lock) and `after` callables."""
-    chain_id = chain_for(tenant_id)
-    pending = transaction_state(session)["pending"]
-    if chain_id not in pending:
-        pending[chain_id] = {"tenant_id": tenant_id, "audit": [], "after": []}
-    return pending[chain_id]
+def chain_work(session: Session, tenant_id: str | None) -> ChainWork:
+    """What this transaction will write to a tenant's logs at commit: its audit records, its
+    events (the event log shares the chain's lock) and writes to run under that lock."""
+    return work_of(session).chain(chain_for(tenant_id), tenant_id)
 
 
 _LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :notify)")
@@ -413,24 +399,22 @@ def _write_pending(session: Session) -> None:
     write what the transaction deferred to it. One round trip takes the lock and reads the audit
     head (with the rows its check needs) and, for a transaction that writes events, the event-log
     head and whether the tenant has webhooks, and sends the wake-up NOTIFY."""
-    state = session.info.get("memwarden.held")
-    if state is None or state["tx"] is not session.get_transaction() or not state["pending"]:
+    work = pending_work(session)
+    if work is None or not work.chains:
         return
-    pending, state["pending"] = state["pending"], {}
-    for chain_id in sorted(pending):
-        work = pending[chain_id]
-        tenant_id = work["tenant_id"]
-        has_events = bool(work.get("events"))
+    chains, work.chains = work.chains, {}
+    for chain_id in sorted(chains):
+        pending = chains[chain_id]
+        has_events = bool(pending.events)
         heads = session.connection().execute(_LOCK_AND_HEADS, {
-            "chain": chain_id, "tenant": tenant_id, "notify": has_events}).one()
-        state["locks"].add(chain_id)
-        if work["audit"]:
-            work["log"]._write(session, chain_id, work["audit"], head=heads)
+            "chain": chain_id, "tenant": pending.tenant_id, "notify": has_events}).one()
+        work.locks.add(chain_id)
+        if pending.audit:
+            pending.writer.write_at_commit(session, chain_id, pending.audit, head=heads)
         if has_events:  # the event-log head is only read for them (migration 0016)
-            state.setdefault("event_ids", {})[tenant_id] = heads.event_id
-            state.setdefault("has_webhooks", {})[tenant_id] = heads.has_webhooks
-        for write in work["after"]:
-            write(session)
+            pending.event_id, pending.has_webhooks = heads.event_id, heads.has_webhooks
+        for write in pending.after_lock:
+            write(session, pending)
 
 
 def _insert_at_commit(conn: Connection, rows: list[dict[str, Any]]) -> None:
@@ -478,39 +462,12 @@ def _drop_insert_with_commit(conn: Connection) -> None:
     conn.info.pop(_AT_COMMIT, None)
 
 
-def _top_level(session: Session) -> bool:
-    """Whether the session's commit is the database's: false when it joins a transaction opened
-    on a connection elsewhere (a request's unit of work, the test harness), whose commit there
-    only releases a savepoint and may still be rolled back."""
-    return not isinstance(session.bind, Connection)
-
-
-def _after_commit(session: Session, action) -> None:
-    """Run `action` once the session's current transaction has committed (never if it rolls back).
-    Only for `_top_level` sessions: a joined one "commits" before the database does."""
-    session.info.setdefault("memwarden.after_commit", []).append(action)
-
-
-@event.listens_for(Session, "after_commit")
-def _run_after_commit(session: Session) -> None:
-    for action in session.info.pop("memwarden.after_commit", ()):
-        try:
-            action()
-        except Exception:  # the transaction is committed; a follow-up must not turn it into an error
-            log.exception("audit: a post-commit action failed")
-
-
-@event.listens_for(Session, "after_rollback")
-def _drop_after_commit(session: Session) -> None:
-    session.info.pop("memwarden.after_commit", None)
-
-
 def lock_chain(session: Session, chain_id: str) -> None:
     """Take the chain's transaction-scoped advisory lock (once per transaction)."""
-    held = transaction_state(session)
-    if chain_id not in held["locks"]:
+    locks = work_of(session).locks
+    if chain_id not in locks:
         session.connection().execute(_LOCK, {"key": "memwarden.audit:" + chain_id})
-        held["locks"].add(chain_id)
+        locks.add(chain_id)
 
 
 def latest_checkpoint(session: Session, chain_id: str) -> AuditCheckpoint | None:

@@ -21,6 +21,7 @@ import httpx
 
 from app.config import Settings
 from app.core import auditchain as chain
+from app.services.outbound import checked_target
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +180,6 @@ class Witness:
 
     def post(self, client: httpx.Client, line: str) -> bool:
         """POST one record, retrying with back-off; the SSRF rule of webhooks applies to the URL."""
-        from app.services.webhooks import checked_target
-
         assert self.url is not None
         error = None
         for attempt in range(POST_ATTEMPTS):

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 from app.config import Settings
 from app.db.database import Database, open_database
+from app.services.audit import AuditLog
 
 if TYPE_CHECKING:
     from app.embeddings import Embedder
-    from app.services.audit import AuditLog
 
 
 @dataclass
@@ -21,11 +21,9 @@ class AppContext:
 
     settings: Settings
     db: Database
-    audit: "AuditLog" = field(init=False)
+    audit: AuditLog = field(init=False)
 
     def __post_init__(self) -> None:
-        from app.services.audit import AuditLog
-
         self.audit = AuditLog.from_settings(self.settings)
 
     @classmethod

@@ -25,8 +25,9 @@ from sqlalchemy.orm import Session
 
 from app.core.timefmt import utcnow
 from app.db.models import Change, Event, Memory
-from app.services import refs
-from app.services.audit import chain_for, lock_chain, pending_for, transaction_state
+from app.db.transaction_work import ChainWork
+from app.services import refs, webhooks
+from app.services.audit import chain_for, chain_work, lock_chain
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -57,30 +58,25 @@ def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -
 
 
 def _queue(session: Session, tenant_id: str) -> list:
-    work = pending_for(session, tenant_id)
-    if "events" not in work:
-        work["events"] = []
-        work["after"].append(lambda s: _write_queued(s, tenant_id, work["events"]))
-    return work["events"]
+    work = chain_work(session, tenant_id)
+    if not work.events:
+        work.after_lock.append(_write_queued)
+    return work.events
 
 
-def _write_queued(session: Session, tenant_id: str, queued: list) -> None:
-    """Insert the transaction's events in one statement (the lock is held, the head known and
-    the NOTIFY sent by `app.services.audit`)."""
-    held = transaction_state(session)
-    event_id = held["event_ids"][tenant_id]
-    rows = []
-    for type, payload in queued:
+def _write_queued(session: Session, work: ChainWork) -> None:
+    """Insert the transaction's events of one tenant in one statement (the lock is held, the
+    head known and the NOTIFY sent by `app.services.audit`)."""
+    tenant_id, event_id, rows = work.tenant_id, work.event_id, []
+    for type, payload in work.events:
         if callable(payload):
             payload = payload(session)
         event_id += 1
         rows.append({"tenant_id": tenant_id, "id": event_id, "type": type, "payload": payload,
                      "created_at": utcnow()})
-    held["event_ids"][tenant_id] = event_id
+    work.event_id = event_id
     session.execute(insert(Event), rows)
-    if held["has_webhooks"][tenant_id]:
-        from app.services import webhooks  # late: webhooks reads events back when delivering
-
+    if work.has_webhooks:
         for row in rows:
             webhooks.enqueue(session, tenant_id, row["id"], row["type"], row["payload"])
 

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import select
 
 from app.core.access import Principal
-from app.core.cursor import decode_cursor, encode_cursor
+from app.core.cursor import encode_cursor
 from app.core.fsm import validate_fsm
 from app.core.ids import new_id
 from app.core.policy import Decision, WriteRequest
@@ -33,6 +33,7 @@ from app.repos.search import SqlVector
 from app.services import events, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
+from app.services.cursors import decode_cursor
 from app.services.tenant_config import redaction_mode, redactor_for, rules_for
 
 MERGE_STRATEGIES = ("keep_canonical", "merge_content", "keep_highest_confidence")

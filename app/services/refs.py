@@ -23,8 +23,8 @@ from app.core.access import Principal
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import MemoryRef, Run
+from app.db.transaction_work import work_of
 from app.errors import Forbidden, NotFound
-from app.services.audit import transaction_state
 from app.services.context import AppContext
 
 REF_PATTERN = re.compile(r"^mref_[A-Za-z0-9_-]{32}$")
@@ -55,7 +55,7 @@ def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None
     key = (tenant_id, agent_id, user_id)
     if key in _KNOWN:
         return _KNOWN[key]
-    minted = transaction_state(session).setdefault("minted_refs", set())
+    minted = work_of(session).minted_refs
     found = _find(session, tenant_id, agent_id, user_id)
     if found:
         if key not in minted:  # committed by someone: safe to remember beyond this transaction

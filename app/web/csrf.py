@@ -121,7 +121,7 @@ class CsrfProtect:
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
-    from app.web.errors import render_error
+    from app.error_responses import render_error
 
     error = Forbidden("missing or invalid CSRF token; reload the page and try again")
     response = render_error(Request(scope, receive), error)

@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from app.errors import NotFound
-from app.core.cursor import decode_cursor
 from app.services import browse
+from app.services.cursors import decode_cursor
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import is_htmx, render, tenant_query

@@ -17,11 +17,12 @@ from starlette.routing import Route
 
 from app.contracts import default_contracts
 from app.core import jsontext
-from app.core.cursor import decode_cursor, encode_cursor, pack, unpack
+from app.core.cursor import encode_cursor, pack, unpack
 from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
 from app.services import browse, review
+from app.services.cursors import decode_cursor
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import is_htmx, render, risk_of, tenant_query

@@ -193,9 +193,10 @@ def test_background_job_runs_only_for_tenants_that_opted_in(client, ctx, tenant,
 
 def test_cli_compact(client, ctx, tenant, agent, monkeypatch, capsys):
     import app.cli
+    import app.cli_common
 
     seed(client, agent)
-    monkeypatch.setattr(app.cli, "_context", lambda settings: ctx)
+    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
     assert app.cli.main(["compact", "--tenant", tenant.name, "--schedule", "on", "--similarity", "0.95"]) == 0
     with ctx.db.sessions() as session:
         assert compaction.tenant_config(session, tenant.id).enabled

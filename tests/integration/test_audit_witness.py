@@ -1,9 +1,9 @@
 """The audit witness against real PostgreSQL: what is witnessed, when, and where it goes.
 
 A checkpoint reaches the witness file and the witness URL once its transaction has committed,
-never when it rolls back; one signed inside a transaction that is not the database's own (a
-request's unit of work) is witnessed by the next top-level checkpoint instead. Each record
-carries the consistency proof from the previously witnessed checkpoint.
+never when it rolls back; one signed inside a request's unit of work (an `Idempotency-Key`
+request) once that unit commits. Each record carries the consistency proof from the previously
+witnessed checkpoint.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import pytest
 
 from app.core import auditchain as chain
 from app.services import audit_witness
-from app.services.audit import chain_for
+from app.services.apikeys import create_key
+from app.services.audit import chain_for, list_checkpoints
 from app.services.context import AppContext
 from app.services.tenants import create_tenant
-from tests.harness import unique
+from tests.harness import bearer, start_server, stop_server, unique
 
 ACTOR = {"kind": "test", "id": "audit-witness"}
 
@@ -130,7 +131,7 @@ def test_a_checkpoint_that_rolls_back_is_not_witnessed(wctx, witness_file):
     assert witnessed_sizes(witness_file, wctx.audit.checkpoint_origin(chain_id)) == [3]
 
 
-def test_a_checkpoint_signed_in_a_unit_of_work_is_witnessed_by_the_next_top_level_one(wctx, witness_file):
+def test_a_checkpoint_signed_in_a_unit_of_work_is_witnessed_when_the_unit_commits(wctx, witness_file):
     tenant = create_tenant(wctx, name=unique("joined"), actor=ACTOR)
     chain_id = chain_for(tenant.id)
     origin = wctx.audit.checkpoint_origin(chain_id)
@@ -141,10 +142,64 @@ def test_a_checkpoint_signed_in_a_unit_of_work_is_witnessed_by_the_next_top_leve
         assert joined.audit.checkpoint(session, chain_id).size == 5
     assert witnessed_sizes(witness_file, origin) == []
     work.commit()
-    assert checkpoint(wctx, chain_id).size == 5  # nothing new to sign, but the committed one is witnessed
     assert witnessed_sizes(witness_file, origin) == [5]
-    checkpoint(wctx, chain_id)
+    assert checkpoint(wctx, chain_id).size == 5
     assert witnessed_sizes(witness_file, origin) == [5]  # once
+
+
+def test_a_checkpoint_signed_in_a_unit_of_work_that_rolls_back_is_not_witnessed(wctx, witness_file):
+    tenant = create_tenant(wctx, name=unique("joined-rollback"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    origin = wctx.audit.checkpoint_origin(chain_id)
+    grow(wctx, tenant.id, 4)
+    work = wctx.db.unit_of_work()
+    joined = wctx.with_database(work.database)
+    with joined.db.sessions.begin() as session:
+        assert joined.audit.checkpoint(session, chain_id).size == 5
+    grow(joined, tenant.id, 1)
+    with pytest.raises(RuntimeError):
+        with joined.db.sessions.begin() as session:
+            assert joined.audit.checkpoint(session, chain_id).size == 6
+            raise RuntimeError("this service call fails")
+    work.rollback()
+    assert witnessed_sizes(witness_file, origin) == []
+    assert checkpoint(wctx, chain_id).size == 5  # signed again, for real
+    assert witnessed_sizes(witness_file, origin) == [5]
+
+
+def test_a_savepoint_that_rolls_back_drops_only_its_own_witness_record(wctx, witness_file):
+    tenant = create_tenant(wctx, name=unique("joined-partial"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    origin = wctx.audit.checkpoint_origin(chain_id)
+    grow(wctx, tenant.id, 4)
+    work = wctx.db.unit_of_work()
+    joined = wctx.with_database(work.database)
+    with joined.db.sessions.begin() as session:
+        assert joined.audit.checkpoint(session, chain_id).size == 5
+    grow(joined, tenant.id, 1)
+    with pytest.raises(RuntimeError):
+        with joined.db.sessions.begin() as session:  # a later savepoint that rolls back drops its own only
+            assert joined.audit.checkpoint(session, chain_id).size == 6
+            raise RuntimeError("this service call fails")
+    work.commit()
+    assert witnessed_sizes(witness_file, origin) == [5]
+    assert checkpoint(wctx, chain_id).size == 6
+    assert witnessed_sizes(witness_file, origin) == [5, 6]
+
+
+def test_a_unit_of_work_inside_a_transaction_it_does_not_own_witnesses_nothing(settings, ctx, witness_file):
+    """The test harness's case: the unit is a savepoint of an outer transaction that will roll
+    back, so its commit makes nothing durable and nothing may be witnessed."""
+    harness = AppContext(settings.with_changes(audit_witness_file=witness_file), ctx.db)
+    tenant = create_tenant(harness, name=unique("harness-unit"), actor=ACTOR)
+    chain_id = chain_for(tenant.id)
+    work = harness.db.unit_of_work()
+    assert not work.durable
+    joined = harness.with_database(work.database)
+    with joined.db.sessions.begin() as session:
+        assert joined.audit.checkpoint(session, chain_id).size == 1
+    work.commit()
+    assert witnessed_sizes(witness_file, harness.audit.checkpoint_origin(chain_id)) == []
 
 
 def test_the_witness_url_obeys_the_ssrf_rule(receiver, monkeypatch):
@@ -175,3 +230,34 @@ def test_a_forged_last_record_in_the_witness_file_is_passed_over(wctx, witness_f
     assert fresh.audit.witness.latest(origin, fresh.audit.vkey).checkpoint.size == 3
     grow(fresh, tenant.id, 1)
     assert checkpoint(fresh, chain_id).size == 4  # not refused as "truncated below 1000"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("idempotent", [True, False], ids=["with-idempotency-key", "without"])
+def test_a_live_server_witnesses_each_checkpoint_as_its_request_commits(settings, committed_ctx, witness_file,
+                                                                      idempotent):
+    """Every checkpoint a `memwarden serve` signs is in the witness file by the time the request
+    that signed it is answered, also when the request carries an `Idempotency-Key` (its services'
+    transactions are savepoints of the request's unit of work, which commits last)."""
+    tenant = create_tenant(committed_ctx, name=unique("live-witness"), actor=ACTOR)
+    token = create_key(committed_ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", agents="*",
+                       actor=ACTOR).token
+    chain_id = chain_for(tenant.id)
+    origin = committed_ctx.audit.checkpoint_origin(chain_id)
+    proc, base_url = start_server(settings, MEMWARDEN_CHECKPOINT_EVERY="5",
+                                  MEMWARDEN_AUDIT_WITNESS_FILE=str(witness_file))
+    try:
+        with httpx.Client(base_url=base_url, headers=bearer(token), timeout=30) as client:
+            for n in range(12):
+                headers = {"Idempotency-Key": f"witness-{n}"} if idempotent else {}
+                response = client.post("/v1/memories/remember", headers=headers, json={
+                    "agent_id": "witnessed", "type": "semantic", "content": f"Fact number {n} about plums."})
+                assert response.status_code in (200, 201), response.text
+                signed = [c["size"] for c in list_checkpoints(committed_ctx, chain_id)]
+                assert witnessed_sizes(witness_file, origin) == signed, f"after remember {n + 1}"
+    finally:
+        stop_server(proc)
+    assert len(signed) >= 2  # the cadence did sign during the run, so the comparison above meant something
+    signed = [c["size"] for c in list_checkpoints(committed_ctx, chain_id)]  # and one more at shutdown
+    lines = witness_file.read_text(encoding="utf-8").splitlines()
+    assert chain.read_witness(lines, origin, [committed_ctx.audit.vkey]).checkpoint.size == signed[-1]

@@ -94,11 +94,12 @@ def test_schema_rejects_bad_documents(doc: Any, path: str) -> None:
     assert path in paths_of(doc)
 
 
-def test_policy_error_is_a_422_validation_error() -> None:
-    with pytest.raises(ValidationFailed) as info:
+def test_policy_error_is_a_plain_value_error_that_lists_its_problems() -> None:
+    """The pure core raises no HTTP errors; `tenant_config.set_policy` answers 422 with these problems."""
+    with pytest.raises(PolicyError) as info:
         Policy.parse({"rules": [rule(action="nope")]})
-    assert info.value.status == 422
-    assert info.value.details == info.value.problems
+    assert isinstance(info.value, ValueError) and not isinstance(info.value, ValidationFailed)
+    assert str(info.value) == info.value.problems[0]["message"]
 
 
 def test_accepts_full_rule_and_max_rules() -> None:

@@ -1,5 +1,8 @@
 """The one error path: JSON envelope under `/v1` (or when JSON is asked for), an HTMX fragment
-for htmx requests, a full page otherwise."""
+for htmx requests, a full page otherwise.
+
+Wiring, beside `main` and `middleware`: the app's exception handler, the middleware and the MCP
+tools all answer errors through it, so it lives above `api` and `web`, not inside either."""
 
 from __future__ import annotations
 
