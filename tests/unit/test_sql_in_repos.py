@@ -47,7 +47,6 @@ ALLOWED: dict[str, int] = {
     "app/services/importer.py": 2,
     "app/services/leader.py": 8,
     "app/services/memories.py": 7,
-    "app/services/rate_limits.py": 4,
     "app/services/recall_tracking.py": 4,
     "app/services/refs.py": 9,
     "app/services/review.py": 15,
