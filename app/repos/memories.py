@@ -149,3 +149,35 @@ def record_recall(session: Session, *, tenant_id: str, ids: Sequence[str]) -> No
         session.execute(text(
             "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = statement_timestamp() "
             "WHERE tenant_id = :tenant_id AND id = ANY(:ids)"), {"tenant_id": tenant_id, "ids": list(ids)})
+
+
+def get_by_key(session: Session, *, tenant_id: str, memory_id: str, lock: bool = False) -> Memory | None:
+    """The tenant's memory by primary key, whatever its status (the session's copy when it holds one
+    and no lock is asked; a locked read reloads it)."""
+    return session.get(Memory, {"id": memory_id, "tenant_id": tenant_id},
+                       with_for_update=True if lock else None, populate_existing=lock)
+
+
+def embedding_of(session: Session, *, tenant_id: str, memory_id: str):
+    """The stored embedding of the tenant's memory (deferred on the model, so read on its own)."""
+    return session.scalar(select(Memory.embedding).where(Memory.id == memory_id, Memory.tenant_id == tenant_id))
+
+
+def set_status(session: Session, *, tenant_id: str, ids: Sequence[str], status: str, at: datetime) -> None:
+    """Move the tenant's rows `ids` to `status` (a staged row rejected or withdrawn)."""
+    session.execute(update(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
+                    .values(status=status, updated_at=at).execution_options(synchronize_session=False))
+
+
+def update_returning(session: Session, *, tenant_id: str, memory_id: str, **values: Any) -> Memory:
+    """Set columns of the tenant's memory in one statement and return the row as it now is."""
+    return session.scalars(update(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)
+                           .values(**values).returning(Memory)
+                           .execution_options(synchronize_session=False, populate_existing=True)).one()
+
+
+def live_owner(session: Session, *, tenant_ids: Sequence[str], memory_id: str):
+    """(tenant_id, agent_id) of a live, unexpired memory in one of `tenant_ids`, or None."""
+    return session.execute(select(Memory.tenant_id, Memory.agent_id).where(
+        Memory.tenant_id.in_(list(tenant_ids)), Memory.id == memory_id, Memory.status == "live",
+        or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp()))).first()

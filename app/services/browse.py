@@ -17,8 +17,10 @@ from sqlalchemy import and_, false, func, or_, select, true
 
 from app.core.access import agent_allowed
 from app.core.cursor import encode_cursor
-from app.db.models import AuditEntry, Change, Memory
+from app.db.models import AuditEntry, Memory
 from app.errors import NotFound
+from app.repos import changes as changes_repo
+from app.repos import memories as memories_repo
 from app.repos.memories import Scope, apply_filters, visible
 from app.services.audit import chain_for
 from app.services.context import AppContext
@@ -140,9 +142,7 @@ def locate(ctx: AppContext, tenant_ids: Sequence[str], memory_id: str) -> tuple[
     """(tenant id, agent id) of a live, unexpired memory in one of `tenant_ids`, or None. Callers
     check who may see its agent."""
     with ctx.db.sessions() as session:
-        row = session.execute(select(Memory.tenant_id, Memory.agent_id).where(
-            Memory.tenant_id.in_(list(tenant_ids)), Memory.id == memory_id, Memory.status == "live",
-            or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp()))).first()
+        row = memories_repo.live_owner(session, tenant_ids=tenant_ids, memory_id=memory_id)
     return (row.tenant_id, row.agent_id) if row else None
 
 
@@ -216,5 +216,4 @@ def still_pending(ctx: AppContext, tenant_id: str, change_ids: Sequence[str]) ->
     if not change_ids:
         return set()
     with ctx.db.sessions() as session:
-        return set(session.scalars(select(Change.id).where(
-            Change.tenant_id == tenant_id, Change.id.in_(list(change_ids)), Change.status == "pending")))
+        return changes_repo.still_pending(session, tenant_id=tenant_id, change_ids=change_ids)
