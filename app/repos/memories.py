@@ -69,6 +69,19 @@ def insert(session: Session, memory: Memory) -> Memory:
     return memory
 
 
+def insert_all(session: Session, memories: Sequence[Memory]) -> None:
+    session.add_all(memories)
+    session.flush()
+
+
+def tenants_holding(session: Session, *, ids: Sequence[str]) -> dict[str, str]:
+    """id -> tenant of each of `ids` stored in any tenant, any status. Deliberately not tenant-scoped:
+    memory ids are global, and an import must not reuse one another tenant holds (it learns only
+    that the id is taken)."""
+    return {row.id: row.tenant_id for row in session.execute(
+        select(Memory.id, Memory.tenant_id).where(Memory.id.in_(list(ids))))}
+
+
 def get_visible(session: Session, *, scope: Scope, memory_id: str) -> Memory | None:
     return session.scalars(select(Memory).where(Memory.id == memory_id, visible(scope))).first()
 

@@ -35,7 +35,7 @@ def review_requirement(session: Session, tenant_id: str, request: WriteRequest,
                        policy: Policy | None = None) -> Decision:
     """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403 `policy_denied`).
     `policy` is the tenant's, when the caller has it already (`tenant_config.rules_for`)."""
-    decision = (policy or tenant_policy(session, tenant_id)).evaluate(request)
+    decision = (policy if policy is not None else tenant_policy(session, tenant_id)).evaluate(request)
     if decision.action == "deny":
         raise PolicyDenied(f"denied by policy rule {decision.rule_id!r}",
                            details=[{"path": "/", "message": decision.reason, "rule": decision.rule_id,

@@ -73,15 +73,19 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
                 _rules.move_to_end(key)
                 return cached
     with ctx.db.sessions() as session:
-        rules = TenantRules(redactor_for(ctx, session, principal.tenant_id),
-                            redaction_mode(session, principal.tenant_id),
-                            staging.tenant_policy(session, principal.tenant_id))
+        rules = load_rules(ctx, session, principal.tenant_id)
     if principal.config_version is not None:
         with _rules_lock:
             _rules[key] = rules
             while len(_rules) > _RULES_CACHE_SIZE:
                 _rules.popitem(last=False)
     return rules
+
+
+def load_rules(ctx: AppContext, session: Session, tenant_id: str) -> TenantRules:
+    """The tenant's rules read afresh in `session` (an import reads them once for a whole file)."""
+    return TenantRules(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
+                       staging.tenant_policy(session, tenant_id))
 
 
 def _bump_version(session: Session, tenant_id: str) -> None:
