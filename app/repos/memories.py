@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from sqlalchemy import Select, and_, func, or_, select, text, update
 from sqlalchemy.orm import Session
@@ -194,3 +194,24 @@ def live_owner(session: Session, *, tenant_ids: Sequence[str], memory_id: str):
     return session.execute(select(Memory.tenant_id, Memory.agent_id).where(
         Memory.tenant_id.in_(list(tenant_ids)), Memory.id == memory_id, Memory.status == "live",
         or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp()))).first()
+
+
+def newest_procedural(session: Session, *, scope: Scope, containing: str | None, limit: int) -> list[str]:
+    """Contents of the newest visible procedural memories in scope (those containing `containing`
+    literally, when given), newest first."""
+    stmt = select(Memory.content).where(visible(scope), Memory.type == "procedural")
+    if containing is not None:
+        stmt = stmt.where(Memory.content.contains(containing, autoescape=True))
+    return list(session.scalars(stmt.order_by(Memory.created_at.desc()).limit(limit)))
+
+
+def stream_for_export(session: Session, *, tenant_id: str, statuses: Sequence[str],
+                      agent_id: str | None = None) -> Iterator[Memory]:
+    """The tenant's memories in `statuses` that still hold content, oldest first, streamed in
+    batches of 1000 (optionally one agent's)."""
+    stmt = (select(Memory).where(Memory.tenant_id == tenant_id, Memory.status.in_(list(statuses)),
+                                 Memory.hard_deleted.is_(False), Memory.content.is_not(None))
+            .order_by(Memory.created_at, Memory.id).execution_options(yield_per=1000))
+    if agent_id is not None:
+        stmt = stmt.where(Memory.agent_id == agent_id)
+    return iter(session.scalars(stmt))

@@ -12,15 +12,17 @@ from app.core.access import Principal
 from app.core.ids import new_id
 from app.core.policy import Decision, Policy, WriteRequest, default_policy
 from app.core.screening import Screening
-from app.db.models import Change, Tenant
+from app.db.models import Change
 from app.errors import PolicyDenied
+from app.repos import changes as changes_repo
+from app.repos import tenants as tenant_repo
 from app.services import events
 from app.services.context import AppContext
 
 
 def tenant_policy(session: Session, tenant_id: str) -> Policy:
     """The tenant's policy document, or the defaults when it has none."""
-    tenant = session.get(Tenant, tenant_id)
+    tenant = tenant_repo.get(session, tenant_id=tenant_id)
     doc = (tenant.settings or {}).get("policy") if tenant else None
     return _parsed(json.dumps(doc, sort_keys=True)) if doc else default_policy()
 
@@ -58,8 +60,7 @@ def stage_change(ctx: AppContext, session: Session, *, principal: Principal, ope
         policy_rule=decision.rule_id, redactions=redactions, risk_flags=screening.to_json(),
         risk_level=screening.risk,
     )
-    session.add(change)
-    session.flush()
+    changes_repo.insert(session, change)
     ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="change.proposed", actor=principal.actor,
                      subject={"type": "change", "id": change.id},
                      data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,
