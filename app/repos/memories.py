@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Iterator, Sequence
 
 from sqlalchemy import Select, and_, func, or_, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
@@ -215,3 +216,22 @@ def stream_for_export(session: Session, *, tenant_id: str, statuses: Sequence[st
     if agent_id is not None:
         stmt = stmt.where(Memory.agent_id == agent_id)
     return iter(session.scalars(stmt))
+
+
+_ADD_RECALLS = text("""
+    UPDATE memories AS m
+    SET recall_count = m.recall_count + v.n,
+        last_recalled_at = greatest(m.last_recalled_at, v.at)
+    FROM unnest(CAST(:tenants AS text[]), CAST(:ids AS text[]), CAST(:ns AS integer[]),
+                CAST(:ats AS timestamptz[])) AS v(tenant_id, id, n, at)
+    WHERE m.tenant_id = v.tenant_id AND m.id = v.id""")
+
+
+def add_recalls(conn: Connection, *, tenant_ids: Sequence[str], ids: Sequence[str], counts: Sequence[int],
+                last_at: Sequence[datetime]) -> int:
+    """Add `counts[i]` recalls at `last_at[i]` to memory `ids[i]` of tenant `tenant_ids[i]`, in one
+    statement of the caller's transaction, committed without waiting for the WAL flush (the counts
+    are statistics). Returns how many memories were updated."""
+    conn.execute(text("SET LOCAL synchronous_commit = off"))
+    return conn.execute(_ADD_RECALLS, {"tenants": list(tenant_ids), "ids": list(ids), "ns": list(counts),
+                                       "ats": list(last_at)}).rowcount
