@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import literal_column, select, text, update
+from sqlalchemy import literal_column, select, text, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -79,3 +79,15 @@ def revoke(session: Session, *, tenant_id: str, key_id: str, at: datetime) -> Ap
         .returning(ApiKey.id)
     ).first()
     return session.get(ApiKey, {"id": key_id, "tenant_id": tenant_id}) if row else None
+
+
+def is_active(session: Session, *, tenant_id: str, key_id: str) -> bool:
+    """Whether the tenant's key exists and is not revoked."""
+    return session.scalar(select(ApiKey.revoked_at.is_(None)).where(
+        ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)) is True
+
+
+def active_among(conn: Connection, *, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The (tenant_id, key_id) pairs among `keys` whose key is not revoked."""
+    return {tuple(row) for row in conn.execute(select(ApiKey.tenant_id, ApiKey.id).where(
+        tuple_(ApiKey.tenant_id, ApiKey.id).in_(keys), ApiKey.revoked_at.is_(None)))}

@@ -32,10 +32,8 @@ SESSION_NAME = re.compile(r"(^|_)(session|sess|conn|connection|db_session)$")
 
 # What remains outside app/repos, per module (goal: empty). Lower a number when you move SQL out.
 ALLOWED: dict[str, int] = {
-    "app/api/events.py": 2,
-    "app/api/health.py": 2,
     "app/services/audit.py": 33,
-    "app/services/event_hub.py": 3,
+    "app/services/event_hub.py": 1,
     "app/services/events.py": 4,
     "app/services/idempotency.py": 13,
     "app/services/refs.py": 9,
