@@ -1,6 +1,7 @@
-"""`python docs/bench/web-approve.py [N]` (with the tree to measure importable as `app`): round trips, pool checkouts (sessions) and thread-pool hops of one reviewer approval from the
-change page (GET /review/{id}, then the htmx POST /review/{id}/approve), in process, on a fresh
-embedded PostgreSQL. Run with the tree to measure on PYTHONPATH."""
+"""`PYTHONPATH=<tree> python docs/bench/web-approve.py [N]`: round trips, pool checkouts (sessions)
+and thread-pool hops of a reviewer's approval from the change page (GET /review/{id}, then the
+htmx POST /review/{id}/approve), in process, on a fresh embedded PostgreSQL, for the tree on
+PYTHONPATH (docs/bench/web-approve.json holds the base commit's numbers and this branch's)."""
 
 import asyncio
 import json
