@@ -136,6 +136,7 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
     """Store a memory now (201) or stage it for review (202): one row through `prepare_remember`
     and `write_prepared`, the path imports take for many."""
+    require_agent(principal, body["agent_id"])
     if body.get("expires_at") is not None and _timestamp(body["expires_at"], "/expires_at") <= utcnow():
         raise ValidationFailed.at("/expires_at", "expires_at must be in the future")
     rules = rules_for(ctx, principal)  # cached per tenant config version: no settings rows read
@@ -512,7 +513,8 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
                 exc.memory_id = memory.id
                 raise
             if decision.action == "require_approval":
-                memory.status, memory.live_from = "pending", None
+                # The change's id, known before the row is inserted, saves updating the row later.
+                memory.status, memory.live_from, memory.change_id = "pending", None, new_id("chg")
             else:
                 memory.status = "live"
         decided.append((write, decision, flags))
@@ -530,8 +532,8 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
             ctx, session, principal=principal, operation="remember", agent_id=memory.agent_id,
             user_id=memory.user_id, request={"memory_id": memory.id, "run_id": memory.run_id,
                                              "node_id": memory.node_id},
-            memory_ids=[memory.id], decision=decision, redactions=write.redactions, screening=flags)
-        memory.change_id = change.id
+            memory_ids=[memory.id], decision=decision, redactions=write.redactions, screening=flags,
+            change_id=memory.change_id)
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged", actor=principal.actor,
                          subject=subject, data=memory_event(memory, change_id=change.id, **audit_extra))
         return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,

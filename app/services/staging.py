@@ -47,14 +47,17 @@ def review_requirement(session: Session, tenant_id: str, request: WriteRequest,
 
 def stage_change(ctx: AppContext, session: Session, *, principal: Principal, operation: str, agent_id: str,
                  user_id: str | None, request: dict[str, Any], memory_ids: list[str], decision: Decision,
-                 redactions: list[dict[str, str]], screening: Screening | None = None) -> Change:
+                 redactions: list[dict[str, str]], screening: Screening | None = None,
+                 change_id: str | None = None) -> Change:
     """Record a pending change and its `change.proposed` audit event in `session`'s transaction.
 
     The screening flags are stored on the change for reviewers; the audit event gets their names only.
+    `change_id` is the change's id when the caller named it beforehand (a staged memory's row is
+    inserted holding it, so it is not updated afterwards).
     """
     screening = screening or Screening()
     change = Change(
-        id=new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
+        id=change_id or new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
         operation=operation, status="pending", request=request, memory_ids=memory_ids,
         submitted_by=principal.key_id, approvals=[], approvals_required=decision.approvals_required,
         policy_rule=decision.rule_id, redactions=redactions, risk_flags=screening.to_json(),
