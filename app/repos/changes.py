@@ -85,8 +85,9 @@ def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: 
     if agent_prefixes is not None:
         conds.append(or_(*[Change.agent_id.startswith(p) for p in agent_prefixes]))
     where = and_(*conds)
-    total = session.scalar(select(func.count()).select_from(Change).where(where)) or 0
-    stmt = select(Change).where(where)
+    # On a first page the total comes with it (a window count is taken before LIMIT): one round
+    # trip. Later pages count apart, as their keyset predicate narrows the window.
+    stmt = select(Change, func.count().over().label("total")).where(where)
     if flt.sort == "newest":
         if after is not None:
             stmt = stmt.where(tuple_(Change.submitted_at, Change.id) < tuple_(*after))
@@ -102,7 +103,11 @@ def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: 
             ts, cid = after
             stmt = stmt.where(or_(Change.submitted_at > ts, and_(Change.submitted_at == ts, Change.id > cid)))
         stmt = stmt.order_by(Change.submitted_at, Change.id)
-    return list(session.scalars(stmt.limit(limit))), total
+    found = session.execute(stmt.limit(limit)).all()
+    rows = [row[0] for row in found]
+    if after is None:
+        return rows, found[0].total if found else 0
+    return rows, session.scalar(select(func.count()).select_from(Change).where(where)) or 0
 
 
 def still_pending(session: Session, *, tenant_id: str, change_ids: Sequence[str]) -> set[str]:
