@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.core.timefmt import utcnow
-from app.db.models import Change, Event, Memory
+from app.db.models import Change, Memory
+from app.repos import events as events_repo
 from app.services import refs
 from app.services.audit import chain_for, lock_chain, pending_for, transaction_state
 
@@ -77,7 +77,7 @@ def _write_queued(session: Session, tenant_id: str, queued: list) -> None:
         rows.append({"tenant_id": tenant_id, "id": event_id, "type": type, "payload": payload,
                      "created_at": utcnow()})
     held["event_ids"][tenant_id] = event_id
-    session.execute(insert(Event), rows)
+    events_repo.insert_many(session, rows)
     if held["has_webhooks"][tenant_id]:
         from app.services import webhooks  # late: webhooks reads events back when delivering
 
@@ -121,7 +121,5 @@ class StoredEvent:
 def read_after(sessions, tenant_id: str, after: int, limit: int) -> list[StoredEvent]:
     """The tenant's events with id > `after`, oldest first, at most `limit`."""
     with sessions() as session:
-        rows = session.execute(
-            select(Event.id, Event.type, Event.payload, Event.created_at)
-            .where(Event.tenant_id == tenant_id, Event.id > after).order_by(Event.id).limit(limit)).all()
+        rows = events_repo.after(session, tenant_id=tenant_id, after_id=after, limit=limit)
     return [StoredEvent(r.id, r.type, r.payload, r.created_at) for r in rows]
