@@ -21,3 +21,9 @@ def after(session: Session, *, tenant_id: str, after_id: int, limit: int) -> lis
     return session.execute(
         select(Event.id, Event.type, Event.payload, Event.created_at)
         .where(Event.tenant_id == tenant_id, Event.id > after_id).order_by(Event.id).limit(limit)).all()
+
+
+async def listen(conn, *, channel: str) -> None:
+    """Subscribe a dedicated (autocommit, asynchronous psycopg) connection to `channel`'s
+    notifications; the caller reads them with `conn.notifies()`."""
+    await conn.execute(f"LISTEN {channel}")

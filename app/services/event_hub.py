@@ -21,6 +21,7 @@ import psycopg
 from sqlalchemy.engine import Engine
 
 from app.repos import apikeys as key_repo
+from app.repos import events as events_repo
 from app.services.events import CHANNEL
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class EventHub:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(*args, autocommit=True, **kwargs) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await events_repo.listen(conn, channel=CHANNEL)
                     self.listening = True
                     self._wake()  # anything committed while we were not listening
                     async for note in conn.notifies():
