@@ -19,7 +19,6 @@ import logging
 import time
 from typing import Any, AsyncIterator
 
-from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -27,9 +26,8 @@ from starlette.responses import StreamingResponse
 
 from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
-from app.db.models import ApiKey
 from app.errors import ValidationFailed
-from app.services import events
+from app.services import apikeys, events
 from app.services.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -58,9 +56,7 @@ def _cursor(request: Request, query: dict[str, Any]) -> int:
 
 
 def _key_active(ctx: AppContext, principal: Principal) -> bool:
-    with ctx.db.sessions() as session:
-        return session.scalar(select(ApiKey.revoked_at.is_(None)).where(
-            ApiKey.tenant_id == principal.tenant_id, ApiKey.id == principal.key_id)) is True
+    return apikeys.is_active(ctx, tenant_id=principal.tenant_id, key_id=principal.key_id)
 
 
 async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit: int | None,

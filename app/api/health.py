@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.routing import Route
@@ -10,6 +9,7 @@ from starlette.routing import Route
 from app.api.jsonio import json_response
 from app.db.embedded import database_lost
 from app.errors import Unavailable
+from app.services import health
 
 
 async def healthz(request: Request):
@@ -21,23 +21,10 @@ async def healthz(request: Request):
     return json_response({"status": "ok"})
 
 
-def _ping(ctx) -> None:
-    # Two tries: after a database restart the first attempt meets a stale pooled connection,
-    # which invalidates the pool; the second one connects afresh.
-    for attempt in (1, 2):
-        try:
-            with ctx.db.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-            return
-        except Exception:
-            if attempt == 2:
-                raise
-
-
 async def readyz(request: Request):
     """The database answers; 503 `unavailable` otherwise."""
     try:
-        await run_in_threadpool(_ping, request.app.state.ctx)
+        await run_in_threadpool(health.ping_database, request.app.state.ctx)
     except Exception:
         raise Unavailable("database unreachable") from None
     return json_response({"status": "ready"})

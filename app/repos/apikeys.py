@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import literal_column, select, text, update
+from sqlalchemy import literal_column, select, text, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.db.models import ApiKey, Tenant
-from app.services import rate_limits
+from app.repos import rate_limits
 
 
 def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_hash: bytes,
@@ -42,10 +42,10 @@ def find_active(conn: Connection, *, key_id: str):
 
 def find_active_taking_token(conn: Connection, *, key_id: str, token_hash: bytes, per_minute: int):
     """`find_active` and, when the stored hash is `token_hash`, a token from the key's rate-limit
-    bucket (`app.services.rate_limits`), in one statement: the row gains `tokens` and `allowed`
+    bucket (`app.repos.rate_limits`), in one statement: the row gains `tokens` and `allowed`
     (NULL when the hash did not match, so a caller without the secret never drains the bucket)."""
     return conn.execute(_FIND_TAKING_TOKEN, {"key_id": key_id, "token_hash": token_hash,
-                                             "cap": float(per_minute), "rate": per_minute / 60.0}).first()
+                                             **rate_limits.bucket_parameters(per_minute)}).first()
 
 
 _FIND_TAKING_TOKEN = text(f"""
@@ -79,3 +79,15 @@ def revoke(session: Session, *, tenant_id: str, key_id: str, at: datetime) -> Ap
         .returning(ApiKey.id)
     ).first()
     return session.get(ApiKey, {"id": key_id, "tenant_id": tenant_id}) if row else None
+
+
+def is_active(session: Session, *, tenant_id: str, key_id: str) -> bool:
+    """Whether the tenant's key exists and is not revoked."""
+    return session.scalar(select(ApiKey.revoked_at.is_(None)).where(
+        ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)) is True
+
+
+def active_among(conn: Connection, *, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The (tenant_id, key_id) pairs among `keys` whose key is not revoked."""
+    return {tuple(row) for row in conn.execute(select(ApiKey.tenant_id, ApiKey.id).where(
+        tuple_(ApiKey.tenant_id, ApiKey.id).in_(keys), ApiKey.revoked_at.is_(None)))}

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from sqlalchemy import Select, and_, func, or_, select, text, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
@@ -67,6 +68,19 @@ def insert(session: Session, memory: Memory) -> Memory:
     session.add(memory)
     session.flush()
     return memory
+
+
+def insert_all(session: Session, memories: Sequence[Memory]) -> None:
+    session.add_all(memories)
+    session.flush()
+
+
+def tenants_holding(session: Session, *, ids: Sequence[str]) -> dict[str, str]:
+    """id -> tenant of each of `ids` stored in any tenant, any status. Deliberately not tenant-scoped:
+    memory ids are global, and an import must not reuse one another tenant holds (it learns only
+    that the id is taken)."""
+    return {row.id: row.tenant_id for row in session.execute(
+        select(Memory.id, Memory.tenant_id).where(Memory.id.in_(list(ids))))}
 
 
 def get_visible(session: Session, *, scope: Scope, memory_id: str) -> Memory | None:
@@ -149,3 +163,75 @@ def record_recall(session: Session, *, tenant_id: str, ids: Sequence[str]) -> No
         session.execute(text(
             "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = statement_timestamp() "
             "WHERE tenant_id = :tenant_id AND id = ANY(:ids)"), {"tenant_id": tenant_id, "ids": list(ids)})
+
+
+def get_by_key(session: Session, *, tenant_id: str, memory_id: str, lock: bool = False) -> Memory | None:
+    """The tenant's memory by primary key, whatever its status (the session's copy when it holds one
+    and no lock is asked; a locked read reloads it)."""
+    return session.get(Memory, {"id": memory_id, "tenant_id": tenant_id},
+                       with_for_update=True if lock else None, populate_existing=lock)
+
+
+def embedding_of(session: Session, *, tenant_id: str, memory_id: str):
+    """The stored embedding of the tenant's memory (deferred on the model, so read on its own)."""
+    return session.scalar(select(Memory.embedding).where(Memory.id == memory_id, Memory.tenant_id == tenant_id))
+
+
+def set_status(session: Session, *, tenant_id: str, ids: Sequence[str], status: str, at: datetime) -> None:
+    """Move the tenant's rows `ids` to `status` (a staged row rejected or withdrawn)."""
+    session.execute(update(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
+                    .values(status=status, updated_at=at).execution_options(synchronize_session=False))
+
+
+def update_returning(session: Session, *, tenant_id: str, memory_id: str, **values: Any) -> Memory:
+    """Set columns of the tenant's memory in one statement and return the row as it now is."""
+    return session.scalars(update(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)
+                           .values(**values).returning(Memory)
+                           .execution_options(synchronize_session=False, populate_existing=True)).one()
+
+
+def live_owner(session: Session, *, tenant_ids: Sequence[str], memory_id: str):
+    """(tenant_id, agent_id) of a live, unexpired memory in one of `tenant_ids`, or None."""
+    return session.execute(select(Memory.tenant_id, Memory.agent_id).where(
+        Memory.tenant_id.in_(list(tenant_ids)), Memory.id == memory_id, Memory.status == "live",
+        or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp()))).first()
+
+
+def newest_procedural(session: Session, *, scope: Scope, containing: str | None, limit: int) -> list[str]:
+    """Contents of the newest visible procedural memories in scope (those containing `containing`
+    literally, when given), newest first."""
+    stmt = select(Memory.content).where(visible(scope), Memory.type == "procedural")
+    if containing is not None:
+        stmt = stmt.where(Memory.content.contains(containing, autoescape=True))
+    return list(session.scalars(stmt.order_by(Memory.created_at.desc()).limit(limit)))
+
+
+def stream_for_export(session: Session, *, tenant_id: str, statuses: Sequence[str],
+                      agent_id: str | None = None) -> Iterator[Memory]:
+    """The tenant's memories in `statuses` that still hold content, oldest first, streamed in
+    batches of 1000 (optionally one agent's)."""
+    stmt = (select(Memory).where(Memory.tenant_id == tenant_id, Memory.status.in_(list(statuses)),
+                                 Memory.hard_deleted.is_(False), Memory.content.is_not(None))
+            .order_by(Memory.created_at, Memory.id).execution_options(yield_per=1000))
+    if agent_id is not None:
+        stmt = stmt.where(Memory.agent_id == agent_id)
+    return iter(session.scalars(stmt))
+
+
+_ADD_RECALLS = text("""
+    UPDATE memories AS m
+    SET recall_count = m.recall_count + v.n,
+        last_recalled_at = greatest(m.last_recalled_at, v.at)
+    FROM unnest(CAST(:tenants AS text[]), CAST(:ids AS text[]), CAST(:ns AS integer[]),
+                CAST(:ats AS timestamptz[])) AS v(tenant_id, id, n, at)
+    WHERE m.tenant_id = v.tenant_id AND m.id = v.id""")
+
+
+def add_recalls(conn: Connection, *, tenant_ids: Sequence[str], ids: Sequence[str], counts: Sequence[int],
+                last_at: Sequence[datetime]) -> int:
+    """Add `counts[i]` recalls at `last_at[i]` to memory `ids[i]` of tenant `tenant_ids[i]`, in one
+    statement of the caller's transaction, committed without waiting for the WAL flush (the counts
+    are statistics). Returns how many memories were updated."""
+    conn.execute(text("SET LOCAL synchronous_commit = off"))
+    return conn.execute(_ADD_RECALLS, {"tenants": list(tenant_ids), "ids": list(ids), "ns": list(counts),
+                                       "ats": list(last_at)}).rowcount

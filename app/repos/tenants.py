@@ -1,11 +1,11 @@
-"""SQL for tenants."""
+"""SQL for tenants, their settings (a JSON column of the tenant row) and registered secrets."""
 
 from __future__ import annotations
 
-from sqlalchemy import or_, select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from app.db.models import Tenant
+from app.db.models import Tenant, TenantSecret
 
 
 def insert(session: Session, *, tenant_id: str, name: str) -> Tenant:
@@ -20,9 +20,33 @@ def find(session: Session, *, ref: str) -> Tenant | None:
     return session.scalars(select(Tenant).where(or_(Tenant.id == ref, Tenant.name == ref))).first()
 
 
-def get(session: Session, *, tenant_id: str) -> Tenant | None:
-    return session.get(Tenant, tenant_id)
+def get(session: Session, *, tenant_id: str, lock: bool = False) -> Tenant | None:
+    """The tenant (the session's copy when it holds one and no lock is asked), or None."""
+    return session.get(Tenant, tenant_id, with_for_update=True if lock else None)
 
 
 def list_all(session: Session) -> list[Tenant]:
     return list(session.scalars(select(Tenant).order_by(Tenant.created_at, Tenant.id)))
+
+
+def touch(session: Session, *, tenant_id: str) -> None:
+    """Update the tenant row without changing it, so its version (xmin) changes: cached per-tenant
+    settings keyed by that version are read afresh (`app.services.tenant_config.rules_for`)."""
+    session.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=Tenant.settings))
+
+
+def secret_digests(session: Session, *, tenant_id: str) -> list:
+    """(length, digest) of each secret the tenant registered."""
+    return session.execute(select(TenantSecret.length, TenantSecret.digest)
+                           .where(TenantSecret.tenant_id == tenant_id)).all()
+
+
+def secret_labels(session: Session, *, tenant_id: str) -> list:
+    """(id, label, created_at) of each secret the tenant registered, oldest first (never the digest)."""
+    return session.execute(select(TenantSecret.id, TenantSecret.label, TenantSecret.created_at)
+                           .where(TenantSecret.tenant_id == tenant_id)
+                           .order_by(TenantSecret.created_at, TenantSecret.id)).all()
+
+
+def add_secret(session: Session, secret: TenantSecret) -> None:
+    session.add(secret)

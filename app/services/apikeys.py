@@ -92,3 +92,9 @@ def authenticate_and_take_token(ctx: AppContext, token: str, *, per_minute: int
                                      tuple(key.sources or ()), config_version=key.tenant_config_version)
     retry = rate_limits.retry_after(key.tokens, key.allowed, per_minute) if per_minute > 0 else None
     return principal, retry
+
+
+def is_active(ctx: AppContext, *, tenant_id: str, key_id: str) -> bool:
+    """Whether the key is still valid (a long-lived stream re-checks it: revocation ends the stream)."""
+    with ctx.db.sessions() as session:
+        return key_repo.is_active(session, tenant_id=tenant_id, key_id=key_id)

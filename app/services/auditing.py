@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from sqlalchemy import func, select
-
 from app.core.auditchain import VerifyReport
 from app.core.timefmt import format_ts
-from app.db.models import AuditEntry
+from app.repos import audit_reads
 from app.services.audit import chain_for, latest_checkpoint
 from app.services.context import AppContext
 
@@ -22,8 +20,7 @@ def chain_status(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
     """Entries, the latest signed checkpoint and the verifier key of a tenant's chain (no verification)."""
     chain_id = chain_for(tenant_id)
     with ctx.db.sessions() as session:
-        entries = session.scalar(select(func.coalesce(func.max(AuditEntry.seq), 0))
-                                 .where(AuditEntry.chain_id == chain_id)) or 0
+        entries = audit_reads.length(session, chain_id=chain_id)
         checkpoint = latest_checkpoint(session, chain_id)
         latest = None if checkpoint is None else {
             "size": checkpoint.size, "created_at": format_ts(checkpoint.created_at), "note": checkpoint.note}

@@ -12,10 +12,10 @@ import contextlib
 import logging
 from typing import AsyncIterator
 
-from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
+from app.repos import audit_reads
 from app.services import idempotency, rate_limits, webhooks
 from app.services.context import AppContext
 from app.services.leader import Leadership
@@ -24,21 +24,11 @@ log = logging.getLogger(__name__)
 WEBHOOK_POLL_SECONDS = 1.0
 IDEMPOTENCY_PURGE_SECONDS = 600.0
 
-# Chains whose newest entry is past their newest checkpoint: one index probe per chain.
-_UNSIGNED_CHAINS = text("""
-    SELECT c.chain_id
-    FROM (SELECT 'system' AS chain_id UNION ALL SELECT 'tenant:' || id FROM tenants) c
-    CROSS JOIN LATERAL (SELECT max(seq) AS size FROM audit_entries e WHERE e.chain_id = c.chain_id) head
-    CROSS JOIN LATERAL (SELECT max(size) AS size FROM audit_checkpoints k WHERE k.chain_id = c.chain_id) signed
-    WHERE head.size > coalesce(signed.size, 0)
-    ORDER BY c.chain_id""")
-
-
 def checkpoint_unsigned(ctx: AppContext) -> int:
     """Sign a checkpoint of every chain that grew since its last one, whichever process appended
     to it (the time-based cadence; the count-based one runs inside `append`). Returns how many."""
     with ctx.db.reader() as conn:
-        chains = conn.scalars(_UNSIGNED_CHAINS).all()
+        chains = audit_reads.unsigned_chains(conn)
     return ctx.audit.checkpoint_chains(ctx.db.sessions, chains)
 
 

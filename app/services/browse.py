@@ -8,86 +8,23 @@ again in Python on every row, so a translation slip can shorten a page but never
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from sqlalchemy import and_, false, func, or_, select, true
-
 from app.core.access import agent_allowed
 from app.core.cursor import encode_cursor
-from app.db.models import AuditEntry, Change, Memory
 from app.errors import NotFound
-from app.repos.memories import Scope, apply_filters, visible
+from app.repos import audit_reads
+from app.repos import browse as repo
+from app.repos import changes as changes_repo
+from app.repos import memories as memories_repo
+from app.repos.memories import Scope
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.memories import entry_json
 
-MEMORY_ID = re.compile(r"^mem_[0-9a-z]{1,64}$")
 MAX_QUERY = 500
-
-
-# --- agent allow-lists in SQL ---------------------------------------------------------------------
-
-def _escape(char: str) -> str:
-    """A character as a literal in a PostgreSQL ARE (also inside a bracket expression)."""
-    if char.isascii() and not char.isalnum():
-        return "\\" + char
-    return char
-
-
-def glob_regex(pattern: str) -> str | None:
-    """An anchored PostgreSQL regex matching exactly what `fnmatch.fnmatchcase(_, pattern)` matches,
-    or None when the pattern can match nothing. Bracket sets are resolved with Python's own
-    `fnmatch` over ASCII (allow-list globs are ASCII, see `app.core.access.AGENT_GLOB`)."""
-    import fnmatch
-
-    out = ["^"]
-    i, n = 0, len(pattern)
-    while i < n:
-        char = pattern[i]
-        i += 1
-        if char == "*":
-            out.append(".*")
-        elif char == "?":
-            out.append(".")
-        elif char == "[":
-            j = i
-            if j < n and pattern[j] == "!":
-                j += 1
-            if j < n and pattern[j] == "]":
-                j += 1
-            while j < n and pattern[j] != "]":
-                j += 1
-            if j >= n:  # no closing bracket: fnmatch treats "[" literally
-                out.append(_escape("["))
-                continue
-            bracket = pattern[i - 1:j + 1]
-            i = j + 1
-            members = [chr(c) for c in range(1, 128) if fnmatch.fnmatchcase(chr(c), bracket)]
-            negated = bracket.startswith("[!")
-            if negated:
-                excluded = [chr(c) for c in range(1, 128) if chr(c) not in members]
-                out.append("[^" + "".join(_escape(c) for c in excluded) + "]" if excluded else ".")
-            elif members:
-                out.append("[" + "".join(_escape(c) for c in members) + "]")
-            else:
-                return None
-        else:
-            out.append(_escape(char))
-    out.append("$")
-    return "".join(out)
-
-
-def agents_predicate(patterns: Sequence[str]):
-    """SQL: the memory's agent id matches one of the allow-list globs."""
-    if "*" in patterns:
-        return true()
-    regexes = [r for r in (glob_regex(p) for p in patterns) if r is not None]
-    if not regexes:
-        return false()
-    return or_(*[Memory.agent_id.op("~")(r) for r in regexes])
 
 
 # --- browsing ------------------------------------------------------------------------------------
@@ -106,23 +43,10 @@ def browse(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], flt: Brows
     """Live, unexpired memories of a tenant the allow-list covers, newest first; (entries, next cursor).
 
     `flt.query` is a web-search-style full-text query on content (or an exact memory id)."""
-    stmt = select(Memory).where(visible(Scope(tenant_id)), agents_predicate(agents))
-    stmt = apply_filters(stmt, types=[flt.type] if flt.type else None, tags=[flt.tag] if flt.tag else None)
-    if flt.agent_id:
-        stmt = stmt.where(Memory.agent_id == flt.agent_id)
-    if flt.user_id:
-        stmt = stmt.where(Memory.user_id == flt.user_id)
-    if flt.query:
-        query = flt.query[:MAX_QUERY]
-        text_match = Memory.content_tsv.op("@@")(func.websearch_to_tsquery("english", query))
-        stmt = stmt.where(or_(text_match, Memory.id == query) if MEMORY_ID.match(query) else text_match)
-    if after is not None:
-        created, memory_id = after
-        stmt = stmt.where(or_(Memory.created_at < created,
-                              and_(Memory.created_at == created, Memory.id < memory_id)))
-    stmt = stmt.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit + 1)
     with ctx.db.sessions() as session:
-        rows = list(session.scalars(stmt))
+        rows = repo.browse_page(session, tenant_id=tenant_id, agents=agents, agent_id=flt.agent_id,
+                                user_id=flt.user_id, type_=flt.type, tag=flt.tag,
+                                query=flt.query[:MAX_QUERY] if flt.query else None, limit=limit + 1, after=after)
     more = len(rows) > limit
     rows = rows[:limit]
     cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
@@ -140,9 +64,7 @@ def locate(ctx: AppContext, tenant_ids: Sequence[str], memory_id: str) -> tuple[
     """(tenant id, agent id) of a live, unexpired memory in one of `tenant_ids`, or None. Callers
     check who may see its agent."""
     with ctx.db.sessions() as session:
-        row = session.execute(select(Memory.tenant_id, Memory.agent_id).where(
-            Memory.tenant_id.in_(list(tenant_ids)), Memory.id == memory_id, Memory.status == "live",
-            or_(Memory.expires_at.is_(None), Memory.expires_at > func.statement_timestamp()))).first()
+        row = memories_repo.live_owner(session, tenant_ids=tenant_ids, memory_id=memory_id)
     return (row.tenant_id, row.agent_id) if row else None
 
 
@@ -151,16 +73,13 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
 
     The trail lists event type, time and actor only: audit entries hold digests, never content."""
     with ctx.db.sessions() as session:
-        memory = session.scalars(select(Memory).where(Memory.id == memory_id, visible(Scope(tenant_id)))).first()
+        memory = memories_repo.get_visible(session, scope=Scope(tenant_id), memory_id=memory_id)
         if memory is None or not agent_allowed(memory.agent_id, tuple(agents)):
             raise NotFound("memory not found")
         entry = entry_json(memory)
         extra = {"recall_count": memory.recall_count, "change_id": memory.change_id, "run_id": memory.run_id,
                  "node_id": memory.node_id}
-        rows = session.execute(
-            select(AuditEntry.seq, AuditEntry.entry).where(
-                AuditEntry.chain_id == chain_for(tenant_id), AuditEntry.subject_id == memory_id)
-            .order_by(AuditEntry.seq)).all()
+        rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
     events = []
     for row in rows:
         stored = json.loads(row.entry)
@@ -183,9 +102,7 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
     found: dict[str, Any] = {}
     if staged:
         with ctx.db.sessions() as session:
-            found = {row.id: row for row in session.execute(
-                select(Memory.id, Memory.type, func.left(Memory.content, PREVIEW_SOURCE_CHARS).label("content"))
-                .where(Memory.tenant_id == tenant_id, Memory.id.in_(list(staged))))}
+            found = repo.previews(session, tenant_id=tenant_id, memory_ids=list(staged), chars=PREVIEW_SOURCE_CHARS)
     previews: dict[str, dict[str, Any]] = {}
     for change in changes:
         request = change.request or {}
@@ -216,5 +133,4 @@ def still_pending(ctx: AppContext, tenant_id: str, change_ids: Sequence[str]) ->
     if not change_ids:
         return set()
     with ctx.db.sessions() as session:
-        return set(session.scalars(select(Change.id).where(
-            Change.tenant_id == tenant_id, Change.id.in_(list(change_ids)), Change.status == "pending")))
+        return changes_repo.still_pending(session, tenant_id=tenant_id, change_ids=change_ids)

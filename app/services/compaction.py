@@ -32,16 +32,17 @@ from datetime import timedelta
 from typing import Any, Iterator
 
 import numpy as np
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, undefer
+from sqlalchemy.orm import Session
 
 from app.core import diff as textdiff
 from app.core.ids import new_id
 from app.core.policy import WriteRequest
 from app.core.timefmt import utcnow
-from app.db.models import Change, CompactionRun, Memory, Tenant
+from app.db.models import Change, CompactionRun, Memory
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
-from app.repos.memories import Scope, visible
+from app.repos import compaction as repo
+from app.repos import tenants as tenant_repo
+from app.repos.memories import Scope
 from app.services import events, staging
 from app.services import memories as mem
 from app.services.context import AppContext
@@ -70,7 +71,7 @@ class Config:
 
 
 def tenant_config(session: Session, tenant_id: str) -> Config:
-    tenant = session.get(Tenant, tenant_id)
+    tenant = tenant_repo.get(session, tenant_id=tenant_id)
     doc = ((tenant.settings or {}) if tenant else {}).get("compaction") or {}
     return Config(**{k: v for k, v in doc.items() if k in Config.__dataclass_fields__})
 
@@ -78,7 +79,7 @@ def tenant_config(session: Session, tenant_id: str) -> Config:
 def set_config(ctx: AppContext, *, tenant_id: str, actor: dict, **changes: Any) -> Config:
     """Change a tenant's compaction settings (validated, audited); `None` values leave a field as is."""
     with ctx.db.sessions.begin() as session:
-        tenant = session.get(Tenant, tenant_id, with_for_update=True)
+        tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
         if tenant is None:
             raise NotFound("tenant not found")
         config = replace(tenant_config(session, tenant_id), **{k: v for k, v in changes.items() if v is not None})
@@ -170,19 +171,14 @@ class _Compactor:
 
 
 def _scopes(session: Session, tenant_id: str, agent_id: str | None) -> list[tuple[str, str | None, str]]:
-    stmt = (select(Memory.agent_id, Memory.user_id, Memory.type).where(visible(Scope(tenant_id, agent_id)))
-            .group_by(Memory.agent_id, Memory.user_id, Memory.type).having(func.count() > 1)
-            .order_by(Memory.agent_id, Memory.user_id, Memory.type))
-    return [tuple(row) for row in session.execute(stmt)]
+    return repo.scopes(session, tenant_id=tenant_id, agent_id=agent_id)
 
 
 def _candidates(session: Session, tenant_id: str, scope: tuple[str, str | None, str], limit: int,
                 busy: set[str]) -> list[Memory]:
     agent_id, user_id, memory_type = scope
-    user = Memory.user_id.is_(None) if user_id is None else Memory.user_id == user_id
-    rows = session.scalars(select(Memory).options(undefer(Memory.embedding))
-                           .where(visible(Scope(tenant_id, agent_id)), user, Memory.type == memory_type)
-                           .order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit)).all()
+    rows = repo.candidates(session, tenant_id=tenant_id, agent_id=agent_id, user_id=user_id,
+                           memory_type=memory_type, limit=limit)
     return [m for m in rows if m.id not in busy and m.embedding is not None]
 
 
@@ -197,9 +193,9 @@ def compact_tenant(ctx: AppContext, tenant_id: str, *, agent_id: str | None = No
                         status="running", started_at=utcnow())
     with _one_pass_at_a_time(ctx, tenant_id):
         with ctx.db.sessions.begin() as session:
-            if session.get(Tenant, tenant_id) is None:
+            if tenant_repo.get(session, tenant_id=tenant_id) is None:
                 raise NotFound("tenant not found")
-            session.add(run)
+            repo.insert_run(session, run)
         stats = {"scopes": 0, "groups": 0, "compacted": 0, "staged": 0, "sources": 0, "skipped": 0}
         try:
             _pass(ctx, run, actor, similarity, stats)
@@ -213,21 +209,19 @@ def compact_tenant(ctx: AppContext, tenant_id: str, *, agent_id: str | None = No
 @contextlib.contextmanager
 def _one_pass_at_a_time(ctx: AppContext, tenant_id: str) -> Iterator[None]:
     # A session-level advisory lock on a connection of its own: it spans the pass's many transactions.
-    key = func.hashtext("memwarden.compaction:" + tenant_id)
     with ctx.db.engine.connect() as conn:
-        if not conn.scalar(select(func.pg_try_advisory_lock(key))):
+        if not repo.try_lock_pass(conn, tenant_id=tenant_id):
             raise Conflict("a compaction of this tenant is already running")
         try:
             yield
         finally:
-            conn.execute(select(func.pg_advisory_unlock(key)))
+            repo.unlock_pass(conn, tenant_id=tenant_id)
 
 
 def _pass(ctx: AppContext, run: CompactionRun, actor: dict, similarity: float | None, stats: dict[str, int]) -> None:
     with ctx.db.sessions() as session:
         config = tenant_config(session, run.tenant_id)
-        busy = set(session.scalars(select(func.unnest(Change.memory_ids)).where(
-            Change.tenant_id == run.tenant_id, Change.status == "pending")))
+        busy = repo.held_by_pending_changes(session, tenant_id=run.tenant_id)
         stale_before = (utcnow() - timedelta(days=config.stale_after_days)) if config.stale_after_days else None
         work = []
         for scope in _scopes(session, run.tenant_id, run.agent_id):
@@ -313,8 +307,7 @@ def apply_staged(ctx: AppContext, session: Session, change: Change, actor: dict,
 
 def _finish(ctx: AppContext, run: CompactionRun, actor: dict, status: str, stats: dict[str, Any]) -> None:
     with ctx.db.sessions.begin() as session:
-        session.execute(update(CompactionRun).where(CompactionRun.id == run.id)
-                        .values(status=status, finished_at=utcnow(), stats=stats))
+        repo.finish_run(session, tenant_id=run.tenant_id, run_id=run.id, status=status, at=utcnow(), stats=stats)
         ctx.audit.append(session, tenant_id=run.tenant_id, event_type="compaction.finished", actor=actor,
                          subject={"type": "compaction_run", "id": run.id},
                          data={"status": status, "agent_id": run.agent_id, "trigger": run.trigger, **stats})
@@ -323,8 +316,7 @@ def _finish(ctx: AppContext, run: CompactionRun, actor: dict, status: str, stats
 def run_scheduled(ctx: AppContext) -> list[dict[str, Any]]:
     """The background job: one pass over every tenant that opted in (a failing tenant is logged)."""
     with ctx.db.sessions() as session:
-        tenants = session.scalars(select(Tenant.id).where(
-            Tenant.settings["compaction"]["enabled"].as_boolean().is_(True))).all()
+        tenants = repo.tenants_enabled(session)
     results = []
     for tenant_id in tenants:
         try:

@@ -6,11 +6,12 @@ import secrets
 
 from app.core.access import Principal
 from app.errors import Conflict
+from app.repos import users as users_repo
 from app.services import memories
 from app.services.apikeys import create_key
 from app.services.context import AppContext
 from app.services.tenants import create_tenant, resolve_tenant
-from app.services.users import create_user, find_user, set_role
+from app.services.users import create_user, find_user, hash_password, set_role
 
 ACTOR = {"kind": "cli", "id": "demo"}
 LIVE = [
@@ -42,13 +43,8 @@ def seed_demo(ctx: AppContext) -> str:
     if user is None:
         create_user(ctx, username="demo-admin", password=password, tenant_id=tenant.id, role="admin", actor=ACTOR)
     else:
-        from sqlalchemy import update
-
-        from app.db.models import User
-        from app.services.users import hash_password
-
         with ctx.db.sessions.begin() as session:
-            session.execute(update(User).where(User.id == user.id).values(password_hash=hash_password(password)))
+            users_repo.set_password_hash(session, user_id=user.id, password_hash=hash_password(password))
         set_role(ctx, user_id=user.id, tenant_id=tenant.id, role="admin", actor=ACTOR)
     key = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide,audit:read,events:read,"
                      "workspace:read,workspace:write", name="demo", actor=ACTOR)

@@ -18,10 +18,10 @@ import logging
 from dataclasses import dataclass, field
 
 import psycopg
-from sqlalchemy import select, tuple_
 from sqlalchemy.engine import Engine
 
-from app.db.models import ApiKey
+from app.repos import apikeys as key_repo
+from app.repos import events as events_repo
 from app.services.events import CHANNEL
 
 log = logging.getLogger(__name__)
@@ -75,8 +75,7 @@ class EventHub:
     def _active_keys(self, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
         """The (tenant_id, key_id) pairs among `keys` whose key is not revoked."""
         with self._engine.connect() as conn:
-            return {tuple(row) for row in conn.execute(select(ApiKey.tenant_id, ApiKey.id).where(
-                tuple_(ApiKey.tenant_id, ApiKey.id).in_(keys), ApiKey.revoked_at.is_(None)))}
+            return key_repo.active_among(conn, keys=keys)
 
     async def _watch_revocations(self) -> None:
         while True:
@@ -101,7 +100,7 @@ class EventHub:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(*args, autocommit=True, **kwargs) as conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await events_repo.listen(conn, channel=CHANNEL)
                     self.listening = True
                     self._wake()  # anything committed while we were not listening
                     async for note in conn.notifies():

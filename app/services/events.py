@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from app.core.timefmt import utcnow
-from app.db.models import Change, Event, Memory
+from app.db.models import Change, Memory
 from app.db.transaction_work import ChainWork
+from app.repos import events as events_repo
 from app.services import refs, webhooks
 from app.services.audit import chain_for, chain_work, lock_chain
 
@@ -75,7 +75,7 @@ def _write_queued(session: Session, work: ChainWork) -> None:
         rows.append({"tenant_id": tenant_id, "id": event_id, "type": type, "payload": payload,
                      "created_at": utcnow()})
     work.event_id = event_id
-    session.execute(insert(Event), rows)
+    events_repo.insert_many(session, rows)
     if work.has_webhooks:
         for row in rows:
             webhooks.enqueue(session, tenant_id, row["id"], row["type"], row["payload"])
@@ -117,7 +117,5 @@ class StoredEvent:
 def read_after(sessions, tenant_id: str, after: int, limit: int) -> list[StoredEvent]:
     """The tenant's events with id > `after`, oldest first, at most `limit`."""
     with sessions() as session:
-        rows = session.execute(
-            select(Event.id, Event.type, Event.payload, Event.created_at)
-            .where(Event.tenant_id == tenant_id, Event.id > after).order_by(Event.id).limit(limit)).all()
+        rows = events_repo.after(session, tenant_id=tenant_id, after_id=after, limit=limit)
     return [StoredEvent(r.id, r.type, r.payload, r.created_at) for r in rows]

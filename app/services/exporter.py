@@ -15,11 +15,10 @@ import hashlib
 import json
 from typing import Any, TextIO
 
-from sqlalchemy import select
-
 from app.core.importformats import EXPORT_FORMAT, IMPORTABLE_STATUSES
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Memory
+from app.repos import memories as memories_repo
 from app.services.context import AppContext
 from app.services.memories import entry_json
 
@@ -43,13 +42,9 @@ def export_tenant(ctx: AppContext, *, tenant_id: str, out: TextIO, actor: dict[s
 
     emit(json.dumps({"format": EXPORT_FORMAT, "tenant": tenant_id, "exported_at": format_ts(utcnow())}) + "\n")
     count = 0
-    stmt = (select(Memory).where(Memory.tenant_id == tenant_id, Memory.status.in_(IMPORTABLE_STATUSES),
-                                 Memory.hard_deleted.is_(False), Memory.content.is_not(None))
-            .order_by(Memory.created_at, Memory.id).execution_options(yield_per=1000))
-    if agent_id is not None:
-        stmt = stmt.where(Memory.agent_id == agent_id)
     with ctx.db.sessions() as session:
-        for memory in session.scalars(stmt):
+        for memory in memories_repo.stream_for_export(session, tenant_id=tenant_id, statuses=IMPORTABLE_STATUSES,
+                                                      agent_id=agent_id):
             emit(json.dumps(export_line(memory), ensure_ascii=False) + "\n")
             count += 1
     with ctx.db.sessions.begin() as session:

@@ -21,15 +21,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, text, tuple_
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 
 from app.core import jsontext
 from app.core.timefmt import utcnow
-from app.db.models import IdempotencyKey
 from app.errors import Conflict, IdempotencyKeyReused, ValidationFailed
+from app.repos import idempotency as repo
 
 HEADER = "Idempotency-Key"
 TTL = timedelta(hours=24)
@@ -38,7 +36,6 @@ LOCK_WAIT = "10s"
 LOCK_NOT_AVAILABLE = "55P03"
 # Response headers that describe the transport, not the answer; never replayed.
 _TRANSPORT_HEADERS = {"content-length", "date", "server", "set-cookie", "connection", "transfer-encoding"}
-_TABLE = IdempotencyKey.__table__
 
 
 def validate_key(raw: object, where: str = f"/headers/{HEADER}") -> str:
@@ -91,17 +88,14 @@ def claim(conn: Connection, tenant_id: str, key: str, request_fingerprint: bytes
     """Inside the request's transaction: hold the key until commit and return its stored answer,
     if a live one exists. A different request under the key → `IdempotencyKeyReused`; a duplicate
     still running after `LOCK_WAIT` → `Conflict`."""
-    conn.execute(text(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'"))
     try:
-        conn.execute(select(func.pg_advisory_xact_lock(func.hashtext(tenant_id), func.hashtext(key))))
+        repo.lock_key(conn, tenant_id=tenant_id, key=key, wait=LOCK_WAIT)
     except OperationalError as exc:
         if getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE:
             raise Conflict(f"a request with this {HEADER} is still being processed; retry later",
                            details={"reason": "idempotency_key_in_flight"}, headers={"Retry-After": "1"}) from None
         raise
-    conn.execute(text("SET LOCAL lock_timeout = DEFAULT"))  # the write's own lock waits are unchanged
-    row = conn.execute(select(_TABLE.c.fingerprint, _TABLE.c.status_code, _TABLE.c.headers, _TABLE.c.body).where(
-        _TABLE.c.tenant_id == tenant_id, _TABLE.c.key == key, _TABLE.c.expires_at > func.now())).first()
+    row = repo.live_answer(conn, tenant_id=tenant_id, key=key)
     if row is None:
         return None
     if bytes(row.fingerprint) != request_fingerprint:
@@ -119,14 +113,10 @@ def store(conn: Connection, tenant_id: str, key: str, request_fingerprint: bytes
         "headers": [list(h) for h in response.headers], "body": response.body,
         "created_at": now, "expires_at": now + TTL,
     }
-    conn.execute(insert(_TABLE).values(tenant_id=tenant_id, key=key, **values)
-                 .on_conflict_do_update(index_elements=[_TABLE.c.tenant_id, _TABLE.c.key], set_=values))
+    repo.upsert(conn, tenant_id=tenant_id, key=key, values=values)
 
 
 def purge_expired(ctx, batch: int = 5_000) -> int:
     """Delete expired keys (at most `batch` per call, oldest first); returns how many went."""
-    expired = (select(_TABLE.c.tenant_id, _TABLE.c.key).where(_TABLE.c.expires_at <= func.now())
-               .order_by(_TABLE.c.expires_at).limit(batch))
     with ctx.db.sessions.begin() as session:
-        result = session.execute(delete(_TABLE).where(tuple_(_TABLE.c.tenant_id, _TABLE.c.key).in_(expired)))
-        return result.rowcount or 0
+        return repo.purge_expired(session, batch=batch)

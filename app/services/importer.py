@@ -28,15 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from sqlalchemy import select
 
 from app.contracts import default_contracts, unstorable_problems
 from app.core import importformats as formats
 from app.core.access import Principal
 from app.core.importformats import FileError, ImportRecord, Problem
-from app.db.models import Memory
 from app.errors import AppError, Forbidden
-from app.services import memories
+from app.repos import memories as memories_repo
+from app.services import memories, tenant_config
 from app.services.context import AppContext
 
 DEFAULT_BATCH = 256
@@ -162,7 +161,7 @@ def _check(ctx: AppContext, principal: Principal, records: list[ImportRecord], r
     advance = progress("checking", len(records)) if progress else None
     with ctx.db.sessions() as session:
         owners = _existing(session, [r.id for r in records])
-        rules = memories.TenantRules.load(ctx, session, principal.tenant_id)
+        rules = tenant_config.load_rules(ctx, session, principal.tenant_id)
         for record in records:
             owner = owners.get(record.id)
             if owner == principal.tenant_id:
@@ -173,7 +172,7 @@ def _check(ctx: AppContext, principal: Principal, records: list[ImportRecord], r
             else:
                 try:
                     prepared.append((record, memories.prepare_remember(
-                        ctx, session, principal, record.body, rules, memory_id=record.id,
+                        ctx, principal, record.body, rules, memory_id=record.id,
                         created_at=record.created_at, updated_at=record.updated_at, status=record.status,
                         ended_at=record.ended_at, merged_into=record.merged_into,
                         superseded_by=record.superseded_by)))
@@ -197,9 +196,7 @@ def _existing(session, ids: list[str]) -> dict[str, str]:
     """id → tenant of every id already stored (any tenant, any status)."""
     found: dict[str, str] = {}
     for start in range(0, len(ids), 10_000):
-        chunk = ids[start:start + 10_000]
-        found.update((row.id, row.tenant_id) for row in session.execute(
-            select(Memory.id, Memory.tenant_id).where(Memory.id.in_(chunk))))
+        found.update(memories_repo.tenants_holding(session, ids=ids[start:start + 10_000]))
     return found
 
 

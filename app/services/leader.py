@@ -13,9 +13,10 @@ import logging
 import os
 import threading
 
-from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
+
+from app.repos import sessions_admin
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class Leadership:
         with self._mutex:
             if self._conn is not None:
                 try:
-                    self._conn.execute(text("SELECT 1"))
+                    sessions_admin.ping(self._conn)
                     return True
                 except DBAPIError:  # the connection (and so the lock) is gone: try to win it again
                     log.warning("lost the leader connection of job %s; re-electing", self.job)
@@ -58,7 +59,7 @@ class Leadership:
         with self._mutex:
             if self._conn is not None:
                 try:
-                    self._conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+                    sessions_admin.advisory_unlock(self._conn, key=self.key)
                 except DBAPIError:
                     pass
                 self._drop()
@@ -66,11 +67,10 @@ class Leadership:
     def _try_acquire(self) -> bool:
         conn = self.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
-            won = conn.scalar(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key})
+            won = sessions_admin.try_advisory_lock(conn, key=self.key)
             if won:
                 # Visible to operators in pg_stat_activity: which serving process leads.
-                conn.execute(text("SELECT set_config('application_name', :name, false)"),
-                             {"name": f"{APPLICATION_NAME} {self.job} pid={os.getpid()}"})
+                sessions_admin.set_application_name(conn, name=f"{APPLICATION_NAME} {self.job} pid={os.getpid()}")
         except BaseException:
             conn.invalidate()
             conn.close()

@@ -15,18 +15,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-
 from app.core.access import Principal
 from app.core.cursor import encode_cursor
 from app.core.fsm import validate_fsm
 from app.core.ids import new_id
-from app.core.policy import Decision, WriteRequest
+from app.core.policy import Decision, Policy, WriteRequest
 from app.core.redaction import Redactor
 from app.core.screening import Screening
 from app.core.timefmt import format_ts, parse_ts, utcnow
-from app.db.models import AuditEntry, Memory, Tenant
+from app.db.models import Memory
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
+from app.repos import audit_reads
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
@@ -34,7 +33,7 @@ from app.services import events, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
-from app.services.tenant_config import redaction_mode, redactor_for, rules_for
+from app.services.tenant_config import TenantRules, redaction_mode, redactor_for, rules_for
 
 MERGE_STRATEGIES = ("keep_canonical", "merge_content", "keep_highest_confidence")
 DEMOTE_MULTIPLIER = 0.25
@@ -136,67 +135,18 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 # --- remember ------------------------------------------------------------------------------------
 
 def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
-    """Store a memory now (201) or stage it for review (202)."""
-    agent_id = body["agent_id"]
-    require_agent(principal, agent_id)
-    expires_at = _timestamp(body["expires_at"], "/expires_at") if body.get("expires_at") is not None else None
-    if expires_at is not None and expires_at <= utcnow():
+    """Store a memory now (201) or stage it for review (202): one row through `prepare_remember`
+    and `write_prepared`, the path imports take for many."""
+    require_agent(principal, body["agent_id"])
+    if body.get("expires_at") is not None and _timestamp(body["expires_at"], "/expires_at") <= utcnow():
         raise ValidationFailed.at("/expires_at", "expires_at must be in the future")
     rules = rules_for(ctx, principal)  # cached per tenant config version: no settings rows read
-    clean = clean_payload(ctx, None, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
-                          metadata=body.get("metadata", {}), memory_type=body["type"], redactor=rules.redactor,
-                          mode=rules.mode)
-    embedding = SqlVector(ctx.embedder.embed([clean.content])[0])  # bound twice: screening and the insert
-    with ctx.db.sessions.begin() as session:
-        # Screened and decided in the write's transaction, against the live state it is written into.
-        flags = screening.screen_write(
-            session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
-            memory_type=body["type"], content=clean.content, tags=clean.tags, metadata=clean.metadata,
-            source=body.get("source"), embedding=embedding, allowed_sources=principal.sources)
-        decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(
-            operation="remember", agent_id=agent_id, type=body["type"], source=body.get("source"),
-            tags=tuple(clean.tags), content=clean.content, confidence=body.get("confidence", 1.0),
-            approval_required=bool(body.get("approval_required")), risk_flags=flags.names, risk_level=flags.risk),
-            policy=rules.policy)
-        return _store_remembered(ctx, session, principal, body, clean, embedding, expires_at, decision, flags)
-
-
-def _store_remembered(ctx: AppContext, session, principal: Principal, body: dict[str, Any], clean: CleanWrite,
-                      embedding: list[float], expires_at: datetime | None, decision: Decision,
-                      flags: Screening) -> Outcome:
-    """Insert the memory live (201) or pending with its change (202), audited in `session`'s transaction."""
-    agent_id = body["agent_id"]
     now = utcnow()
-    pending = decision.action == "require_approval"
-    memory = Memory(
-        id=new_id("mem"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
-        type=body["type"], content=clean.content, metadata_=clean.metadata, tags=clean.tags,
-        confidence=body.get("confidence", 1.0), source=body.get("source"), embedding=embedding,
-        status="pending" if pending else "live", created_at=now, updated_at=now,
-        live_from=None if pending else now, expires_at=expires_at, run_id=body.get("run_id"),
-        node_id=body.get("node_id"), digest_key=os.urandom(32),
-    )
-    repo.insert(session, memory)
-    if pending:
-        change = staging.stage_change(
-            ctx, session, principal=principal, operation="remember", agent_id=agent_id,
-            user_id=memory.user_id, request={"memory_id": memory.id, "run_id": memory.run_id,
-                                             "node_id": memory.node_id},
-            memory_ids=[memory.id], decision=decision, redactions=clean.redactions, screening=flags)
-        memory.change_id = change.id
-        ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged",
-                         actor=principal.actor, subject={"type": "memory", "id": memory.id},
-                         data=memory_event(memory, change_id=change.id))
-        return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
-                             "review_url": staging.review_url(change.id), "redactions": clean.redactions},
-                       [memory.id])
-    ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
-                     actor=principal.actor, subject={"type": "memory", "id": memory.id},
-                     data=memory_event(memory, redaction_labels=sorted({r["label"] for r in clean.redactions}),
-                                       risk_flags=flags.names, risk_level=flags.risk))
-    events.memory_written(session, memory)
-    return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
-                         "redactions": clean.redactions}, [memory.id])
+    write = prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now, updated_at=now,
+                             precheck=False)  # the policy is evaluated once, with the screening flags
+    embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0])  # bound twice: screening and the insert
+    with ctx.db.sessions.begin() as session:
+        return write_prepared(ctx, session, principal, [write], [embedding])[0]
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -233,10 +183,7 @@ def history(ctx: AppContext, principal: Principal, memory_id: str) -> dict[str, 
         if (memory is None or memory.status in ("pending", "rejected", "withdrawn")
                 or not principal.may_act_for(memory.agent_id)):
             raise NotFound("memory not found")
-        rows = session.execute(
-            select(AuditEntry.seq, AuditEntry.entry).where(
-                AuditEntry.chain_id == chain_for(principal.tenant_id), AuditEntry.subject_id == memory_id)
-            .order_by(AuditEntry.seq)).all()
+        rows = audit_reads.about_subject(session, chain_id=chain_for(principal.tenant_id), subject_id=memory_id)
     events = []
     for row in rows:
         entry = json.loads(row.entry)
@@ -397,8 +344,7 @@ def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Sc
     canonical = by_id[canonical_id]
     now = utcnow()
     if plan.embedding_from is not None and plan.embedding_from != canonical_id:
-        source = session.scalar(select(Memory.embedding).where(Memory.id == plan.embedding_from))
-        canonical.embedding = source
+        canonical.embedding = repo.embedding_of(session, tenant_id=tenant_id, memory_id=plan.embedding_from)
     elif embedding is not None:
         canonical.embedding = embedding
     canonical.content, canonical.metadata_, canonical.tags = plan.content, plan.metadata, plan.tags
@@ -481,21 +427,6 @@ def apply_expire(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
 ENDED_STATUSES = ("forgotten", "archived", "merged", "superseded")
 
 
-@dataclass(frozen=True)
-class TenantRules:
-    """What a batch reads once per tenant instead of once per row: the redactor and its mode."""
-
-    redactor: Redactor
-    mode: str
-    tenant: Tenant
-    """Held so the policy lookup of every row finds the tenant in the session's (weak) identity map."""
-
-    @classmethod
-    def load(cls, ctx: AppContext, session, tenant_id: str) -> "TenantRules":
-        return cls(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
-                   session.get(Tenant, tenant_id))
-
-
 @dataclass
 class PreparedWrite:
     """A memory row that passed the checks of `remember` that need no embedding, waiting to be written."""
@@ -504,6 +435,8 @@ class PreparedWrite:
     redactions: list[dict[str, str]]
     review: bool
     """Stage it whatever the policy says (the request asked, or it was pending where it came from)."""
+    policy: Policy
+    """The tenant's review policy, read once for a whole batch (`tenant_config.TenantRules`)."""
 
     @property
     def historical(self) -> bool:
@@ -511,22 +444,23 @@ class PreparedWrite:
         return self.memory.status in ENDED_STATUSES
 
 
-def prepare_remember(ctx: AppContext, session, principal: Principal, body: dict[str, Any], rules: TenantRules, *,
+def prepare_remember(ctx: AppContext, principal: Principal, body: dict[str, Any], rules: TenantRules, *,
                      memory_id: str, created_at: datetime, updated_at: datetime, status: str = "live",
                      ended_at: datetime | None = None, merged_into: str | None = None,
-                     superseded_by: str | None = None) -> PreparedWrite:
-    """The checks of `remember` for one row of a batch (imports) that need no embedding: agent
-    allow-list, size, FSM, redaction (SR-1, `SecretLeakage` in reject mode) and the tenant policy
-    without screening flags (a deny raises `Forbidden`, so a whole file can be checked first).
+                     superseded_by: str | None = None, precheck: bool = True) -> PreparedWrite:
+    """The checks of `remember` that need no embedding nor database: agent allow-list, size, FSM,
+    redaction (SR-1, `SecretLeakage` in reject mode) and, with `precheck`, the tenant policy without
+    screening flags (a deny raises `Forbidden`, so an import checks a whole file first).
 
-    `body` is a validated `remember.request`. Unlike `remember`, an `expires_at` in the past is kept
-    (the row is simply expired): a restored export keeps what it held. `status` is where the row
-    came from: `pending` is always staged; ended statuses are history (see `PreparedWrite`).
+    `body` is a validated `remember.request`. An `expires_at` in the past is kept (the row is simply
+    expired): a restored export keeps what it held; `remember` refuses one before it gets here.
+    `status` is where the row came from: `pending` is always staged; ended statuses are history
+    (see `PreparedWrite`).
     """
     agent_id = body["agent_id"]
     require_agent(principal, agent_id)
     expires_at = _timestamp(body["expires_at"], "/expires_at") if body.get("expires_at") is not None else None
-    clean = clean_payload(ctx, session, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
+    clean = clean_payload(ctx, None, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
                           metadata=body.get("metadata", {}), memory_type=body["type"], redactor=rules.redactor,
                           mode=rules.mode)
     memory = Memory(
@@ -538,32 +472,33 @@ def prepare_remember(ctx: AppContext, session, principal: Principal, body: dict[
         run_id=body.get("run_id"), node_id=body.get("node_id"), digest_key=os.urandom(32),
         merged_into=merged_into, superseded_by=superseded_by,
     )
-    prepared = PreparedWrite(memory, clean.redactions, bool(body.get("approval_required")) or status == "pending")
-    if not prepared.historical:
-        _batch_decision(session, principal, prepared, Screening())
+    prepared = PreparedWrite(memory, clean.redactions, bool(body.get("approval_required")) or status == "pending",
+                             rules.policy)
+    if precheck and not prepared.historical:
+        _decision(principal, prepared, Screening())
     return prepared
 
 
-def _batch_decision(session, principal: Principal, write: PreparedWrite, flags: Screening) -> Decision:
+def _decision(principal: Principal, write: PreparedWrite, flags: Screening) -> Decision:
     memory = write.memory
-    return staging.review_requirement(session, principal.tenant_id, WriteRequest(
+    return staging.review_requirement(None, principal.tenant_id, WriteRequest(
         operation="remember", agent_id=memory.agent_id, type=memory.type, source=memory.source,
         tags=tuple(memory.tags), content=memory.content, confidence=memory.confidence,
-        approval_required=write.review, risk_flags=flags.names, risk_level=flags.risk))
+        approval_required=write.review, risk_flags=flags.names, risk_level=flags.risk), policy=write.policy)
 
 
 def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[PreparedWrite],
                    embeddings: list[list[float]], **audit_extra: Any) -> list[Outcome]:
-    """Screen, decide and insert prepared rows in the caller's transaction, each audited as `remember`
-    audits it: a staged row gets its change and `memory.staged`, a live row `memory.remembered` and a
-    `memory.written` event, an ended row `memory.restored`. `audit_extra` joins each event's data.
+    """Screen, decide and insert prepared rows in the caller's transaction (`remember` writes one,
+    an import a batch): a staged row gets its change and `memory.staged` (202), a live row
+    `memory.remembered` and a `memory.written` event (201), an ended row `memory.restored` (200).
+    `audit_extra` joins each event's data.
 
     Screening runs against live state before the batch is inserted, so rows of one batch are not
     compared with each other. A policy deny raised by screening flags raises `Forbidden` (the caller's
     transaction, and so the whole batch, rolls back); `exc.memory_id` names the row.
     """
     decided: list[tuple[PreparedWrite, Decision | None, Screening]] = []
-    tenant = session.get(Tenant, principal.tenant_id)  # noqa: F841 (held: see TenantRules.tenant)
     for write, embedding in zip(writes, embeddings, strict=True):
         memory = write.memory
         memory.embedding = embedding
@@ -574,17 +509,17 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
                 memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
                 source=memory.source, embedding=embedding, allowed_sources=principal.sources)
             try:
-                decision = _batch_decision(session, principal, write, flags)
+                decision = _decision(principal, write, flags)
             except Forbidden as exc:
                 exc.memory_id = memory.id
                 raise
             if decision.action == "require_approval":
-                memory.status, memory.live_from = "pending", None
+                # The change's id, known before the row is inserted, saves updating the row later.
+                memory.status, memory.live_from, memory.change_id = "pending", None, new_id("chg")
             else:
                 memory.status = "live"
         decided.append((write, decision, flags))
-    session.add_all([w.memory for w in writes])
-    session.flush()
+    repo.insert_all(session, [w.memory for w in writes])
     return [_audit_written(ctx, session, principal, write, decision, flags, audit_extra)
             for write, decision, flags in decided]
 
@@ -598,8 +533,8 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
             ctx, session, principal=principal, operation="remember", agent_id=memory.agent_id,
             user_id=memory.user_id, request={"memory_id": memory.id, "run_id": memory.run_id,
                                              "node_id": memory.node_id},
-            memory_ids=[memory.id], decision=decision, redactions=write.redactions, screening=flags)
-        memory.change_id = change.id
+            memory_ids=[memory.id], decision=decision, redactions=write.redactions, screening=flags,
+            change_id=memory.change_id)
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged", actor=principal.actor,
                          subject=subject, data=memory_event(memory, change_id=change.id, **audit_extra))
         return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
@@ -611,7 +546,8 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
                          data=memory_event(memory, redaction_labels=labels, risk_flags=flags.names,
                                            risk_level=flags.risk, **audit_extra))
         events.memory_written(session, memory)
-        return Outcome(201, {"id": memory.id, "status": "live", "redactions": write.redactions}, [memory.id])
+        return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
+                             "redactions": write.redactions}, [memory.id])
     ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.restored", actor=principal.actor,
                      subject=subject, data=memory_event(memory, status=memory.status, redaction_labels=labels,
                                                         **audit_extra))

@@ -19,22 +19,14 @@ import threading
 from datetime import datetime
 from typing import Sequence
 
-from sqlalchemy import text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
+
+from app.repos import memories as memories_repo
 
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.5
-
-_UPDATE = text("""
-    UPDATE memories AS m
-    SET recall_count = m.recall_count + v.n,
-        last_recalled_at = greatest(m.last_recalled_at, v.at)
-    FROM unnest(CAST(:tenants AS text[]), CAST(:ids AS text[]), CAST(:ns AS integer[]),
-                CAST(:ats AS timestamptz[])) AS v(tenant_id, id, n, at)
-    WHERE m.tenant_id = v.tenant_id AND m.id = v.id""")
-
 
 class RecallTracker:
     """Pending recall counts of one engine, flushed by a daemon thread started on first use."""
@@ -70,12 +62,11 @@ class RecallTracker:
             if not batch:
                 return 0
             keys = sorted(batch)  # one lock order for every flusher
-            params = {"tenants": [t for t, _ in keys], "ids": [i for _, i in keys],
-                      "ns": [batch[k][0] for k in keys], "ats": [batch[k][1] for k in keys]}
             try:
                 with self.engine.begin() as conn:
-                    conn.execute(text("SET LOCAL synchronous_commit = off"))
-                    return conn.execute(_UPDATE, params).rowcount
+                    return memories_repo.add_recalls(conn, tenant_ids=[t for t, _ in keys], ids=[i for _, i in keys],
+                                                     counts=[batch[k][0] for k in keys],
+                                                     last_at=[batch[k][1] for k in keys])
             except SQLAlchemyError as exc:  # database away, or a deadlock with another process's flush
                 log.warning("recall tracking: %d counts not written yet (%s)", len(keys), type(exc).__name__)
                 with self._lock:

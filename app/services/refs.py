@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
 from app.core.access import Principal
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
-from app.db.models import MemoryRef, Run
+from app.db.models import Run
 from app.db.transaction_work import work_of
 from app.errors import Forbidden, NotFound
+from app.repos import refs as repo
 from app.services.context import AppContext
 
 REF_PATTERN = re.compile(r"^mref_[A-Za-z0-9_-]{32}$")
@@ -41,9 +40,7 @@ class RefScope:
 
 
 def _find(session: Session, tenant_id: str, agent_id: str, user_id: str | None) -> str | None:
-    user = MemoryRef.user_id.is_(None) if user_id is None else MemoryRef.user_id == user_id
-    return session.scalar(select(MemoryRef.ref).where(
-        MemoryRef.tenant_id == tenant_id, MemoryRef.agent_id == agent_id, user))
+    return repo.find(session, tenant_id=tenant_id, agent_id=agent_id, user_id=user_id)
 
 
 # Refs never change once committed, so a process may remember the ones it has seen.
@@ -62,9 +59,8 @@ def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None
             _KNOWN[key] = found
         return found
     # A concurrent minter of the same scope makes this a no-op (unique index); read theirs back.
-    session.execute(insert(MemoryRef).values(
-        ref="mref_" + secrets.token_urlsafe(24), tenant_id=tenant_id, agent_id=agent_id, user_id=user_id,
-    ).on_conflict_do_nothing())
+    repo.insert_unless_present(session, ref="mref_" + secrets.token_urlsafe(24), tenant_id=tenant_id,
+                               agent_id=agent_id, user_id=user_id)
     minted.add(key)
     return _find(session, tenant_id, agent_id, user_id)
 
@@ -83,8 +79,7 @@ def resolve(ctx: AppContext, principal: Principal, ref: str) -> RefScope:
     if not REF_PATTERN.match(ref):
         raise NotFound("memory ref not found")
     with ctx.db.sessions() as session:
-        row = session.scalars(select(MemoryRef).where(
-            MemoryRef.ref == ref, MemoryRef.tenant_id == principal.tenant_id)).first()
+        row = repo.get(session, tenant_id=principal.tenant_id, ref=ref)
     if row is None or not principal.may_act_for(row.agent_id):
         raise NotFound("memory ref not found")
     return RefScope(row.ref, row.tenant_id, row.agent_id, row.user_id)
@@ -100,7 +95,7 @@ def start_run(ctx: AppContext, principal: Principal, agent_id: str | None) -> di
     run = Run(id=new_id("run"), tenant_id=principal.tenant_id, agent_id=agent_id, started_at=utcnow(),
               created_by=principal.key_id)
     with ctx.db.sessions.begin() as session:
-        session.add(run)
+        repo.insert_run(session, run)
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="run.started", actor=principal.actor,
                          subject={"type": "run", "id": run.id}, data={"agent_id": agent_id})
     return {"runId": run.id, "snapshot": format_ts(run.started_at)}
@@ -111,7 +106,7 @@ def run_snapshot(ctx: AppContext, principal: Principal, run_id: str) -> datetime
     if not has_prefix(run_id, "run"):
         raise NotFound("run not found")
     with ctx.db.sessions() as session:
-        run = session.scalars(select(Run).where(Run.id == run_id, Run.tenant_id == principal.tenant_id)).first()
+        run = repo.get_run(session, tenant_id=principal.tenant_id, run_id=run_id)
     if run is None or (run.agent_id is not None and not principal.may_act_for(run.agent_id)):
         raise NotFound("run not found")
     return run.started_at

@@ -14,21 +14,20 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable
 
-from sqlalchemy import and_, bindparam, case, func, or_, select, text, tuple_, update
-from sqlalchemy.dialects.postgresql import JSONB
-
 from app.core import diff as textdiff
 from app.core.access import agent_allowed
-from app.core.screening.flags import SEVERITIES, level_rank
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos import search
+from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
 from app.services import compaction, events, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
+from app.services.users import Reviewer, TenantRole
 
 NEIGHBOURS = 5
 
@@ -50,10 +49,7 @@ def change_json(change: Change) -> dict[str, Any]:
 
 def load_change(session, tenant_id: str, change_id: str, may_see: AgentCheck, *, lock: bool = False) -> Change:
     """A change of this tenant whose agent the caller may see; 404 otherwise (never reveals others)."""
-    stmt = select(Change).where(Change.id == change_id, Change.tenant_id == tenant_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    change = session.scalars(stmt).first()
+    change = changes_repo.get(session, tenant_id=tenant_id, change_id=change_id, lock=lock)
     if change is None or not may_see(change.agent_id):
         raise NotFound("change not found")
     return change
@@ -64,75 +60,22 @@ def get_change(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCh
         return change_json(load_change(session, tenant_id, change_id, may_see))
 
 
-@dataclass(frozen=True)
-class QueueFilter:
-    status: str = "pending"
-    agent_id: str | None = None
-    operation: str | None = None
-    memory_type: str | None = None
-    policy_rule: str | None = None
-    older_than_minutes: int | None = None
-    min_risk: str | None = None  # "low" | "medium" | "high": at least this risk level
-    sort: str = "oldest"  # "oldest" | "newest" | "risk" (highest risk first, then oldest)
-
-
-RISK_RANK = {level: level_rank(level) for level in SEVERITIES}  # "none" is 0 (the CASE's else)
-
-
-def risk_rank():
-    """SQL: a change's risk level as a number, for sorting and filtering (0 = no flags)."""
-    return case(*[(Change.risk_level == name, rank) for name, rank in RISK_RANK.items()], else_=0)
-
-
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,
                  limit: int = 50, after: tuple | None = None) -> tuple[list[Change], int]:
     """Keyset-paginated changes in `flt.sort` order; also the total matching count.
 
     `after` is the last row's (submitted_at, id) — or (risk rank, submitted_at, id) for the risk sort."""
-    conds = [Change.tenant_id == tenant_id]
-    if flt.status != "any":
-        conds.append(Change.status == flt.status)
-    if flt.agent_id:
-        conds.append(Change.agent_id == flt.agent_id)
-    if flt.operation:
-        conds.append(Change.operation == flt.operation)
-    if flt.policy_rule:
-        conds.append(Change.policy_rule == flt.policy_rule)
-    if flt.older_than_minutes:
-        conds.append(Change.submitted_at < func.now() - func.make_interval(0, 0, 0, 0, 0, flt.older_than_minutes))
-    if flt.memory_type:
-        conds.append(Change.memory_ids.overlap(
-            select(func.array_agg(Memory.id)).where(Memory.tenant_id == tenant_id, Memory.type == flt.memory_type,
-                                                    Memory.status == "pending").scalar_subquery()))
-    rank = risk_rank()
-    if flt.min_risk in RISK_RANK:
-        conds.append(rank >= RISK_RANK[flt.min_risk])
-    if "*" not in may_see_patterns:
-        # Globs are checked in Python; SQL narrows by the literal prefix before the first wildcard.
-        prefixes = [p.split("*")[0].split("?")[0] for p in may_see_patterns]
-        conds.append(or_(*[Change.agent_id.startswith(p) for p in prefixes]))
-    where = and_(*conds)
     with ctx.db.sessions() as session:
-        total = session.scalar(select(func.count()).select_from(Change).where(where)) or 0
-        stmt = select(Change).where(where)
-        if flt.sort == "newest":
-            if after is not None:
-                stmt = stmt.where(tuple_(Change.submitted_at, Change.id) < tuple_(*after))
-            stmt = stmt.order_by(Change.submitted_at.desc(), Change.id.desc())
-        elif flt.sort == "risk":
-            if after is not None:
-                after_rank, ts, cid = after
-                stmt = stmt.where(or_(rank < after_rank, and_(
-                    rank == after_rank, tuple_(Change.submitted_at, Change.id) > tuple_(ts, cid))))
-            stmt = stmt.order_by(rank.desc(), Change.submitted_at, Change.id)
-        else:
-            if after is not None:
-                ts, cid = after
-                stmt = stmt.where(or_(Change.submitted_at > ts, and_(Change.submitted_at == ts, Change.id > cid)))
-            stmt = stmt.order_by(Change.submitted_at, Change.id)
-        rows = list(session.scalars(stmt.limit(limit * 2)))
-    visible = [c for c in rows if agent_allowed(c.agent_id, may_see_patterns)][:limit]
-    return visible, total
+        return _list_in(session, tenant_id, may_see_patterns, flt, limit, after)
+
+
+def _list_in(session, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter, limit: int,
+             after: tuple | None = None) -> tuple[list[Change], int]:
+    # Globs are checked in Python; SQL narrows by the literal prefix before the first wildcard.
+    prefixes = None if "*" in may_see_patterns else [p.split("*")[0].split("?")[0] for p in may_see_patterns]
+    rows, total = changes_repo.page(session, tenant_id=tenant_id, flt=flt, agent_prefixes=prefixes,
+                                    limit=limit * 2, after=after)
+    return [c for c in rows if agent_allowed(c.agent_id, may_see_patterns)][:limit], total
 
 
 # --- diffs ---------------------------------------------------------------------------------------
@@ -176,15 +119,14 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     return body
 
 
-def _staged_memory(session, change: Change, **options) -> Memory:
+def _staged_memory(session, change: Change, *, lock: bool = False) -> Memory:
     """The memory a `remember` change staged (keys are (id, tenant))."""
-    return session.get(Memory, {"id": change.memory_ids[0], "tenant_id": change.tenant_id}, **options)
+    return repo.get_by_key(session, tenant_id=change.tenant_id, memory_id=change.memory_ids[0], lock=lock)
 
 
 def _remember_diff(session, change: Change) -> dict[str, Any]:
     memory = _staged_memory(session, change)
-    embedding = [float(x) for x in session.scalar(select(Memory.embedding).where(
-        Memory.id == memory.id, Memory.tenant_id == change.tenant_id))]
+    embedding = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
     scope = Scope(change.tenant_id, change.agent_id, memory.user_id)
     ids = [i for i, _ in search.vector_candidates(session, scope, {}, embedding, NEIGHBOURS)]
     ids += [i for i, _ in search.keyword_candidates(session, scope, {}, memory.content or "", NEIGHBOURS)]
@@ -241,11 +183,14 @@ def _merge_diff(session, change: Change) -> dict[str, Any]:
 def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
     """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show)."""
     with ctx.db.sessions.begin() as session:
-        change = load_change(session, tenant_id, change_id, may_see)
-        view = {"change": change_json(change)}
-        if change.status == "pending":
-            view["diff"] = compute_diff(ctx, session, change)
-        return view
+        return _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+
+
+def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:
+    view = {"change": change_json(change)}
+    if change.status == "pending":
+        view["diff"] = compute_diff(ctx, session, change)
+    return view
 
 
 # --- decisions -----------------------------------------------------------------------------------
@@ -263,65 +208,148 @@ class DecisionRequest:
 def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
            request: DecisionRequest) -> dict[str, Any]:
     """Approve or reject a pending change (see module docstring for the guarantees)."""
+    with ctx.db.sessions() as session:
+        result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request)
+        session.commit()
+        return result
+
+
+def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
+               request: DecisionRequest, *, operation: str | None = None) -> dict[str, Any]:
+    """Decide in `session`'s transaction (the caller commits); returns the change as decided, with
+    its `result`. `operation` is the change's when the caller has read it (the change page has).
+
+    Work that must not happen under the change's lock (validation, redaction, embedding) is done
+    first, when the request asks for it or the operation needs it (a merge's plan); a plain
+    approval learns the operation under the lock, and a merge then lets go, plans and locks again."""
     if request.decision == "reject" and not (request.reason or "").strip():
         raise ValidationFailed.at("/reason", "a reason is required to reject")
-    # Work that must happen outside the transaction (validation, redaction, embedding) is done
-    # first when the request asks for it, or after a first look shows the change needs it.
     approving = request.decision == "approve"
-    prepared = (_prepare(ctx, tenant_id, change_id, may_see, request)
-                if approving and (request.edits or request.merge_into or request.supersedes) else None)
-    try:
-        return _decide(ctx, tenant_id, change_id, actor, may_see, request, prepared)
-    except _NeedsPreparation:
-        return _decide(ctx, tenant_id, change_id, actor, may_see, request,
-                       _prepare(ctx, tenant_id, change_id, may_see, request))
-
-
-class _NeedsPreparation(Exception):
-    pass
-
-
-def _decide(ctx: AppContext, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
-            request: DecisionRequest, prepared: _Prepared | None) -> dict[str, Any]:
-    with ctx.db.sessions.begin() as session:
-        if request.decision == "approve" and prepared is None and request.seen_state is None:
-            # A plain approval: most likely a staged remember that needs no more approvals.
-            row = _lock_change_row(session, tenant_id, change_id, may_see)
-            if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
-                return _approve_staged_memory(ctx, session, row, actor, request)
+    prepared = None
+    if approving and (request.edits or request.merge_into or request.supersedes or operation == "merge"):
+        prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
+    elif approving and request.seen_state is None:
+        # A plain approval: most likely a staged remember that needs no more approvals.
+        row = _lock_change_row(session, tenant_id, change_id, may_see)
+        if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
+            return _approve_staged_memory(ctx, session, row, actor, request)
+    change = load_change(session, tenant_id, change_id, may_see, lock=True)
+    if approving and prepared is None and change.operation == "merge":
+        session.rollback()  # the lock is let go while the plan is embedded
+        prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
-        _require_pending(change)
-        if request.decision == "approve" and prepared is None:
-            if change.operation == "merge":
-                raise _NeedsPreparation()
-            prepared = _Prepared()
-        if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
-            fresh = compute_diff(ctx, session, change)
-            if request.seen_state != fresh["fingerprint"]:
-                raise Conflict("live state changed since this diff was shown; review the fresh diff",
-                               details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
-                                        "diff": fresh})
-        who = _actor_label(actor)
-        now = utcnow()
-        if request.decision == "reject":
-            change.decided_at, change.decided_by, change.reason = now, who, request.reason
-            _reject(ctx, session, change, actor, request.reason)
-        else:
-            _require_new_reviewer(change.approvals, who)
-            if change.approvals_required > len(change.approvals) + 1:
-                change.approvals = _with_approval(change.approvals, who, actor, now)
-                ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
-                                 subject={"type": "change", "id": change.id},
-                                 data={"approvals": len(change.approvals), "required": change.approvals_required})
-                return {**change_json(change), "result": None}
-            result = _apply(ctx, session, change, actor, request, prepared)
-            # Every column of the change is set together, so it is written in one UPDATE.
+    _require_pending(change)
+    prepared = prepared or _Prepared()
+    if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
+        fresh = compute_diff(ctx, session, change)
+        if request.seen_state != fresh["fingerprint"]:
+            raise Conflict("live state changed since this diff was shown; review the fresh diff",
+                           details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
+                                    "diff": fresh})
+    who = _actor_label(actor)
+    now = utcnow()
+    if request.decision == "reject":
+        change.decided_at, change.decided_by, change.reason = now, who, request.reason
+        _reject(ctx, session, change, actor, request.reason)
+    else:
+        _require_new_reviewer(change.approvals, who)
+        if change.approvals_required > len(change.approvals) + 1:
             change.approvals = _with_approval(change.approvals, who, actor, now)
-            change.result, change.status = result, "approved"
-            change.decided_at, change.decided_by, change.reason = now, who, request.reason
-            _record_approval(ctx, session, change, actor, request)
-        session.flush()
-        return {**change_json(change), "result": change.result}
+            ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
+                             subject={"type": "change", "id": change.id},
+                             data={"approvals": len(change.approvals), "required": change.approvals_required})
+            session.flush()
+            return {**change_json(change), "result": None}
+        result = _apply(ctx, session, change, actor, request, prepared)
+        # Every column of the change is set together, so it is written in one UPDATE.
+        change.approvals = _with_approval(change.approvals, who, actor, now)
+        change.result, change.status = result, "approved"
+        change.decided_at, change.decided_by, change.reason = now, who, request.reason
+        _record_approval(ctx, session, change, actor, request)
+    session.flush()
+    return {**change_json(change), "result": change.result}
+
+
+# --- the change page -------------------------------------------------------------------------------
+
+@dataclass
+class ChangePage:
+    """What the reviewer's change page shows, read in the session that decided it (if it did)."""
+
+    role: TenantRole
+    change: Change
+    """As read (the page shows its risk flags); `view["change"]` is its current state."""
+    view: dict[str, Any]
+    next_id: str | None = None
+    pending: int | None = None
+    result: dict[str, Any] | None = None
+    also_live: str | None = None
+    conflict: Conflict | None = None
+
+
+def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[TenantRole, Change]:
+    """The change in the URL and the role under which this user may use `power` on it; 404 if none."""
+    change = changes_repo.find_in_tenants(session, tenant_ids=[r.tenant_id for r in user.roles],
+                                          change_id=change_id)
+    if change is None or not user.may("read", change.tenant_id, change.agent_id):
+        raise NotFound("change not found")
+    role = user.role_in(change.tenant_id)
+    if power != "read" and not role.can(power):
+        raise NotFound("change not found")
+    return role, change
+
+
+def _next_pending(session, role: TenantRole, decided_id: str) -> tuple[str | None, int]:
+    """The next pending change to review (oldest first, not this one) and how many are pending."""
+    rows, total = _list_in(session, role.tenant_id, role.agents, QueueFilter(), 5)
+    return next((c.id for c in rows if c.id != decided_id), None), total
+
+
+def _still_live(session, role: TenantRole, memory_id: str, result: dict[str, Any]) -> str | None:
+    """After a plain approve of a remember, the similar memory the reviewer was shown if it is still
+    live — both now are, and the page says so; None when there was none or the decision ended it."""
+    outcome = result.get("result") or {}
+    if (result.get("operation") != "remember" or result.get("status") != "approved" or not memory_id
+            or outcome.get("superseded") or outcome.get("merged_into")):
+        return None
+    found = repo.live_owner(session, tenant_ids=[role.tenant_id], memory_id=memory_id)
+    return memory_id if found and role.sees_agent(found.agent_id) else None
+
+
+def change_page(ctx: AppContext, user: Reviewer, change_id: str) -> ChangePage:
+    """The change page: the change with its live diff, the next pending change and the queue's count."""
+    with ctx.db.sessions.begin() as session:
+        role, change = _locate(session, user, change_id, "read")
+        next_id, pending = _next_pending(session, role, change.id)
+        return ChangePage(role, change, _view(ctx, session, change), next_id=next_id, pending=pending)
+
+
+def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
+                   also_live: str | None = None) -> ChangePage:
+    """A reviewer's decision from the change page, in one session: find the change, decide it, and
+    read what the page shows next (its new state, what the decision did, the next pending change,
+    whether `also_live` - the similar memory shown - is still live). A refused decision (409) comes
+    back as `conflict` with the page's fresh state; other errors raise."""
+    with ctx.db.sessions() as session:
+        role, change = _locate(session, user, change_id, "decide")
+        try:
+            result = _decide_in(ctx, session, role.tenant_id, change.id, user.actor, role.sees_agent, request,
+                                operation=change.operation)
+        except Conflict as error:
+            session.rollback()
+            change = load_change(session, role.tenant_id, change_id, role.sees_agent)
+            page = ChangePage(role, change, _view(ctx, session, change), conflict=error)
+            session.commit()
+            return page
+        view = {"change": {k: v for k, v in result.items() if k != "result"}}
+        if result["status"] == "pending":  # more approvals needed: the diff stays on the page
+            view["diff"] = compute_diff(ctx, session, load_change(session, role.tenant_id, change_id,
+                                                                  role.sees_agent))
+        next_id, pending = _next_pending(session, role, change.id)
+        page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
+                          also_live=_still_live(session, role, also_live or "", result))
+        session.commit()
+        return page
 
 
 def _require_pending(change) -> None:
@@ -350,30 +378,9 @@ def _record_approval(ctx: AppContext, session, change, actor: dict[str, Any], re
     events.change_event(session, change, "approved")
 
 
-# The review queue's bulk decision - approving a staged remember as it stands - runs on statements
-# built once and on plain rows, in two round trips: the change row locked, then one statement that
-# puts the staged memory live (returning what its audit entry and event need) and records the
-# decision. Through ORM loads and flushes it took three, and most of an approval's Python time.
-_CHANGES = Change.__table__
-_LOCK_CHANGE = (select(_CHANGES)
-                .where(_CHANGES.c.id == bindparam("change_id"), _CHANGES.c.tenant_id == bindparam("tenant"))
-                .with_for_update())
-_APPROVE_STAGED = text("""
-    WITH went_live AS (
-        UPDATE memories SET status = 'live', live_from = :now, updated_at = :now
-        WHERE id = :memory_id AND tenant_id = :tenant
-        RETURNING id, tenant_id, agent_id, user_id, type, content, tags, metadata AS metadata_, node_id, digest_key
-    ), decided AS (
-        UPDATE changes SET status = 'approved', approvals = :approvals, result = :result, decided_at = :now,
-                           decided_by = :decided_by, reason = :reason
-        WHERE id = :change_id AND tenant_id = :tenant
-    )
-    SELECT * FROM went_live""").bindparams(bindparam("approvals", type_=JSONB), bindparam("result", type_=JSONB))
-
-
 def _lock_change_row(session, tenant_id: str, change_id: str, may_see: AgentCheck):
     """The pending change as a plain row, locked until commit; 404 / 409 as `load_change` and `_decide`."""
-    row = session.connection().execute(_LOCK_CHANGE, {"change_id": change_id, "tenant": tenant_id}).first()
+    row = changes_repo.lock_row(session, tenant_id=tenant_id, change_id=change_id)
     if row is None or not may_see(row.agent_id):
         raise NotFound("change not found")
     _require_pending(row)
@@ -390,10 +397,9 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
     decided = SimpleNamespace(**{
         **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, actor, now),
         "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason})
-    memory = session.connection().execute(_APPROVE_STAGED, {
-        "tenant": row.tenant_id, "change_id": row.id, "memory_id": memory_id, "now": now,
-        "approvals": decided.approvals, "result": decided.result, "decided_by": who,
-        "reason": request.reason}).one()
+    memory = changes_repo.approve_staged_remember(
+        session, tenant_id=row.tenant_id, change_id=row.id, memory_id=memory_id, now=now,
+        approvals=decided.approvals, result=decided.result, decided_by=who, reason=request.reason)
     ctx.audit.append(session, tenant_id=row.tenant_id, event_type="memory.committed", actor=actor,
                      subject={"type": "memory", "id": memory.id},
                      data=mem.memory_event(memory, change_id=row.id, edited=False))
@@ -411,8 +417,7 @@ def withdraw(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str
                                                                        "status": change.status})
         change.status, change.decided_at, change.decided_by = "withdrawn", utcnow(), _actor_label(actor)
         if change.operation == "remember":
-            session.execute(Memory.__table__.update().where(Memory.id.in_(change.memory_ids))
-                            .values(status="withdrawn", updated_at=utcnow()))
+            repo.set_status(session, tenant_id=tenant_id, ids=change.memory_ids, status="withdrawn", at=utcnow())
         ctx.audit.append(session, tenant_id=tenant_id, event_type="change.withdrawn", actor=actor,
                          subject={"type": "change", "id": change.id}, data={"operation": change.operation})
         return change_json(change)
@@ -425,7 +430,7 @@ def _actor_label(actor: dict[str, Any]) -> str:
 def _reject(ctx: AppContext, session, change: Change, actor: dict, reason: str | None) -> None:
     change.status = "rejected"
     if change.operation == "remember":
-        memory = _staged_memory(session, change, with_for_update=True)
+        memory = _staged_memory(session, change, lock=True)
         memory.status, memory.updated_at = "rejected", utcnow()
     ctx.audit.append(session, tenant_id=change.tenant_id, event_type="change.rejected", actor=actor,
                      subject={"type": "change", "id": change.id},
@@ -445,47 +450,58 @@ class _Prepared:
     merge_rows: list[Memory] | None = None
 
 
-def _prepare(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck, request: DecisionRequest) -> _Prepared:
+def _prepare(ctx: AppContext, session, tenant_id: str, change_id: str, may_see: AgentCheck,
+             request: DecisionRequest) -> _Prepared:
+    """Validate, redact and embed what the decision needs, reading in `session` with no lock held.
+    The rows a merge plan was made from leave the session, so the decision's locked reads load
+    them afresh and can tell whether they changed meanwhile."""
+    prepared = _plan(ctx, session, tenant_id, change_id, may_see, request)
+    for row in prepared.merge_rows or []:
+        session.expunge(row)
+    return prepared
+
+
+def _plan(ctx: AppContext, session, tenant_id: str, change_id: str, may_see: AgentCheck,
+          request: DecisionRequest) -> _Prepared:
     prepared = _Prepared()
-    with ctx.db.sessions() as session:
-        change = load_change(session, tenant_id, change_id, may_see)
-        if change.operation == "remember" and not (request.edits or request.merge_into):
-            return prepared  # a plain approval: nothing to validate or embed
-        if change.operation == "remember":
-            memory = _staged_memory(session, change)
-            edits = request.edits or {}
-            if edits:
-                memory_type = edits.get("type", memory.type)
-                prepared.clean = mem.clean_payload(
-                    ctx, session, tenant_id, content=edits.get("content", memory.content),
-                    tags=edits.get("tags", list(memory.tags)), metadata=edits.get("metadata", memory.metadata_),
-                    memory_type=memory_type)
-                prepared.memory_type = memory_type
-            content = prepared.clean.content if prepared.clean else memory.content
-            if request.merge_into:
-                target = repo.get_visible(session, scope=Scope(tenant_id, change.agent_id), memory_id=request.merge_into)
-                if target is None:
-                    raise NotFound("memory to merge into not found")
-                staged = Memory(id=memory.id, content=content, tags=(prepared.clean.tags if prepared.clean else memory.tags),
-                                metadata_=(prepared.clean.metadata if prepared.clean else memory.metadata_),
-                                confidence=memory.confidence, created_at=memory.created_at)
-                prepared.merge_rows = [target]
-                prepared.merge_plan = mem.plan_merge([target, staged], target.id, "merge_content")
-                prepared.embedding = ctx.embedder.embed([prepared.merge_plan.content])[0].tolist()
-            elif prepared.clean and prepared.clean.content != memory.content:
-                prepared.embedding = ctx.embedder.embed([content])[0].tolist()
-            if request.supersedes and request.supersedes == request.merge_into:
-                raise ValidationFailed.at("/supersedes", "cannot both merge into and supersede the same memory")
-        elif request.edits or request.merge_into or request.supersedes:
-            raise ValidationFailed.at("/edits", "edits, merge_into and supersedes apply to remember changes only")
-        elif change.operation == "merge":
-            rows = repo.matching(session, scope=Scope(tenant_id, change.agent_id),
-                                 ids=[change.request["canonical"], *change.request["duplicates"]])
-            plan = mem.plan_merge(rows, change.request["canonical"], change.request.get("strategy", "keep_canonical")) \
-                if len(rows) == 1 + len(change.request["duplicates"]) else None
-            prepared.merge_rows, prepared.merge_plan = rows, plan
-            if plan is not None and plan.reembed:
-                prepared.embedding = ctx.embedder.embed([plan.content])[0].tolist()
+    change = load_change(session, tenant_id, change_id, may_see)
+    if change.operation == "remember" and not (request.edits or request.merge_into):
+        return prepared  # a plain approval: nothing to validate or embed
+    if change.operation == "remember":
+        memory = _staged_memory(session, change)
+        edits = request.edits or {}
+        if edits:
+            memory_type = edits.get("type", memory.type)
+            prepared.clean = mem.clean_payload(
+                ctx, session, tenant_id, content=edits.get("content", memory.content),
+                tags=edits.get("tags", list(memory.tags)), metadata=edits.get("metadata", memory.metadata_),
+                memory_type=memory_type)
+            prepared.memory_type = memory_type
+        content = prepared.clean.content if prepared.clean else memory.content
+        if request.merge_into:
+            target = repo.get_visible(session, scope=Scope(tenant_id, change.agent_id), memory_id=request.merge_into)
+            if target is None:
+                raise NotFound("memory to merge into not found")
+            staged = Memory(id=memory.id, content=content, tags=(prepared.clean.tags if prepared.clean else memory.tags),
+                            metadata_=(prepared.clean.metadata if prepared.clean else memory.metadata_),
+                            confidence=memory.confidence, created_at=memory.created_at)
+            prepared.merge_rows = [target]
+            prepared.merge_plan = mem.plan_merge([target, staged], target.id, "merge_content")
+            prepared.embedding = ctx.embedder.embed([prepared.merge_plan.content])[0].tolist()
+        elif prepared.clean and prepared.clean.content != memory.content:
+            prepared.embedding = ctx.embedder.embed([content])[0].tolist()
+        if request.supersedes and request.supersedes == request.merge_into:
+            raise ValidationFailed.at("/supersedes", "cannot both merge into and supersede the same memory")
+    elif request.edits or request.merge_into or request.supersedes:
+        raise ValidationFailed.at("/edits", "edits, merge_into and supersedes apply to remember changes only")
+    elif change.operation == "merge":
+        rows = repo.matching(session, scope=Scope(tenant_id, change.agent_id),
+                             ids=[change.request["canonical"], *change.request["duplicates"]])
+        plan = mem.plan_merge(rows, change.request["canonical"], change.request.get("strategy", "keep_canonical")) \
+            if len(rows) == 1 + len(change.request["duplicates"]) else None
+        prepared.merge_rows, prepared.merge_plan = rows, plan
+        if plan is not None and plan.reembed:
+            prepared.embedding = ctx.embedder.embed([plan.content])[0].tolist()
     return prepared
 
 
@@ -501,12 +517,10 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
                           metadata_=prepared.clean.metadata, type=prepared.memory_type)
         if prepared.embedding is not None:
             values["embedding"] = prepared.embedding
-        memory = session.scalars(update(Memory).where(Memory.id == change.memory_ids[0])
-                                 .values(**values).returning(Memory)
-                                 .execution_options(synchronize_session=False)).one()
+        memory = repo.update_returning(session, tenant_id=tenant_id, memory_id=change.memory_ids[0], **values)
         return _committed(ctx, session, change, actor, request, memory, edited=prepared.clean is not None)
     if change.operation == "remember":  # merged into a live memory instead of going live itself
-        memory = _staged_memory(session, change, with_for_update=True)
+        memory = _staged_memory(session, change, lock=True)
         if prepared.clean is not None:
             memory.content, memory.tags, memory.metadata_ = (prepared.clean.content, prepared.clean.tags,
                                                              prepared.clean.metadata)

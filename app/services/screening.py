@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core import jsontext
 from app.core.screening import Screening, screen
-from app.db.models import Memory
+from app.repos import memories as memories_repo
 from app.repos import search
-from app.repos.memories import Scope, visible
+from app.repos.memories import Scope
 
 NEIGHBOURS = 5
 """Live memories compared for contradictions (the review diff shows as many)."""
@@ -56,12 +55,10 @@ def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:
         return None
     if not isinstance(name, str):
         return None
-    stmt = select(Memory.content).where(visible(scope), Memory.type == "procedural")
-    if name.isascii() and name.isprintable() and not set(name) & set('"\\'):
-        # JSON writes such a name verbatim, so it narrows the scan; other names are escaped variously.
-        stmt = stmt.where(Memory.content.contains(name, autoescape=True))
-    stmt = stmt.order_by(Memory.created_at.desc()).limit(FSM_CANDIDATES)
-    for candidate in session.scalars(stmt):
+    # JSON writes such a name verbatim, so it narrows the scan; other names are escaped variously.
+    verbatim = name.isascii() and name.isprintable() and not set(name) & set('"\\')
+    for candidate in memories_repo.newest_procedural(session, scope=scope, containing=name if verbatim else None,
+                                                     limit=FSM_CANDIDATES):
         try:
             doc = jsontext.loads(candidate)
         except (TypeError, ValueError):

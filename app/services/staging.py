@@ -12,15 +12,17 @@ from app.core.access import Principal
 from app.core.ids import new_id
 from app.core.policy import Decision, Policy, WriteRequest, default_policy
 from app.core.screening import Screening
-from app.db.models import Change, Tenant
+from app.db.models import Change
 from app.errors import PolicyDenied
+from app.repos import changes as changes_repo
+from app.repos import tenants as tenant_repo
 from app.services import events
 from app.services.context import AppContext
 
 
 def tenant_policy(session: Session, tenant_id: str) -> Policy:
     """The tenant's policy document, or the defaults when it has none."""
-    tenant = session.get(Tenant, tenant_id)
+    tenant = tenant_repo.get(session, tenant_id=tenant_id)
     doc = (tenant.settings or {}).get("policy") if tenant else None
     return _parsed(json.dumps(doc, sort_keys=True)) if doc else default_policy()
 
@@ -35,7 +37,7 @@ def review_requirement(session: Session, tenant_id: str, request: WriteRequest,
                        policy: Policy | None = None) -> Decision:
     """allow / require_approval (with 1 or 2 approvers) / deny (raised as 403 `policy_denied`).
     `policy` is the tenant's, when the caller has it already (`tenant_config.rules_for`)."""
-    decision = (policy or tenant_policy(session, tenant_id)).evaluate(request)
+    decision = (policy if policy is not None else tenant_policy(session, tenant_id)).evaluate(request)
     if decision.action == "deny":
         raise PolicyDenied(f"denied by policy rule {decision.rule_id!r}",
                            details=[{"path": "/", "message": decision.reason, "rule": decision.rule_id,
@@ -45,21 +47,23 @@ def review_requirement(session: Session, tenant_id: str, request: WriteRequest,
 
 def stage_change(ctx: AppContext, session: Session, *, principal: Principal, operation: str, agent_id: str,
                  user_id: str | None, request: dict[str, Any], memory_ids: list[str], decision: Decision,
-                 redactions: list[dict[str, str]], screening: Screening | None = None) -> Change:
+                 redactions: list[dict[str, str]], screening: Screening | None = None,
+                 change_id: str | None = None) -> Change:
     """Record a pending change and its `change.proposed` audit event in `session`'s transaction.
 
     The screening flags are stored on the change for reviewers; the audit event gets their names only.
+    `change_id` is the change's id when the caller named it beforehand (a staged memory's row is
+    inserted holding it, so it is not updated afterwards).
     """
     screening = screening or Screening()
     change = Change(
-        id=new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
+        id=change_id or new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
         operation=operation, status="pending", request=request, memory_ids=memory_ids,
         submitted_by=principal.key_id, approvals=[], approvals_required=decision.approvals_required,
         policy_rule=decision.rule_id, redactions=redactions, risk_flags=screening.to_json(),
         risk_level=screening.risk,
     )
-    session.add(change)
-    session.flush()
+    changes_repo.insert(session, change)
     ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="change.proposed", actor=principal.actor,
                      subject={"type": "change", "id": change.id},
                      data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,

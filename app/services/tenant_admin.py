@@ -9,14 +9,14 @@ import json
 import re
 from typing import Any
 
-from sqlalchemy import select
-
 from app.core import jsontext
 from app.core.access import normalise_agents
 from app.core.policy import DEFAULT_POLICY
 from app.core.timefmt import format_ts
-from app.db.models import Tenant, TenantSecret, User, UserRole
+from app.db.models import User, UserRole
 from app.errors import NotFound, ValidationFailed
+from app.repos import tenants as tenant_repo
+from app.repos import users as users_repo
 from app.services import tenant_config, users
 from app.services.context import AppContext
 
@@ -27,13 +27,11 @@ MAX_POLICY_TEXT = 256 * 1024
 def settings_view(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
     """The tenant's policy (or the default, flagged), redaction mode and registered secrets (labels only)."""
     with ctx.db.sessions() as session:
-        tenant = session.get(Tenant, tenant_id)
+        tenant = tenant_repo.get(session, tenant_id=tenant_id)
         if tenant is None:
             raise NotFound("tenant not found")
         stored = (tenant.settings or {}).get("policy")
-        secrets = session.execute(select(TenantSecret.id, TenantSecret.label, TenantSecret.created_at)
-                                  .where(TenantSecret.tenant_id == tenant_id)
-                                  .order_by(TenantSecret.created_at, TenantSecret.id)).all()
+        secrets = tenant_repo.secret_labels(session, tenant_id=tenant_id)
     return {
         "policy_text": json.dumps(stored if stored else copy.deepcopy(DEFAULT_POLICY), indent=2, ensure_ascii=False),
         "policy_is_default": not stored,
@@ -66,8 +64,7 @@ def _agents(raw: str) -> list[str]:
 def member(ctx: AppContext, *, tenant_id: str, user_id: str) -> tuple[User, UserRole]:
     """A user holding a role in this tenant, else NotFound (users of other tenants are invisible)."""
     with ctx.db.sessions() as session:
-        row = session.execute(select(User, UserRole).join(UserRole, UserRole.user_id == User.id)
-                              .where(UserRole.tenant_id == tenant_id, User.id == user_id)).first()
+        row = users_repo.member(session, tenant_id=tenant_id, user_id=user_id)
     if row is None:
         raise NotFound("no such user in this tenant")
     return row[0], row[1]

@@ -10,14 +10,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.ids import new_id
 from app.core.policy import Policy
 from app.core.redaction import Redactor, RegisteredSecret
-from app.db.models import Tenant, TenantSecret
+from app.db.models import TenantSecret
 from app.errors import NotFound, ValidationFailed
+from app.repos import tenants as tenant_repo
 from app.services import staging
 from app.services.context import AppContext
 
@@ -31,15 +31,14 @@ def secrets_key(ctx: AppContext, tenant_id: str) -> bytes:
 
 
 def redaction_mode(session: Session, tenant_id: str) -> str:
-    tenant = session.get(Tenant, tenant_id)
+    tenant = tenant_repo.get(session, tenant_id=tenant_id)
     if tenant is None:
         raise NotFound("tenant not found")
     return (tenant.settings or {}).get("redaction_mode", "redact")
 
 
 def redactor_for(ctx: AppContext, session: Session, tenant_id: str) -> Redactor:
-    rows = session.execute(select(TenantSecret.length, TenantSecret.digest)
-                           .where(TenantSecret.tenant_id == tenant_id)).all()
+    rows = tenant_repo.secret_digests(session, tenant_id=tenant_id)
     registered = [RegisteredSecret(r.length, r.digest) for r in rows]
     return Redactor(registered, secrets_key(ctx, tenant_id) if registered else None)
 
@@ -73,9 +72,7 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
                 _rules.move_to_end(key)
                 return cached
     with ctx.db.sessions() as session:
-        rules = TenantRules(redactor_for(ctx, session, principal.tenant_id),
-                            redaction_mode(session, principal.tenant_id),
-                            staging.tenant_policy(session, principal.tenant_id))
+        rules = load_rules(ctx, session, principal.tenant_id)
     if principal.config_version is not None:
         with _rules_lock:
             _rules[key] = rules
@@ -84,9 +81,15 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
     return rules
 
 
+def load_rules(ctx: AppContext, session: Session, tenant_id: str) -> TenantRules:
+    """The tenant's rules read afresh in `session` (an import reads them once for a whole file)."""
+    return TenantRules(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
+                       staging.tenant_policy(session, tenant_id))
+
+
 def _bump_version(session: Session, tenant_id: str) -> None:
     """Touch the tenant row so its version changes with the secrets (see `rules_for`)."""
-    session.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=Tenant.settings))
+    tenant_repo.touch(session, tenant_id=tenant_id)
 
 
 def set_redaction_mode(ctx: AppContext, *, tenant_id: str, mode: str, actor: dict) -> None:
@@ -100,7 +103,7 @@ def _set_setting(ctx: AppContext, tenant_id: str, key: str, value: Any, *, event
                  actor: dict) -> None:
     """Set one key of the tenant's settings and audit it, in one transaction (row-locked)."""
     with ctx.db.sessions.begin() as session:
-        tenant = session.get(Tenant, tenant_id, with_for_update=True)
+        tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
         if tenant is None:
             raise NotFound("tenant not found")
         tenant.settings = {**(tenant.settings or {}), key: value}
@@ -116,7 +119,7 @@ def register_secret(ctx: AppContext, *, tenant_id: str, label: str, value: str, 
         raise ValidationFailed.at("/value", str(exc)) from None
     secret_id = new_id("sec")
     with ctx.db.sessions.begin() as session:
-        session.add(TenantSecret(id=secret_id, tenant_id=tenant_id, label=label[:64], digest=secret.digest,
+        tenant_repo.add_secret(session, TenantSecret(id=secret_id, tenant_id=tenant_id, label=label[:64], digest=secret.digest,
                                  length=secret.length))
         _bump_version(session, tenant_id)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="secret.registered", actor=actor,

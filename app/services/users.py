@@ -10,15 +10,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from passlib.hash import argon2
-from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.core.access import agent_allowed, normalise_agents
 from app.core.ids import new_id
 from app.core.timefmt import utcnow
-from app.db.models import Tenant, User, UserRole, WebSession
+from app.db.models import User, UserRole
 from app.errors import Conflict, NotFound, RateLimited, ValidationFailed
 from app.repos import login_throttle as throttle_repo
+from app.repos import users as users_repo
 from app.services.context import AppContext
 
 ROLES = ("viewer", "reviewer", "auditor", "admin")
@@ -99,9 +99,8 @@ def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str
     user = User(id=new_id("usr"), username=username, password_hash=hash_password(password))
     try:
         with ctx.db.sessions.begin() as session:
-            session.add(user)
-            session.flush()
-            session.add(UserRole(user_id=user.id, tenant_id=tenant_id, role=role, agents=agent_list))
+            users_repo.insert_user(session, user, UserRole(user_id=user.id, tenant_id=tenant_id, role=role,
+                                                           agents=agent_list))
             ctx.audit.append(session, tenant_id=tenant_id, event_type="user.created", actor=actor,
                              subject={"type": "user", "id": user.id},
                              data={"username": username, "role": role, "agents": agent_list})
@@ -117,15 +116,15 @@ def set_role(ctx: AppContext, *, user_id: str, tenant_id: str, role: str | None,
         raise ValidationFailed.at("/role", f"role must be one of {', '.join(ROLES)}")
     agent_list = normalise_agents(agents)
     with ctx.db.sessions.begin() as session:
-        if session.get(User, user_id) is None:
+        if users_repo.get_user(session, user_id=user_id) is None:
             raise NotFound("user not found")
-        existing = session.get(UserRole, (user_id, tenant_id))
+        existing = users_repo.get_role(session, user_id=user_id, tenant_id=tenant_id)
         if role is None:
             if existing is None:
                 raise NotFound("no such role")
-            session.delete(existing)
+            users_repo.delete_role(session, existing)
         elif existing is None:
-            session.add(UserRole(user_id=user_id, tenant_id=tenant_id, role=role, agents=agent_list))
+            users_repo.add_role(session, UserRole(user_id=user_id, tenant_id=tenant_id, role=role, agents=agent_list))
         else:
             existing.role, existing.agents = role, agent_list
         ctx.audit.append(session, tenant_id=tenant_id, event_type="user.role_changed", actor=actor,
@@ -134,14 +133,13 @@ def set_role(ctx: AppContext, *, user_id: str, tenant_id: str, role: str | None,
 
 def list_users(ctx: AppContext, tenant_id: str) -> list[tuple[User, UserRole]]:
     with ctx.db.sessions() as session:
-        rows = session.execute(select(User, UserRole).join(UserRole, UserRole.user_id == User.id)
-                               .where(UserRole.tenant_id == tenant_id).order_by(User.username)).all()
+        rows = users_repo.members(session, tenant_id=tenant_id)
         return [(r[0], r[1]) for r in rows]
 
 
 def find_user(ctx: AppContext, username: str) -> User | None:
     with ctx.db.sessions() as session:
-        return session.scalars(select(User).where(User.username == username)).first()
+        return users_repo.find_by_username(session, username=username)
 
 
 # --- sign-in -------------------------------------------------------------------------------------
@@ -218,8 +216,7 @@ def _record_success(session, username: str, client: str) -> None:
 
 def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str, event: str, reason: str,
                    client: str) -> None:
-    tenant_ids = [] if user_id is None else list(session.scalars(
-        select(UserRole.tenant_id).where(UserRole.user_id == user_id)))
+    tenant_ids = [] if user_id is None else users_repo.tenant_ids_of(session, user_id=user_id)
     subject = {"type": "user", "id": user_id}
     actor = {"kind": "user", "id": user_id or "unknown", "name": username[:64]}
     for tenant_id in tenant_ids or [None]:
@@ -240,8 +237,8 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
         raise ValidationFailed("wrong username or password")
     client = client_key(client)
     with ctx.db.sessions.begin() as session:
-        session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.login:" + username))))
-        user = session.scalars(select(User).where(User.username == username)).first()
+        users_repo.lock_username(session, username=username)
+        user = users_repo.find_by_username(session, username=username)
         user_id = user.id if user is not None else None
         blocked = _blocking_row(session, username, client)
         if blocked is None:
@@ -263,7 +260,7 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
         if ok:
             _record_success(session, username, client)
             session_id = secrets.token_urlsafe(32)
-            session.add(WebSession(id=session_id, user_id=user_id))
+            users_repo.insert_web_session(session, session_id=session_id, user_id=user_id)
         event, reason = ("auth.signed_in", "password") if ok else ("auth.sign_in_failed", "refused")
         _audit_sign_in(ctx, session, user_id, username, event, reason, client)
     if not ok:
@@ -274,19 +271,12 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
 def load_reviewer(ctx: AppContext, session_id: str) -> Reviewer | None:
     """The reviewer behind a live session, or None (revoked, expired, signed out everywhere)."""
     with ctx.db.sessions.begin() as session:
-        row = session.execute(
-            select(WebSession, User).join(User, User.id == WebSession.user_id).where(
-                WebSession.id == session_id, WebSession.revoked_at.is_(None), User.disabled_at.is_(None),
-                WebSession.created_at >= User.sessions_valid_after,
-                WebSession.last_seen_at > func.now() - SESSION_IDLE)).first()
+        row = users_repo.live_web_session(session, session_id=session_id, idle=SESSION_IDLE)
         if row is None:
             return None
         web_session, user = row
-        session.execute(update(WebSession).where(
-            WebSession.id == session_id, WebSession.last_seen_at < func.now() - timedelta(minutes=1)
-        ).values(last_seen_at=func.now()))
-        roles = session.execute(select(UserRole, Tenant.name).join(Tenant, Tenant.id == UserRole.tenant_id)
-                                .where(UserRole.user_id == user.id).order_by(Tenant.name)).all()
+        users_repo.touch_web_session(session, session_id=session_id, every=timedelta(minutes=1))
+        roles = users_repo.roles_with_tenant_names(session, user_id=user.id)
         return Reviewer(user.id, user.username, session_id,
                         tuple(TenantRole(r[0].tenant_id, r[1], r[0].role, tuple(r[0].agents)) for r in roles))
 
@@ -295,11 +285,9 @@ def sign_out(ctx: AppContext, reviewer: Reviewer, *, everywhere: bool = False) -
     with ctx.db.sessions.begin() as session:
         now = utcnow()
         if everywhere:
-            session.execute(update(User).where(User.id == reviewer.user_id).values(sessions_valid_after=now))
-            session.execute(update(WebSession).where(WebSession.user_id == reviewer.user_id,
-                                                     WebSession.revoked_at.is_(None)).values(revoked_at=now))
+            users_repo.revoke_all_web_sessions(session, user_id=reviewer.user_id, at=now)
         else:
-            session.execute(update(WebSession).where(WebSession.id == reviewer.session_id).values(revoked_at=now))
+            users_repo.revoke_web_session(session, session_id=reviewer.session_id, at=now)
         for role in reviewer.roles:
             ctx.audit.append(session, tenant_id=role.tenant_id, event_type="auth.signed_out", actor=reviewer.actor,
                              subject={"type": "user", "id": reviewer.user_id}, data={"everywhere": everywhere})

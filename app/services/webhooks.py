@@ -29,15 +29,15 @@ from typing import Any
 
 import httpx
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.access import Principal, agent_allowed
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
-from app.db.models import Event, Webhook, WebhookDelivery
+from app.db.models import Event, Webhook
 from app.db.transaction_work import work_of
 from app.errors import NotFound, ValidationFailed
+from app.repos import webhooks as repo
 from app.services.context import AppContext
 from app.services.outbound import checked_target, url_refusal
 
@@ -93,8 +93,7 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
                       secret_enc=_encrypt(ctx, webhook_id, secret), event_types=list(body.get("events", [])),
                       agents=list(principal.agents), active=True, created_at=utcnow(), created_by=principal.key_id)
     with ctx.db.sessions.begin() as session:
-        session.add(webhook)
-        session.flush()
+        repo.insert(session, webhook)
         # The audit log gets the host only: paths and queries may carry receiver tokens.
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.created", actor=principal.actor,
                          subject={"type": "webhook", "id": webhook_id},
@@ -105,8 +104,7 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
 def _load(session: Session, principal: Principal, webhook_id: str) -> Webhook:
     if not has_prefix(webhook_id, "whk"):
         raise NotFound("webhook not found")
-    webhook = session.scalars(select(Webhook).where(
-        Webhook.id == webhook_id, Webhook.tenant_id == principal.tenant_id)).first()
+    webhook = repo.get(session, tenant_id=principal.tenant_id, webhook_id=webhook_id)
     if webhook is None:
         raise NotFound("webhook not found")
     return webhook
@@ -114,8 +112,7 @@ def _load(session: Session, principal: Principal, webhook_id: str) -> Webhook:
 
 def list_webhooks(ctx: AppContext, principal: Principal) -> dict[str, Any]:
     with ctx.db.sessions() as session:
-        rows = session.scalars(select(Webhook).where(Webhook.tenant_id == principal.tenant_id)
-                               .order_by(Webhook.created_at, Webhook.id)).all()
+        rows = repo.list_for_tenant(session, tenant_id=principal.tenant_id)
         return {"items": [webhook_json(w) for w in rows]}
 
 
@@ -123,7 +120,7 @@ def delete_webhook(ctx: AppContext, principal: Principal, webhook_id: str) -> di
     """Remove a webhook and its delivery log; pending deliveries are dropped."""
     with ctx.db.sessions.begin() as session:
         webhook = _load(session, principal, webhook_id)
-        session.delete(webhook)
+        repo.delete(session, webhook)
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.deleted", actor=principal.actor,
                          subject={"type": "webhook", "id": webhook_id}, data={})
     return {"deleted": True, "id": webhook_id}
@@ -133,11 +130,7 @@ def list_deliveries(ctx: AppContext, principal: Principal, webhook_id: str, limi
     """The delivery log of one webhook, newest event first."""
     with ctx.db.sessions() as session:
         _load(session, principal, webhook_id)
-        rows = session.execute(
-            select(WebhookDelivery, Event.type).join(Event, (Event.tenant_id == WebhookDelivery.tenant_id)
-                                                     & (Event.id == WebhookDelivery.event_id))
-            .where(WebhookDelivery.webhook_id == webhook_id)
-            .order_by(WebhookDelivery.event_id.desc()).limit(limit)).all()
+        rows = repo.deliveries(session, tenant_id=principal.tenant_id, webhook_id=webhook_id, limit=limit)
     return {"items": [{
         "eventId": d.event_id, "eventType": event_type, "status": d.status, "attempts": d.attempt,
         "statusCode": d.status_code, "error": d.error, "nextAttemptAt": format_ts(d.next_attempt_at),
@@ -152,8 +145,7 @@ def enqueue(session: Session, tenant_id: str, event_id: int, type: str, payload:
     cached = work_of(session).webhooks  # one look-up per transaction and tenant
     hooks = cached.get(tenant_id)
     if hooks is None:
-        hooks = cached[tenant_id] = session.execute(select(Webhook.id, Webhook.event_types, Webhook.agents).where(
-            Webhook.tenant_id == tenant_id, Webhook.active.is_(True))).all()
+        hooks = cached[tenant_id] = repo.active_for_tenant(session, tenant_id=tenant_id)
     agent = payload.get("agentId")
     now = utcnow()
     for hook in hooks:
@@ -161,8 +153,7 @@ def enqueue(session: Session, tenant_id: str, event_id: int, type: str, payload:
             continue
         if agent is not None and not agent_allowed(agent, hook.agents):
             continue
-        session.add(WebhookDelivery(webhook_id=hook.id, tenant_id=tenant_id, event_id=event_id,
-                                    next_attempt_at=now))
+        repo.owe(session, tenant_id=tenant_id, webhook_id=hook.id, event_id=event_id, at=now)
 
 
 def event_body(event: Event) -> bytes:
@@ -179,20 +170,12 @@ def deliver_due(ctx: AppContext, *, now: datetime | None = None, client: httpx.C
     """
     now = now or utcnow()
     with ctx.db.sessions.begin() as session:
-        due = select(WebhookDelivery.id).where(
-            WebhookDelivery.status == "pending", WebhookDelivery.next_attempt_at <= now,
-        ).order_by(WebhookDelivery.next_attempt_at, WebhookDelivery.id).limit(BATCH).with_for_update(skip_locked=True)
-        claimed = session.execute(
-            update(WebhookDelivery).where(WebhookDelivery.id.in_(due.scalar_subquery()))
-            .values(next_attempt_at=now + timedelta(seconds=LEASE_SECONDS))
-            .returning(WebhookDelivery.id, WebhookDelivery.webhook_id, WebhookDelivery.tenant_id,
-                       WebhookDelivery.event_id, WebhookDelivery.attempt)).all()
+        claimed = repo.claim_due(session, now=now, lease_until=now + timedelta(seconds=LEASE_SECONDS), limit=BATCH)
         if not claimed:
             return 0
-        hooks = {w.id: w for w in session.scalars(select(Webhook).where(
-            Webhook.id.in_({c.webhook_id for c in claimed})))}
-        events = {(e.tenant_id, e.id): e for e in session.scalars(select(Event).where(
-            Event.tenant_id.in_({c.tenant_id for c in claimed}), Event.id.in_({c.event_id for c in claimed})))}
+        hooks = repo.by_ids(session, webhook_ids={c.webhook_id for c in claimed})
+        events = repo.events_by_key(session, tenant_ids=[c.tenant_id for c in claimed],
+                                    event_ids=[c.event_id for c in claimed])
     own_client = client is None
     client = client or httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False)
     failed_hooks: dict[str, datetime] = {}
@@ -246,4 +229,4 @@ def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) ->
 
 def _record(ctx: AppContext, delivery_id: int, **values: Any) -> None:
     with ctx.db.sessions.begin() as session:
-        session.execute(update(WebhookDelivery).where(WebhookDelivery.id == delivery_id).values(**values))
+        repo.record_attempt(session, delivery_id=delivery_id, values=values)

@@ -24,9 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, func, select
-from sqlalchemy.dialects.postgresql import distinct_on
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session
 
 from app.core import diff as textdiff
 from app.core.access import Principal
@@ -35,6 +33,7 @@ from app.core.screening import Screening, screen
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Change, WorkspaceFile, WorkspaceVersion
 from app.errors import Conflict, NotFound, SecretLeakage, ValidationFailed, WorkspaceConflict, WorkspaceTooLarge
+from app.repos import workspace as repo
 from app.services import events, staging
 from app.services.context import AppContext
 from app.services.memories import Outcome
@@ -97,30 +96,11 @@ def snapshot_instant(ctx: AppContext, principal: Principal, query: dict[str, Any
     return None
 
 
-def _heads(tenant_id: str):
-    """Current live versions: each file's head joined to its version row."""
-    return (select(WorkspaceVersion)
-            .join(WorkspaceFile, and_(WorkspaceFile.tenant_id == WorkspaceVersion.tenant_id,
-                                      WorkspaceFile.path == WorkspaceVersion.path,
-                                      WorkspaceFile.version == WorkspaceVersion.version))
-            .where(WorkspaceFile.tenant_id == tenant_id, WorkspaceFile.deleted.is_(False)))
-
-
-def _as_of(tenant_id: str, instant: datetime):
-    """Each path's latest version written at or before `instant` (tombstones included)."""
-    return (select(WorkspaceVersion)
-            .where(WorkspaceVersion.tenant_id == tenant_id, WorkspaceVersion.created_at <= instant)
-            .ext(distinct_on(WorkspaceVersion.path)).order_by(WorkspaceVersion.path, WorkspaceVersion.version.desc()))
-
-
 def list_files(ctx: AppContext, principal: Principal, query: dict[str, Any]) -> dict[str, Any]:
     """File metadata (no bodies), by path; `prefix` filters, `snapshot`/`run_id` read the past."""
     instant = snapshot_instant(ctx, principal, query)
-    stmt = _heads(principal.tenant_id) if instant is None else _as_of(principal.tenant_id, instant)
-    if query.get("prefix"):
-        stmt = stmt.where(WorkspaceVersion.path.startswith(query["prefix"], autoescape=True))
     with ctx.db.sessions() as session:
-        rows = session.scalars(stmt.options(defer(WorkspaceVersion.content)).order_by(WorkspaceVersion.path)).all()
+        rows = repo.list_versions(session, tenant_id=principal.tenant_id, instant=instant, prefix=query.get("prefix"))
     return {"files": [_meta_json(v) for v in rows if not v.deleted], "snapshot": format_ts(instant)}
 
 
@@ -130,15 +110,9 @@ def get_file(ctx: AppContext, principal: Principal, path: str, query: dict[str, 
     instant = snapshot_instant(ctx, principal, query)
     if query.get("version") is not None and instant is not None:
         raise ValidationFailed.at("/version", "give version or a snapshot, not both")
-    if query.get("version") is not None:
-        stmt = select(WorkspaceVersion).where(WorkspaceVersion.tenant_id == principal.tenant_id,
-                                              WorkspaceVersion.version == query["version"])
-    elif instant is not None:
-        stmt = _as_of(principal.tenant_id, instant)
-    else:
-        stmt = _heads(principal.tenant_id)
     with ctx.db.sessions() as session:
-        found = session.scalars(stmt.where(WorkspaceVersion.path == path)).first()
+        found = repo.find_version(session, tenant_id=principal.tenant_id, path=path, version=query.get("version"),
+                                  instant=instant)
     if found is None or found.deleted:
         raise NotFound("workspace file not found")
     return file_json(found)
@@ -188,7 +162,7 @@ def _check_size(ctx: AppContext, size: int) -> None:
 
 def _live_version(session: Session, tenant_id: str, path: str) -> tuple[int, int | None]:
     """(head version including tombstones, 0 if never written; live version or None)."""
-    head = session.get(WorkspaceFile, (tenant_id, path))
+    head = repo.get_head(session, tenant_id=tenant_id, path=path)
     if head is None:
         return 0, None
     return head.version, None if head.deleted else head.version
@@ -252,7 +226,7 @@ def _commit(ctx: AppContext, session: Session, tenant_id: str, actor: dict[str, 
     """Write the next version of a file in `session`'s transaction: lock, check, insert, prune, audit,
     emit `workspace.updated`. Returns the version and whether the file came into existence."""
     events.lock_tenant(session, tenant_id)  # first, like every audited write: one lock order
-    head = session.get(WorkspaceFile, (tenant_id, write.path), with_for_update=True)
+    head = repo.get_head(session, tenant_id=tenant_id, path=write.path, lock=True)
     live = head.version if head is not None and not head.deleted else None
     if if_match is not None and not if_match_holds(if_match, live):
         raise _conflict(live)
@@ -263,8 +237,7 @@ def _commit(ctx: AppContext, session: Session, tenant_id: str, actor: dict[str, 
         raise NotFound("workspace file not found")
     creating = write.content is not None and live is None
     if creating:
-        count = session.scalar(select(func.count()).select_from(WorkspaceFile).where(
-            WorkspaceFile.tenant_id == tenant_id, WorkspaceFile.deleted.is_(False)))
+        count = repo.count_live(session, tenant_id=tenant_id)
         if count >= ctx.settings.workspace_max_files:
             raise WorkspaceTooLarge(f"the workspace holds {count} files; the limit is "
                                     f"{ctx.settings.workspace_max_files}",
@@ -273,7 +246,7 @@ def _commit(ctx: AppContext, session: Session, tenant_id: str, actor: dict[str, 
     if head is None:
         head = WorkspaceFile(tenant_id=tenant_id, path=write.path, version=0, content_type=write.content_type,
                              deleted=False, digest_key=os.urandom(32), created_at=now)
-        session.add(head)
+        repo.insert_head(session, head)
     head.version, head.deleted, head.updated_at = head.version + 1, write.content is None, now
     head.content_type = write.content_type or head.content_type
     content_bytes = len(write.content.encode("utf-8")) if write.content is not None else 0
@@ -282,11 +255,7 @@ def _commit(ctx: AppContext, session: Session, tenant_id: str, actor: dict[str, 
         content_type=head.content_type, etag=etag_of(head.version), byte_size=content_bytes,
         deleted=write.content is None, created_at=now, created_by=write.created_by, run_id=write.run_id,
         change_id=write.change_id)
-    session.add(version)
-    session.flush()
-    session.execute(delete(WorkspaceVersion).where(
-        WorkspaceVersion.tenant_id == tenant_id, WorkspaceVersion.path == write.path,
-        WorkspaceVersion.version <= head.version - ctx.settings.workspace_max_versions))
+    repo.insert_version(session, version, keep=ctx.settings.workspace_max_versions)
     digest = (hmac.new(head.digest_key, write.content.encode(), hashlib.sha256).hexdigest()
               if write.content is not None else None)
     ctx.audit.append(session, tenant_id=tenant_id, actor=actor,
@@ -310,9 +279,7 @@ def review_diff(session: Session, change: Change) -> dict[str, Any]:
     head, live = _live_version(session, change.tenant_id, path)
     current = ""
     if live is not None:
-        current = session.scalar(select(WorkspaceVersion.content).where(
-            WorkspaceVersion.tenant_id == change.tenant_id, WorkspaceVersion.path == path,
-            WorkspaceVersion.version == live)) or ""
+        current = repo.content_of(session, tenant_id=change.tenant_id, path=path, version=live) or ""
     proposed = request.get("content") or ""
     old_label = f"{path} (v{live})" if live is not None else "/dev/null"
     new_label = f"{path} (proposed)" if change.operation == "workspace_write" else "/dev/null"

@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
@@ -23,7 +22,6 @@ from app.db.models import Change
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
 from app.services import browse, review
 from app.services.cursors import decode_cursor
-from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import is_htmx, render, risk_of, tenant_query
 
@@ -156,20 +154,6 @@ async def bulk(request: Request):
 
 # --- one change ----------------------------------------------------------------------------------
 
-def _locate(request: Request, user: Reviewer, power: str) -> tuple[TenantRole, Change]:
-    """The tenant role under which this user may open the change in the URL, and the change; 404 if none."""
-    change_id = request.path_params["change_id"]
-    with request.app.state.ctx.db.sessions() as session:
-        change = session.scalars(select(Change).where(Change.tenant_id.in_([r.tenant_id for r in user.roles]),
-                                                      Change.id == change_id)).first()
-    if change is None or not user.may("read", change.tenant_id, change.agent_id):
-        raise NotFound("change not found")
-    role = user.role_in(change.tenant_id)
-    if power != "read" and not role.can(power):
-        raise NotFound("change not found")
-    return role, change
-
-
 def _contradicted(diff: dict[str, Any] | None, risk: dict[str, Any]) -> str | None:
     """The live memory a flagged contradiction points at, when it is among the similar memories shown."""
     if not diff or diff.get("operation") != "remember":
@@ -202,12 +186,11 @@ def _evidence(flag: dict[str, Any], proposed: dict[str, Any]) -> list[dict[str, 
     return spots
 
 
-async def _body_context(request: Request, role: TenantRole, change: Change, **extra: Any) -> dict[str, Any]:
+def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
     """Everything the change page shows: the change, its live diff, risk flags and what approve would do."""
-    view = await run_in_threadpool(review.review_view, request.app.state.ctx, role.tenant_id, change.id,
-                                   role.sees_agent)
+    view, role = page.view, page.role
     diff = view.get("diff")
-    risk = risk_of(change)
+    risk = risk_of(page.change)
     proposed = (diff or {}).get("proposed") or {}
     risk["flags"] = [{**flag, "spots": _evidence(flag, proposed)} for flag in risk["flags"]]
     context = {"role": role, "view": view, "change": view["change"], "diff": diff, "risk": risk,
@@ -219,9 +202,9 @@ async def _body_context(request: Request, role: TenantRole, change: Change, **ex
 
 async def detail(request: Request):
     user = current_user(request)
-    role, change = await run_in_threadpool(_locate, request, user, "read")
-    _, pending = await run_in_threadpool(_pending_after, request.app.state.ctx, role, change.id)
-    return render(request, "review/detail.html", await _body_context(request, role, change, pending=pending))
+    page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
+                                   request.path_params["change_id"])
+    return render(request, "review/detail.html", _body_context(page, pending=page.pending))
 
 
 def _edits(form) -> dict[str, Any] | None:
@@ -246,28 +229,11 @@ def _edits(form) -> dict[str, Any] | None:
     return edits
 
 
-def _pending_after(ctx, role: TenantRole, decided_id: str) -> tuple[str | None, int]:
-    """The next pending change to review (oldest first, not the one just decided) and how many are pending."""
-    rows, total = review.list_changes(ctx, role.tenant_id, role.agents, review.QueueFilter(), 5)
-    return next((c.id for c in rows if c.id != decided_id), None), total
-
-
-def _still_live(ctx, role: TenantRole, memory_id: str, result: dict[str, Any]) -> str | None:
-    """After a plain approve of a remember, the similar memory the reviewer was shown if it is still
-    live — both now are, and the page says so; None when there was none or the decision ended it."""
-    outcome = result.get("result") or {}
-    if (result.get("operation") != "remember" or result.get("status") != "approved" or not memory_id
-            or outcome.get("superseded") or outcome.get("merged_into")):
-        return None
-    found = browse.locate(ctx, [role.tenant_id], memory_id)
-    return memory_id if found and found[0] == role.tenant_id and role.sees_agent(found[1]) else None
-
-
 async def decide(request: Request):
-    """Approve or reject one change. htmx gets the change's body re-rendered with its new status, what
-    the decision did to live memory and the queue count (out of band); other clients a redirect."""
+    """Approve or reject one change, in one service call that also reads what the page shows next.
+    htmx gets the change's body re-rendered with its new status, what the decision did to live
+    memory and the queue count (out of band); other clients a redirect."""
     user = current_user(request)
-    role, change = await run_in_threadpool(_locate, request, user, "decide")
     kind = request.path_params["kind"]
     if kind not in ("approve", "reject"):
         raise NotFound("no such action")
@@ -277,23 +243,20 @@ async def decide(request: Request):
         edits=_edits(form) if kind == "approve" else None, seen_state=str(form.get("seen_state", "")) or None,
         merge_into=str(form.get("merge_into", "")) or None if kind == "approve" else None,
         supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None)
-    ctx = request.app.state.ctx
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
-    try:
-        result = await run_in_threadpool(review.decide, ctx, tenant_id=role.tenant_id, change_id=change.id,
-                                         actor=user.actor, may_see=role.sees_agent, request=decision)
-    except Conflict as error:
-        details = error.details if isinstance(error.details, dict) else {}
+    page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
+                                   request.path_params["change_id"], decision, str(form.get("also_live", "")))
+    if page.conflict is not None:
+        details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
         message = ("Live memory changed while you were reviewing: this is the fresh diff. Review it again."
-                   if details.get("reason") == "stale_review" else error.message)
-        return render(request, template, await _body_context(request, role, change, message=message), status=409,
+                   if details.get("reason") == "stale_review" else page.conflict.message)
+        return render(request, template, _body_context(page, message=message), status=409,
                       headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
-    next_id, pending = await run_in_threadpool(_pending_after, ctx, role, change.id)
     if not is_htmx(request):
-        return RedirectResponse(f"/review/{next_id}" if next_id else f"/review?tenant={role.tenant_name}", 303)
-    also_live = await run_in_threadpool(_still_live, ctx, role, str(form.get("also_live", "")), result)
-    return render(request, template, await _body_context(
-        request, role, change, result=result, next_id=next_id, total=pending, also_live=also_live))
+        return RedirectResponse(f"/review/{page.next_id}" if page.next_id
+                                else f"/review?tenant={page.role.tenant_name}", 303)
+    return render(request, template, _body_context(page, result=page.result, next_id=page.next_id,
+                                                   total=page.pending, also_live=page.also_live))
 
 
 routes = [

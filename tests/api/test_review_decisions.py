@@ -168,3 +168,12 @@ def test_list_changes_oldest_first(client, agent):
     ids = [_stage(client, agent, f"Queued fact {i}.")["change_id"] for i in range(3)]
     body = assert_schema("changes.response", client.get("/v1/changes", headers=agent).json())
     assert [c["id"] for c in body["items"]] == ids and body["total"] == 3
+
+
+def test_every_page_of_changes_reports_the_whole_total(client, agent):
+    ids = [_stage(client, agent, f"Paged fact {i}.")["change_id"] for i in range(3)]
+    first = assert_schema("changes.response", client.get("/v1/changes", params={"limit": 2}, headers=agent).json())
+    second = assert_schema("changes.response", client.get(
+        "/v1/changes", params={"limit": 2, "cursor": first["next_cursor"]}, headers=agent).json())
+    assert [c["id"] for c in first["items"] + second["items"]] == ids
+    assert first["total"] == second["total"] == 3

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from app.core.ids import new_id
 from app.core.timefmt import utcnow
 from app.db.models import Memory
-from app.services import browse
+from app.repos import browse
 from app.services.users import create_user
 from app.web import memories as memory_pages
 from tests.harness import bearer, csrf_token_in, web_sign_in

@@ -3,7 +3,8 @@
 import re
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.orm import Session
 
 from app.services.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
@@ -73,6 +74,28 @@ def test_queue_detail_and_approve_via_form(client, reviewer, staged):
                           data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint},
                           headers={"HX-Request": "true"})
     assert decided.status_code == 200 and 'data-status="approved"' in decided.text
+
+
+def test_one_approve_click_is_one_session_besides_sign_in(client, reviewer, staged):
+    """The decision and everything the page shows after it (new status, next change, queue count)
+    come from one service call in one session; the other session is the sign-in check."""
+    _sign_in(client, reviewer.username)
+    detail = client.get(f"/review/{staged['change_id']}")
+    fingerprint = re.search(r'name="seen_state" value="([0-9a-f]+)"', detail.text).group(1)
+    opened: set[int] = set()
+
+    def began(session, transaction, connection):
+        opened.add(id(session))
+
+    event.listen(Session, "after_begin", began)
+    try:
+        decided = client.post(f"/review/{staged['change_id']}/approve",
+                              data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint},
+                              headers={"HX-Request": "true"})
+    finally:
+        event.remove(Session, "after_begin", began)
+    assert decided.status_code == 200 and 'data-status="approved"' in decided.text
+    assert len(opened) == 2
 
 
 def test_decision_without_csrf_token_is_refused(client, reviewer, staged):

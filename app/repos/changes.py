@@ -1,0 +1,152 @@
+"""SQL for staged changes (table `changes`): the review queue's pages and counts, one change read
+or locked for a decision, and the one-statement approval of a staged remember. Every query is
+scoped by tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+from sqlalchemy import and_, bindparam, case, func, or_, select, text, tuple_
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Session
+
+from app.core.screening.flags import SEVERITIES, level_rank
+from app.db.models import Change, Memory
+
+RISK_RANK = {level: level_rank(level) for level in SEVERITIES}  # "none" is 0 (the CASE's else)
+
+
+@dataclass(frozen=True)
+class QueueFilter:
+    """Which changes a queue page lists, and in which order."""
+
+    status: str = "pending"
+    agent_id: str | None = None
+    operation: str | None = None
+    memory_type: str | None = None
+    policy_rule: str | None = None
+    older_than_minutes: int | None = None
+    min_risk: str | None = None  # "low" | "medium" | "high": at least this risk level
+    sort: str = "oldest"  # "oldest" | "newest" | "risk" (highest risk first, then oldest)
+
+
+def risk_rank():
+    """SQL: a change's risk level as a number, for sorting and filtering (0 = no flags)."""
+    return case(*[(Change.risk_level == name, rank) for name, rank in RISK_RANK.items()], else_=0)
+
+
+def insert(session: Session, change: Change) -> Change:
+    session.add(change)
+    session.flush()
+    return change
+
+
+def get(session: Session, *, tenant_id: str, change_id: str, lock: bool = False) -> Change | None:
+    """The tenant's change, or None. A locked read always reloads the row: an earlier unlocked read
+    in the same session must not hide a decision committed meanwhile."""
+    stmt = select(Change).where(Change.id == change_id, Change.tenant_id == tenant_id)
+    if lock:
+        stmt = stmt.with_for_update().execution_options(populate_existing=True)
+    return session.scalars(stmt).first()
+
+
+def find_in_tenants(session: Session, *, tenant_ids: Sequence[str], change_id: str) -> Change | None:
+    """The change with this id in any of `tenant_ids` (a reviewer's tenants), or None."""
+    return session.scalars(select(Change).where(Change.tenant_id.in_(list(tenant_ids)),
+                                                Change.id == change_id)).first()
+
+
+def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: Sequence[str] | None,
+         limit: int, after: tuple | None = None) -> tuple[list[Change], int]:
+    """Up to `limit` changes in `flt.sort` order after the keyset `after`, and the total matching.
+
+    `after` is the last row's (submitted_at, id), or (risk rank, submitted_at, id) for the risk sort.
+    `agent_prefixes` narrows by agent id prefix (None: every agent); callers apply exact globs."""
+    conds = [Change.tenant_id == tenant_id]
+    if flt.status != "any":
+        conds.append(Change.status == flt.status)
+    if flt.agent_id:
+        conds.append(Change.agent_id == flt.agent_id)
+    if flt.operation:
+        conds.append(Change.operation == flt.operation)
+    if flt.policy_rule:
+        conds.append(Change.policy_rule == flt.policy_rule)
+    if flt.older_than_minutes:
+        conds.append(Change.submitted_at < func.now() - func.make_interval(0, 0, 0, 0, 0, flt.older_than_minutes))
+    if flt.memory_type:
+        conds.append(Change.memory_ids.overlap(
+            select(func.array_agg(Memory.id)).where(Memory.tenant_id == tenant_id, Memory.type == flt.memory_type,
+                                                    Memory.status == "pending").scalar_subquery()))
+    rank = risk_rank()
+    if flt.min_risk in RISK_RANK:
+        conds.append(rank >= RISK_RANK[flt.min_risk])
+    if agent_prefixes is not None:
+        conds.append(or_(*[Change.agent_id.startswith(p) for p in agent_prefixes]))
+    where = and_(*conds)
+    # On a first page the total comes with it (a window count is taken before LIMIT): one round
+    # trip. Later pages count apart, as their keyset predicate narrows the window.
+    stmt = select(Change, func.count().over().label("total")).where(where)
+    if flt.sort == "newest":
+        if after is not None:
+            stmt = stmt.where(tuple_(Change.submitted_at, Change.id) < tuple_(*after))
+        stmt = stmt.order_by(Change.submitted_at.desc(), Change.id.desc())
+    elif flt.sort == "risk":
+        if after is not None:
+            after_rank, ts, cid = after
+            stmt = stmt.where(or_(rank < after_rank, and_(
+                rank == after_rank, tuple_(Change.submitted_at, Change.id) > tuple_(ts, cid))))
+        stmt = stmt.order_by(rank.desc(), Change.submitted_at, Change.id)
+    else:
+        if after is not None:
+            ts, cid = after
+            stmt = stmt.where(or_(Change.submitted_at > ts, and_(Change.submitted_at == ts, Change.id > cid)))
+        stmt = stmt.order_by(Change.submitted_at, Change.id)
+    found = session.execute(stmt.limit(limit)).all()
+    rows = [row[0] for row in found]
+    if after is None:
+        return rows, found[0].total if found else 0
+    return rows, session.scalar(select(func.count()).select_from(Change).where(where)) or 0
+
+
+def still_pending(session: Session, *, tenant_id: str, change_ids: Sequence[str]) -> set[str]:
+    """Which of the tenant's `change_ids` are still pending."""
+    return set(session.scalars(select(Change.id).where(
+        Change.tenant_id == tenant_id, Change.id.in_(list(change_ids)), Change.status == "pending")))
+
+
+# The bulk decision - approving a staged remember as it stands - runs on statements built once and
+# on plain rows, in two round trips: the change row locked, then one statement that puts the staged
+# memory live (returning what its audit entry and event need) and records the decision. Through
+# ORM loads and flushes it took three, and most of an approval's Python time.
+_CHANGES = Change.__table__
+_LOCK_CHANGE = (select(_CHANGES)
+                .where(_CHANGES.c.id == bindparam("change_id"), _CHANGES.c.tenant_id == bindparam("tenant"))
+                .with_for_update())
+_APPROVE_STAGED = text("""
+    WITH went_live AS (
+        UPDATE memories SET status = 'live', live_from = :now, updated_at = :now
+        WHERE id = :memory_id AND tenant_id = :tenant
+        RETURNING id, tenant_id, agent_id, user_id, type, content, tags, metadata AS metadata_, node_id, digest_key
+    ), decided AS (
+        UPDATE changes SET status = 'approved', approvals = :approvals, result = :result, decided_at = :now,
+                           decided_by = :decided_by, reason = :reason
+        WHERE id = :change_id AND tenant_id = :tenant
+    )
+    SELECT * FROM went_live""").bindparams(bindparam("approvals", type_=JSONB), bindparam("result", type_=JSONB))
+
+
+def lock_row(session: Session, *, tenant_id: str, change_id: str):
+    """The change as a plain row (the table's columns), locked until commit; None when unknown."""
+    return session.connection().execute(_LOCK_CHANGE, {"change_id": change_id, "tenant": tenant_id}).first()
+
+
+def approve_staged_remember(session: Session, *, tenant_id: str, change_id: str, memory_id: str, now: datetime,
+                            approvals: list[dict[str, Any]], result: dict[str, Any], decided_by: str,
+                            reason: str | None):
+    """Put the staged memory live and record the change approved, in one statement; returns the
+    memory's row (the columns an audit entry and a `memory.written` event need)."""
+    return session.connection().execute(_APPROVE_STAGED, {
+        "tenant": tenant_id, "change_id": change_id, "memory_id": memory_id, "now": now,
+        "approvals": approvals, "result": result, "decided_by": decided_by, "reason": reason}).one()

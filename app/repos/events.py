@@ -1,0 +1,29 @@
+"""SQL for the per-tenant event log (`events`): ids are dense per tenant, assigned under the
+tenant's chain lock by `app.services.events`. Every query is scoped by tenant."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from app.db.models import Event
+
+
+def insert_many(session: Session, rows: list[dict[str, Any]]) -> None:
+    """Insert events (dicts of `tenant_id, id, type, payload, created_at`) in one statement."""
+    session.execute(insert(Event), rows)
+
+
+def after(session: Session, *, tenant_id: str, after_id: int, limit: int) -> list:
+    """(id, type, payload, created_at) of the tenant's events with id > `after_id`, oldest first."""
+    return session.execute(
+        select(Event.id, Event.type, Event.payload, Event.created_at)
+        .where(Event.tenant_id == tenant_id, Event.id > after_id).order_by(Event.id).limit(limit)).all()
+
+
+async def listen(conn, *, channel: str) -> None:
+    """Subscribe a dedicated (autocommit, asynchronous psycopg) connection to `channel`'s
+    notifications; the caller reads them with `conn.notifies()`."""
+    await conn.execute(f"LISTEN {channel}")

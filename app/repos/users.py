@@ -1,0 +1,103 @@
+"""SQL for reviewers' accounts (`users`), their tenant roles (`user_roles`) and web sessions
+(`web_sessions`). An account is not a tenant's: it holds roles in tenants, and reads for one
+tenant (`member`, `members`) are scoped by the role's tenant."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from app.db.models import Tenant, User, UserRole, WebSession
+
+
+def insert_user(session: Session, user: User, role: UserRole) -> None:
+    """Add an account with its first tenant role."""
+    session.add(user)
+    session.flush()
+    session.add(role)
+
+
+def get_user(session: Session, *, user_id: str) -> User | None:
+    return session.get(User, user_id)
+
+
+def find_by_username(session: Session, *, username: str) -> User | None:
+    return session.scalars(select(User).where(User.username == username)).first()
+
+
+def lock_username(session: Session, *, username: str) -> None:
+    """Serialise sign-ins of one username until the transaction ends (the throttle's counts)."""
+    session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.login:" + username))))
+
+
+def set_password_hash(session: Session, *, user_id: str, password_hash: str) -> None:
+    session.execute(update(User).where(User.id == user_id).values(password_hash=password_hash))
+
+
+def get_role(session: Session, *, user_id: str, tenant_id: str) -> UserRole | None:
+    return session.get(UserRole, (user_id, tenant_id))
+
+
+def add_role(session: Session, role: UserRole) -> None:
+    session.add(role)
+
+
+def delete_role(session: Session, role: UserRole) -> None:
+    session.delete(role)
+
+
+def member(session: Session, *, tenant_id: str, user_id: str):
+    """(User, UserRole) of a user holding a role in this tenant, or None."""
+    return session.execute(select(User, UserRole).join(UserRole, UserRole.user_id == User.id)
+                           .where(UserRole.tenant_id == tenant_id, User.id == user_id)).first()
+
+
+def members(session: Session, *, tenant_id: str) -> list:
+    """(User, UserRole) of everyone holding a role in this tenant, by username."""
+    return session.execute(select(User, UserRole).join(UserRole, UserRole.user_id == User.id)
+                           .where(UserRole.tenant_id == tenant_id).order_by(User.username)).all()
+
+
+def tenant_ids_of(session: Session, *, user_id: str) -> list[str]:
+    """The tenants the user holds a role in."""
+    return list(session.scalars(select(UserRole.tenant_id).where(UserRole.user_id == user_id)))
+
+
+def roles_with_tenant_names(session: Session, *, user_id: str) -> list:
+    """(UserRole, tenant name) of each of the user's roles, by tenant name."""
+    return session.execute(select(UserRole, Tenant.name).join(Tenant, Tenant.id == UserRole.tenant_id)
+                           .where(UserRole.user_id == user_id).order_by(Tenant.name)).all()
+
+
+def insert_web_session(session: Session, *, session_id: str, user_id: str) -> None:
+    session.add(WebSession(id=session_id, user_id=user_id))
+
+
+def live_web_session(session: Session, *, session_id: str, idle: timedelta):
+    """(WebSession, User) when the session is neither revoked nor idle for `idle`, its user is
+    enabled and has not signed out everywhere since; else None."""
+    return session.execute(
+        select(WebSession, User).join(User, User.id == WebSession.user_id).where(
+            WebSession.id == session_id, WebSession.revoked_at.is_(None), User.disabled_at.is_(None),
+            WebSession.created_at >= User.sessions_valid_after,
+            WebSession.last_seen_at > func.now() - idle)).first()
+
+
+def touch_web_session(session: Session, *, session_id: str, every: timedelta) -> None:
+    """Record use, at most once per `every` (most requests only read)."""
+    session.execute(update(WebSession).where(
+        WebSession.id == session_id, WebSession.last_seen_at < func.now() - every
+    ).values(last_seen_at=func.now()))
+
+
+def revoke_web_session(session: Session, *, session_id: str, at: datetime) -> None:
+    session.execute(update(WebSession).where(WebSession.id == session_id).values(revoked_at=at))
+
+
+def revoke_all_web_sessions(session: Session, *, user_id: str, at: datetime) -> None:
+    """End every session of the user, and refuse any opened before `at`."""
+    session.execute(update(User).where(User.id == user_id).values(sessions_valid_after=at))
+    session.execute(update(WebSession).where(WebSession.user_id == user_id,
+                                             WebSession.revoked_at.is_(None)).values(revoked_at=at))
