@@ -166,7 +166,10 @@ class User(Base):
 
     __tablename__ = "users"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
-    username: Mapped[str] = mapped_column(Text, unique=True)
+    username: Mapped[str] = mapped_column(Text)
+    """Unique within its namespace: the home tenant's, or the operator's (no home tenant)."""
+    home_tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id"))
+    """Set for accounts a tenant's admin created: they sign in as `<tenant name>/<username>`."""
     password_hash: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     disabled_at: Mapped[datetime | None]

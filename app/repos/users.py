@@ -23,12 +23,25 @@ def get_user(session: Session, *, user_id: str) -> User | None:
     return session.get(User, user_id)
 
 
-def find_by_username(session: Session, *, username: str) -> User | None:
-    return session.scalars(select(User).where(User.username == username)).first()
+def find_by_username(session: Session, *, username: str, home_tenant_id: str | None = None) -> User | None:
+    """The account named `username` in one namespace: a tenant's (`home_tenant_id`) or, with
+    None, the operator's."""
+    home = User.home_tenant_id.is_(None) if home_tenant_id is None else User.home_tenant_id == home_tenant_id
+    return session.scalars(select(User).where(User.username == username, home)).first()
+
+
+def find_by_sign_in_name(session: Session, *, sign_in_name: str) -> User | None:
+    """The account a sign-in name names: `<tenant name>/<username>` for an account homed in a
+    tenant, the bare username for an operator's account."""
+    tenant_name, slash, username = sign_in_name.partition("/")
+    if not slash:
+        return find_by_username(session, username=sign_in_name)
+    return session.scalars(select(User).join(Tenant, Tenant.id == User.home_tenant_id).where(
+        Tenant.name == tenant_name, User.username == username)).first()
 
 
 def lock_username(session: Session, *, username: str) -> None:
-    """Serialise sign-ins of one username until the transaction ends (the throttle's counts)."""
+    """Serialise sign-ins of one sign-in name until the transaction ends (the throttle's counts)."""
     session.execute(select(func.pg_advisory_xact_lock(func.hashtext("memwarden.login:" + username))))
 
 

@@ -75,7 +75,7 @@ def create_member(ctx: AppContext, *, tenant_id: str, username: str, password: s
     username = username.strip()
     if not USERNAME.match(username):
         raise ValidationFailed.at("/username", "usernames are 1-64 characters: letters, digits, '_', '.', '@', '-'")
-    return users.create_user(ctx, username=username, password=password, tenant_id=tenant_id, role=role,
+    return users.create_user(ctx, username=username, password=password, tenant_id=tenant_id, role=role, homed=True,
                              agents=_agents(agents), actor=actor)
 
 

@@ -32,6 +32,7 @@ SESSION_IDLE = timedelta(hours=12)
 MIN_PASSWORD = 10
 # argon2 via passlib refuses secrets over 4,096 bytes; 1,024 characters stay under it in any script.
 MAX_PASSWORD = 1024
+MAX_SIGN_IN_NAME = 64 + 1 + 64  # `<tenant name>/<username>`
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,12 @@ def _stand_in_hash() -> str:
 
 
 def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str, role: str,
-                agents: str | list[str] | None = None, actor: dict) -> User:
-    """Create a user with one tenant role; the password is stored only as an argon2 hash."""
+                agents: str | list[str] | None = None, actor: dict, homed: bool = False) -> User:
+    """Create a user with one tenant role; the password is stored only as an argon2 hash.
+
+    `homed`: the account belongs to the tenant's own username namespace (accounts a tenant's admin
+    creates) and signs in as `<tenant name>/<username>`; otherwise it is an operator's account,
+    named in the operator's namespace, that may hold roles in several tenants."""
     if role not in ROLES:
         raise ValidationFailed.at("/role", f"role must be one of {', '.join(ROLES)}")
     if len(password) < MIN_PASSWORD:
@@ -96,7 +101,8 @@ def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str
         agent_list = normalise_agents(agents)
     except ValueError as exc:
         raise ValidationFailed.at("/agents", str(exc)) from None
-    user = User(id=new_id("usr"), username=username, password_hash=hash_password(password))
+    user = User(id=new_id("usr"), username=username, password_hash=hash_password(password),
+                home_tenant_id=tenant_id if homed else None)
     try:
         with ctx.db.sessions.begin() as session:
             users_repo.insert_user(session, user, UserRole(user_id=user.id, tenant_id=tenant_id, role=role,
@@ -105,7 +111,8 @@ def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str
                              subject={"type": "user", "id": user.id},
                              data={"username": username, "role": role, "agents": agent_list})
     except IntegrityError:
-        raise Conflict(f"user {username!r} already exists or the tenant is unknown") from None
+        where = "in this tenant" if homed else "among operator accounts"
+        raise Conflict(f"user {username!r} already exists {where}, or the tenant is unknown") from None
     return user
 
 
@@ -137,9 +144,10 @@ def list_users(ctx: AppContext, tenant_id: str) -> list[tuple[User, UserRole]]:
         return [(r[0], r[1]) for r in rows]
 
 
-def find_user(ctx: AppContext, username: str) -> User | None:
+def find_user(ctx: AppContext, username: str, home_tenant_id: str | None = None) -> User | None:
+    """An account by username in the operator's namespace, or in a tenant's (`home_tenant_id`)."""
     with ctx.db.sessions() as session:
-        return users_repo.find_by_username(session, username=username)
+        return users_repo.find_by_username(session, username=username, home_tenant_id=home_tenant_id)
 
 
 # --- sign-in -------------------------------------------------------------------------------------
@@ -225,20 +233,22 @@ def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str,
 
 
 def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None = None) -> str:
-    """Check a password and open a session; returns the session id. `client` is the caller's IP
+    """Check a password and open a session; returns the session id. `username` is the sign-in name:
+    `<tenant name>/<username>` for an account a tenant's admin created, the bare username for an
+    operator's account (`users_repo.find_by_sign_in_name`). `client` is the caller's IP
     address, the throttling key together with the username (see the back-off rules above); while
     throttled the password is not even checked (429 with the seconds to wait), and only the first
     refusal under each block is audited.
 
     The slow password hash runs between two short transactions, holding neither a database
     connection nor the username's lock, so a flood of sign-ins cannot starve the pool."""
-    username = username.strip()[:64]
+    username = username.strip()[:MAX_SIGN_IN_NAME]
     if "\x00" in username or "\x00" in password:  # no account has one; PostgreSQL text cannot hold it
         raise ValidationFailed("wrong username or password")
     client = client_key(client)
     with ctx.db.sessions.begin() as session:
         users_repo.lock_username(session, username=username)
-        user = users_repo.find_by_username(session, username=username)
+        user = users_repo.find_by_sign_in_name(session, sign_in_name=username)
         user_id = user.id if user is not None else None
         blocked = _blocking_row(session, username, client)
         if blocked is None:

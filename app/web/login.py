@@ -35,7 +35,7 @@ async def login_submit(request: Request):
         session_id = await run_in_threadpool(users.sign_in, request.app.state.ctx, username, password,
                                              client=request.client.host if request.client else None)
     except (ValidationFailed, RateLimited) as error:
-        return render(request, "web/login.html", {"message": error.message, "username": username[:64],
+        return render(request, "web/login.html", {"message": error.message, "username": username[:users.MAX_SIGN_IN_NAME],
                                                   "next_url": next_url}, status=error.status, headers=error.headers)
     response = RedirectResponse(next_url, status_code=303)
     set_session_cookie(response, request, session_id)

@@ -63,8 +63,8 @@ def test_admin_form_refuses_an_over_long_password_instead_of_truncating(client, 
     exact = "z" * users.MAX_PASSWORD
     assert client.post("/admin/users", data={"csrf_token": csrf, "username": f"exact-{tenant.name}", "password": exact,
                                              "role": "viewer"}, headers={"HX-Request": "true"}).status_code == 200
-    assert web_sign_in(client, f"exact-{tenant.name}", exact[:500]).status_code == 422
-    assert web_sign_in(client, f"exact-{tenant.name}", exact).status_code == 303
+    assert web_sign_in(client, f"{tenant.name}/exact-{tenant.name}", exact[:500]).status_code == 422
+    assert web_sign_in(client, f"{tenant.name}/exact-{tenant.name}", exact).status_code == 303
 
 
 def test_options_and_wrong_methods_on_the_recall_path_name_only_post(client, agent):
@@ -100,3 +100,57 @@ def test_mcp_refuses_a_foreign_origin_and_accepts_its_own_or_none(client, agent)
     assert _mcp_initialize(client, {**agent, "Origin": "null"}).status_code == 403
     assert _mcp_initialize(client, agent).status_code == 200
     assert _mcp_initialize(client, {**agent, "Origin": "http://testserver"}).status_code == 200
+
+
+def test_an_admin_learns_nothing_about_usernames_in_other_tenants(client, ctx, make_tenant):
+    """Accounts an admin creates live in their tenant's namespace: the same name in another
+    tenant, or an operator's account of that name, makes no difference to the answer."""
+    actor = {"kind": "test", "id": "pytest"}
+    home, elsewhere = make_tenant(), make_tenant()
+    taken = f"taken-{elsewhere.name}"
+    users.create_user(ctx, username=taken, password="elsewhere pass 1", tenant_id=elsewhere.id, role="viewer",
+                      actor=actor, homed=True)
+    users.create_user(ctx, username=f"op-{home.name}", password="operator pass 1", tenant_id=elsewhere.id,
+                      role="viewer", actor=actor)  # an operator's account, in no tenant's namespace
+    admin = f"admin-{home.name}"
+    users.create_user(ctx, username=admin, password="admin password 123", tenant_id=home.id, role="admin",
+                      actor=actor)
+    assert web_sign_in(client, admin, "admin password 123", "/admin").status_code == 303
+    csrf = csrf_token_in(client.get("/admin").text)
+
+    def create(name: str):
+        return client.post("/admin/users", data={"csrf_token": csrf, "username": name, "password": "fresh pass 123",
+                                                 "role": "viewer"}, follow_redirects=False)
+
+    assert create(taken).status_code == 303  # exists in another tenant: created here all the same
+    assert create(f"op-{home.name}").status_code == 303  # an operator account of that name: likewise
+    assert create(f"never-{home.name}").status_code == 303
+    again = client.post("/admin/users", data={"csrf_token": csrf, "username": taken, "password": "fresh pass 123",
+                                              "role": "viewer"}, headers={"HX-Request": "true"})
+    assert again.status_code == 409  # only a name in one's own tenant is taken
+    page = client.get("/admin").text
+    assert f"{home.name}/{taken}" in page  # the sign-in name is shown
+
+    # Each account signs in with its own name; the other tenant's is untouched.
+    assert web_sign_in(client, f"{home.name}/{taken}", "fresh pass 123").status_code == 303
+    assert web_sign_in(client, f"{elsewhere.name}/{taken}", "elsewhere pass 1").status_code == 303
+    assert web_sign_in(client, f"{elsewhere.name}/{taken}", "fresh pass 123").status_code == 422
+    assert web_sign_in(client, taken, "fresh pass 123").status_code == 422  # not an operator account
+    assert web_sign_in(client, f"op-{home.name}", "operator pass 1").status_code == 303
+
+
+def test_a_disabled_account_costs_the_same_password_check_as_any_other(client, ctx, tenant, monkeypatch):
+    """Sign-in verifies one argon2 hash whatever the account's state, so timing reveals nothing."""
+    from sqlalchemy import text
+
+    users.create_user(ctx, username=f"off-{tenant.name}", password="disabled pass 1", tenant_id=tenant.id,
+                      role="viewer", actor={"kind": "test", "id": "pytest"})
+    with ctx.db.sessions.begin() as session:
+        session.execute(text("UPDATE users SET disabled_at = now() WHERE username = :u"), {"u": f"off-{tenant.name}"})
+    verified = []
+    real_verify = users.argon2.verify
+    monkeypatch.setattr(users.argon2, "verify", lambda pw, h: verified.append(h) or real_verify(pw, h))
+    for name, password in ((f"off-{tenant.name}", "disabled pass 1"), ("nobody-here", "whatever pass 1"),
+                           (f"off-{tenant.name}", "x" * 5_000)):
+        assert web_sign_in(client, name, password).status_code == 422
+    assert len(verified) == 3
