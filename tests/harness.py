@@ -14,22 +14,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-import httpx
 import pytest
 from sqlalchemy.orm import sessionmaker
 from starlette.testclient import TestClient
 
 from app.config import Settings
+from app.local_server import clean_env, free_port, serve, wait_ready
 from app.db.database import Database, DatabaseUrls, make_database, make_engine, migrate, resolve_urls
 from app.main import create_app
 from app.services.context import AppContext
@@ -151,33 +147,7 @@ def reviewer(make_key) -> dict[str, str]:
 # The suite starts its own processes with these (never through app.bench: benchmarks are a tool
 # the suite drives by their CLI, not a library it imports).
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_ready(base_url: str, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
-    """Poll `/readyz` until 200; fails at once if `proc` exits first."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{base_url} not ready after {timeout}s: {last}")
-
-
-def fresh_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """The environment of a process on its own embedded database: no inherited MEMWARDEN_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWARDEN_")}
-    env.update({"MEMWARDEN_DATA_DIR": str(data_dir), "MEMWARDEN_LOG_LEVEL": "warning", **extra})
-    return env
+fresh_env = clean_env
 
 
 def memwarden_cli(data_dir: Path, *args: str, timeout: float = 300) -> str:
@@ -191,29 +161,9 @@ def memwarden_cli(data_dir: Path, *args: str, timeout: float = 300) -> str:
 @contextlib.contextmanager
 def fresh_server(data_dir: Path, env: dict[str, str] | None = None,
                  workers: int = 1) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`memwarden serve` on its own embedded database in `data_dir`: (process, base URL). Stopped with
-    SIGINT, the signal after which serve stops its embedded PostgreSQL on the way out."""
-    port = free_port()
-    log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty server never blocks on a full pipe
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", str(workers)], cwd=PROJECT_ROOT, env=env or fresh_env(data_dir),
-                            stdout=subprocess.DEVNULL, stderr=log)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_ready(base_url, proc)
-        except Exception:
-            log.seek(0)
-            raise RuntimeError(f"server failed to start: {log.read().decode(errors='replace')[-3000:]}") from None
-        yield proc, base_url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    """`memwarden serve` of this checkout on its own embedded database in `data_dir`: (process, base URL)."""
+    with serve(data_dir, env=env, workers=workers, cwd=PROJECT_ROOT) as server:
+        yield server.proc, server.base_url
 
 
 def server_env(settings: Settings, **extra: str) -> dict[str, str]:

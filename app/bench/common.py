@@ -13,17 +13,17 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import httpx
+
+from app.local_server import Server, clean_env, free_port, serve, wait_ready  # noqa: F401 (benches use them here)
 
 BENCH_ACTOR = {"kind": "cli", "id": "memwarden-bench"}
 
@@ -57,71 +57,6 @@ def machine() -> dict[str, Any]:
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """The environment for a server on a fresh embedded database: no inherited MEMWARDEN_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMWARDEN_")}
-    env.update({"MEMWARDEN_DATA_DIR": str(data_dir), "MEMWARDEN_LOG_LEVEL": "warning", **extra})
-    return env
-
-
-def wait_ready(base_url: str, proc: subprocess.Popen | None = None, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise TimeoutError(f"{base_url} not ready after {timeout}s: {last}")
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen
-    base_url: str
-    data_dir: Path
-
-
-@contextlib.contextmanager
-def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = None,
-          workers: int = 1) -> Iterator[Server]:
-    """`memwarden serve` as a subprocess on a free port; stopped (SIGTERM, then SIGKILL) on exit."""
-    port = port or free_port()
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-                             "--workers", str(workers)],
-                            env=env or clean_env(data_dir), stdout=subprocess.DEVNULL, stderr=log)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        try:
-            wait_ready(base_url, proc)
-        except Exception:
-            log.seek(0)
-            raise RuntimeError(f"memwarden serve failed to start: {log.read().decode(errors='replace')[-3000:]}") from None
-        yield Server(proc, base_url, data_dir)
-    finally:
-        # SIGINT, not SIGTERM: uvicorn re-raises the signal it caught after shutting down, and only
-        # SIGINT (KeyboardInterrupt) lets the process exit through atexit, where the embedded
-        # PostgreSQL is stopped. stop_cluster() below covers the case where it still is not.
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
 
 def stop_cluster(data_dir: Path, timeout: float = 30.0) -> None:
     """Stop the embedded PostgreSQL of `data_dir` if it is still running (fast shutdown)."""
