@@ -57,15 +57,18 @@ class Server:
 
 @contextlib.contextmanager
 def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = None, workers: int = 1,
-          cwd: Path | None = None) -> Iterator[Server]:
-    """`memwarden serve` (`python -m app.cli`, run from `cwd`) on a free port, ready when yielded.
+          cwd: Path | None = None, command: list[str] | None = None) -> Iterator[Server]:
+    """`memwarden serve` on a free port, run from `cwd`, ready when yielded. `command` is how to
+    call `memwarden` (default: `python -m app.cli` of this interpreter; an installed script for a
+    wheel under test).
 
     Stopped with SIGINT, not SIGTERM: uvicorn re-raises the signal it caught after shutting down,
     and only SIGINT (KeyboardInterrupt) lets the process exit through atexit, where the embedded
     PostgreSQL is stopped. Its stderr goes to a file, not a pipe, so a chatty server never blocks."""
     port = port or free_port()
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+    memwarden = command or [sys.executable, "-m", "app.cli"]
+    proc = subprocess.Popen([*memwarden, "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--workers", str(workers)], cwd=cwd, env=env or clean_env(data_dir),
                             stdout=subprocess.DEVNULL, stderr=log)
     base_url = f"http://127.0.0.1:{port}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.harness import PROJECT_ROOT, free_port, wait_ready
+from app.local_server import serve
+from tests.harness import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -82,18 +82,8 @@ def test_the_server_wheel_serves_from_a_fresh_venv_outside_the_checkout(tmp_path
     workdir.mkdir()
     data = {"MEMWARDEN_DATA_DIR": str(tmp_path / "data"), "MEMWARDEN_LOG_LEVEL": "warning"}
     memwarden = bin_dir / "memwarden"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "serve.log"
-    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
-        server = subprocess.Popen([memwarden, "serve", "--host", "127.0.0.1", "--port", str(port)], cwd=workdir,
-                                  env=_clean_env(**data), stdout=subprocess.DEVNULL, stderr=stderr)
-    try:
-        try:
-            wait_ready(base, server, timeout=120)
-        except Exception as exc:
-            raise AssertionError(f"the installed serve did not come up: {log.read_text()[-3000:]}") from exc
-
+    with serve(tmp_path / "data", env=_clean_env(**data), cwd=workdir, command=[str(memwarden)]) as server:
+        base = server.base_url
         sign_in = httpx.get(f"{base}/login")
         assert sign_in.status_code == 200
         assert '<form' in sign_in.text and 'name="csrf_token"' in sign_in.text and 'name="password"' in sign_in.text
@@ -119,14 +109,6 @@ def test_the_server_wheel_serves_from_a_fresh_venv_outside_the_checkout(tmp_path
                         cwd=workdir, **data)
         report = json.loads(verified.strip().splitlines()[-1])
         assert report["status"] == "intact", report
-    finally:
-        # SIGINT lets serve stop its embedded PostgreSQL on the way out (see tests/harness.stop_server).
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def test_the_client_installs_without_the_server_or_its_dependencies(tmp_path: Path) -> None:
