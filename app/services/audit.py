@@ -35,6 +35,7 @@ from app.db.models import AuditCheckpoint, AuditEntry
 from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_commit, commits_durably, pending_work,
                                      work_of)
 from app.errors import AuditChainBroken
+from app.repos import audit_reads
 from app.services.audit_witness import Witness
 
 log = logging.getLogger(__name__)
@@ -201,14 +202,11 @@ class AuditLog:
         if len(anchors) == 2 and _state(last_cp) == _state(witnessed):
             anchors.pop()
         first = min((a.size for a in anchors), default=0) or 1  # the rows read: the oldest anchor's on
-        rows = session.execute(
-            select(AuditEntry.seq, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= first).order_by(AuditEntry.seq)).all()
+        rows = audit_reads.links_from(session, chain_id=chain_id, first=first)
         for i, r in enumerate(rows):
             if r.seq != first + i:
                 raise chain.NotAnExtension(f"seq {first + i} is missing", seq=first + i, found=r.seq)
-        size = rows[-1].seq if rows else session.scalar(
-            select(func.coalesce(func.max(AuditEntry.seq), 0)).where(AuditEntry.chain_id == chain_id))
+        size = rows[-1].seq if rows else audit_reads.length(session, chain_id=chain_id)
         head = bytes(rows[-1].chain_hash) if rows else chain.GENESIS
         frontier, proofs = None, {}
         for anchor in anchors or [None]:
@@ -232,16 +230,14 @@ class AuditLog:
     def _frontier_at(self, session: Session, chain_id: str, anchor: chain.Checkpoint) -> chain.MerkleFrontier:
         """The Merkle frontier at a checkpoint's size: the stored one if that checkpoint is in the
         database, else recomputed from the stored leaves (checked against the signed root after)."""
-        stored = session.scalar(select(AuditCheckpoint.frontier).where(
-            AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size == anchor.size))
+        stored = audit_reads.checkpoint_frontier(session, chain_id=chain_id, size=anchor.size)
         if stored is not None:
             frontier = chain.MerkleFrontier.from_json(stored)
             if frontier.root() == anchor.root:
                 return frontier
         frontier = chain.MerkleFrontier()
-        frontier.extend(bytes(h) for h in session.scalars(select(AuditEntry.leaf_hash).where(
-            AuditEntry.chain_id == chain_id, AuditEntry.seq <= anchor.size).order_by(AuditEntry.seq)
-            .execution_options(yield_per=10_000)))
+        frontier.extend(bytes(h) for h in audit_reads.leaf_hashes_through(session, chain_id=chain_id,
+                                                                          size=anchor.size))
         return frontier
 
     def checkpoint_touched(self, sessions) -> int:
@@ -280,28 +276,23 @@ class AuditLog:
         size = latest.size if latest else 0
         with sessions() as session:
             with session.begin():
-                session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+                audit_reads.snapshot_read_only(session)
                 if to_seq is not None and to_seq < size:
                     # Extend to the first checkpoint at or after to_seq, so the range asked for is covered
                     # by a signature (rounding down could end before from_seq: an unverifiable export).
-                    to_seq = session.scalar(select(func.min(AuditCheckpoint.size)).where(
-                        AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size >= to_seq)) or size
+                    to_seq = audit_reads.first_checkpoint_size_from(session, chain_id=chain_id, size=to_seq) or size
                 to_seq = size if to_seq is None else min(to_seq, size)
                 from_seq = min(from_seq, to_seq + 1)  # a range past the end is empty, not malformed
                 prev = chain.GENESIS
                 if from_seq > 1:
-                    prev = session.scalar(select(AuditEntry.chain_hash).where(
-                        AuditEntry.chain_id == chain_id, AuditEntry.seq == from_seq - 1)) or chain.GENESIS
+                    prev = audit_reads.chain_hash_at(session, chain_id=chain_id, seq=from_seq - 1) or chain.GENESIS
                 manifest = {
                     "kind": "manifest", "format": chain.EXPORT_FORMAT, "origin": self.checkpoint_origin(chain_id),
                     "chain_id": chain_id, "from_seq": from_seq, "to_seq": to_seq, "prev_chain_hash": prev.hex(),
                     "exported_at": format_ts(utcnow()), "vkey": self.vkey,
                 }
-                notes = session.scalars(
-                    select(AuditCheckpoint.note).where(
-                        AuditCheckpoint.chain_id == chain_id, AuditCheckpoint.size >= from_seq,
-                        AuditCheckpoint.size <= to_seq).order_by(AuditCheckpoint.size)
-                ).all() if to_seq >= from_seq else []
+                notes = audit_reads.checkpoint_notes(session, chain_id=chain_id, from_size=from_seq,
+                                                     to_size=to_seq) if to_seq >= from_seq else []
                 self._verify_range(session, chain_id, from_seq, to_seq, prev, notes)
                 entries = _rows_in_range(session, chain_id, from_seq, to_seq)
                 yield from chain.export_lines(manifest, ((r.seq, r.entry, r.leaf_hash, r.chain_hash) for r in entries),
@@ -335,15 +326,11 @@ class AuditLog:
         like stored ones, so rows deleted together with their checkpoint rows show as `truncated`."""
         with sessions() as session:
             with session.begin():
-                session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
-                notes = session.scalars(select(AuditCheckpoint.note).where(
-                    AuditCheckpoint.chain_id == chain_id).order_by(AuditCheckpoint.size)).all()
+                audit_reads.snapshot_read_only(session)
+                notes = audit_reads.checkpoint_notes(session, chain_id=chain_id)
                 if held_checkpoints:
                     notes = sorted([*notes, *held_checkpoints], key=_note_size)
-                rows = session.execute(
-                    select(AuditEntry).where(AuditEntry.chain_id == chain_id).order_by(AuditEntry.seq)
-                    .execution_options(yield_per=2000)
-                ).scalars()
+                rows = audit_reads.all_entries(session, chain_id=chain_id)
                 return chain.verify_rows(
                     ((r.seq, r.entry, r.leaf_hash, r.chain_hash, _columns(r)) for r in rows),
                     chain_id=chain_id, origin=self.checkpoint_origin(chain_id), checkpoints=notes,
@@ -353,10 +340,7 @@ class AuditLog:
 
 def _rows_in_range(session: Session, chain_id: str, from_seq: int, to_seq: int):
     """Stored (seq, entry, leaf_hash, chain_hash) rows from_seq..to_seq in order, streamed."""
-    return session.execute(
-        select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
-        .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
-        .order_by(AuditEntry.seq).execution_options(yield_per=2000))
+    return audit_reads.rows_in_range(session, chain_id=chain_id, from_seq=from_seq, to_seq=to_seq)
 
 
 def _state(cp: chain.Checkpoint) -> tuple[int, bytes, bytes]:
@@ -471,13 +455,11 @@ def lock_chain(session: Session, chain_id: str) -> None:
 
 
 def latest_checkpoint(session: Session, chain_id: str) -> AuditCheckpoint | None:
-    return session.scalars(select(AuditCheckpoint).where(AuditCheckpoint.chain_id == chain_id)
-                           .order_by(AuditCheckpoint.size.desc()).limit(1)).first()
+    return audit_reads.latest_checkpoint(session, chain_id=chain_id)
 
 
 def list_checkpoints(ctx, chain_id: str) -> list[dict[str, Any]]:
     """Every signed checkpoint of a chain, oldest first."""
     with ctx.db.sessions() as session:
-        rows = session.scalars(select(AuditCheckpoint).where(AuditCheckpoint.chain_id == chain_id)
-                               .order_by(AuditCheckpoint.size)).all()
+        rows = audit_reads.checkpoints(session, chain_id=chain_id)
         return [{"size": r.size, "note": r.note, "created_at": format_ts(r.created_at)} for r in rows]

@@ -6,8 +6,8 @@ models, migrations) and `app/bench/` (measurement harnesses that drive their own
 - a call of `select`, `insert`, `update`, `delete` or `text` imported from `sqlalchemy` (or one
   of its dialects), and
 - a call of `execute`, `scalar`, `scalars`, `get`, `add`, `add_all`, `delete` or `merge` on a
-  receiver named like a session or connection (`session`, `conn`, `s.session`, ...): the ORM
-  statements a service would otherwise issue itself.
+  receiver named like a session or connection (`session`, `conn`, `s.session`,
+  `session.connection()`, ...): the ORM statements a service would otherwise issue itself.
 
 Moving a site into `app/repos` is how the count goes down. `ALLOWED` is what is left, per module;
 the test fails when a module gains a site or a new module starts building statements, and when a
@@ -32,7 +32,7 @@ SESSION_NAME = re.compile(r"(^|_)(session|sess|conn|connection|db_session)$")
 
 # What remains outside app/repos, per module (goal: empty). Lower a number when you move SQL out.
 ALLOWED: dict[str, int] = {
-    "app/services/audit.py": 33,
+    "app/services/audit.py": 7,
 }
 
 
@@ -41,6 +41,8 @@ def _receiver_name(node: ast.expr) -> str | None:
         return node.id
     if isinstance(node, ast.Attribute):
         return node.attr
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "connection":
+        return "connection"  # session.connection().execute(...)
     return None
 
 
@@ -85,9 +87,10 @@ def test_the_counter_sees_statement_building():
                       "def f(session, conn, d):\n"
                       "    session.execute(select(1))\n"
                       "    conn.scalar(sql('select 1'))\n"
+                      "    session.connection().execute(STATEMENT)\n"
                       "    d.get('x')\n")
     try:
-        assert sites(sample) == 4
+        assert sites(sample) == 5
     finally:
         sample.unlink()
 

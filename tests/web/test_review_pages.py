@@ -95,7 +95,7 @@ def test_one_approve_click_is_one_session_besides_sign_in(client, reviewer, stag
     finally:
         event.remove(Session, "after_begin", began)
     assert decided.status_code == 200 and 'data-status="approved"' in decided.text
-    assert len(opened) == 2
+    assert len(opened) <= 2, f"{len(opened)} sessions for one approve click"
 
 
 def test_decision_without_csrf_token_is_refused(client, reviewer, staged):
