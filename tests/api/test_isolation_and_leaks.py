@@ -49,7 +49,7 @@ def test_cross_tenant_reads_are_404_and_recall_is_empty(client, make_key, other_
     forget = client.post("/v1/memories/forget", json={"agent_id": "agent-a", "ids": [memory_id]}, headers=theirs)
     assert forget.json()["forgotten"] == []
     merge = client.post("/v1/memories/merge", json={"agent_id": "agent-a", "canonical": memory_id,
-                                                     "duplicates": [memory_id.replace("mem_", "mem_")[:-1] + "0"]},
+                                                     "duplicates": [memory_id[:-1] + ("1" if memory_id[-1] == "0" else "0")]},
                         headers=theirs)
     assert_error(merge, 404, "not_found")
     assert client.get(f"/v1/memories/{memory_id}", headers=mine).status_code == 200

@@ -36,4 +36,8 @@ def test_a_recall_counter_update_stays_on_its_page(committed_ctx):
             "SELECT pg_stat_get_xact_tuples_updated('memories'::regclass), "
             "pg_stat_get_xact_tuples_hot_updated('memories'::regclass)")).one()
     assert len(one_per_page) >= 8  # the rows really spread over several pages
-    assert (updated, hot) == (len(one_per_page), len(one_per_page))
+    # All are HOT on pages this test filled alone. Rows of earlier tests may share a page whose free
+    # fifth their own updates used up (run after other suites, one or two of ~10 pages), so allow a
+    # few; at fillfactor 100 none would be HOT at all.
+    assert updated == len(one_per_page)
+    assert hot >= 0.8 * updated, (updated, hot)
