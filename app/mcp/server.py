@@ -28,8 +28,8 @@ from app.contracts import default_contracts
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
 from app.errors import AppError, Forbidden, NotFound
-from app.mcp.schemas import input_schema
-from app.mcp.tools import TOOLS, Tool, v1_scopes
+from app.mcp.schemas import input_schema, output_schema
+from app.mcp.tools import TOOLS, Tool, v1_result_schemas, v1_scopes
 from app.services import idempotency
 
 log = logging.getLogger(__name__)
@@ -66,9 +66,10 @@ def build_server() -> Server:
     """An MCP server whose tools are `TOOLS`, each checked with the scope of its `/v1` route."""
     tools = {tool.name: tool for tool in TOOLS}
     scopes = v1_scopes()
+    results = v1_result_schemas()
     listing = types.ListToolsResult(tools=[
         types.Tool(name=t.name, title=t.name.replace("_", " ").capitalize(), description=t.description,
-                   input_schema=input_schema(t.schema),
+                   input_schema=input_schema(t.schema), output_schema=output_schema(results[t.route]),
                    annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
                                                      idempotent_hint=t.read_only, open_world_hint=False))
         for t in TOOLS

@@ -18,9 +18,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from app.core.access import parse_token
-from app.mcp.schemas import input_schema
+from app.mcp.schemas import input_schema, output_schema
 from app.mcp.server import IDEMPOTENCY_META, REPLAYED_META
-from app.mcp.tools import TOOLS
+from app.mcp.tools import TOOLS, v1_result_schemas
 from app.services.apikeys import create_key, revoke_key
 from app.services.tenants import create_tenant
 from tests.harness import bearer, unique
@@ -112,6 +112,12 @@ def test_tools_are_the_memory_verbs_with_the_contract_schemas(live_server, world
         assert "$ref" not in json.dumps(schema), spec.name  # self-contained for any client
         assert not {"tenant", "tenant_id"} & set(schema["properties"]), spec.name  # the key decides
         assert tools[spec.name].annotations.read_only_hint is spec.read_only
+        # Results are the /v1 route's response bodies; the SDK client validates every call against this.
+        results = tools[spec.name].output_schema
+        assert results == output_schema(v1_result_schemas()[spec.route]) and results["type"] == "object"
+        assert "$ref" not in json.dumps(results), spec.name
+    assert [v["title"] for v in tools["remember"].output_schema["oneOf"]] == ["Remembered (201)", "Staged for review (202)"]
+    assert tools["recall"].output_schema["title"] == "Recall hits"
     assert tools["remember"].input_schema["required"] == ["agent_id", "type", "content"]
     assert tools["remember"].input_schema["properties"]["agent_id"]["pattern"] == "^[A-Za-z0-9_.:@-]+$"
     assert tools["recall"].input_schema["properties"]["k"] == {"type": "integer", "minimum": 1, "maximum": 1000}
