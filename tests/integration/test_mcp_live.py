@@ -296,3 +296,54 @@ def test_unknown_tool_and_oversized_body_are_refused(live_server, world):
     response = httpx.post(f"{live_server}/mcp", json=huge, headers={
         **bearer(world["rw"]), "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"})
     assert_error(response, 413, "payload_too_large")  # the app's body limit, before the SDK reads it
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recall_results_are_resources(live_server, world, stored, mode):
+    """memorywire's "memory as MCP resource" mode: a recall URI reads as the recall tool's JSON."""
+    from mcp.shared.exceptions import MCPError
+    from urllib.parse import urlencode
+
+    query = {"agent_id": "a1", "query": "where is the staging database?", "k": 3}
+    uri = "memwarden://recall?" + urlencode(query)
+
+    async def run():
+        async with mcp_session(live_server, world["read"], mode) as client:
+            templates = (await client.list_resource_templates()).resource_templates
+            listed = (await client.list_resources()).resources
+            read = await client.read_resource(uri)
+            tool = ok(await client.call_tool("recall", query))
+            failures = []
+            for bad in ("memwarden://recall?agent_id=a1", "memwarden://recall?agent_id=a1&query=x&k=zero",
+                        "memwarden://recall?agent_id=a1&query=x&colour=red", "memwarden://nothing?x=1",
+                        "memwarden://recall?agent_id=a1&query=x&min_score=nan"):
+                with pytest.raises(MCPError) as caught:
+                    await client.read_resource(bad)
+                failures.append(caught.value.error)
+            return templates, listed, read, tool, failures
+
+    templates, listed, read, tool, failures = anyio.run(run)
+    assert [(t.name, t.uri_template, t.mime_type) for t in templates] == [
+        ("recall", "memwarden://recall{?agent_id,query,user_id,k}", "application/json")]
+    assert listed == []
+    (contents,) = read.contents
+    assert contents.uri == uri and contents.mime_type == "application/json"
+    body = assert_schema("recall.response", json.loads(contents.text))
+    assert [h["id"] for h in body["hits"]] == [h["id"] for h in tool["hits"]] == [stored["id"]]
+    for error in failures:  # invalid params, with the /v1 envelope as data
+        assert error.code == -32602 and assert_schema("error", error.data)
+    assert [f.data["error"]["code"] for f in failures] == [
+        "validation_error", "validation_error", "validation_error", "not_found", "validation_error"]
+
+
+def test_a_recall_resource_needs_what_the_recall_tool_needs(live_server, world, stored):
+    from mcp.shared.exceptions import MCPError
+
+    async def run():
+        async with mcp_session(live_server, world["bots"]) as client:  # may act only for agents bot-*
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource("memwarden://recall?agent_id=a1&query=staging")
+            return caught.value.error
+
+    error = anyio.run(run)
+    assert error.code == -32602 and error.data["error"]["code"] == "forbidden"
