@@ -15,7 +15,8 @@ How LangGraph's model maps onto the memory API (install with `pip install 'memwa
   in `metadata` (`lg_value`, `lg_namespace`, `lg_key`), so `get` returns the value as put (after
   redaction: secret-shaped strings come back as `<REDACTED:label>`). `put(..., index=False)` (or
   index paths that hold no text) marks the item unindexed (`lg_index: false`): semantic search ranks
-  it after every indexed item, with `score=None`, as LangGraph's `InMemoryStore` does.
+  it after every indexed item, with `score=None`, as LangGraph's `InMemoryStore` does (and leaves it
+  out when a `min_score` asks for relevance).
 - Namespaces become tags: one per prefix of the namespace, plus one for the (namespace, key) pair
   (hashed, so any length fits), so a prefix search is a tag match. `user_index` picks the namespace
   element used as `user_id` (e.g. `("memories", "<user>")` → 1).
@@ -167,7 +168,8 @@ class MemwardenStore(BaseStore):
         wanted = op.offset + op.limit
         if op.query:
             ranked, complete = self._ranked(op, equal, compared, wanted)
-            if complete and len(ranked) < wanted:  # every indexed item ranked: unindexed ones follow
+            if complete and len(ranked) < wanted and self.min_score == -1:
+                # Every indexed item ranked: unindexed ones follow, unscored (not when relevance was asked for).
                 ranked += [_item(m) for m in self._listed(op, equal, compared, wanted - len(ranked),
                                                           unindexed_only=True)]
             return ranked[op.offset:wanted]

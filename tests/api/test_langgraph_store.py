@@ -109,6 +109,7 @@ def test_index_false_and_index_paths(clients):
     assert {h.key for h in ranked[3:]} == {"secret", "empty"}
     assert [h.key for h in store.search(("docs",), query="lentils", limit=2)] == [h.key for h in ranked[:2]]
     assert "secret" in {i.key for i in store.search(("docs",))}  # still listed and readable
+    assert MemwardenStore(agent, agent_id="lg-index", min_score=0.99).search(("docs",), query="lentils") == []
     assert store.search(("docs",), query="lentils", filter={"n": 1})[0].key == "soup"
 
     store.put(("docs",), "soup", None)  # put(None) deletes
