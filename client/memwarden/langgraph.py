@@ -181,8 +181,9 @@ class MemwardenStore(BaseStore):
 
         Recall returns its top k by fused (vector + keyword) rank; any memory among the top
         ceil(k/2) by similarity is always inside that top k (RRF: at most 2r-2 memories outrank the
-        r-th by similarity), so that prefix, re-sorted by similarity, is exact. k grows until the
-        prefix holds `wanted` matching items or the scope is exhausted."""
+        r-th by similarity), so that prefix, re-sorted by similarity, is exact (for memories no reviewer
+        demoted: a demotion scales the fused score down). k grows until the prefix holds `wanted`
+        matching items or the scope is exhausted."""
         k = min(MAX_K, max(2 * wanted, 20))
         while True:
             hits = self.client.recall(agent_id=self.agent_id, query=op.query, k=k,
