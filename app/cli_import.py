@@ -42,7 +42,7 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
         try:
             report = import_file(ctx, tenant_id=tenant.id, path=args.file, fmt=args.format,
                                  default_agent=args.agent_id, actor=actor, batch_size=args.batch_size,
-                                 progress=_progress_bars(stack, True if args.progress else None))
+                                 remap_ids=args.remap_ids, progress=_progress_bars(stack, True if args.progress else None))
         except (FileError, OSError) as exc:
             print(f"error: {args.file}: {exc}", file=sys.stderr)
             return 2
@@ -93,6 +93,9 @@ def register(sub) -> None:
     imp.add_argument("--agent-id", help="agent for records that name none (mem0 user memories)")
     imp.add_argument("--batch-size", type=int, default=256, help="memories embedded and committed together")
     imp.add_argument("--progress", action="store_true", help="show the progress bar even when not on a terminal")
+    imp.add_argument("--remap-ids", action="store_true",
+                     help="give mem_ ids (and merged_into/superseded_by links) ids derived for this tenant, "
+                          "to import another tenant's export on the same server")
     imp.set_defaults(func=cmd_import)
 
     exp = sub.add_parser("export", help="write a tenant's memories as JSONL that `memwarden import` restores")

@@ -12,7 +12,8 @@ Formats:
   timestamps as epoch milliseconds or RFC 3339.
 - `mem0` — the platform export `{"memories": [...]}`, `get_all` output `{"results": [...]}`, or a
   bare list, of `{id, memory, user_id, agent_id, run_id, metadata, categories, created_at,
-  updated_at, expiration_date}`; `categories` become tags, naive timestamps are read as UTC.
+  updated_at, expiration_date, hash, role}`; `categories` become tags, `hash` and `role` are kept
+  as `metadata.mem0_hash` and `metadata.mem0_role`, naive timestamps are read as UTC.
 
 Ids: a `mem_…` id is kept. Another id (a mem0 UUID, a memorywire ULID) maps to a deterministic
 `mem_…` id from (tenant, format, that id) and is kept in `metadata.import_source_id`; a record
@@ -21,6 +22,12 @@ itself). Not from the whole file's digest: then fixing one bad record would chan
 the re-run would duplicate the batches already imported; this way only the fixed record's id
 changes. (Inserting or removing records shifts the positions after them.) Re-importing a file therefore yields the
 same ids, which is how an interrupted import resumes without duplicates.
+
+Remapped ids (`memwarden import --remap-ids`): ids are global, so another tenant's export cannot
+keep its `mem_…` ids on the same server. With `remap_ids`, a `mem_…` id maps to a deterministic id
+from (target tenant, that id), kept in `metadata.import_source_id`, and `merged_into` /
+`superseded_by` are mapped the same way, so the links between the file's records hold and a re-run
+resumes without duplicates.
 """
 
 from __future__ import annotations
@@ -185,6 +192,7 @@ class Source:
     fmt: str
     digest: str
     default_agent: str | None = None
+    remap_ids: bool = False
     now: datetime = field(default_factory=utcnow)
 
 
@@ -225,7 +233,7 @@ def _native(source: Source, line: int, ordinal: int, raw: dict[str, Any], *, kee
             value = raw.get(name)
             if value is not None and not (isinstance(value, str) and has_prefix(value, "mem")):
                 raise ValueError(f"{name} must be a mem_… id")
-            setattr(record, name, value)
+            setattr(record, name, remapped_id(source.tenant_id, value) if value and source.remap_ids else value)
     return record
 
 
@@ -234,6 +242,11 @@ def _mem0(source: Source, line: int, ordinal: int, raw: dict[str, Any]) -> Impor
     metadata = raw.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise ValueError("metadata must be an object")
+    for name in ("hash", "role"):  # mem0's content hash and the message role it was extracted from
+        if raw.get(name) is not None:
+            if not isinstance(raw[name], str):
+                raise ValueError(f"{name} must be a string")
+            metadata = {**metadata, f"mem0_{name}": raw[name]}
     categories = raw.get("categories") or []
     if not isinstance(categories, list):
         raise ValueError("categories must be a list")
@@ -259,14 +272,21 @@ def _record_id(source: Source, ordinal: int, given: Any, body: dict[str, Any]) -
     if not isinstance(given, (str, int)) or isinstance(given, bool) or str(given) == "":
         raise ValueError("id must be a non-empty string")
     given = str(given)
-    if has_prefix(given, "mem"):
+    if has_prefix(given, "mem") and not source.remap_ids:
         return given
-    if source.fmt == "jsonl":
+    if source.fmt == "jsonl" and not has_prefix(given, "mem"):
         raise ValueError("id must be a Memwarden id (mem_ and 26 base32 characters)")
     metadata = body.setdefault("metadata", {})
     if isinstance(metadata, dict):
         body["metadata"] = {**metadata, "import_source_id": given}
+    if has_prefix(given, "mem"):
+        return remapped_id(source.tenant_id, given)
     return derived_id(source.tenant_id, source.fmt, given)
+
+
+def remapped_id(tenant_id: str, source_id: str) -> str:
+    """The id a `mem_…` id of another tenant's export gets in `tenant_id` under `remap_ids`."""
+    return derived_id(tenant_id, "remap", source_id)
 
 
 def _record_digest(body: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""Tool input schemas for MCP clients: the contract files in `schemas/`, made self-contained.
+"""Tool input and output schemas for MCP clients: the contract files in `schemas/`, made self-contained.
 
 The files reference `common.json#/$defs/…`; an MCP client only sees one tool's schema, so those
 references are inlined. Validation still runs against the original files (`contracts.validate`).
@@ -25,6 +25,16 @@ def input_schema(name: str) -> dict[str, Any]:
     inlined = _inline(schema, contracts.registry.resolver(base_uri=schema["$id"]), 0)
     inlined.pop("$id", None)  # nothing left to resolve against it; the title names the source
     return inlined
+
+
+@cache
+def output_schema(names: tuple[str, ...]) -> dict[str, Any]:
+    """A tool's `outputSchema`: the `/v1` response schema(s) its results take (e.g. done or staged),
+    inlined; several become one object schema with `oneOf`, as MCP wants an object at the root."""
+    if len(names) == 1:
+        return {**input_schema(names[0]), "type": "object"}  # entry.json says it with allOf only
+    variants = [{k: v for k, v in input_schema(name).items() if k != "$schema"} for name in names]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "oneOf": variants}
 
 
 def _inline(node: Any, resolver: Resolver, depth: int) -> Any:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
@@ -28,8 +29,9 @@ from app.contracts import default_contracts
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
 from app.errors import AppError, Forbidden, NotFound
-from app.mcp.schemas import input_schema
-from app.mcp.tools import TOOLS, Tool, v1_scopes
+from app.mcp import resources
+from app.mcp.schemas import input_schema, output_schema
+from app.mcp.tools import TOOLS, Tool, v1_result_schemas, v1_scopes
 from app.services import idempotency
 
 log = logging.getLogger(__name__)
@@ -66,9 +68,10 @@ def build_server() -> Server:
     """An MCP server whose tools are `TOOLS`, each checked with the scope of its `/v1` route."""
     tools = {tool.name: tool for tool in TOOLS}
     scopes = v1_scopes()
+    results = v1_result_schemas()
     listing = types.ListToolsResult(tools=[
         types.Tool(name=t.name, title=t.name.replace("_", " ").capitalize(), description=t.description,
-                   input_schema=input_schema(t.schema),
+                   input_schema=input_schema(t.schema), output_schema=output_schema(results[t.route]),
                    annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
                                                      idempotent_hint=t.read_only, open_world_hint=False))
         for t in TOOLS
@@ -87,16 +90,47 @@ def build_server() -> Server:
         except Exception as exc:  # every failure reaches the agent as the envelope /v1 would send
             return tool_error(as_app_error(exc))
 
+    recall_tool = tools["recall"]
+    templates = types.ListResourceTemplatesResult(resource_templates=[types.ResourceTemplate(
+        name="recall", title="Recall", uri_template=resources.RECALL_TEMPLATE,
+        description=resources.RECALL_DESCRIPTION, mime_type="application/json")])
+
+    async def list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])  # recall results exist per query: see the template
+
+    async def list_resource_templates(ctx, params) -> types.ListResourceTemplatesResult:
+        return templates
+
+    async def read_resource(ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        """A `memwarden://recall?...` URI read as the recall tool call it spells (same scope and schema)."""
+        try:
+            principal, args = _authorised(recall_tool, scopes[recall_tool.route], ctx.request,
+                                          resources.recall_arguments(str(params.uri)))
+            body = await run_in_threadpool(recall_tool.run, ctx.request.app.state.ctx, principal, args)
+        except Exception as exc:  # a JSON-RPC error carrying the envelope /v1 would send
+            error = as_app_error(exc)
+            raise MCPError(code=types.INTERNAL_ERROR if error.status >= 500 else types.INVALID_PARAMS,
+                           message=error.message, data=error.envelope()) from None
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=str(params.uri), mime_type="application/json", text=_dump(body))])
+
     return Server("memwarden", version=__version__, title="Memwarden", instructions=INSTRUCTIONS,
                   get_tool_input_schema=lambda name: input_schema(tools[name].schema) if name in tools else None,
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+                  on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                  on_list_resource_templates=list_resource_templates, on_read_resource=read_resource)
+
+
+def _authorised(tool: Tool, scope: str | None, request: Request | None,
+                arguments: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The caller (holding the `/v1` route's scope) and the arguments, validated against the tool's schema."""
+    principal = request.scope.get("state", {}).get("principal") if request is not None else None
+    require_scope(principal, scope)
+    return principal, default_contracts().validate(tool.schema, arguments)
 
 
 async def _call(tool: Tool, scope: str | None, request: Request | None, arguments: dict[str, Any],
                 meta: dict[str, Any]) -> types.CallToolResult:
-    principal = request.scope.get("state", {}).get("principal") if request is not None else None
-    require_scope(principal, scope)
-    args = default_contracts().validate(tool.schema, arguments)
+    principal, args = _authorised(tool, scope, request, arguments)
     ctx = request.app.state.ctx
     if tool.read_only or IDEMPOTENCY_META not in meta:
         return tool_result(await run_in_threadpool(tool.run, ctx, principal, args))

@@ -78,7 +78,18 @@ TOOLS: tuple[Tool, ...] = (
 )
 
 
+def _v1_operations() -> dict[tuple[str, str], Any]:
+    routes = [*memories_api.routes, *changes_api.routes]
+    return {(r.operation.method, r.operation.path): r.operation for r in routes if isinstance(r, ApiRoute)}
+
+
 def v1_scopes() -> dict[tuple[str, str], str | None]:
     """The scope each mirrored `/v1` route requires, by (method, path)."""
-    routes = [*memories_api.routes, *changes_api.routes]
-    return {(r.operation.method, r.operation.path): r.operation.scope for r in routes if isinstance(r, ApiRoute)}
+    return {key: operation.scope for key, operation in _v1_operations().items()}
+
+
+def v1_result_schemas() -> dict[tuple[str, str], tuple[str, ...]]:
+    """The response schemas of each mirrored `/v1` route's successes (a tool's results), by (method, path)."""
+    return {key: tuple(name for status, name in sorted(operation.responses.items())
+                       if 200 <= status < 300 and isinstance(name, str))
+            for key, operation in _v1_operations().items()}

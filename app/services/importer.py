@@ -87,16 +87,18 @@ class ImportReport:
 
 def import_file(ctx: AppContext, *, tenant_id: str, path: str | Path, fmt: str = "auto",
                 default_agent: str | None = None, actor: dict[str, str], batch_size: int = DEFAULT_BATCH,
-                progress: Progress | None = None) -> ImportReport:
+                progress: Progress | None = None, remap_ids: bool = False) -> ImportReport:
     """Import one file into a tenant (see the module docstring). Raises FileError for an unusable file."""
     data = Path(path).read_bytes()
     return import_bytes(ctx, tenant_id=tenant_id, data=data, fmt=fmt, default_agent=default_agent, actor=actor,
-                        batch_size=batch_size, progress=progress)
+                        batch_size=batch_size, progress=progress, remap_ids=remap_ids)
 
 
 def import_bytes(ctx: AppContext, *, tenant_id: str, data: bytes, fmt: str = "auto", default_agent: str | None = None,
                  actor: dict[str, str], batch_size: int = DEFAULT_BATCH,
-                 progress: Progress | None = None) -> ImportReport:
+                 progress: Progress | None = None, remap_ids: bool = False) -> ImportReport:
+    """Import a file's bytes; `remap_ids` gives `mem_…` ids (and links to them) ids derived for this
+    tenant, so another tenant's export imports on the same server (app.core.importformats)."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -106,7 +108,8 @@ def import_bytes(ctx: AppContext, *, tenant_id: str, data: bytes, fmt: str = "au
         raise FileError(f"unknown format {fmt!r}; one of auto, {', '.join(formats.FORMATS)}")
     report = ImportReport(format=fmt, file_sha256=formats.file_digest(data))
     principal = operator_principal(tenant_id, actor)
-    source = formats.Source(tenant_id=tenant_id, fmt=fmt, digest=report.file_sha256, default_agent=default_agent)
+    source = formats.Source(tenant_id=tenant_id, fmt=fmt, digest=report.file_sha256, default_agent=default_agent,
+                            remap_ids=remap_ids)
     records = _parse(source, text, report, progress)
     prepared = _check(ctx, principal, records, report, progress)
     if report.problems:
@@ -167,7 +170,8 @@ def _check(ctx: AppContext, principal: Principal, records: list[ImportRecord], r
             if owner == principal.tenant_id:
                 report.skipped_existing += 1
             elif owner is not None:
-                report.problems.append(Problem(record.line, f"id {record.id} is already used outside this tenant",
+                report.problems.append(Problem(record.line, f"id {record.id} is already used outside this tenant "
+                                               "(--remap-ids imports it under an id derived for this tenant)",
                                                record=record.extra.get("ordinal")))
             else:
                 try:

@@ -63,14 +63,17 @@ class Memory:
 
 @dataclass(frozen=True)
 class RecallHit(Memory):
-    """A memory found by recall, with its fused relevance score."""
+    """A memory found by recall, with its fused relevance score and its cosine similarity to the query."""
 
     score: float = 0.0
+    similarity: float | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "RecallHit":
         base = Memory.from_json(data)
-        return cls(**{**base.__dict__, "score": float(data.get("score", 0.0))})
+        similarity = data.get("similarity")
+        return cls(**{**base.__dict__, "score": float(data.get("score", 0.0)),
+                      "similarity": float(similarity) if similarity is not None else None})
 
 
 @dataclass(frozen=True)

@@ -64,3 +64,54 @@ def test_a_staged_put_is_invisible_until_approved(clients):
     (change,) = list(agent.iter_changes(agent_id="lg-gov"))
     reviewer.approve(change.id, reason="user asked for it")
     assert store.get(("prefs",), "tone").value == {"content": "Always answer in French."}
+
+
+def test_search_ranks_by_similarity_without_a_relevance_gate(clients):
+    """Issue 23: a value without a `content` string was embedded as JSON and the gate dropped every hit."""
+    agent, _ = clients
+    store = MemwardenStore(agent, agent_id="lg-rank")
+    store.put(("users", "ada"), "diet", {"text": "Ada is vegetarian and never eats fish."})
+    store.put(("users", "ada"), "job", {"text": "Ada works as a structural engineer.", "years": 7})
+    store.put(("users", "ada"), "pet", {"note": {"text": "Ada has a grey cat called Bolt."}})
+
+    hits = store.search(("users",), query="what does the user eat?")
+    assert [h.key for h in hits][:1] == ["diet"] and len(hits) == 3  # everything in scope, best first
+    assert all(-1 <= h.score <= 1 for h in hits) and [h.score for h in hits] == sorted(
+        (h.score for h in hits), reverse=True)  # cosine similarity, as InMemoryStore scores
+    assert [h.key for h in store.search(("users",), query="what does the user eat?", limit=1, offset=1)] == \
+        [hits[1].key]
+    # The embedded text is the value's strings, not its JSON.
+    assert {m.content for m in agent.iter_memories(agent_id="lg-rank")} == {
+        "Ada is vegetarian and never eats fish.", "Ada works as a structural engineer.", "Ada has a grey cat called Bolt."}
+
+    assert MemwardenStore(agent, agent_id="lg-rank", min_score=0.99).search(("users",), query="what does the user eat?") == []
+    with pytest.raises(ValueError, match="fields"):
+        MemwardenStore(agent, agent_id="lg-rank", index={"dims": 3, "embed": lambda texts: texts})
+
+
+def test_index_false_and_index_paths(clients):
+    agent, _ = clients
+    store = MemwardenStore(agent, agent_id="lg-index", index={"fields": ["title"]})
+    store.put(("docs",), "soup", {"title": "Lentil soup recipe", "body": "Boil lentils with cumin.", "n": 1})
+    store.put(("docs",), "bike", {"title": "Fixing a bicycle chain", "body": "Use a chain tool."})
+    store.put(("docs",), "secret", {"title": "Lentil stew", "body": "Not for search."}, index=False)
+    store.put(("docs",), "tagged", {"title": "Untitled", "summary": "Cooking beans"}, index=["summary"])
+    store.put(("docs",), "empty", {"body": "no title here"})  # nothing at the index paths: unindexed
+
+    contents = {m.metadata["lg_key"]: m.content for m in agent.iter_memories(agent_id="lg-index")}
+    assert contents["soup"] == "Lentil soup recipe" and contents["tagged"] == "Cooking beans"
+    assert store.get(("docs",), "soup").value == {"title": "Lentil soup recipe", "body": "Boil lentils with cumin.", "n": 1}
+
+    ranked = store.search(("docs",), query="lentils", limit=10)
+    assert ranked[0].key == "soup"
+    assert {h.key for h in ranked if h.score is not None} == {"soup", "bike", "tagged"}
+    assert [h.score for h in ranked[3:]] == [None, None]  # unindexed items follow, unscored
+    assert {h.key for h in ranked[3:]} == {"secret", "empty"}
+    assert [h.key for h in store.search(("docs",), query="lentils", limit=2)] == [h.key for h in ranked[:2]]
+    assert "secret" in {i.key for i in store.search(("docs",))}  # still listed and readable
+    assert MemwardenStore(agent, agent_id="lg-index", min_score=0.99).search(("docs",), query="lentils") == []
+    assert store.search(("docs",), query="lentils", filter={"n": 1})[0].key == "soup"
+
+    store.put(("docs",), "soup", None)  # put(None) deletes
+    assert store.get(("docs",), "soup") is None
+    assert "soup" not in {h.key for h in store.search(("docs",), query="lentils")}

@@ -87,6 +87,20 @@ def test_mem0_exports_in_both_shapes(ctx, tenant):
     assert (again.imported, again.skipped_existing) == (1, 1)
 
 
+def test_mem0_hash_and_role_are_kept_in_metadata(ctx, tenant):
+    item = {"id": "b8f1c2d3-0000-4a5b-9a54-0d2b3c4d5e6f", "memory": "Is training for a marathon.", "user_id": "alex",
+            "agent_id": "coach", "hash": "1f3870be274f6c49b3e31a0c6728957f", "role": "user",
+            "metadata": {"origin": "chat"}}
+    report = run_import(ctx, tenant, {"results": [item]})
+    assert report.ok and report.imported == 1
+    (memory,) = rows(ctx, tenant)
+    assert memory.metadata_ == {"origin": "chat", "mem0_hash": "1f3870be274f6c49b3e31a0c6728957f",
+                                "mem0_role": "user", "import_source_id": item["id"]}
+    assert export_text(ctx, tenant)[1]["metadata"]["mem0_role"] == "user"  # and the export keeps them
+    bad = run_import(ctx, tenant, {"results": [{**item, "id": "x2", "role": ["user"]}]})
+    assert not bad.ok and "role must be a string" in bad.problems[0].reason
+
+
 def test_bad_records_are_reported_by_line_and_nothing_is_written(ctx, tenant):
     text = "\n".join([
         json.dumps({"agent_id": "a", "type": "semantic", "content": "fine"}),
@@ -197,6 +211,41 @@ def test_import_ids_taken_in_another_tenant_are_refused(ctx, tenant, make_tenant
     other = make_tenant()
     report = run_import(ctx, other, line.encode())
     assert [p.line for p in report.problems] == [1] and "outside this tenant" in report.problems[0].reason
+    assert "--remap-ids" in report.problems[0].reason
+
+
+def test_remap_ids_imports_another_tenants_export_with_links_and_resumes(ctx, tenant, make_tenant):
+    ids = [f"mem_01m83nwv5bs148ykh5x7ng0c{i:02d}" for i in range(4)]
+    base = {"agent_id": "a", "type": "semantic", "created_at": "2026-01-01T10:00:00Z"}
+    records = [
+        {**base, "id": ids[0], "content": "Kim lives in Porto.", "status": "live"},
+        {**base, "id": ids[1], "content": "Kim lives in Braga.", "status": "superseded", "superseded_by": ids[0],
+         "ended_at": "2026-01-02T00:00:00Z"},
+        {**base, "id": ids[2], "content": "Kim likes tea.", "status": "merged", "merged_into": ids[3],
+         "ended_at": "2026-01-02T00:00:00Z"},
+        {**base, "id": ids[3], "content": "Kim likes green tea.", "status": "live", "metadata": {"k": 1}},
+    ]
+    assert run_import(ctx, tenant, "\n".join(json.dumps(r) for r in records).encode()).imported == 2
+    exported = "\n".join(json.dumps(r) for r in export_text(ctx, tenant)).encode()
+
+    other = make_tenant()
+    assert not run_import(ctx, other, exported).ok  # the ids are the first tenant's
+    report = run_import(ctx, other, exported, remap_ids=True)
+    assert report.ok and (report.imported, report.restored) == (2, 2)
+    copied = {m.metadata_["import_source_id"]: m for m in rows(ctx, other)}
+    assert set(copied) == set(ids)
+    new = {old: m.id for old, m in copied.items()}
+    assert not set(new.values()) & set(ids)
+    assert copied[ids[1]].superseded_by == new[ids[0]] and copied[ids[2]].merged_into == new[ids[3]]
+    assert copied[ids[3]].metadata_ == {"k": 1, "import_source_id": ids[3]}
+    assert sorted((m.id, m.status) for m in rows(ctx, tenant)) == sorted((r["id"], r["status"]) for r in records)
+
+    again = run_import(ctx, other, exported, remap_ids=True)  # deterministic ids: a re-run resumes
+    assert again.ok and (again.imported, again.skipped_existing) == (0, 4)
+    third = make_tenant()  # another tenant derives other ids
+    assert not set(new.values()) & {m.id for m in rows(ctx, third)} and run_import(
+        ctx, third, exported, remap_ids=True).imported == 2
+    assert not set(new.values()) & {m.id for m in rows(ctx, third)}
 
 
 def test_cli_import_and_export_round_trip(settings, live_tenant, committed_ctx, tmp_path, monkeypatch, capsys):
@@ -224,6 +273,13 @@ def test_cli_import_and_export_round_trip(settings, live_tenant, committed_ctx, 
     assert main(["import", "--tenant", live_tenant.name, str(exported)]) == 0
     captured = capsys.readouterr()
     assert "5 already present" in captured.out and "importing" not in captured.err  # no bar off a terminal
+    from app.services.tenants import create_tenant
+
+    other = create_tenant(committed_ctx, name=f"{live_tenant.name}-copy", actor=ACTOR)
+    assert main(["import", "--tenant", other.name, str(exported)]) == 1  # another tenant's ids
+    assert "--remap-ids" in capsys.readouterr().err
+    assert main(["import", "--tenant", other.name, "--remap-ids", str(exported)]) == 0
+    assert "5 imported live" in capsys.readouterr().out
     missing = tmp_path / "absent.json"
     assert main(["import", "--tenant", live_tenant.name, str(missing)]) == 2
     (tmp_path / "garbage.json").write_text("not json at all")

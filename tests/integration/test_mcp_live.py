@@ -18,9 +18,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from app.core.access import parse_token
-from app.mcp.schemas import input_schema
+from app.mcp.schemas import input_schema, output_schema
 from app.mcp.server import IDEMPOTENCY_META, REPLAYED_META
-from app.mcp.tools import TOOLS
+from app.mcp.tools import TOOLS, v1_result_schemas
 from app.services.apikeys import create_key, revoke_key
 from app.services.tenants import create_tenant
 from tests.harness import bearer, unique
@@ -112,6 +112,12 @@ def test_tools_are_the_memory_verbs_with_the_contract_schemas(live_server, world
         assert "$ref" not in json.dumps(schema), spec.name  # self-contained for any client
         assert not {"tenant", "tenant_id"} & set(schema["properties"]), spec.name  # the key decides
         assert tools[spec.name].annotations.read_only_hint is spec.read_only
+        # Results are the /v1 route's response bodies; the SDK client validates every call against this.
+        results = tools[spec.name].output_schema
+        assert results == output_schema(v1_result_schemas()[spec.route]) and results["type"] == "object"
+        assert "$ref" not in json.dumps(results), spec.name
+    assert [v["title"] for v in tools["remember"].output_schema["oneOf"]] == ["Remembered (201)", "Staged for review (202)"]
+    assert tools["recall"].output_schema["title"] == "Recall hits"
     assert tools["remember"].input_schema["required"] == ["agent_id", "type", "content"]
     assert tools["remember"].input_schema["properties"]["agent_id"]["pattern"] == "^[A-Za-z0-9_.:@-]+$"
     assert tools["recall"].input_schema["properties"]["k"] == {"type": "integer", "minimum": 1, "maximum": 1000}
@@ -290,3 +296,54 @@ def test_unknown_tool_and_oversized_body_are_refused(live_server, world):
     response = httpx.post(f"{live_server}/mcp", json=huge, headers={
         **bearer(world["rw"]), "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18"})
     assert_error(response, 413, "payload_too_large")  # the app's body limit, before the SDK reads it
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recall_results_are_resources(live_server, world, stored, mode):
+    """memorywire's "memory as MCP resource" mode: a recall URI reads as the recall tool's JSON."""
+    from mcp.shared.exceptions import MCPError
+    from urllib.parse import urlencode
+
+    query = {"agent_id": "a1", "query": "where is the staging database?", "k": 3}
+    uri = "memwarden://recall?" + urlencode(query)
+
+    async def run():
+        async with mcp_session(live_server, world["read"], mode) as client:
+            templates = (await client.list_resource_templates()).resource_templates
+            listed = (await client.list_resources()).resources
+            read = await client.read_resource(uri)
+            tool = ok(await client.call_tool("recall", query))
+            failures = []
+            for bad in ("memwarden://recall?agent_id=a1", "memwarden://recall?agent_id=a1&query=x&k=zero",
+                        "memwarden://recall?agent_id=a1&query=x&colour=red", "memwarden://nothing?x=1",
+                        "memwarden://recall?agent_id=a1&query=x&min_score=nan"):
+                with pytest.raises(MCPError) as caught:
+                    await client.read_resource(bad)
+                failures.append(caught.value.error)
+            return templates, listed, read, tool, failures
+
+    templates, listed, read, tool, failures = anyio.run(run)
+    assert [(t.name, t.uri_template, t.mime_type) for t in templates] == [
+        ("recall", "memwarden://recall{?agent_id,query,user_id,k}", "application/json")]
+    assert listed == []
+    (contents,) = read.contents
+    assert contents.uri == uri and contents.mime_type == "application/json"
+    body = assert_schema("recall.response", json.loads(contents.text))
+    assert [h["id"] for h in body["hits"]] == [h["id"] for h in tool["hits"]] == [stored["id"]]
+    for error in failures:  # invalid params, with the /v1 envelope as data
+        assert error.code == -32602 and assert_schema("error", error.data)
+    assert [f.data["error"]["code"] for f in failures] == [
+        "validation_error", "validation_error", "validation_error", "not_found", "validation_error"]
+
+
+def test_a_recall_resource_needs_what_the_recall_tool_needs(live_server, world, stored):
+    from mcp.shared.exceptions import MCPError
+
+    async def run():
+        async with mcp_session(live_server, world["bots"]) as client:  # may act only for agents bot-*
+            with pytest.raises(MCPError) as caught:
+                await client.read_resource("memwarden://recall?agent_id=a1&query=staging")
+            return caught.value.error
+
+    error = anyio.run(run)
+    assert error.code == -32602 and error.data["error"]["code"] == "forbidden"
