@@ -66,7 +66,8 @@ class Settings:
     mcp_allowed_origins: str = _setting(
         "MEMWARDEN_MCP_ALLOWED_ORIGINS", "",
         "Comma list of browser origins (`https://host[:port]`) allowed to call `/mcp`; requests without "
-        "an `Origin` header and same-host origins are always allowed, any other origin gets 403.")
+        "an `Origin` header and a loopback origin naming the host the request went to are always allowed, "
+        "any other origin gets 403.")
     workspace_max_file_bytes: int = _setting(
         "MEMWARDEN_WORKSPACE_MAX_FILE_BYTES", 262_144,
         "Largest workspace file in UTF-8 bytes (413 `workspace_too_large` above).")

@@ -147,10 +147,12 @@ async def _call(tool: Tool, scope: str | None, request: Request | None, argument
 
 
 class OriginGuard:
-    """Refuses (403) a request whose `Origin` is neither this server's own host nor listed in
-    `MEMWARDEN_MCP_ALLOWED_ORIGINS`, as the streamable-HTTP transport requires of servers (against
-    DNS rebinding: a page on another site must not drive the endpoint from a user's browser).
-    Requests without `Origin` (agents, SDK clients) pass."""
+    """Refuses (403) a request whose `Origin` is not allowed, as the streamable-HTTP transport
+    requires of servers (against DNS rebinding: a page on another site must not drive the endpoint
+    from a user's browser). Allowed: origins listed in `MEMWARDEN_MCP_ALLOWED_ORIGINS`, and a
+    loopback origin naming the very host and port the request was sent to. A same-host rule alone
+    would not do: a rebinding page's `Origin` and `Host` both name the attacker's site. Requests
+    without `Origin` (agents, SDK clients) pass."""
 
     def __init__(self, app, allowed_origins: str):
         self.app = app
@@ -171,7 +173,11 @@ class OriginGuard:
         if normal in self.allowed:
             return True
         parsed = urlsplit(normal)
-        return parsed.scheme in ("http", "https") and bool(host) and parsed.netloc == _normal_host(host, parsed.scheme)
+        return (parsed.scheme in ("http", "https") and parsed.hostname in _LOOPBACK
+                and parsed.netloc == _normal_host(host, parsed.scheme))
+
+
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
 
 
 def _normal_origin(origin: str) -> str:

@@ -98,8 +98,26 @@ def test_mcp_refuses_a_foreign_origin_and_accepts_its_own_or_none(client, agent)
     foreign = _mcp_initialize(client, {**agent, "Origin": "https://evil.example"})
     assert_error(foreign, 403, "forbidden")
     assert _mcp_initialize(client, {**agent, "Origin": "null"}).status_code == 403
-    assert _mcp_initialize(client, agent).status_code == 200
-    assert _mcp_initialize(client, {**agent, "Origin": "http://testserver"}).status_code == 200
+    # DNS rebinding: the page's Origin and the Host both name the attacker's site
+    assert _mcp_initialize(client, {**agent, "Host": "evil.example:8000",
+                                    "Origin": "http://evil.example:8000"}).status_code == 403
+    assert _mcp_initialize(client, {**agent, "Host": "127.0.0.1:8000",
+                                    "Origin": "http://127.0.0.1:9999"}).status_code == 403
+    assert _mcp_initialize(client, agent).status_code == 200  # agents send no Origin
+    assert _mcp_initialize(client, {**agent, "Host": "127.0.0.1:8000",
+                                    "Origin": "http://127.0.0.1:8000"}).status_code == 200
+
+
+def test_mcp_origins_an_operator_lists_are_allowed(ctx, agent):
+    from starlette.testclient import TestClient
+
+    from app.main import create_app
+
+    settings = ctx.settings.with_changes(mcp_allowed_origins="https://Console.Example.com, https://b.example:8443/")
+    with TestClient(create_app(settings, ctx=ctx), base_url="http://testserver") as listed:
+        assert _mcp_initialize(listed, {**agent, "Origin": "https://console.example.com:443"}).status_code == 200
+        assert _mcp_initialize(listed, {**agent, "Origin": "https://b.example:8443"}).status_code == 200
+        assert _mcp_initialize(listed, {**agent, "Origin": "https://b.example"}).status_code == 403
 
 
 def test_an_admin_learns_nothing_about_usernames_in_other_tenants(client, ctx, make_tenant):

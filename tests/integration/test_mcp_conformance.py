@@ -34,11 +34,8 @@ EXPECTED = {
     "tools-list": {"tools-list": "SUCCESS"},
     "tools-call-error": {"tools-call-error": "SUCCESS"},  # an unknown tool: isError with the envelope as text
     "resources-list": {"resources-list": "SUCCESS"},
-    # The rejected check sends Host and Origin both naming another site and expects 4xx. /mcp lets a
-    # same-host Origin through (its own web pages); what stops a rebinding page is the API key, which
-    # a browser never sends by itself. The scenario scopes itself to servers *without* authentication.
     "dns-rebinding-protection": {"localhost-host-valid-accepted": "SUCCESS",
-                                 "localhost-host-rebinding-rejected": "FAILURE"},
+                                 "localhost-host-rebinding-rejected": "SUCCESS"},
 }
 
 
