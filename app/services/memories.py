@@ -27,6 +27,7 @@ from app.core.screening import Screening
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import AuditEntry, Memory, Tenant
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
+from app.observability import metrics
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
@@ -135,6 +136,7 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 
 # --- remember ------------------------------------------------------------------------------------
 
+@metrics.counts_remember
 def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
     """Store a memory now (201) or stage it for review (202)."""
     agent_id = body["agent_id"]

@@ -23,6 +23,7 @@ from app.core.screening.flags import SEVERITIES, level_rank
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
@@ -260,6 +261,7 @@ class DecisionRequest:
     supersedes: str | None = None
 
 
+@metrics.counts_decisions
 def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
            request: DecisionRequest) -> dict[str, Any]:
     """Approve or reject a pending change (see module docstring for the guarantees)."""
