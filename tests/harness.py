@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator
@@ -189,12 +190,15 @@ def memwarden_cli(data_dir: Path, *args: str, timeout: float = 300) -> str:
 
 
 @contextlib.contextmanager
-def fresh_server(data_dir: Path, env: dict[str, str] | None = None,
-                 workers: int = 1) -> Iterator[tuple[subprocess.Popen, str]]:
+def fresh_server(data_dir: Path, env: dict[str, str] | None = None, workers: int = 1,
+                 log: "typing.BinaryIO | None" = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """`memwarden serve` on its own embedded database in `data_dir`: (process, base URL). Stopped with
-    SIGINT, the signal after which serve stops its embedded PostgreSQL on the way out."""
+    SIGINT, the signal after which serve stops its embedded PostgreSQL on the way out. Its stderr
+    goes to `log` when given (a file the caller reads), else to a temporary file."""
     port = free_port()
-    log = tempfile.TemporaryFile()  # a file, not a pipe: a chatty server never blocks on a full pipe
+    # a file, not a pipe: a chatty server never blocks on a full pipe
+    owned_log = log is None
+    log = tempfile.TemporaryFile() if owned_log else log
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--workers", str(workers)], cwd=PROJECT_ROOT, env=env or fresh_env(data_dir),
                             stdout=subprocess.DEVNULL, stderr=log)
@@ -213,7 +217,8 @@ def fresh_server(data_dir: Path, env: dict[str, str] | None = None,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
+        if owned_log:
+            log.close()
 
 
 def server_env(settings: Settings, **extra: str) -> dict[str, str]:
