@@ -39,37 +39,49 @@ class DatabaseStateCollector:
     def __init__(self, ctx):
         self.ctx = ctx
 
+    @staticmethod
+    def families() -> dict[str, GaugeMetricFamily]:
+        """The (empty) families this collector reports, by short name."""
+        return {
+            "info": GaugeMetricFamily("memwarden_tenant_info", "Tenant id to name (always 1).",
+                                      labels=["tenant", "tenant_name"]),
+            "pending": GaugeMetricFamily("memwarden_review_pending_changes", "Changes waiting for review.",
+                                         labels=["tenant"]),
+            "oldest": GaugeMetricFamily("memwarden_review_oldest_pending_age_seconds",
+                                        "Age of the oldest change waiting for review (0 when none).",
+                                        labels=["tenant"]),
+            "unsigned": GaugeMetricFamily("memwarden_audit_unsigned_entries",
+                                          "Audit entries not yet covered by a signed checkpoint.", labels=["tenant"]),
+            "unsigned_age": GaugeMetricFamily("memwarden_audit_checkpoint_lag_seconds",
+                                              "Age of the oldest audit entry no checkpoint covers yet (0 when none).",
+                                              labels=["tenant"]),
+            "witness": GaugeMetricFamily("memwarden_audit_witness_lag_entries",
+                                         "Entries signed but not yet in the witness (only with a witness configured).",
+                                         labels=["tenant"]),
+        }
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return list(self.families().values())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         now = datetime.now(timezone.utc)
-        info = GaugeMetricFamily("memwarden_tenant_info", "Tenant id to name (always 1).", labels=["tenant", "tenant_name"])
-        pending = GaugeMetricFamily("memwarden_review_pending_changes", "Changes waiting for review.",
-                                    labels=["tenant"])
-        oldest = GaugeMetricFamily("memwarden_review_oldest_pending_age_seconds",
-                                   "Age of the oldest change waiting for review (0 when none).", labels=["tenant"])
-        unsigned = GaugeMetricFamily("memwarden_audit_unsigned_entries",
-                                     "Audit entries not yet covered by a signed checkpoint.", labels=["tenant"])
-        unsigned_age = GaugeMetricFamily("memwarden_audit_checkpoint_lag_seconds",
-                                         "Age of the oldest audit entry no checkpoint covers yet (0 when none).",
-                                         labels=["tenant"])
-        witness = GaugeMetricFamily("memwarden_audit_witness_lag_entries",
-                                    "Entries signed but not yet in the witness (only with a witness configured).",
-                                    labels=["tenant"])
+        f = self.families()
         with self.ctx.db.reader() as conn:
             states = ops_state.tenant_states(conn)
         audit = self.ctx.audit
         for s in states:
-            info.add_metric([s.tenant_id, s.tenant_name], 1)
-            pending.add_metric([s.tenant_id], s.pending)
-            oldest.add_metric([s.tenant_id], _age(now, s.oldest_submitted_at))
-            unsigned.add_metric([s.tenant_id], max(0, s.head_seq - s.signed_size))
-            unsigned_age.add_metric([s.tenant_id], _age(now, s.oldest_unsigned_at))
+            f["info"].add_metric([s.tenant_id, s.tenant_name], 1)
+            f["pending"].add_metric([s.tenant_id], s.pending)
+            f["oldest"].add_metric([s.tenant_id], _age(now, s.oldest_submitted_at))
+            f["unsigned"].add_metric([s.tenant_id], max(0, s.head_seq - s.signed_size))
+            f["unsigned_age"].add_metric([s.tenant_id], _age(now, s.oldest_unsigned_at))
             if audit.witness.enabled:
                 record = audit.witness.latest(audit.checkpoint_origin(f"tenant:{s.tenant_id}"), audit.vkey)
                 witnessed = record.checkpoint.size if record is not None else 0
-                witness.add_metric([s.tenant_id], max(0, s.signed_size - witnessed))
-        yield from (info, pending, oldest, unsigned, unsigned_age)
-        if audit.witness.enabled:
-            yield witness
+                f["witness"].add_metric([s.tenant_id], max(0, s.signed_size - witnessed))
+        if not audit.witness.enabled:
+            del f["witness"]
+        yield from f.values()
 
 
 def _age(now: datetime, then: datetime | None) -> float:
