@@ -152,8 +152,12 @@ def log_config(level: str, log_format: str) -> dict:
 
 
 def configure(level: str, log_format: str) -> None:
-    """Set up this process's logging for `log_format` (see `log_config`)."""
-    logging.config.dictConfig(log_config(level, log_format))
+    """Set up this process's logging for `log_format` (see `log_config`). Like `logging.basicConfig`,
+    it leaves a root logger that already has handlers alone (a host such as pytest owns it), but
+    it always checks the format."""
+    config = log_config(level, log_format)
+    if not logging.getLogger().handlers:
+        logging.config.dictConfig(config)
 
 
 class AccessPathOnly(logging.Filter):
