@@ -103,6 +103,7 @@ def scrape_registry(ctx) -> CollectorRegistry:
     """A registry holding everything one scrape reports (built per scrape: the workers' files change)."""
     registry = CollectorRegistry(auto_describe=False)
     if metrics.is_multiprocess():
+        metrics.forget_dead_workers()
         MultiProcessCollector(registry)
     else:
         registry.register(_ProcessMetrics())

@@ -176,6 +176,25 @@ def forget_this_process() -> None:
         multiprocess.mark_process_dead(os.getpid())
 
 
+def forget_dead_workers() -> None:
+    """Drop the live gauges of workers that died without saying so (killed, then replaced by the
+    server): their connections are not in use any more. Their counters stay: they still count."""
+    import os
+    import re
+    from pathlib import Path
+
+    from prometheus_client import multiprocess
+
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not directory:
+        return
+    pids = {int(m.group(1)) for f in Path(directory).glob("gauge_live*_*.db")
+            if (m := re.search(r"_(\d+)\.db$", f.name))}
+    for pid in pids:
+        if not _running(pid):
+            multiprocess.mark_process_dead(pid, directory)
+
+
 def prepare_multiprocess_dir(parent: "os.PathLike[str] | str") -> str:
     """A fresh, empty directory for the workers' metric files under `parent` (`metrics-<pid>`),
     removing those of `serve` processes that no longer run; returns its path. The caller puts it

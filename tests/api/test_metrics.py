@@ -116,3 +116,5 @@ def test_request_ids_are_kept_when_safe_replaced_otherwise_and_shown_on_error_pa
     page = client.get("/no/such/page", headers={"Accept": "text/html", "X-Request-ID": "page-404-id"})
     assert page.status_code == 404 and page.headers["x-request-id"] == "page-404-id"
     assert "page-404-id" in page.text
+    fragment = client.get("/no/such/page", headers={"HX-Request": "true", "X-Request-ID": "htmx-404-id"})
+    assert fragment.status_code == 404 and "htmx-404-id" in fragment.text
