@@ -34,8 +34,10 @@ REMEMBER = Counter(
     "memwarden_remember", "Remember requests by outcome: live (201), staged for review (202), denied by policy.",
     ["outcome"])
 RECALL = Histogram(
-    "memwarden_recall_duration_seconds", "Time to serve a recall (its count is the number of recalls served).",
-    buckets=LATENCY_BUCKETS)
+    "memwarden_recall_duration_seconds", "Time to serve a recall.", buckets=LATENCY_BUCKETS)
+RECALLS = Counter(
+    "memwarden_recall", "Recall requests by outcome: served, or denied (the key may not read that agent).",
+    ["outcome"])
 SCREENING_FLAGS = Counter(
     "memwarden_screening_flags", "Write-screening risk flags raised, by flag family.", ["flag"])
 REVIEW_DECISIONS = Counter(
@@ -100,13 +102,19 @@ def counts_remember(service: Callable) -> Callable:
 
 
 def times_recall(service: Callable) -> Callable:
-    """Decorate `recall`: record how long each served recall took."""
+    """Decorate `recall`: count it (served or denied) and record how long a served one took."""
+    from app.errors import Forbidden
 
     @functools.wraps(service)
     def timed(*args: Any, **kwargs: Any):
         started = time.perf_counter()
-        result = service(*args, **kwargs)
+        try:
+            result = service(*args, **kwargs)
+        except Forbidden:
+            RECALLS.labels("denied").inc()
+            raise
         RECALL.observe(time.perf_counter() - started)
+        RECALLS.labels("served").inc()
         return result
 
     return timed

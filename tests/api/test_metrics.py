@@ -68,7 +68,7 @@ def test_requests_count_under_route_templates_never_raw_paths(ctx, agent):
         assert leaked not in text
 
 
-def test_remember_outcomes_flags_recall_and_decisions_are_counted(ctx, tenant, agent, reviewer):
+def test_remember_outcomes_flags_recall_and_decisions_are_counted(ctx, tenant, agent, reviewer, make_key):
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "pytest"}, doc={"rules": [
         {"id": "no-exfil", "match": {"risk_flags": ["exfiltration"]}, "action": "deny"}]})
     with _client(ctx) as client:
@@ -79,6 +79,9 @@ def test_remember_outcomes_flags_recall_and_decisions_are_counted(ctx, tenant, a
         assert _remember(client, agent, INJECTION).status_code == 403
         assert client.post("/v1/memories/recall", json={"agent_id": "agent-m", "query": "plant"},
                            headers=agent).status_code == 200
+        narrow = bearer(make_key(scopes="memory:read", agents="other-agent"))
+        assert client.post("/v1/memories/recall", json={"agent_id": "agent-m", "query": "plant"},
+                           headers=narrow).status_code == 403
         _, queued = _scrape(client)
         decided = client.post(f"/v1/changes/{staged.json()['change_id']}/approve", json={}, headers=reviewer)
         assert decided.status_code == 200, decided.text
@@ -92,6 +95,8 @@ def test_remember_outcomes_flags_recall_and_decisions_are_counted(ctx, tenant, a
     assert delta("memwarden_remember_total", outcome="denied") == 1
     assert delta("memwarden_screening_flags_total", flag="exfiltration") >= 1
     assert delta("memwarden_recall_duration_seconds_count") == 1
+    assert delta("memwarden_recall_total", outcome="served") == 1
+    assert delta("memwarden_recall_total", outcome="denied") == 1
     assert delta("memwarden_review_decisions_total", reviewer="api_key", decision="approved") == 1
     assert delta("memwarden_review_time_to_decision_seconds_count", decision="approved") == 1
     assert delta("memwarden_audit_appends_total") >= 3
