@@ -13,10 +13,17 @@ them in memory. Gauges therefore name their `multiprocess_mode`.
 from __future__ import annotations
 
 import functools
+import os
+import re
+import shutil
 import time
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from prometheus_client import Counter, Gauge, Histogram, values
+from prometheus_client import Counter, Gauge, Histogram, multiprocess, values
+
+from app.errors import Forbidden, PolicyDenied
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
@@ -86,8 +93,6 @@ def method_label(method: str) -> str:
 
 def counts_remember(service: Callable) -> Callable:
     """Decorate `remember`: count each call's outcome (live, staged, or denied by a policy rule)."""
-    from app.errors import PolicyDenied
-
     @functools.wraps(service)
     def counted(*args: Any, **kwargs: Any):
         try:
@@ -103,8 +108,6 @@ def counts_remember(service: Callable) -> Callable:
 
 def times_recall(service: Callable) -> Callable:
     """Decorate `recall`: count it (served or denied) and record how long a served one took."""
-    from app.errors import Forbidden
-
     @functools.wraps(service)
     def timed(*args: Any, **kwargs: Any):
         started = time.perf_counter()
@@ -149,8 +152,6 @@ def counts_decisions(service: Callable) -> Callable:
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
-    from datetime import datetime
-
     try:
         return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
     except (TypeError, ValueError):
@@ -177,22 +178,12 @@ def time_embeddings(embedder: Any, kind: str) -> Any:
 def forget_this_process() -> None:
     """On a worker's way out: drop its live gauges from the shared files (pool in use, capacity)."""
     if is_multiprocess():
-        import os
-
-        from prometheus_client import multiprocess
-
         multiprocess.mark_process_dead(os.getpid())
 
 
 def forget_dead_workers() -> None:
     """Drop the live gauges of workers that died without saying so (killed, then replaced by the
     server): their connections are not in use any more. Their counters stay: they still count."""
-    import os
-    import re
-    from pathlib import Path
-
-    from prometheus_client import multiprocess
-
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not directory:
         return
@@ -203,14 +194,10 @@ def forget_dead_workers() -> None:
             multiprocess.mark_process_dead(pid, directory)
 
 
-def prepare_multiprocess_dir(parent: "os.PathLike[str] | str") -> str:
+def prepare_multiprocess_dir(parent: os.PathLike[str] | str) -> str:
     """A fresh, empty directory for the workers' metric files under `parent` (`metrics-<pid>`),
     removing those of `serve` processes that no longer run; returns its path. The caller puts it
     in `PROMETHEUS_MULTIPROC_DIR` before any worker starts."""
-    import os
-    import shutil
-    from pathlib import Path
-
     base = Path(parent)
     base.mkdir(parents=True, exist_ok=True)
     for old in base.glob("metrics-*"):
@@ -223,8 +210,6 @@ def prepare_multiprocess_dir(parent: "os.PathLike[str] | str") -> str:
 
 
 def _running(pid: int) -> bool:
-    import os
-
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
