@@ -55,9 +55,10 @@ class DatabaseStateCollector:
             "unsigned_age": GaugeMetricFamily("memwarden_audit_checkpoint_lag_seconds",
                                               "Age of the oldest audit entry no checkpoint covers yet (0 when none).",
                                               labels=["tenant"]),
-            "witness": GaugeMetricFamily("memwarden_audit_witness_lag_entries",
-                                         "Entries signed but not yet in the witness (only with a witness configured).",
-                                         labels=["tenant"]),
+            "witness": GaugeMetricFamily(
+                "memwarden_audit_witness_lag_entries",
+                "Entries signed but not yet in the witness file (only with MEMWARDEN_AUDIT_WITNESS_FILE).",
+                labels=["tenant"]),
         }
 
     def describe(self) -> list[GaugeMetricFamily]:
@@ -75,11 +76,11 @@ class DatabaseStateCollector:
             f["oldest"].add_metric([s.tenant_id], _age(now, s.oldest_submitted_at))
             f["unsigned"].add_metric([s.tenant_id], max(0, s.head_seq - s.signed_size))
             f["unsigned_age"].add_metric([s.tenant_id], _age(now, s.oldest_unsigned_at))
-            if audit.witness.enabled:
+            if audit.witness.file is not None:
                 record = audit.witness.latest(audit.checkpoint_origin(f"tenant:{s.tenant_id}"), audit.vkey)
                 witnessed = record.checkpoint.size if record is not None else 0
                 f["witness"].add_metric([s.tenant_id], max(0, s.signed_size - witnessed))
-        if not audit.witness.enabled:
+        if audit.witness.file is None:
             del f["witness"]
         yield from f.values()
 

@@ -123,3 +123,32 @@ def test_request_ids_are_kept_when_safe_replaced_otherwise_and_shown_on_error_pa
     assert "page-404-id" in page.text
     fragment = client.get("/no/such/page", headers={"HX-Request": "true", "X-Request-ID": "htmx-404-id"})
     assert fragment.status_code == 404 and "htmx-404-id" in fragment.text
+
+
+def _gauges(collector) -> dict[tuple[str, frozenset], float]:
+    return {(s.name, frozenset(s.labels.items())): s.value for family in collector.collect() for s in family.samples}
+
+
+def test_audit_lag_counts_entries_past_the_last_checkpoint_and_the_witness_file(ctx, tenant, tmp_path):
+    from app.observability.endpoint import DatabaseStateCollector
+    from app.services.audit import chain_for
+    from app.services.context import AppContext
+
+    witnessing = AppContext(ctx.settings.with_changes(audit_witness_file=tmp_path / "witness.jsonl"), ctx.db)
+    for n in range(3):
+        with ctx.db.sessions.begin() as session:
+            ctx.audit.append(session, tenant_id=tenant.id, event_type="test.event", actor={"kind": "test", "id": "t"},
+                             subject={"type": "memory", "id": f"mem_{n}"}, data={"n": n})
+    before = _gauges(DatabaseStateCollector(witnessing))
+    unsigned = before[("memwarden_audit_unsigned_entries", frozenset({("tenant", tenant.id)}))]
+    assert unsigned >= 3
+    assert before[("memwarden_audit_checkpoint_lag_seconds", frozenset({("tenant", tenant.id)}))] >= 0
+    with ctx.db.sessions.begin() as session:
+        signed = witnessing.audit.checkpoint(session, chain_for(tenant.id)).size
+    after = _gauges(DatabaseStateCollector(witnessing))
+    assert after[("memwarden_audit_unsigned_entries", frozenset({("tenant", tenant.id)}))] == 0
+    assert after[("memwarden_audit_checkpoint_lag_seconds", frozenset({("tenant", tenant.id)}))] == 0
+    # The test's transaction is never durable, so the witness file never got this checkpoint.
+    assert after[("memwarden_audit_witness_lag_entries", frozenset({("tenant", tenant.id)}))] == signed
+    without_file = _gauges(DatabaseStateCollector(ctx))
+    assert not any(name == "memwarden_audit_witness_lag_entries" for name, _ in without_file)
