@@ -1,15 +1,18 @@
-"""The Grafana dashboard in deploy/ cannot drift from the code: every metric it queries is one the
-app exports, and every metric the app exports is on it."""
+"""The Grafana dashboard and the alert rules in deploy/ cannot drift from the code: every metric they
+query is one the app exports, and every metric the app exports is on the dashboard."""
 
 import json
 import re
 from pathlib import Path
 
+import yaml
 from prometheus_client import REGISTRY
 
 from app.observability.endpoint import DatabaseStateCollector
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "memwarden.json"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DASHBOARD = DEPLOY / "grafana" / "memwarden.json"
+ALERTS = DEPLOY / "prometheus" / "memwarden-alerts.yaml"
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
 
 
@@ -45,3 +48,12 @@ def test_every_metric_is_in_the_readme():
     readme = (DASHBOARD.parents[2] / "README.md").read_text()
     for family, names in _exported().items():
         assert any(f"`{name}" in readme for name in {family, *names}), f"{family} is not described in README.md"
+
+
+def test_every_alert_queries_exported_metrics_with_their_labels():
+    series = set().union(*_exported().values())
+    rules = [rule for group in yaml.safe_load(ALERTS.read_text())["groups"] for rule in group["rules"]]
+    assert {"MemwardenReviewQueueBackingUp", "MemwardenAuditCheckpointNotWitnessed"} <= {r["alert"] for r in rules}
+    for rule in rules:
+        names = set(re.findall(r"\bmemwarden_[a-z_]+", rule["expr"]))
+        assert names and names <= series, (rule["alert"], names - series)
