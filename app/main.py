@@ -21,6 +21,9 @@ from app.errors import AppError
 from app.mcp import PATH as MCP_PATH
 from app.mcp.server import McpEndpoint
 from app.middleware import BodyLimit, ErrorBoundary, RejectUnstorableInput, SecurityHeaders
+from app.observability import endpoint as metrics_endpoint
+from app.observability import metrics
+from app.observability.requests import RequestObservation
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
 from app.web import admin as admin_pages
@@ -60,6 +63,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
                 from app.services.background import start_background_jobs
 
                 stack.callback(app.state.ctx.close)
+                stack.callback(metrics.forget_this_process)  # runs last: after the pool is closed
                 await stack.enter_async_context(start_background_jobs(app.state.ctx))
                 from app.services.event_hub import EventHub  # SSE wake-ups; injected contexts poll
 
@@ -72,6 +76,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         *health.routes,
         *openapi.routes,
         *wellknown.routes,
+        *metrics_endpoint.routes,
         *api_routes(),
         Route(MCP_PATH, mcp.asgi, name="mcp"),
         *home.routes,
@@ -84,6 +89,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     ]
     secret = (ctx.settings if ctx else settings).resolved_secret_key()
     middleware = [
+        Middleware(RequestObservation),  # outermost: every answer gets its request id and is counted
         Middleware(SecurityHeaders),
         Middleware(ErrorBoundary),  # inside SecurityHeaders: even a 500 carries CSP & co.
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),

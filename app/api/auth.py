@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.errors import AppError, RateLimited, Unauthorized, Unavailable
 from app.mcp import PATH as MCP_PATH
+from app.observability import logs
 from app.services import apikeys, rate_limits
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ class ApiKeyAuth:
             await json_response(error.envelope(), error.status, headers)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
+        logs.identify(tenant=principal.tenant_id, key_id=principal.key_id)
         await self.app(scope, receive, send)
 
     async def _authenticate(self, scope: Scope):

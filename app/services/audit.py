@@ -35,6 +35,7 @@ from app.db.models import AuditCheckpoint, AuditEntry
 from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_commit, commits_durably, pending_work,
                                      work_of)
 from app.errors import AuditChainBroken
+from app.observability import metrics
 from app.repos import audit_reads
 from app.services.audit_witness import Witness
 
@@ -122,6 +123,7 @@ class AuditLog:
         else:
             _insert_at_commit(conn, rows)
         self._touched.add(chain_id)
+        metrics.AUDIT_APPENDS.inc(len(rows))
         if commits_durably(session):
             after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
@@ -181,6 +183,7 @@ class AuditLog:
             signed = AuditCheckpoint(chain_id=chain_id, size=size, note=note, frontier=frontier.to_json())
             session.add(signed)
             session.flush()
+            metrics.CHECKPOINTS_SIGNED.inc()
         latest = signed or last
         if (latest is not None and self.witness.enabled and commits_durably(session)
                 and (witnessed is None or witnessed.size < latest.size)):

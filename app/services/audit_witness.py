@@ -21,6 +21,7 @@ import httpx
 
 from app.config import Settings
 from app.core import auditchain as chain
+from app.observability import metrics
 from app.services.outbound import checked_target
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ class Witness:
                     os.close(fd)
             except OSError as exc:
                 log.error("audit witness file %s: cannot append a checkpoint: %s", self.file, exc)
+                metrics.WITNESS_FAILURES.labels("file").inc()
         if self.url is not None:
             self._post_later(line)
 
@@ -197,4 +199,5 @@ class Witness:
                 except httpx.HTTPError as exc:
                     error = f"{type(exc).__name__}: {str(exc)[:200]}"
         log.error("audit witness URL: gave up on a checkpoint after %d attempts: %s", POST_ATTEMPTS, error)
+        metrics.WITNESS_FAILURES.labels("url").inc()
         return False

@@ -25,6 +25,7 @@ from app.core.screening import Screening
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Memory
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
+from app.observability import metrics
 from app.repos import audit_reads
 from app.repos import memories as repo
 from app.repos.memories import Scope
@@ -134,6 +135,7 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 
 # --- remember ------------------------------------------------------------------------------------
 
+@metrics.counts_remember
 def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
     """Store a memory now (201) or stage it for review (202): one row through `prepare_remember`
     and `write_prepared`, the path imports take for many."""

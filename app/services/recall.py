@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from app.core import fusion
 from app.core.access import Principal
 from app.core.timefmt import utcnow
+from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
@@ -53,6 +54,7 @@ RRF_K = 60
 WEIGHTS = (0.7, 0.3)  # vector, keyword — for fusion="weighted"
 
 
+@metrics.times_recall
 def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """Top-k live memories of one agent (optionally one user) for a query.
 

@@ -19,6 +19,7 @@ from app.core.access import agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.observability import metrics
 from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos import search
@@ -205,6 +206,7 @@ class DecisionRequest:
     supersedes: str | None = None
 
 
+@metrics.counts_decisions
 def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
            request: DecisionRequest) -> dict[str, Any]:
     """Approve or reject a pending change (see module docstring for the guarantees)."""

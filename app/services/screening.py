@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core import jsontext
 from app.core.screening import Screening, screen
+from app.observability import metrics
 from app.repos import memories as memories_repo
 from app.repos import search
 from app.repos.memories import Scope
@@ -37,8 +38,10 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
         live_fsm = _live_fsm(session, Scope(tenant_id, agent_id), content)
     else:
         live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
-    return screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
-                  live_fsm=live_fsm, allowed_sources=allowed_sources)
+    flags = screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
+                   live_fsm=live_fsm, allowed_sources=allowed_sources)
+    metrics.screened(flags.names)
+    return flags
 
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
