@@ -252,3 +252,30 @@ def test_clear_alarm_refuses_while_broken_and_clears_after_the_repair(settings, 
                                 .order_by(AuditEntry.seq.desc()).limit(2)).all()
     assert types == ["memory.remembered", "audit.alarm_cleared"]
     assert cli(settings, "verify", "--tenant", tenant.name, "--json").returncode == 0
+
+
+def test_review_decisions_and_workspace_writes_are_refused_too(settings, committed_ctx, live_server, owner):  # noqa: F811
+    """The refusal sits in the audit append every write makes, so paths other than remember keep to it."""
+    made = create_tenant(committed_ctx, name=unique("alarm-paths"), actor=ACTOR)
+    token = create_key(committed_ctx, tenant_id=made.id, actor=ACTOR,
+                       scopes="memory:read,memory:write,review:decide,workspace:read,workspace:write").token
+    staged = httpx.post(f"{live_server}/v1/memories/remember", headers=bearer(token), timeout=60, json={
+        "agent_id": "alarm-agent", "type": "semantic", "content": "waits for review", "approval_required": True})
+    assert staged.status_code == 202, staged.text
+    change_id = staged.json()["change_id"]
+    for n in range(size(committed_ctx, chain_for(made.id)) + 1, 8):
+        _event(committed_ctx, made.id, n)
+    with tampering(owner) as conn:
+        conn.execute(text("DELETE FROM audit_entries WHERE chain_id = :c AND seq = 5"), {"c": chain_for(made.id)})
+    assert cli(settings, "verify", "--tenant", made.name, "--json").returncode == 1
+    entries, stored = size(committed_ctx, chain_for(made.id)), memories(committed_ctx, made.id)  # the pending one
+
+    approved = httpx.post(f"{live_server}/v1/changes/{change_id}/approve", headers=bearer(token), json={},
+                          timeout=60)
+    assert approved.status_code == 409 and approved.json()["error"]["code"] == "audit_chain_broken", approved.text
+    change = httpx.get(f"{live_server}/v1/changes/{change_id}", headers=bearer(token), timeout=60)
+    assert change.status_code == 200 and change.json()["status"] == "pending", change.text
+    put = httpx.put(f"{live_server}/v1/host/workspace/files/notes/plan.md", headers=bearer(token), timeout=60,
+                    json={"content": "# a plan"})
+    assert put.status_code == 409 and put.json()["error"]["code"] == "audit_chain_broken", put.text
+    assert (size(committed_ctx, chain_for(made.id)), memories(committed_ctx, made.id)) == (entries, stored)
