@@ -19,7 +19,7 @@ from typing import Any
 from app.core.auditchain import VerifyReport
 from app.repos import audit_alarms as alarms_repo
 from app.services import events
-from app.services.audit import chain_for, chain_work
+from app.services.audit import chain_for, chain_work, lock_chain
 from app.services.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,7 @@ def announce(ctx: AppContext) -> int:
     done = 0
     for alarm in pending:
         with ctx.db.sessions.begin() as session:
+            lock_chain(session, alarm.chain_id)  # before the alarm row: see `clear`
             if not alarms_repo.mark_announced(session, alarm.id):
                 continue
             if alarm.tenant_id is not None:
@@ -87,6 +88,9 @@ def clear(ctx: AppContext, tenant_id: str | None, *, actor: dict[str, Any]) -> t
     if not report.ok:
         return False, report
     with ctx.db.sessions.begin() as session:
+        # The chain's lock first, then the alarm row, as a writer that finds a break holds the lock
+        # while it records the alarm: the other order could wait on each other forever.
+        lock_chain(session, chain_id)
         alarms_repo.clear(session, alarm.id, cleared_by=f"{actor.get('kind')}:{actor.get('id')}")
         # Same transaction: the commit's lock call sees the alarm cleared, so this entry is taken.
         ctx.audit.append(session, tenant_id=tenant_id, event_type="audit.alarm_cleared", actor=actor,
