@@ -19,7 +19,7 @@ from typing import Any
 from app.core.auditchain import VerifyReport
 from app.repos import audit_alarms as alarms_repo
 from app.services import events
-from app.services.audit import chain_for, chain_work, lock_chain
+from app.services.audit import actor_label, chain_for, chain_work, lock_chain
 from app.services.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -62,19 +62,6 @@ def verify_chains(ctx: AppContext) -> int:
     return broken
 
 
-def open_alarm(ctx: AppContext, tenant_id: str | None) -> dict[str, Any] | None:
-    """The open alarm of a tenant's chain (or the system chain's), or None."""
-    with ctx.db.sessions() as session:
-        row = alarms_repo.open_alarm(session, chain_for(tenant_id))
-    return None if row is None else describe(row)
-
-
-def describe(row: Any) -> dict[str, Any]:
-    return {"chain_id": row.chain_id, "tenant_id": row.tenant_id, "first_bad_seq": row.first_bad_seq,
-            "reason": row.reason, "detail": row.detail, "detected_by": row.detected_by,
-            "detected_at": row.detected_at.isoformat()}
-
-
 def clear(ctx: AppContext, tenant_id: str | None, *, actor: dict[str, Any]) -> tuple[bool, VerifyReport | None]:
     """Clear the chain's open alarm if the whole chain verifies now (the repair is done): returns
     (cleared, the verification report); (False, None) when no alarm is open. The clearing is
@@ -91,7 +78,7 @@ def clear(ctx: AppContext, tenant_id: str | None, *, actor: dict[str, Any]) -> t
         # The chain's lock first, then the alarm row, as a writer that finds a break holds the lock
         # while it records the alarm: the other order could wait on each other forever.
         lock_chain(session, chain_id)
-        alarms_repo.clear(session, alarm.id, cleared_by=f"{actor.get('kind')}:{actor.get('id')}")
+        alarms_repo.clear(session, alarm.id, cleared_by=actor_label(actor))
         # Same transaction: the commit's lock call sees the alarm cleared, so this entry is taken.
         ctx.audit.append(session, tenant_id=tenant_id, event_type="audit.alarm_cleared", actor=actor,
                          subject={"type": "audit_chain", "id": chain_id},
