@@ -3,6 +3,8 @@
 Exit codes: 0 intact, 1 tampered or truncated (prints the first bad sequence number and a
 reason code), 2 unusable input. `verify --witness FILE` also holds the chain to the last
 checkpoint in the audit witness file; `export` of a chain that does not verify exits 1.
+`verify --tenant` of a chain that does not verify also opens its alarm (writes refused);
+`clear-alarm` closes it once the repaired chain verifies.
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
         if isinstance(witnessed, int):
             return witnessed
         held.append(witnessed)
-    return _report(ctx.audit.verify_database(ctx.db.sessions, chain_id, held), args.json, {"chain_id": chain_id})
+    return _report(ctx.audit.verify_and_alarm(ctx.db.sessions, chain_id, "verification", held), args.json,
+                   {"chain_id": chain_id})
 
 
 def _witnessed(args: argparse.Namespace, origin: str, vkeys: list[str] | None) -> str | int:
@@ -146,6 +149,27 @@ def _witnessed(args: argparse.Namespace, origin: str, vkeys: list[str] | None) -
     return record.note
 
 
+def cmd_clear_alarm(args: argparse.Namespace, settings: Settings) -> int:
+    """Clear a chain's alarm once the repaired chain verifies in full: exit 0 cleared, 1 still
+    broken (the alarm stays, writes stay refused), 2 no open alarm."""
+    from app.services import audit_alarms
+    from app.services.context import AppContext
+    from app.services.tenants import resolve_tenant
+
+    ctx = AppContext.open(settings)
+    tenant_id = None if args.tenant == "system" else resolve_tenant(ctx, args.tenant).id
+    cleared, report = audit_alarms.clear(ctx, tenant_id, actor={"kind": "cli", "id": "audit-clear-alarm"})
+    if report is None:
+        print(f"no open alarm on the chain of {args.tenant}", file=sys.stderr)
+        return 2
+    if not cleared:
+        print(f"alarm kept: the chain still does not verify: first bad seq {report.first_bad_seq}: "
+              f"{report.reason}: {report.detail}", file=sys.stderr)
+        return 1
+    print(f"alarm cleared: the chain verifies ({report.entries} entries); writes are accepted again")
+    return 0
+
+
 def cmd_public_key(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.audit import AuditLog
 
@@ -174,5 +198,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.add_argument("--tenant", help="verify this tenant's chain in the database instead")
     verify.add_argument("--json", action="store_true", help="machine-readable report")
     verify.set_defaults(func=cmd_verify)
+
+    clear = audit.add_parser("clear-alarm", help="after a repair: re-verify a chain in full and, if it verifies, "
+                                                  "clear its alarm so its tenant accepts writes again")
+    clear.add_argument("--tenant", required=True, help="tenant name or id, or `system`")
+    clear.set_defaults(func=cmd_clear_alarm)
 
     audit.add_parser("public-key", help="print the checkpoint verifier key").set_defaults(func=cmd_public_key)

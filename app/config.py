@@ -55,6 +55,10 @@ class Settings:
         "MEMWARDEN_CHECKPOINT_EVERY", 1_000, "Sign a checkpoint after this many new events on a chain.")
     checkpoint_interval_seconds: int = _setting(
         "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS", 60, "Sign a checkpoint of an active chain at least this often.")
+    audit_verify_interval_seconds: int = _setting(
+        "MEMWARDEN_AUDIT_VERIFY_INTERVAL_SECONDS", 3_600,
+        "Fully verify every audit chain this often (0 disables); a chain that does not verify is closed "
+        "to writes (409 `audit_chain_broken`) until `memwarden audit clear-alarm`.")
     audit_witness_file: Path | None = _setting(
         "MEMWARDEN_AUDIT_WITNESS_FILE", None,
         "Append-only JSON-lines file, outside the data dir, that receives every signed audit checkpoint; "

@@ -75,7 +75,7 @@ def _check_alone(ctx, tenant_id: str, calls: int) -> dict[str, float]:
         head = session.execute(_LOCK_AND_HEADS, {"chain": chain_id, "tenant": tenant_id, "notify": False}).one()
         for _ in range(calls):
             started = time.perf_counter()
-            ctx.audit._check_head(chain_id, head)
+            ctx.audit._check_head(session, chain_id, head)
             samples.append((time.perf_counter() - started) * 1000)
     return latency_summary(samples)
 

@@ -39,7 +39,8 @@ class ChainWork:
     `audit`: records for `writer`; `events`: (type, payload or payload-maker) for the event log;
     `after_lock`: writes run with the lock held, after the audit records (the event log's rows).
     `event_id` and `has_webhooks` are read with the lock (the event log's head; whether the tenant
-    has webhooks) and are set only when `events` is not empty."""
+    has webhooks) and are set only when `events` is not empty. `despite_alarm`: write even though
+    the chain has an open alarm (only the alarm's own `audit.chain_broken` event does)."""
 
     tenant_id: str | None
     writer: AuditWriter | None = None
@@ -48,6 +49,7 @@ class ChainWork:
     after_lock: list[Callable[[Session, "ChainWork"], None]] = field(default_factory=list)
     event_id: int = 0
     has_webhooks: bool = False
+    despite_alarm: bool = False
 
 
 @dataclass(slots=True, eq=False)

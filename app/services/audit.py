@@ -10,8 +10,13 @@ for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequenc
 Fail closed: an append first checks that the chain head it extends recomputes from its stored
 bytes and its predecessor's chain hash (skipped when the head is the one this process last
 wrote or checked; the lock call returns those rows, so the check adds no round trip), a checkpoint is only signed after proving the chain extends the last signed and
-the last witnessed checkpoint, and an export verifies its range before its first line. Each
-refusal raises `AuditChainBroken` (409 `audit_chain_broken`) and is logged.
+the last witnessed checkpoint, and an export verifies its range (bytes, links and the query
+columns it serves) before its first line. Each refusal raises `AuditChainBroken` (409
+`audit_chain_broken`), is logged and opens the chain's alarm (`app.repos.audit_alarms`), in its
+own transaction so it outlives the refused one. While a chain's alarm is open every write to it is
+refused at commit, under the chain's lock (`memwarden_lock_chain` returns the open alarm), so a
+chain broken anywhere, not only at its head, takes no more writes until an operator repairs it
+and clears the alarm (`memwarden audit clear-alarm`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any, Iterator, Sequence
 import psycopg
 from sqlalchemy import bindparam, event, func, insert, select, text
 from sqlalchemy.engine import Connection, Engine, Row
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -36,7 +41,7 @@ from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_com
                                      work_of)
 from app.errors import AuditChainBroken
 from app.observability import metrics
-from app.repos import audit_reads
+from app.repos import audit_alarms, audit_reads
 from app.services.audit_witness import Witness
 
 log = logging.getLogger(__name__)
@@ -96,6 +101,15 @@ class AuditLog:
         pending.writer = self
         pending.audit.append((tenant_id, event_type, actor, subject or {}, data))
 
+    def append_access(self, session: Session, *, tenant_id: str | None, event_type: str, actor: dict[str, Any],
+                      subject: dict[str, Any] | None, data: dict[str, Any]) -> None:
+        """`append` for a record of access (a sign-in or sign-out, a verification) that must not be
+        refused: people must still get in to investigate a tenant whose chain is closed by an open
+        alarm. Such a record goes to the system chain instead, naming the tenant."""
+        if tenant_id is not None and audit_alarms.open_alarm(session, chain_for(tenant_id)) is not None:
+            tenant_id, data = None, {**data, "tenant_id": tenant_id, "tenant_chain": "closed_by_alarm"}
+        self.append(session, tenant_id=tenant_id, event_type=event_type, actor=actor, subject=subject, data=data)
+
     def write_at_commit(self, session: Session, chain_id: str, records: list[tuple], head: Row) -> None:
         """Hash and insert pending entries of one chain after `head` (the `memwarden_lock_chain`
         row read under the chain's lock, which the caller holds; `audit_seq` None: empty chain).
@@ -106,7 +120,7 @@ class AuditLog:
         conn = session.connection()
         seq, prev = (head.audit_seq, bytes(head.audit_hash)) if head.audit_seq is not None else (0, chain.GENESIS)
         if seq and self._good_heads.get(chain_id) != (seq, prev):
-            self._check_head(chain_id, head)
+            self._check_head(session, chain_id, head)
         origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
         for tenant_id, event_type, actor, subject, data in records:
             seq += 1
@@ -129,7 +143,7 @@ class AuditLog:
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
 
-    def _check_head(self, chain_id: str, head: Row) -> None:
+    def _check_head(self, session: Session, chain_id: str, head: Row) -> None:
         """Refuse to extend a head that does not verify: its stored bytes must be a well-formed
         entry at that seq whose leaf hash, chained onto its predecessor's stored chain hash, gives
         its stored chain hash (a row INSERTed by hand without the right hashes shows here).
@@ -147,15 +161,39 @@ class AuditLog:
             if verifier.chain_head != head_hash:
                 raise chain.ChainError("chain_hash_mismatch", f"the head at seq {seq} does not recompute", seq=seq)
         except chain.AuditChainError as exc:
-            raise self._broken(chain_id, exc, "append refused: the chain head does not verify") from None
+            raise self._broken(session_engine(session), chain_id, exc, "append",
+                               "append refused: the chain head does not verify") from None
         self._good_heads[chain_id] = (seq, head_hash)
 
-    def _broken(self, chain_id: str, exc: chain.AuditChainError, what: str) -> AuditChainBroken:
-        """Log a refusal (hashes and seqs only, never content) and the error the caller raises."""
+    def _broken(self, engine: Engine, chain_id: str, exc: chain.AuditChainError, detected_by: str,
+                what: str) -> AuditChainBroken:
+        """Log a refusal (hashes and seqs only, never content), open the chain's alarm and return
+        the error the caller raises."""
         log.error("audit chain %s: %s: seq %s: %s: %s", chain_id, what, exc.seq, exc.reason, exc.detail)
+        self.raise_alarm(engine, chain_id, first_bad_seq=exc.seq, reason=exc.reason, detail=exc.detail,
+                         detected_by=detected_by)
         return AuditChainBroken(f"audit chain {chain_id}: {what}: first bad seq {exc.seq}: {exc.reason}",
                                 details={"chain_id": chain_id, "first_bad_seq": exc.seq, "reason": exc.reason,
                                          "detail": exc.detail})
+
+    def raise_alarm(self, engine: Engine, chain_id: str, *, first_bad_seq: int | None, reason: str, detail: str,
+                    detected_by: str) -> bool:
+        """Open the chain's alarm in a transaction of its own, committed even though the caller's
+        (which may hold the chain's lock: the alarm needs no lock) is about to roll back. True when
+        this call opened it. A failure to record is logged, never raised over the refusal itself."""
+        try:
+            with engine.begin() as conn:
+                opened = audit_alarms.raise_alarm(conn, chain_id=chain_id, tenant_id=tenant_of(chain_id),
+                                                  first_bad_seq=first_bad_seq, reason=reason, detail=detail or "",
+                                                  detected_by=detected_by)
+        except SQLAlchemyError:
+            log.exception("audit chain %s: the alarm could not be recorded", chain_id)
+            return False
+        if opened:
+            log.critical("audit chain %s: ALARM: writes to the chain are refused until it verifies again and "
+                         "the alarm is cleared (memwarden audit clear-alarm); first bad seq %s: %s",
+                         chain_id, first_bad_seq, reason)
+        return opened
 
     # -- checkpoints ----------------------------------------------------------------------------
 
@@ -175,8 +213,8 @@ class AuditLog:
         try:
             size, head, frontier, proofs = self._prove_extensions(session, chain_id, last, witnessed)
         except chain.AuditChainError as exc:
-            raise self._broken(chain_id, exc, "checkpoint refused: the chain does not extend the last signed "
-                                              "checkpoint") from None
+            raise self._broken(session_engine(session), chain_id, exc, "checkpoint",
+                               "checkpoint refused: the chain does not extend the last signed checkpoint") from None
         signed = None
         if size and (last is None or size != last.size):
             note = self.signer.sign_checkpoint(origin, size, frontier.root(), head, ts=format_ts(utcnow()))
@@ -251,7 +289,8 @@ class AuditLog:
 
     def checkpoint_chains(self, sessions, chain_ids: Sequence[str]) -> int:
         """Sign a checkpoint of each chain, each in its own transaction. A chain that does not verify
-        is logged (by `checkpoint`) and passed over, so the others still get theirs. Returns how many."""
+        is logged and its alarm opened (by `checkpoint`), then passed over, so the others still get
+        theirs. Returns how many."""
         for chain_id in chain_ids:
             try:
                 with sessions.begin() as session:
@@ -303,14 +342,18 @@ class AuditLog:
 
     def _verify_range(self, session: Session, chain_id: str, from_seq: int, to_seq: int, prev: bytes,
                       notes: Sequence[str]) -> None:
-        """Verify rows from_seq..to_seq against their links and the signed (and witnessed)
-        checkpoints in the range; raise `AuditChainBroken` at the first bad seq."""
+        """Verify rows from_seq..to_seq against their links, their query columns (the export
+        serves them to whoever filters on them) and the signed (and witnessed) checkpoints in the
+        range; raise `AuditChainBroken` at the first bad seq."""
         origin = self.checkpoint_origin(chain_id)
         witnessed = self.witness.latest(origin, self.vkey)
         if witnessed is not None and from_seq <= witnessed.checkpoint.size <= to_seq:
             notes = sorted([*notes, witnessed.note], key=_note_size)
-        rows = _rows_in_range(session, chain_id, from_seq, to_seq)
-        report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, None) for r in rows),
+        rows = session.execute(
+            select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash, *_COLUMNS)
+            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
+            .order_by(AuditEntry.seq).execution_options(yield_per=2000))
+        report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, _columns(r)) for r in rows),
                                    chain_id=chain_id, origin=origin, checkpoints=notes, vkeys=[self.vkey],
                                    start_seq=from_seq, prev_chain_hash=prev)
         if not report.ok:
@@ -320,7 +363,8 @@ class AuditLog:
                                        seq=report.tree_size + 1)
         else:
             return
-        raise self._broken(chain_id, problem, "export refused: the chain does not verify")
+        raise self._broken(session_engine(session), chain_id, problem, "export",
+                           "export refused: the chain does not verify")
 
     def verify_database(self, sessions, chain_id: str, held_checkpoints: Sequence[str] = ()) -> chain.VerifyReport:
         """Check the stored chain: bytes, links, query columns against hashed bytes, checkpoints.
@@ -340,6 +384,24 @@ class AuditLog:
                     vkeys=[self.vkey],
                 )
 
+    def verify_and_alarm(self, sessions, chain_id: str, detected_by: str,
+                         held_checkpoints: Sequence[str] = ()) -> chain.VerifyReport:
+        """`verify_database`, held also to the last witnessed checkpoint; a chain found tampered
+        opens its alarm (a break below the last checkpoint shows only in such a full verification)."""
+        record = self.witness.latest(self.checkpoint_origin(chain_id), self.vkey)
+        if record is not None:
+            held_checkpoints = [*held_checkpoints, record.note]
+        report = self.verify_database(sessions, chain_id, held_checkpoints)
+        if report.status == "tampered":
+            log.error("audit chain %s: full verification failed: seq %s: %s: %s", chain_id, report.first_bad_seq,
+                      report.reason, report.detail)
+            with sessions() as session:
+                engine = session_engine(session)
+            self.raise_alarm(engine, chain_id,
+                             first_bad_seq=report.first_bad_seq, reason=report.reason or "malformed",
+                             detail=report.detail or "", detected_by=detected_by)
+        return report
+
 
 def _rows_in_range(session: Session, chain_id: str, from_seq: int, to_seq: int):
     """Stored (seq, entry, leaf_hash, chain_hash) rows from_seq..to_seq in order, streamed."""
@@ -357,6 +419,11 @@ def _note_size(note: str) -> int:
         return 0  # first in line, so the verifier reports it
 
 
+_COLUMNS = (AuditEntry.chain_id, AuditEntry.event_type, AuditEntry.ts, AuditEntry.actor, AuditEntry.subject_type,
+            AuditEntry.subject_id,
+            AuditEntry.tenant_id)
+
+
 def _columns(row: AuditEntry) -> dict[str, Any]:
     """A row's query columns, named as the verifier reads them from the hashed bytes."""
     actor_kind, _, actor_id = row.actor.partition(":")
@@ -369,6 +436,17 @@ def _columns(row: AuditEntry) -> dict[str, Any]:
 
 def actor_label(actor: dict[str, Any]) -> str:
     return f"{actor.get('kind', '?')}:{actor.get('id', '?')}"
+
+
+def tenant_of(chain_id: str) -> str | None:
+    """The tenant whose chain this is (None for the system chain)."""
+    return chain_id.removeprefix("tenant:") if chain_id.startswith("tenant:") else None
+
+
+def session_engine(session: Session) -> Engine:
+    """The engine under the session, also when it is bound to a connection (a unit of work)."""
+    bind = session.get_bind()
+    return bind.engine if isinstance(bind, Connection) else bind
 
 
 def chain_work(session: Session, tenant_id: str | None) -> ChainWork:
@@ -396,12 +474,23 @@ def _write_pending(session: Session) -> None:
         heads = session.connection().execute(_LOCK_AND_HEADS, {
             "chain": chain_id, "tenant": pending.tenant_id, "notify": has_events}).one()
         work.locks.add(chain_id)
+        if heads.alarm_id is not None and not pending.despite_alarm:
+            raise _closed(chain_id, heads)
         if pending.audit:
             pending.writer.write_at_commit(session, chain_id, pending.audit, head=heads)
         if has_events:  # the event-log head is only read for them (migration 0016)
             pending.event_id, pending.has_webhooks = heads.event_id, heads.has_webhooks
         for write in pending.after_lock:
             write(session, pending)
+
+
+def _closed(chain_id: str, heads: Row) -> AuditChainBroken:
+    """The refusal of a write to a chain whose alarm is open (nothing of the write is kept)."""
+    return AuditChainBroken(
+        f"audit chain {chain_id} is closed to writes: it did not verify (first bad seq {heads.alarm_seq}: "
+        f"{heads.alarm_reason}); an operator must repair it and clear the alarm",
+        details={"chain_id": chain_id, "first_bad_seq": heads.alarm_seq, "reason": heads.alarm_reason,
+                 "detail": "the chain's alarm is open: writes are refused until it is cleared"})
 
 
 def _insert_at_commit(conn: Connection, rows: list[dict[str, Any]]) -> None:

@@ -30,13 +30,13 @@ def chain_status(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
 
 def _record(ctx: AppContext, tenant_id: str, event_type: str, actor: dict, data: dict[str, Any]) -> None:
     with ctx.db.sessions.begin() as session:
-        ctx.audit.append(session, tenant_id=tenant_id, event_type=event_type, actor=actor,
-                         subject={"type": "audit_chain", "id": chain_for(tenant_id)}, data=data)
+        ctx.audit.append_access(session, tenant_id=tenant_id, event_type=event_type, actor=actor,
+                                subject={"type": "audit_chain", "id": chain_for(tenant_id)}, data=data)
 
 
 def verify(ctx: AppContext, *, tenant_id: str, actor: dict) -> VerifyReport:
     """Verify the tenant's chain in the database, then record that it was verified and the outcome."""
-    report = ctx.audit.verify_database(ctx.db.sessions, chain_for(tenant_id))
+    report = ctx.audit.verify_and_alarm(ctx.db.sessions, chain_for(tenant_id), "verification")
     _record(ctx, tenant_id, "audit.verified", actor, {
         "status": report.status, "entries": report.entries, "first_bad_seq": report.first_bad_seq,
         "reason": report.reason, "checkpoints_verified": report.checkpoints_verified})

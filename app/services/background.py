@@ -1,5 +1,6 @@
-"""Periodic jobs: the audit checkpoint cadence, webhook deliveries, memory compaction, and purging
-expired idempotency keys and idle rate-limit buckets.
+"""Periodic jobs: the audit checkpoint cadence, the full audit verification and the events of audit
+chain alarms, webhook deliveries, memory compaction, and purging expired idempotency keys and idle
+rate-limit buckets.
 
 Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
 in the job's leader (`app.services.leader`): across all processes sharing the database, each job
@@ -16,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from app.repos import audit_reads
-from app.services import idempotency, rate_limits, webhooks
+from app.services import audit_alarms, idempotency, rate_limits, webhooks
 from app.services.context import AppContext
 from app.services.leader import Leadership
 
@@ -30,6 +31,13 @@ def checkpoint_unsigned(ctx: AppContext) -> int:
     with ctx.db.reader() as conn:
         chains = audit_reads.unsigned_chains(conn)
     return ctx.audit.checkpoint_chains(ctx.db.sessions, chains)
+
+
+def _announce_and_deliver(ctx: AppContext) -> None:
+    """Write the `audit.chain_broken` event of each new audit chain alarm, then deliver due webhooks
+    (that event's among them): an alarm reaches the event log and webhooks within a round."""
+    audit_alarms.announce(ctx)
+    webhooks.deliver_due(ctx)
 
 
 def _purge_expired(ctx: AppContext) -> None:
@@ -65,8 +73,11 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
     """Run the jobs for the lifetime of the app (a job's rounds run only while this process leads
     it); on shutdown step down and sign a final checkpoint of the chains this process appended to."""
     jobs = [(max(1, ctx.settings.checkpoint_interval_seconds), lambda: checkpoint_unsigned(ctx), "audit-checkpoints"),
-            (WEBHOOK_POLL_SECONDS, lambda: webhooks.deliver_due(ctx), "webhook-deliveries"),
+            (WEBHOOK_POLL_SECONDS, lambda: _announce_and_deliver(ctx), "webhook-deliveries"),
             (IDEMPOTENCY_PURGE_SECONDS, lambda: _purge_expired(ctx), "expired-key-purge")]
+    if ctx.settings.audit_verify_interval_seconds > 0:
+        jobs.append((ctx.settings.audit_verify_interval_seconds, lambda: audit_alarms.verify_chains(ctx),
+                     "audit-verification"))
     if ctx.settings.compaction_interval_seconds > 0:
         from app.services import compaction
 

@@ -17,6 +17,7 @@ from app.core.ids import new_id
 from app.core.timefmt import utcnow
 from app.db.models import User, UserRole
 from app.errors import Conflict, NotFound, RateLimited, ValidationFailed
+from app.repos import audit_alarms as alarms_repo
 from app.repos import login_throttle as throttle_repo
 from app.repos import users as users_repo
 from app.services.context import AppContext
@@ -57,6 +58,8 @@ class Reviewer:
     username: str
     session_id: str
     roles: tuple[TenantRole, ...]
+    alarms: tuple[dict, ...] = ()
+    """Open audit chain alarms of the tenants where this person has the audit power (a banner on every page)."""
 
     @property
     def actor(self) -> dict[str, str]:
@@ -228,8 +231,8 @@ def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str,
     subject = {"type": "user", "id": user_id}
     actor = {"kind": "user", "id": user_id or "unknown", "name": username[:64]}
     for tenant_id in tenant_ids or [None]:
-        ctx.audit.append(session, tenant_id=tenant_id, event_type=event, actor=actor, subject=subject,
-                         data={"reason": reason, "client": client})
+        ctx.audit.append_access(session, tenant_id=tenant_id, event_type=event, actor=actor, subject=subject,
+                                data={"reason": reason, "client": client})
 
 
 def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None = None) -> str:
@@ -287,8 +290,11 @@ def load_reviewer(ctx: AppContext, session_id: str) -> Reviewer | None:
         web_session, user = row
         users_repo.touch_web_session(session, session_id=session_id, every=timedelta(minutes=1))
         roles = users_repo.roles_with_tenant_names(session, user_id=user.id)
-        return Reviewer(user.id, user.username, session_id,
-                        tuple(TenantRole(r[0].tenant_id, r[1], r[0].role, tuple(r[0].agents)) for r in roles))
+        tenant_roles = tuple(TenantRole(r[0].tenant_id, r[1], r[0].role, tuple(r[0].agents)) for r in roles)
+        names = {r.tenant_id: r.tenant_name for r in tenant_roles if r.can("audit")}
+        alarms = tuple({"tenant_name": names[a.tenant_id], "first_bad_seq": a.first_bad_seq, "reason": a.reason,
+                        "detected_at": a.detected_at} for a in alarms_repo.open_alarms_of(session, list(names)))
+        return Reviewer(user.id, user.username, session_id, tenant_roles, alarms)
 
 
 def sign_out(ctx: AppContext, reviewer: Reviewer, *, everywhere: bool = False) -> None:
@@ -299,5 +305,6 @@ def sign_out(ctx: AppContext, reviewer: Reviewer, *, everywhere: bool = False) -
         else:
             users_repo.revoke_web_session(session, session_id=reviewer.session_id, at=now)
         for role in reviewer.roles:
-            ctx.audit.append(session, tenant_id=role.tenant_id, event_type="auth.signed_out", actor=reviewer.actor,
-                             subject={"type": "user", "id": reviewer.user_id}, data={"everywhere": everywhere})
+            ctx.audit.append_access(session, tenant_id=role.tenant_id, event_type="auth.signed_out",
+                                    actor=reviewer.actor, subject={"type": "user", "id": reviewer.user_id},
+                                    data={"everywhere": everywhere})
