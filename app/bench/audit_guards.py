@@ -49,7 +49,7 @@ def _appends(ctx, tenant_id: str, per_round: int, rounds: int) -> dict[str, Any]
     n = 0
     for r in range(rounds):
         for variant in _order(r, "head_cached", "head_checked"):
-            ctx.audit._good_heads = {} if variant == "head_cached" else _Forgetful()
+            ctx.audit.known_good_heads = {} if variant == "head_cached" else _Forgetful()
             for _ in range(per_round):
                 n += 1
                 started = time.perf_counter()
@@ -57,7 +57,7 @@ def _appends(ctx, tenant_id: str, per_round: int, rounds: int) -> dict[str, Any]
                     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.remembered", actor=ACTOR,
                                      subject={"type": "memory", "id": f"mem_{n}"}, data={"n": n})
                 samples[variant].append((time.perf_counter() - started) * 1000)
-    ctx.audit._good_heads = {}
+    ctx.audit.known_good_heads = {}
     out: dict[str, Any] = {k: latency_summary(v) for k, v in samples.items()}
     out["p50_added_ms"] = round(out["head_checked"]["p50_ms"] - out["head_cached"]["p50_ms"], 3)
     out["check_alone"] = _check_alone(ctx, tenant_id, per_round * 2)
@@ -67,15 +67,16 @@ def _appends(ctx, tenant_id: str, per_round: int, rounds: int) -> dict[str, Any]
 def _check_alone(ctx, tenant_id: str, calls: int) -> dict[str, float]:
     """The head check by itself (the hashing of the head rows the lock call returned), without
     the commit's WAL flush that dominates an append: the time it adds while the chain's lock is held."""
-    from app.services.audit import _LOCK_AND_HEADS, chain_for
+    from app.repos.audit_log import lock_and_read_heads
+    from app.services.audit import chain_for
 
     chain_id = chain_for(tenant_id)
     samples = []
     with ctx.db.sessions.begin() as session:
-        head = session.execute(_LOCK_AND_HEADS, {"chain": chain_id, "tenant": tenant_id, "notify": False}).one()
+        head = lock_and_read_heads(session, chain_id=chain_id, tenant_id=tenant_id, notify=False)
         for _ in range(calls):
             started = time.perf_counter()
-            ctx.audit._check_head(session, chain_id, head)
+            ctx.audit.check_head(session, chain_id, head)
             samples.append((time.perf_counter() - started) * 1000)
     return latency_summary(samples)
 
@@ -89,17 +90,17 @@ def _exports(ctx, tenant_id: str, events: int, rounds: int) -> dict[str, Any]:
                 ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.remembered", actor=ACTOR,
                                  subject={"type": "memory", "id": f"mem_export{k}"}, data={"k": k})
     chain_id = chain_for(tenant_id)
-    verify_range = AuditLog._verify_range
+    verify_range = AuditLog.verify_range
     seconds: dict[str, list[float]] = {"verify_first": [], "stream_only": []}
     try:
         for r in range(rounds):
             for variant in _order(r, "verify_first", "stream_only"):
-                AuditLog._verify_range = verify_range if variant == "verify_first" else (lambda *a, **k: None)
+                AuditLog.verify_range = verify_range if variant == "verify_first" else (lambda *a, **k: None)
                 started = time.perf_counter()
                 lines = sum(1 for _ in ctx.audit.export(ctx.db.sessions, chain_id))
                 seconds[variant].append(time.perf_counter() - started)
     finally:
-        AuditLog._verify_range = verify_range
+        AuditLog.verify_range = verify_range
     out: dict[str, Any] = {"entries": events + 1, "lines": lines}  # + tenant.created; lines add checkpoints
     for variant, runs in seconds.items():
         median = statistics.median(runs)

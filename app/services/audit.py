@@ -21,14 +21,13 @@ and clears the alarm (`memwarden audit clear-alarm`).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import logging
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import psycopg
-from sqlalchemy import bindparam, event, func, insert, select, text
+from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -42,6 +41,7 @@ from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_com
 from app.errors import AuditChainBroken
 from app.observability import metrics
 from app.repos import audit_alarms, audit_reads
+from app.repos import audit_log as audit_log_repo
 from app.services.audit_witness import Witness
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,6 @@ SYSTEM_CHAIN = "system"
 
 # The statements of the append path, built once and run on the session's connection: building and
 # running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
-_INSERT = insert(AuditEntry.__table__)
-_LOCK = select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key"))))
 _AT_COMMIT = "memwarden.audit_rows_at_commit"  # Connection.info key: (transaction, [rows, ...])
 
 
@@ -70,7 +68,7 @@ class AuditLog:
         self._touched: set[str] = set()
         # chain -> (seq, chain hash) of a head known good: written and committed by this process,
         # or verified by it. An append whose head is still this one skips the head check.
-        self._good_heads: dict[str, tuple[int, bytes]] = {}
+        self.known_good_heads: dict[str, tuple[int, bytes]] = {}
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "AuditLog":
@@ -119,8 +117,8 @@ class AuditLog:
         pipeline with the COMMIT (`_insert_with_commit`): one round trip fewer under the lock."""
         conn = session.connection()
         seq, prev = (head.audit_seq, bytes(head.audit_hash)) if head.audit_seq is not None else (0, chain.GENESIS)
-        if seq and self._good_heads.get(chain_id) != (seq, prev):
-            self._check_head(session, chain_id, head)
+        if seq and self.known_good_heads.get(chain_id) != (seq, prev):
+            self.check_head(session, chain_id, head)
         origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
         for tenant_id, event_type, actor, subject, data in records:
             seq += 1
@@ -133,17 +131,17 @@ class AuditLog:
                          "subject_type": subject.get("type"), "subject_id": subject.get("id")})
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
         if checkpoint_due or not commits_at_own_commit(session) or session.in_nested_transaction():
-            conn.execute(_INSERT, rows)  # read back by the checkpoint, or not the last statement
+            audit_log_repo.insert_entries(conn, rows)  # read back by the checkpoint, or not the last statement
         else:
             _insert_at_commit(conn, rows)
         self._touched.add(chain_id)
         metrics.AUDIT_APPENDS.inc(len(rows))
         if commits_durably(session):
-            after_commit(session, lambda: self._good_heads.__setitem__(chain_id, (seq, prev)))
+            after_commit(session, lambda: self.known_good_heads.__setitem__(chain_id, (seq, prev)))
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
 
-    def _check_head(self, session: Session, chain_id: str, head: Row) -> None:
+    def check_head(self, session: Session, chain_id: str, head: Row) -> None:
         """Refuse to extend a head that does not verify: its stored bytes must be a well-formed
         entry at that seq whose leaf hash, chained onto its predecessor's stored chain hash, gives
         its stored chain hash (a row INSERTed by hand without the right hashes shows here).
@@ -163,7 +161,7 @@ class AuditLog:
         except chain.AuditChainError as exc:
             raise self._broken(session_engine(session), chain_id, exc, "append",
                                "append refused: the chain head does not verify") from None
-        self._good_heads[chain_id] = (seq, head_hash)
+        self.known_good_heads[chain_id] = (seq, head_hash)
 
     def _broken(self, engine: Engine, chain_id: str, exc: chain.AuditChainError, detected_by: str,
                 what: str) -> AuditChainBroken:
@@ -219,8 +217,7 @@ class AuditLog:
         if size and (last is None or size != last.size):
             note = self.signer.sign_checkpoint(origin, size, frontier.root(), head, ts=format_ts(utcnow()))
             signed = AuditCheckpoint(chain_id=chain_id, size=size, note=note, frontier=frontier.to_json())
-            session.add(signed)
-            session.flush()
+            audit_log_repo.add_checkpoint(session, signed)
             metrics.CHECKPOINTS_SIGNED.inc()
         latest = signed or last
         if (latest is not None and self.witness.enabled and commits_durably(session)
@@ -335,12 +332,12 @@ class AuditLog:
                 }
                 notes = audit_reads.checkpoint_notes(session, chain_id=chain_id, from_size=from_seq,
                                                      to_size=to_seq) if to_seq >= from_seq else []
-                self._verify_range(session, chain_id, from_seq, to_seq, prev, notes)
+                self.verify_range(session, chain_id, from_seq, to_seq, prev, notes)
                 entries = _rows_in_range(session, chain_id, from_seq, to_seq)
                 yield from chain.export_lines(manifest, ((r.seq, r.entry, r.leaf_hash, r.chain_hash) for r in entries),
                                               notes)
 
-    def _verify_range(self, session: Session, chain_id: str, from_seq: int, to_seq: int, prev: bytes,
+    def verify_range(self, session: Session, chain_id: str, from_seq: int, to_seq: int, prev: bytes,
                       notes: Sequence[str]) -> None:
         """Verify rows from_seq..to_seq against their links, their query columns (the export
         serves them to whoever filters on them) and the signed (and witnessed) checkpoints in the
@@ -349,10 +346,7 @@ class AuditLog:
         witnessed = self.witness.latest(origin, self.vkey)
         if witnessed is not None and from_seq <= witnessed.checkpoint.size <= to_seq:
             notes = sorted([*notes, witnessed.note], key=_note_size)
-        rows = session.execute(
-            select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash, *_COLUMNS)
-            .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
-            .order_by(AuditEntry.seq).execution_options(yield_per=2000))
+        rows = audit_log_repo.entries_with_columns(session, chain_id=chain_id, from_seq=from_seq, to_seq=to_seq)
         report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, _columns(r)) for r in rows),
                                    chain_id=chain_id, origin=origin, checkpoints=notes, vkeys=[self.vkey],
                                    start_seq=from_seq, prev_chain_hash=prev)
@@ -419,11 +413,6 @@ def _note_size(note: str) -> int:
         return 0  # first in line, so the verifier reports it
 
 
-_COLUMNS = (AuditEntry.chain_id, AuditEntry.event_type, AuditEntry.ts, AuditEntry.actor, AuditEntry.subject_type,
-            AuditEntry.subject_id,
-            AuditEntry.tenant_id)
-
-
 def _columns(row: AuditEntry) -> dict[str, Any]:
     """A row's query columns, named as the verifier reads them from the hashed bytes."""
     actor_kind, _, actor_id = row.actor.partition(":")
@@ -455,9 +444,6 @@ def chain_work(session: Session, tenant_id: str | None) -> ChainWork:
     return work_of(session).chain(chain_for(tenant_id), tenant_id)
 
 
-_LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :notify)")
-
-
 @event.listens_for(Session, "before_commit")
 def _write_pending(session: Session) -> None:
     """At commit, lock each touched chain (in a fixed order: no deadlocks between chains) and
@@ -471,8 +457,8 @@ def _write_pending(session: Session) -> None:
     for chain_id in sorted(chains):
         pending = chains[chain_id]
         has_events = bool(pending.events)
-        heads = session.connection().execute(_LOCK_AND_HEADS, {
-            "chain": chain_id, "tenant": pending.tenant_id, "notify": has_events}).one()
+        heads = audit_log_repo.lock_and_read_heads(session, chain_id=chain_id, tenant_id=pending.tenant_id,
+                                                   notify=has_events)
         work.locks.add(chain_id)
         if heads.alarm_id is not None and not pending.despite_alarm:
             raise _closed(chain_id, heads)
@@ -519,18 +505,11 @@ def _insert_with_commit(conn: Connection) -> None:
     try:
         with driver.cursor() as cursor, driver.pipeline():
             for rows in deferred[1]:
-                cursor.executemany(_insert_sql(tuple(rows[0])), rows)
+                cursor.executemany(audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
             cursor.execute("COMMIT", prepare=False)
     except psycopg.Error as exc:
         raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True,
                                   dialect=conn.dialect) from exc
-
-
-@functools.cache
-def _insert_sql(columns: tuple[str, ...]) -> str:
-    """`_INSERT` for the driver itself (psycopg placeholders), for rows with these keys."""
-    return (f"INSERT INTO {AuditEntry.__tablename__} ({', '.join(columns)}) "
-            f"VALUES ({', '.join(f'%({c})s' for c in columns)})")
 
 
 @event.listens_for(Engine, "rollback")
@@ -542,7 +521,7 @@ def lock_chain(session: Session, chain_id: str) -> None:
     """Take the chain's transaction-scoped advisory lock (once per transaction)."""
     locks = work_of(session).locks
     if chain_id not in locks:
-        session.connection().execute(_LOCK, {"key": "memwarden.audit:" + chain_id})
+        audit_log_repo.lock_chain(session, chain_id)
         locks.add(chain_id)
 
 
