@@ -152,7 +152,8 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
         flags = screening.screen_write(
             session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
             memory_type=body["type"], content=clean.content, tags=clean.tags, metadata=clean.metadata,
-            source=body.get("source"), embedding=embedding, allowed_sources=principal.sources)
+            source=body.get("source"), embedding=embedding, allowed_sources=principal.sources,
+            protection=rules.protection)
         decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(
             operation="remember", agent_id=agent_id, type=body["type"], source=body.get("source"),
             tags=tuple(clean.tags), content=clean.content, confidence=body.get("confidence", 1.0),

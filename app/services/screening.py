@@ -13,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core import jsontext
-from app.core.screening import Screening, screen
-from app.db.models import Memory
+from app.core.screening import Protection, Screening, screen
+from app.db.models import Memory, Tenant
 from app.repos import search
 from app.repos.memories import Scope, visible
 
@@ -30,8 +30,12 @@ no privileged origin (``system``, ``admin``, ``user:verified``, ``tool:*`` …).
 
 def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None, memory_type: str,
                  content: str, tags: Sequence[str], metadata: dict[str, Any], source: str | None,
-                 embedding: Sequence[float], allowed_sources: Sequence[str] = ALLOWED_SOURCES) -> Screening:
-    """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs."""
+                 embedding: Sequence[float], allowed_sources: Sequence[str] = ALLOWED_SOURCES,
+                 protection: Protection | None = None) -> Screening:
+    """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs,
+    ``protection`` the tenant's extra protected keys and paths (read from its settings when not given)."""
+    if protection is None:
+        protection = protection_for(session, tenant_id)
     live: list[str] = []
     live_fsm = None
     if memory_type == "procedural":
@@ -39,7 +43,13 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
     else:
         live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
     return screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
-                  live_fsm=live_fsm, allowed_sources=allowed_sources)
+                  live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection)
+
+
+def protection_for(session: Session, tenant_id: str) -> Protection:
+    """The tenant's extra protected keys and paths (``settings["screening"]``)."""
+    tenant = session.get(Tenant, tenant_id)  # usually already in the session's identity map
+    return Protection.from_settings(((tenant.settings or {}) if tenant else {}).get("screening"))
 
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:

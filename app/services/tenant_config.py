@@ -16,6 +16,8 @@ from sqlalchemy.orm import Session
 from app.core.ids import new_id
 from app.core.policy import Policy
 from app.core.redaction import Redactor, RegisteredSecret
+from app.core.screening import Protection
+from app.core.screening.protected import validate_settings as validate_screening
 from app.db.models import Tenant, TenantSecret
 from app.errors import NotFound, ValidationFailed
 from app.services import staging
@@ -52,6 +54,8 @@ class TenantRules:
     redactor: Redactor
     mode: str
     policy: Policy
+    protection: Protection = Protection()
+    """Extra keys and paths screening treats as protected (``settings["screening"]``)."""
 
 
 _RULES_CACHE_SIZE = 4096
@@ -75,13 +79,29 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
     with ctx.db.sessions() as session:
         rules = TenantRules(redactor_for(ctx, session, principal.tenant_id),
                             redaction_mode(session, principal.tenant_id),
-                            staging.tenant_policy(session, principal.tenant_id))
+                            staging.tenant_policy(session, principal.tenant_id),
+                            Protection.from_settings(_settings(session, principal.tenant_id).get("screening")))
     if principal.config_version is not None:
         with _rules_lock:
             _rules[key] = rules
             while len(_rules) > _RULES_CACHE_SIZE:
                 _rules.popitem(last=False)
     return rules
+
+
+def _settings(session: Session, tenant_id: str) -> dict:
+    tenant = session.get(Tenant, tenant_id)
+    return (tenant.settings or {}) if tenant else {}
+
+
+def set_screening(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> None:
+    """Set the tenant's extra protected keys and path globs (``{"protected_keys": [...],
+    "protected_paths": [...]}``); writes naming them are high risk (``protected_memory``)."""
+    problems = validate_screening(doc)
+    if problems:
+        raise ValidationFailed.at("/screening", "; ".join(problems))
+    _set_setting(ctx, tenant_id, "screening", dict(doc), event_type="tenant.settings_changed",
+                 data={"screening": {k: len(v) for k, v in doc.items()}}, actor=actor)
 
 
 def _bump_version(session: Session, tenant_id: str) -> None:
