@@ -153,7 +153,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
             session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=body.get("user_id"),
             memory_type=body["type"], content=clean.content, tags=clean.tags, metadata=clean.metadata,
             source=body.get("source"), embedding=embedding, allowed_sources=principal.sources,
-            protection=rules.protection)
+            protection=rules.protection, embedder=ctx.embedder.name)
         decision = staging.review_requirement(session, principal.tenant_id, WriteRequest(
             operation="remember", agent_id=agent_id, type=body["type"], source=body.get("source"),
             tags=tuple(clean.tags), content=clean.content, confidence=body.get("confidence", 1.0),
@@ -573,7 +573,8 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
             flags = screening.screen_write(
                 session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
                 memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
-                source=memory.source, embedding=embedding, allowed_sources=principal.sources)
+                source=memory.source, embedding=embedding, allowed_sources=principal.sources,
+                embedder=ctx.embedder.name)
             try:
                 decision = _batch_decision(session, principal, write, flags)
             except Forbidden as exc:

@@ -31,9 +31,10 @@ no privileged origin (``system``, ``admin``, ``user:verified``, ``tool:*`` …).
 def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None, memory_type: str,
                  content: str, tags: Sequence[str], metadata: dict[str, Any], source: str | None,
                  embedding: Sequence[float], allowed_sources: Sequence[str] = ALLOWED_SOURCES,
-                 protection: Protection | None = None) -> Screening:
+                 protection: Protection | None = None, embedder: str | None = None) -> Screening:
     """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs,
-    ``protection`` the tenant's extra protected keys and paths (read from its settings when not given)."""
+    ``protection`` the tenant's extra protected keys and paths (read from its settings when not given),
+    ``embedder`` the name of the model that made ``embedding`` (the semantic signal needs its own model's)."""
     if protection is None:
         protection = protection_for(session, tenant_id)
     live: list[str] = []
@@ -43,7 +44,8 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
     else:
         live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
     return screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
-                  live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection)
+                  live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection,
+                  embedding=embedding, embedder=embedder)
 
 
 def protection_for(session: Session, tenant_id: str) -> Protection:

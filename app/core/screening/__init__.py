@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from app.core.screening import (contradiction, exfiltration, fsm_widening, hidden, injection, protected, provenance,
-                                 sensitive)
+                                 semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
 from app.core.screening.protected import Protection
 
@@ -30,7 +30,7 @@ __all__ = ["EXPLANATIONS", "FLAG_NAMES", "LEVELS", "SEVERITIES", "Protection", "
 #: Every flag name a detector can raise (the values policies may match with ``risk_flags``).
 FLAG_NAMES = (
     injection.NAME, exfiltration.NAME, hidden.NAME, sensitive.SECRET, sensitive.PII, fsm_widening.NAME,
-    contradiction.NAME, provenance.NAME, protected.NAME,
+    contradiction.NAME, provenance.NAME, protected.NAME, semantic.NAME,
 )
 
 #: One plain sentence per flag for the reviewer (shown on the change page next to the evidence).
@@ -51,6 +51,9 @@ EXPLANATIONS = {
     protected.NAME: "The write claims or changes who the agent is or what it may do: its role, permissions, "
                     "identity, system prompt, safety rules or trusted sources (in the text, a tag or a "
                     "metadata key, or a protected workspace file).",
+    semantic.NAME: "The meaning of the whole text is close to known memory-poisoning attempts (standing "
+                   "instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool misuse), "
+                   "even though it may match no rule; read it as a whole.",
 }
 
 
@@ -78,9 +81,12 @@ class Screening:
 def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None,
            source: str | None = None, live: Sequence[str] = (), live_fsm: str | None = None,
            allowed_sources: Sequence[str] = (), protection: Protection | None = None,
-           path: str | None = None) -> Screening:
+           path: str | None = None, embedding: Sequence[float] | None = None,
+           embedder: str | None = None) -> Screening:
     """Run every detector over one write and return its flags (``protection``: the tenant's extra
-    protected keys and paths, see ``protected``; ``path``: a workspace file's path)."""
+    protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
+    and ``embedder``: the content's vector and the name of the model that made it, for
+    ``semantic_attack``)."""
     fields = text_fields(content, tags, metadata)
     found: list[RiskFlag | None] = [
         injection.detect(fields),
@@ -91,6 +97,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
         fsm_widening.detect(content, live_fsm) if memory_type == "procedural" else None,
         provenance.detect(source, metadata, fields, allowed_sources),
         protected.detect(fields, tags, metadata, protection, path),
+        semantic.detect(content, embedding, embedder) if memory_type != "procedural" else None,
     ]
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

@@ -1,0 +1,77 @@
+"""Train the semantic screening classifier (``app/core/screening/data/semantic_model.npz``).
+
+    python -m app.bench.make_screening_exemplars
+
+Training data: the hand-written exemplars (``app/core/screening/data/exemplars.jsonl``: varied
+human sentences per attack family and ordinary memories that resemble them, written for
+Memwarden, no templates) plus the **dev** split of the generated corpus (never its test split,
+never a held-out corpus). Vectors: the local all-MiniLM-L6-v2 embedder, the one ``remember``
+uses. Model: L2-regularised logistic regression by full-batch gradient descent (deterministic).
+Rerun after editing the exemplars or changing the local model.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from app.core.screening.semantic import MODEL, Classifier
+
+EXEMPLARS = MODEL.parent / "exemplars.jsonl"
+L2, STEPS, RATE = 1e-3, 3000, 2.0
+
+
+def exemplars() -> list[dict]:
+    """The labelled exemplars: ``{"family", "label", "text"}``."""
+    return [json.loads(line) for line in EXEMPLARS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]:
+    """(text, is_attack, family) for training: exemplars (less ``skip_family``) and the corpus dev split."""
+    from app.bench.screening import load_corpus
+
+    rows = [(e["text"], e["label"] == "poisoned", e["family"]) for e in exemplars() if e["family"] != skip_family]
+    rows += [(r["content"], r["label"] == "poisoned", "dev:" + r["class"]) for r in load_corpus()
+             if r["split"] == "dev" and r["type"] != "procedural"]
+    return rows
+
+
+def fit(vectors: np.ndarray, labels: Sequence[bool], model: str) -> Classifier:
+    """Logistic regression on unit vectors (deterministic: zero start, fixed steps)."""
+    y = np.asarray(labels, dtype=np.float64)
+    x = np.asarray(vectors, dtype=np.float64)
+    w, b = np.zeros(x.shape[1]), 0.0
+    for _ in range(STEPS):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
+        g = p - y
+        w -= RATE * (x.T @ g / len(y) + L2 * w)
+        b -= RATE * float(g.mean())
+    return Classifier(w.astype(np.float32), float(b), model)
+
+
+def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.ndarray] | None = None) -> Classifier:
+    """A classifier trained on ``training_rows(skip_family)`` (``cache``: text -> vector, reused across folds)."""
+    from app.embeddings import LocalMiniLMEmbedder
+
+    embedder = embedder or LocalMiniLMEmbedder()
+    rows = training_rows(skip_family)
+    vectors = embed_all(embedder, [r[0] for r in rows], cache)
+    return fit(vectors, [r[1] for r in rows], embedder.name)
+
+
+def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
+    """Vectors for ``texts``, embedding only those not in ``cache``."""
+    texts = list(texts)
+    cache = {} if cache is None else cache
+    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    if missing:
+        cache.update(zip(missing, embedder.embed(missing)))
+    return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
+
+
+if __name__ == "__main__":
+    classifier = train()
+    classifier.save()
+    print(f"trained on {len(training_rows())} rows -> {MODEL}")
