@@ -258,8 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     t_set.add_argument("--policy-file", help="JSON policy document (schemas/policy.json)")
     t_set.add_argument("--protected-keys", help="comma-separated tag/metadata keys screening treats as protected, "
                                                 "beyond role, permissions, system_prompt, identity … ('' clears)")
-    t_set.add_argument("--protected-paths", help="comma-separated path globs of protected workspace files, beyond "
-                                                 "DIRECTIVES*, AGENTS.md, SOUL.md … ('' clears)")
+    t_set.add_argument("--protected-paths", help="comma-separated path globs of protected workspace files "
+                                                 "(none by default), e.g. DIRECTIVES*,SOUL.md ('' clears)")
     t_set.set_defaults(func=cmd_tenant_set)
 
     user = sub.add_parser("user", help="reviewers, auditors, admins").add_subparsers(dest="user_command", required=True)

@@ -4,7 +4,8 @@
 
 Training data: the hand-written exemplars (``app/core/screening/data/exemplars.jsonl``: varied
 human sentences per attack family and ordinary memories that resemble them, written for
-Memwarden, no templates) plus the **dev** split of the generated corpus (never its test split,
+Memwarden, no templates) plus the **dev** split of the generated corpus (its injection and exfiltration rows and all its
+benign rows, redacted as ``remember`` screens them) (never its test split,
 never a held-out corpus). Vectors: the local all-MiniLM-L6-v2 embedder, the one ``remember``
 uses. Model: L2-regularised logistic regression by full-batch gradient descent (deterministic).
 Rerun after editing the exemplars or changing the local model.
@@ -21,6 +22,7 @@ from app.core.screening.semantic import MODEL, Classifier
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
 L2, STEPS, RATE = 1e-3, 3000, 2.0
+SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 
 
 def exemplars() -> list[dict]:
@@ -32,9 +34,16 @@ def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]
     """(text, is_attack, family) for training: exemplars (less ``skip_family``) and the corpus dev split."""
     from app.bench.screening import load_corpus
 
+    from app.core.redaction import Redactor
+
+    redactor = Redactor()
     rows = [(e["text"], e["label"] == "poisoned", e["family"]) for e in exemplars() if e["family"] != skip_family]
-    rows += [(r["content"], r["label"] == "poisoned", "dev:" + r["class"]) for r in load_corpus()
-             if r["split"] == "dev" and r["type"] != "procedural"]
+    # Only the dev classes that are about meaning; secrets, PII, hidden characters, contradictions and
+    # provenance are the rules' job (learning "a key is mentioned" would flag every redacted note).
+    # Redacted, as remember screens them.
+    rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", "dev:" + r["class"])
+             for r in load_corpus() if r["split"] == "dev" and r["type"] != "procedural"
+             and (r["label"] == "benign" or r["class"] in SEMANTIC_DEV_CLASSES)]
     return rows
 
 

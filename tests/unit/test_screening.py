@@ -355,7 +355,7 @@ def test_ordinary_facts_about_roles_and_trust_are_not_protected(text: str) -> No
 
 
 def test_protected_keys_in_tags_and_metadata_point_at_their_values() -> None:
-    flag = flags_of("ok", tags=["role:admin", "travel"], metadata={"profile": {"permissions": "all"}})[
+    flag = flags_of("ok", tags=["role:admin", "travel"], metadata={"profile": {"permissions": "all"}, "path": "SOUL.md"})[
         "protected_memory"]
     assert flag["severity"] == "high"
     assert {e["field"] for e in flag["evidence"]} == {"tags/0", "metadata/profile/permissions"}
@@ -368,7 +368,9 @@ def test_tenant_protected_keys_and_paths_add_to_the_defaults() -> None:
     assert "protected_memory" not in flags_of("ok", metadata={"billing_tier": "gold"})
     assert flags_of("ok", metadata={"billing_tier": "gold"}, protection=protection)["protected_memory"]["severity"] == "high"
     assert flags_of("ok", path="policies/refunds.md", protection=protection)["protected_memory"]
-    assert flags_of("ok", path="notes/DIRECTIVES-v2.txt")["protected_memory"]["severity"] == "high"
+    assert "protected_memory" not in flags_of("ok", path="notes/DIRECTIVES-v2.txt")  # no default paths
+    directives = Protection.from_settings({"protected_paths": ["DIRECTIVES*"]})
+    assert flags_of("ok", path="notes/DIRECTIVES-v2.txt", protection=directives)["protected_memory"]["severity"] == "high"
     assert "protected_memory" not in flags_of("ok", path="notes/todo.md", protection=protection)
     assert Protection.from_settings({"protected_keys": "oops"}) == Protection(frozenset(), ())
 

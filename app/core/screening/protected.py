@@ -18,8 +18,8 @@ high risk by default, whatever the sentence template. Kinds of evidence (all hig
 * ``identity``: "your real name / identity / creator is …", "you are not an assistant".
 * ``protected_key``: a tag or metadata key naming a protected setting (``role``, ``permissions``,
   ``system_prompt``, ``identity`` …, plus the tenant's own ``protected_keys``).
-* ``protected_path``: a metadata path/file value naming a protected workspace file (``DIRECTIVES*``,
-  ``AGENTS.md``, ``SOUL.md`` …, plus the tenant's ``protected_paths`` globs).
+* ``protected_path``: a workspace file's path, or a metadata ``path``/``file`` value, matching one of
+  the tenant's ``protected_paths`` globs (e.g. ``DIRECTIVES*``; none by default).
 
 Known limits: English only; a fact about a *third* person's job ("Ana is an admin at her bank") is
 not matched unless it uses the privileged-rights shape; an instruction phrased with no role,
@@ -45,9 +45,10 @@ DEFAULT_KEYS = frozenset({
     "system_message", "identity", "persona", "instructions", "system_instructions", "safety_rules", "guardrails",
     "trusted_sources", "trusted_source", "access_level", "is_admin", "admin", "superuser", "scopes", "acl",
 })
-#: Workspace files agents load as standing instructions (matched case-insensitively on the base name).
-DEFAULT_PATHS = ("DIRECTIVES*", "AGENTS.md", "CLAUDE.md", "SOUL.md", "IDENTITY.md", "SYSTEM*.md", ".cursorrules",
-                 "system_prompt*")
+#: Workspace paths protected by default: none. Workspace files such as ``DIRECTIVES.md`` or
+#: ``SOUL.md`` are what the workspace is for, so staging every write to them would be a tenant's
+#: choice (``protected_paths: ["DIRECTIVES*", "SOUL.md"]``), not a default.
+DEFAULT_PATHS: tuple[str, ...] = ()
 _PATH_KEYS = frozenset({"path", "file", "filename", "file_path", "filepath", "target", "target_path", "workspace_file"})
 MAX_CONFIGURED = 64
 """At most this many extra keys and path globs per tenant (each at most 128 characters)."""
