@@ -215,7 +215,8 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
     heldout = load_corpus(HELDOUT)
     vectors = embed_rows(heldout, redactor, embedder)
     out["heldout"] = {"path": _shown_path(HELDOUT), "tuned_on": False,
-                      **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors))}
+                      **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
+                      "rules_only": _rules_only(heldout, redactor)}
     if embedder is not None:
         out["heldout"]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder)
     external = external_corpus()
@@ -225,8 +226,15 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
         vectors = embed_rows(external, redactor, embedder)
         out["external:bastioncorpus"] = {
             "package": f"bastioncorpus {_version('bastioncorpus')} (PyPI, MIT licence), corpus/injections.jsonl",
-            "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(external, vectors))}
+            "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(external, vectors)),
+            "rules_only": _rules_only(external, redactor)}
     return out
+
+
+def _rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any]:
+    """Catch and benign-staged rates without the semantic signal (what the rules alone do)."""
+    part = summarise(judge(r, redactor) for r in rows)
+    return {"catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"]}
 
 
 def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder) -> dict:
@@ -347,6 +355,10 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
                      g.get("skipped") or f"{_pct(g.get('catch_rate'))} caught, {_pct(g.get('false_positive_rate'))} benign"))
     lines = ["", common.table(rows, ["corpus", "writes", "Memwarden caught", "Memwarden benign staged",
                                      "agent-memory-guard (strict)"])]
+    for name, part in corpora.items():
+        if "rules_only" in part:
+            lines.append(f"{name} without the semantic signal: {_pct(part['rules_only']['catch_rate'])} caught, "
+                         f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
     heldout = corpora.get("heldout", {})
     fam = [(name, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for name, c in heldout.get("classes", {}).items()
            if c["label"] == "poisoned"]
