@@ -14,6 +14,7 @@ Rerun after editing the exemplars or changing the local model.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from app.core.screening.semantic import MODEL, Classifier
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
+GENERATED = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
 L2, STEPS, RATE = 1e-3, 3000, 2.0
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 
@@ -32,8 +34,6 @@ def exemplars() -> list[dict]:
 
 def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]:
     """(text, is_attack, family) for training: exemplars (less ``skip_family``) and the corpus dev split."""
-    from app.bench.screening import load_corpus
-
     from app.core.redaction import Redactor
 
     redactor = Redactor()
@@ -42,9 +42,14 @@ def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]
     # provenance are the rules' job (learning "a key is mentioned" would flag every redacted note).
     # Redacted, as remember screens them.
     rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", "dev:" + r["class"])
-             for r in load_corpus() if r["split"] == "dev" and r["type"] != "procedural"
+             for r in _generated_corpus() if r["split"] == "dev" and r["type"] != "procedural"
              and (r["label"] == "benign" or r["class"] in SEMANTIC_DEV_CLASSES)]
     return rows
+
+
+def _generated_corpus() -> list[dict]:
+    """The generated corpus (read here, not via app.bench.screening, which imports this module)."""
+    return [json.loads(line) for line in GENERATED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def fit(vectors: np.ndarray, labels: Sequence[bool], model: str) -> Classifier:
