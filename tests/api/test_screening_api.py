@@ -144,3 +144,19 @@ def test_invalid_screening_settings_are_refused(ctx, tenant):
 
     with pytest.raises(ValidationFailed):
         set_screening(ctx, tenant_id=tenant.id, doc={"protected_keys": "role"}, actor={"kind": "test", "id": "pytest"})
+
+
+def test_cli_sets_protected_keys_and_paths_and_keeps_the_other_list(ctx, tenant, monkeypatch, capsys):
+    import app.cli
+    import app.cli_common
+    from app.db.models import Tenant
+
+    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--protected-keys", "billing_tier, plan",
+                         "--protected-paths", "DIRECTIVES*"]) == 0
+    assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--protected-keys", ""]) == 0
+    with ctx.db.sessions() as session:
+        stored = session.get(Tenant, tenant.id).settings["screening"]
+    assert stored == {"protected_keys": [], "protected_paths": ["DIRECTIVES*"]}
+    events = [e for t, e in _audit(ctx, tenant.id) if t == "tenant.settings_changed"]
+    assert events and "DIRECTIVES" not in events[-1]  # counts only, like other settings events

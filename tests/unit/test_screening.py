@@ -453,3 +453,21 @@ def test_semantic_classifier_costs_microseconds(minilm) -> None:
     for _ in range(1000):
         classifier.probability(vector)
     assert (time.perf_counter() - started) / 1000 < 0.001  # well under the 1 ms budget per write
+
+
+def test_shipped_classifier_is_what_its_exemplars_train(minilm) -> None:
+    """The npz is built from the repository's exemplars and dev split only: retraining reproduces it."""
+    from app.bench.make_screening_exemplars import exemplars, train, training_rows
+    from app.core.screening import semantic
+
+    shipped, retrained = semantic.load(), train(minilm)
+    assert retrained.model == shipped.model
+    assert float(abs(retrained.weights - shipped.weights).max()) < 1e-2
+    families = {e["family"] for e in exemplars() if e["label"] == "poisoned"}
+    assert families == {"standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
+                        "tool_misuse", "hidden_markup"}
+    from app.bench.screening import HELDOUT, load_corpus
+
+    trained_on = {text for text, _, _ in training_rows()}
+    held_out = {r["content"] for r in load_corpus() if r["split"] == "test"} | {r["content"] for r in load_corpus(HELDOUT)}
+    assert not trained_on & held_out  # never the test split, never the held-out corpus
