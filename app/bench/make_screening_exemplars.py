@@ -85,7 +85,37 @@ def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | Non
     return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
 
 
-if __name__ == "__main__":
-    classifier = train()
-    classifier.save()
+def check() -> list[str]:
+    """Problems with the shipped classifier: not what retraining gives, or trained on held-out text."""
+    from app.core.screening import semantic
+
+    problems = []
+    shipped, retrained = semantic.load(), train()
+    if retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2:
+        problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
+    held_out = {r["content"] for r in _generated_corpus() if r["split"] == "test"}
+    held_out |= {json.loads(line)["content"] for line in (GENERATED.parent / "screening_heldout.jsonl")
+                 .read_text(encoding="utf-8").splitlines() if line.strip()}
+    if {text for text, _, _ in training_rows()} & held_out:
+        problems.append("a training row is in the test split or the held-out corpus")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train and save; with ``--check``, only verify the shipped file (exit 1 on a problem)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="verify the shipped classifier instead of writing it")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = check()
+        print("\n".join(problems) or "ok: the shipped classifier matches its training data")
+        return 1 if problems else 0
+    train().save()
     print(f"trained on {len(training_rows())} rows -> {MODEL}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -455,19 +455,19 @@ def test_semantic_classifier_costs_microseconds(minilm) -> None:
     assert (time.perf_counter() - started) / 1000 < 0.001  # well under the 1 ms budget per write
 
 
-def test_shipped_classifier_is_what_its_exemplars_train(minilm) -> None:
-    """The npz is built from the repository's exemplars and dev split only: retraining reproduces it."""
-    from app.bench.make_screening_exemplars import exemplars, train, training_rows
-    from app.core.screening import semantic
+def test_shipped_classifier_is_what_its_exemplars_train() -> None:
+    """The npz is built from the repository's exemplars and dev split only: retraining reproduces it,
+    and no training row is in the test split or the held-out corpus (run as the command, like benches)."""
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    shipped, retrained = semantic.load(), train(minilm)
-    assert retrained.model == shipped.model
-    assert float(abs(retrained.weights - shipped.weights).max()) < 1e-2
-    families = {e["family"] for e in exemplars() if e["label"] == "poisoned"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "app.bench.make_screening_exemplars", "--check"], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert done.stdout.startswith("ok:")
+    families = {json.loads(line)["family"] for line in
+                (root / "app/core/screening/data/exemplars.jsonl").read_text(encoding="utf-8").splitlines()}
     assert families == {"standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
-                        "tool_misuse", "hidden_markup"}
-    from app.bench.screening import HELDOUT, load_corpus
-
-    trained_on = {text for text, _, _ in training_rows()}
-    held_out = {r["content"] for r in load_corpus() if r["split"] == "test"} | {r["content"] for r in load_corpus(HELDOUT)}
-    assert not trained_on & held_out  # never the test split, never the held-out corpus
+                        "tool_misuse", "hidden_markup", "benign"}
