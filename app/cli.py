@@ -195,7 +195,7 @@ def _only_tenant(ctx):
 
 
 def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services.tenant_config import set_policy, set_redaction_mode
+    from app.services.tenant_config import set_policy, set_redaction_mode, set_screening
     from app.services.tenants import resolve_tenant
 
     ctx = cli_common.open_context(settings)
@@ -205,6 +205,11 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
     if args.policy_file:
         with open(args.policy_file, encoding="utf-8") as fh:
             set_policy(ctx, tenant_id=tenant.id, doc=json.load(fh), actor=cli_common.cli_actor())
+    if args.protected_keys is not None or args.protected_paths is not None:
+        current = (tenant.settings or {}).get("screening") or {}
+        doc = {name: [v.strip() for v in given.split(",") if v.strip()] if given is not None else current.get(name, [])
+               for name, given in (("protected_keys", args.protected_keys), ("protected_paths", args.protected_paths))}
+        set_screening(ctx, tenant_id=tenant.id, doc=doc, actor=cli_common.cli_actor())
     print(f"updated tenant {tenant.name}")
     return 0
 
@@ -267,6 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
     t_set.add_argument("--tenant", required=True)
     t_set.add_argument("--redaction-mode", choices=["redact", "reject"])
     t_set.add_argument("--policy-file", help="JSON policy document (schemas/policy.json)")
+    t_set.add_argument("--protected-keys", help="comma-separated tag/metadata keys screening treats as protected, "
+                                                "beyond role, permissions, system_prompt, identity … ('' clears)")
+    t_set.add_argument("--protected-paths", help="comma-separated path globs of protected workspace files "
+                                                 "(none by default), e.g. DIRECTIVES*,SOUL.md ('' clears)")
     t_set.set_defaults(func=cmd_tenant_set)
 
     user = sub.add_parser("user", help="reviewers, auditors, admins").add_subparsers(dest="user_command", required=True)

@@ -109,7 +109,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                            actor=common.BENCH_ACTOR).token
         headers = {"Authorization": f"Bearer {token}"}
         app = create_app(ctx.settings, ctx=ctx)
-        result, profiler, embed_cpu = asyncio.run(_drive(app, ctx, headers, counter, args))
+        result, profiler, (embed_cpu, screen_cpu) = asyncio.run(_drive(app, ctx, headers, counter, args))
     report = {
         "benchmark": "hotpath",
         "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
@@ -117,6 +117,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                   "the server, per request; "
                   "CPU = this process's time.process_time per request (PostgreSQL not included)",
         "embedder_cpu_ms_per_text": embed_cpu,
+        "screening_cpu_ms_per_write": screen_cpu,
         **result,
         "machine": common.machine(),
     }
@@ -208,7 +209,25 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
                 "wall_ms_in_process": {"p50": round(common.percentile(wall, 50), 3),
                                        "p95": round(common.percentile(wall, 95), 3)},
             }
-    return result, profiler, _embedder_cpu_ms(ctx)
+    return result, profiler, (_embedder_cpu_ms(ctx), _screening_cpu_ms(ctx))
+
+
+def _screening_cpu_ms(ctx, n: int = 200) -> dict[str, float]:
+    """CPU ms of screening one remember's content (all detectors, the semantic one on the embedding
+    remember already has), p50 over ``n`` facts; and without the semantic signal, for its share.
+    The neighbour lookup for contradictions is a database statement, counted in the round trips."""
+    from app.core.screening import screen
+
+    texts = [FACTS[i % len(FACTS)].format(u=f"user{i}", n=i) for i in range(n)]
+    vectors = ctx.embedder.embed(texts)
+    timings: dict[str, list[float]] = {"with_semantic": [], "rules_only": []}
+    for text, vector in zip(texts, vectors):
+        for name, kwargs in (("with_semantic", {"embedding": vector, "embedder": ctx.embedder.name}),
+                             ("rules_only", {})):
+            started = time.process_time()
+            screen(text, memory_type="semantic", **kwargs)
+            timings[name].append((time.process_time() - started) * 1000)
+    return {f"p50_{name}": round(common.percentile(values, 50), 3) for name, values in timings.items()}
 
 
 def _embedder_cpu_ms(ctx, n: int = 50) -> float:

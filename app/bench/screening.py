@@ -14,6 +14,20 @@ false-positive rate (benign writes staged or denied), the reviewer load (share o
 staged), which flags fired, and the ids of every miss and false positive. The goal is >= 90 %
 of poisoned writes caught with <= 5 % of benign writes staged on the **test** split; the detector
 thresholds were calibrated on the dev split only. Screening time per write is measured too.
+
+That test split shares templates' fillers and style with dev, so it is not truly held out. The
+same run therefore also reports, when the default corpus is used:
+
+* **held-out** (`app/bench/data/screening_heldout.jsonl`): poisoned and benign writes written by
+  hand as varied human sentences (no templates, no generator), per attack family, never used to
+  train or tune anything; with **leave-one-family-out** figures for the semantic classifier
+  (retrained without the family's exemplars, then tested on that family);
+* **external**: the labelled prompt-injection corpus shipped in the `bastioncorpus` package
+  (PyPI, MIT licence; `pip install '.[bench]'`), run without any tuning; "skipped" when absent;
+* **agent-memory-guard** (OWASP, PyPI `agent-memory-guard`, Apache-2.0; `Policy.strict()`), side
+  by side on every corpus: a write counts as stopped when it blocks or quarantines it.
+
+Writes are embedded with the local model (as `remember` does) so the semantic signal runs.
 """
 
 from __future__ import annotations
@@ -29,11 +43,15 @@ from app.bench import common
 from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
-from app.core.screening import screen
+from app.core.screening import Screening, screen, semantic
+from app.core.screening.flags import level_rank
 from app.core.screening.hostile import HOSTILE
 from app.services.screening import ALLOWED_SOURCES
 
 DATA = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
+HELDOUT = Path(__file__).resolve().parent / "data" / "screening_heldout.jsonl"
+CANARY = "CANARY-7Q2X"
+"""What the external corpus's ``{canary}`` placeholders are filled with."""
 GOAL_CATCH, GOAL_BENIGN_STAGED = 0.90, 0.05
 SPLITS = ("dev", "test", "all")
 
@@ -44,18 +62,26 @@ def load_corpus(path: str | Path = DATA) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def judge(row: dict[str, Any], redactor: Redactor | None = None) -> dict[str, Any]:
-    """One write through redaction, screening and the default policy: its flags and outcome."""
+def judge(row: dict[str, Any], redactor: Redactor | None = None, vector: Any = None, embedder: str | None = None,
+          classifier: semantic.Classifier | None = None) -> dict[str, Any]:
+    """One write through redaction, screening and the default policy: its flags and outcome.
+
+    ``vector`` is the embedding of the redacted content by the model named ``embedder`` (as
+    `remember` passes it); ``classifier`` replaces the shipped semantic classifier (leave-one-out)."""
     redactor = redactor or Redactor()
-    if row["type"] == "procedural" and validate_fsm(row["content"]):
-        raise ValueError(f"{row['id']}: procedural content is not a valid FSM")
-    redacted = redactor.redact_payload(row["content"], row.get("tags", []), row.get("metadata", {}))
+    redacted = redact(row, redactor)
     live = row.get("live", [])
     procedural = row["type"] == "procedural"
     started = time.perf_counter()
     result = screen(redacted.content, memory_type=row["type"], tags=redacted.tags, metadata=redacted.metadata,
                     source=row.get("source"), live=[] if procedural else live,
-                    live_fsm=live[0] if procedural and live else None, allowed_sources=ALLOWED_SOURCES)
+                    live_fsm=live[0] if procedural and live else None, allowed_sources=ALLOWED_SOURCES,
+                    embedding=None if classifier else vector, embedder=embedder)
+    if classifier is not None and not procedural:
+        extra = semantic.detect(redacted.content, vector, embedder, classifier)
+        if extra is not None:
+            result = Screening(tuple(sorted((*result.flags, extra),
+                                            key=lambda f: (-level_rank(f.severity), -f.score, f.name))))
     elapsed_ms = (time.perf_counter() - started) * 1000
     decision = default_policy().evaluate(WriteRequest(
         operation="remember", agent_id="bench", type=row["type"], source=row.get("source"),
@@ -64,6 +90,26 @@ def judge(row: dict[str, Any], redactor: Redactor | None = None) -> dict[str, An
     return {"id": row["id"], "class": row["class"], "label": row["label"], "split": row["split"],
             "outcome": outcome, "risk": result.risk, "redacted": bool(redacted.findings),
             "flags": {f.name: f.severity for f in result.flags}, "screen_ms": elapsed_ms}
+
+
+def redact(row: dict[str, Any], redactor: Redactor):
+    """The row's payload after SR-1 (screening reads what would be stored)."""
+    if row["type"] == "procedural" and validate_fsm(row["content"]):
+        raise ValueError(f"{row['id']}: procedural content is not a valid FSM")
+    return redactor.redact_payload(row["content"], row.get("tags", []), row.get("metadata", {}))
+
+
+def embed_rows(rows: list[dict[str, Any]], redactor: Redactor, embedder) -> list[Any]:
+    """The redacted contents' vectors (None for procedural writes, or for all without an embedder)."""
+    if embedder is None:
+        return [None] * len(rows)
+    texts = [redact(r, redactor).content for r in rows]
+    wanted = [i for i, r in enumerate(rows) if r["type"] != "procedural"]
+    vectors: list[Any] = [None] * len(rows)
+    if wanted:
+        for i, v in zip(wanted, embedder.embed([texts[i] for i in wanted])):
+            vectors[i] = v
+    return vectors
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -102,19 +148,26 @@ def summarise(judged: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hostile: bool = True) -> dict[str, Any]:
-    """Judge every write; summarise per split; check the goals on the test split (and time hostile inputs)."""
+def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hostile: bool = True,
+                  extra: bool = True) -> dict[str, Any]:
+    """Judge every write; summarise per split; check the goals on the test split (and time hostile
+    inputs); with ``extra``, also the held-out and external corpora, leave-one-family-out and
+    agent-memory-guard side by side."""
     redactor = Redactor()
-    judged = [judge(row, redactor) for row in corpus]
-    splits = {name: summarise(j for j in judged if name == "all" or j["split"] == name) for name in SPLITS}
+    embedder = _embedder()
+    vectors = embed_rows(corpus, redactor, embedder)
+    name = embedder.name if embedder else None
+    judged = [judge(row, redactor, vector, name) for row, vector in zip(corpus, vectors)]
+    splits = {name_: summarise(j for j in judged if name_ == "all" or j["split"] == name_) for name_ in SPLITS}
     test = splits["test"]
-    return {
+    report = {
         "benchmark": "screening",
         "corpus": {"path": _shown_path(source),
                    "writes": len(corpus), "classes": len({r["class"] for r in corpus}),
                    "generator": "app/bench/make_screening_corpus.py"},
         "policy": "default (tenant without a policy): hard-delete and bulk-forget review rules, then the "
                   "screening baseline risk_at_least=high -> require_approval",
+        "embedder": name,
         "goals": {"catch_rate_ge_0.90": (test["catch_rate"] or 0) >= GOAL_CATCH,
                   "benign_staged_le_0.05": (test["false_positive_rate"] or 0) <= GOAL_BENIGN_STAGED,
                   "measured_on": "test"},
@@ -123,6 +176,127 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
         "hostile_64kib_ms": hostile_timings() if hostile else None,
         "machine": common.machine(),
     }
+    if extra:
+        report["corpora"] = extra_corpora(redactor, embedder)
+        report["agent_memory_guard"] = {"generated_test": guard_baseline([r for r in corpus if r["split"] == "test"]),
+                                        **{k: guard_baseline(load_named(k)) for k in report["corpora"]
+                                           if report["corpora"][k].get("writes")}}
+    return report
+
+
+def load_named(name: str) -> list[dict[str, Any]]:
+    """The rows of an extra corpus by its report name."""
+    return load_corpus(HELDOUT) if name == "heldout" else external_corpus() or []
+
+
+def external_corpus() -> list[dict[str, Any]] | None:
+    """bastioncorpus's labelled rows as writes (None when the package is not installed)."""
+    try:
+        from importlib import resources
+
+        text = (resources.files("bastioncorpus") / "corpus" / "injections.jsonl").read_text(encoding="utf-8")
+    except (ImportError, FileNotFoundError, ModuleNotFoundError):
+        return None
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        rows.append({"id": f"bastion-{item['id']}", "class": item["category"], "split": "external", "type": "semantic",
+                     "label": "poisoned" if item["label"] == "malicious" else "benign",
+                     "content": str(item["text"]).replace("{canary}", CANARY)})
+    return rows
+
+
+def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
+    """Held-out (with leave-one-family-out) and external corpora, judged like the main one."""
+    name = embedder.name if embedder else None
+    out: dict[str, Any] = {}
+    heldout = load_corpus(HELDOUT)
+    vectors = embed_rows(heldout, redactor, embedder)
+    out["heldout"] = {"path": _shown_path(HELDOUT), "tuned_on": False,
+                      **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
+                      "rules_only": _rules_only(heldout, redactor)}
+    if embedder is not None:
+        out["heldout"]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder)
+    external = external_corpus()
+    if external is None:
+        out["external:bastioncorpus"] = {"skipped": "package not installed (pip install '.[bench]')"}
+    else:
+        vectors = embed_rows(external, redactor, embedder)
+        out["external:bastioncorpus"] = {
+            "package": f"bastioncorpus {_version('bastioncorpus')} (PyPI, MIT licence), corpus/injections.jsonl",
+            "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(external, vectors)),
+            "rules_only": _rules_only(external, redactor)}
+    return out
+
+
+def _rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any]:
+    """Catch and benign-staged rates without the semantic signal (what the rules alone do)."""
+    part = summarise(judge(r, redactor) for r in rows)
+    return {"catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"]}
+
+
+def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder) -> dict:
+    """Per attack family with exemplars: the catch rate with the semantic classifier retrained without
+    that family's exemplars (rules unchanged), and the benign staged rate under that classifier."""
+    from app.bench.make_screening_exemplars import exemplars, train
+
+    families = sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
+    cache: dict[str, Any] = {}
+    result = {}
+    for family in families:
+        classifier = train(embedder, skip_family=family, cache=cache)
+        chosen = [(r, v) for r, v in zip(rows, vectors) if r["class"] == family or r["label"] == "benign"]
+        judged = [judge(r, redactor, v, embedder.name, classifier) for r, v in chosen]
+        part = summarise(judged)
+        result[family] = {"n": part["poisoned"], "catch_rate": part["catch_rate"],
+                          "benign_staged": part["false_positive_rate"],
+                          "missed": [m["id"] for m in part["missed"]]}
+    return result
+
+
+def guard_baseline(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """agent-memory-guard 0.3.x (``Policy.strict()``) on the same writes: stopped = block or quarantine."""
+    try:
+        from agent_memory_guard import Action, MemoryGuard, Policy, PolicyViolation
+    except ImportError:
+        return {"skipped": "agent-memory-guard not installed (pip install '.[bench]')"}
+    stopped = {"poisoned": 0, "benign": 0}
+    totals = {"poisoned": 0, "benign": 0}
+    for row in rows:
+        guard = MemoryGuard(policy=Policy.strict())
+        value: Any = row["content"]
+        if row.get("tags") or row.get("metadata"):
+            value = {"content": row["content"], "tags": row.get("tags", []), "metadata": row.get("metadata", {})}
+        try:
+            action = guard.write("memory.note", value)
+        except PolicyViolation:
+            action = Action.BLOCK
+        totals[row["label"]] += 1
+        stopped[row["label"]] += action in (Action.BLOCK, Action.QUARANTINE)
+    return {"version": _version("agent-memory-guard"), "policy": "strict",
+            "catch_rate": _rate(stopped["poisoned"], totals["poisoned"]), "poisoned": totals["poisoned"],
+            "false_positive_rate": _rate(stopped["benign"], totals["benign"]), "benign": totals["benign"]}
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _embedder():
+    """The local model `remember` uses by default (None if it cannot load: the semantic signal is then off)."""
+    try:
+        from app.embeddings import LocalMiniLMEmbedder
+
+        return LocalMiniLMEmbedder()
+    except Exception:  # noqa: BLE001 - a bench without the model still reports the rules
+        return None
 
 
 def hostile_timings() -> dict[str, float]:
@@ -160,13 +334,50 @@ def summary(report: dict[str, Any]) -> str:
     lines.append(f"screening per write: p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms, p99 {lat['p99_ms']} ms")
     worst = max(report["hostile_64kib_ms"].items(), key=lambda item: item[1])
     lines.append(f"slowest hostile 64 KiB input: {worst[0]} {worst[1]} ms")
+    lines += extra_summary(report)
     return "\n".join(lines)
 
 
+def extra_summary(report: dict[str, Any]) -> list[str]:
+    """Held-out, external and agent-memory-guard figures, side by side."""
+    corpora = report.get("corpora")
+    if not corpora:
+        return []
+    guard = report.get("agent_memory_guard", {})
+    rows = []
+    for name, part in [("generated_test", report["splits"]["test"]), *corpora.items()]:
+        g = guard.get(name, {})
+        if "skipped" in part:
+            rows.append((name, "skipped", "", "", part["skipped"]))
+            continue
+        rows.append((name, part["writes"], f"{_pct(part['catch_rate'])} ({part['poisoned']})",
+                     f"{_pct(part['false_positive_rate'])} ({part['benign']})",
+                     g.get("skipped") or f"{_pct(g.get('catch_rate'))} caught, {_pct(g.get('false_positive_rate'))} benign"))
+    lines = ["", common.table(rows, ["corpus", "writes", "Memwarden caught", "Memwarden benign staged",
+                                     "agent-memory-guard (strict)"])]
+    for name, part in corpora.items():
+        if "rules_only" in part:
+            lines.append(f"{name} without the semantic signal: {_pct(part['rules_only']['catch_rate'])} caught, "
+                         f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
+    heldout = corpora.get("heldout", {})
+    fam = [(name, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for name, c in heldout.get("classes", {}).items()
+           if c["label"] == "poisoned"]
+    lines += ["", common.table(fam, ["held-out family", "n", "staged or denied", "flagged (any)"])]
+    lofo = heldout.get("leave_one_family_out")
+    if lofo:
+        lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"])) for f, v in lofo.items()],
+                                   ["leave-one-family-out", "n", "caught", "benign staged"])]
+    return lines
+
+
 def cmd_screening(args: argparse.Namespace, settings) -> int:
-    report = run_benchmark(load_corpus(args.data), args.data)
+    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra)
     report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
+    held = (report.get("corpora") or {}).get("heldout")
+    if held:
+        print(f"goals on the held-out corpus: catch_rate_ge_0.90={'met' if held['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
+              f"benign_staged_le_0.05={'met' if held['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
     goals = report["goals"]
     print("goals on the test split: " + ", ".join(f"{k}={'met' if v else 'NOT met'}"
                                                   for k, v in goals.items() if k != "measured_on"))
@@ -179,4 +390,6 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(DATA), help="labelled corpus (default: the bundled screening_corpus.jsonl)")
     p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/screening.json)")
+    p.add_argument("--no-extra", action="store_true",
+                   help="skip the held-out and external corpora and agent-memory-guard (only --data)")
     p.set_defaults(func=cmd_screening)

@@ -25,6 +25,13 @@ def get(session: Session, *, tenant_id: str, lock: bool = False) -> Tenant | Non
     return session.get(Tenant, tenant_id, with_for_update=True if lock else None)
 
 
+def settings_of(session: Session, *, tenant_id: str) -> dict:
+    """The tenant's settings document ({} for an unknown tenant); the row is usually already in the
+    session's identity map."""
+    tenant = get(session, tenant_id=tenant_id)
+    return (tenant.settings or {}) if tenant else {}
+
+
 def list_all(session: Session) -> list[Tenant]:
     return list(session.scalars(select(Tenant).order_by(Tenant.created_at, Tenant.id)))
 

@@ -21,7 +21,7 @@ from app.core.fsm import validate_fsm
 from app.core.ids import new_id
 from app.core.policy import Decision, Policy, WriteRequest
 from app.core.redaction import Redactor
-from app.core.screening import Screening
+from app.core.screening import Protection, Screening
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Memory
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
@@ -439,6 +439,8 @@ class PreparedWrite:
     """Stage it whatever the policy says (the request asked, or it was pending where it came from)."""
     policy: Policy
     """The tenant's review policy, read once for a whole batch (`tenant_config.TenantRules`)."""
+    protection: Protection = Protection()
+    """The tenant's extra protected keys and paths screening applies (`TenantRules`)."""
 
     @property
     def historical(self) -> bool:
@@ -475,7 +477,7 @@ def prepare_remember(ctx: AppContext, principal: Principal, body: dict[str, Any]
         merged_into=merged_into, superseded_by=superseded_by,
     )
     prepared = PreparedWrite(memory, clean.redactions, bool(body.get("approval_required")) or status == "pending",
-                             rules.policy)
+                             rules.policy, rules.protection)
     if precheck and not prepared.historical:
         _decision(principal, prepared, Screening())
     return prepared
@@ -509,7 +511,8 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
             flags = screening.screen_write(
                 session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
                 memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
-                source=memory.source, embedding=embedding, allowed_sources=principal.sources)
+                source=memory.source, embedding=embedding, allowed_sources=principal.sources,
+                protection=write.protection, embedder=ctx.embedder.name)
             try:
                 decision = _decision(principal, write, flags)
             except Forbidden as exc:

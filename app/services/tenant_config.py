@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session
 from app.core.ids import new_id
 from app.core.policy import Policy
 from app.core.redaction import Redactor, RegisteredSecret
+from app.core.screening import Protection
+from app.core.screening.protected import validate_settings as validate_screening
 from app.db.models import TenantSecret
 from app.errors import NotFound, ValidationFailed
 from app.repos import tenants as tenant_repo
@@ -51,6 +53,8 @@ class TenantRules:
     redactor: Redactor
     mode: str
     policy: Policy
+    protection: Protection = Protection()
+    """Extra keys and paths screening treats as protected (``settings["screening"]``)."""
 
 
 _RULES_CACHE_SIZE = 4096
@@ -84,7 +88,18 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
 def load_rules(ctx: AppContext, session: Session, tenant_id: str) -> TenantRules:
     """The tenant's rules read afresh in `session` (an import reads them once for a whole file)."""
     return TenantRules(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
-                       staging.tenant_policy(session, tenant_id))
+                       staging.tenant_policy(session, tenant_id),
+                       Protection.from_settings(tenant_repo.settings_of(session, tenant_id=tenant_id).get("screening")))
+
+
+def set_screening(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> None:
+    """Set the tenant's extra protected keys and path globs (``{"protected_keys": [...],
+    "protected_paths": [...]}``); writes naming them are high risk (``protected_memory``)."""
+    problems = validate_screening(doc)
+    if problems:
+        raise ValidationFailed.at("/screening", "; ".join(problems))
+    _set_setting(ctx, tenant_id, "screening", dict(doc), event_type="tenant.settings_changed",
+                 data={"screening": {k: len(v) for k, v in doc.items()}}, actor=actor)
 
 
 def _bump_version(session: Session, tenant_id: str) -> None:

@@ -37,7 +37,7 @@ from app.repos import workspace as repo
 from app.services import events, staging
 from app.services.context import AppContext
 from app.services.memories import Outcome
-from app.services.tenant_config import redaction_mode, redactor_for
+from app.services.tenant_config import redaction_mode, redactor_for, rules_for
 
 PATH_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,255}$")
 DEFAULT_CONTENT_TYPE = "text/markdown"
@@ -182,7 +182,8 @@ def put_file(ctx: AppContext, principal: Principal, path: str, body: dict[str, A
         content, findings = _clean(ctx, session, principal.tenant_id, body["content"])
     # Files an agent writes here are read back into prompts, so they are screened like memories
     # (injection, exfiltration, hidden text, secrets, PII); the same policy rules stage them.
-    risk = screen(content, memory_type="workspace", allowed_sources=principal.sources)
+    risk = screen(content, memory_type="workspace", allowed_sources=principal.sources, path=path,
+                  protection=rules_for(ctx, principal).protection)
     write = _Write(path, content, content_type, principal.key_id, agent_id, body.get("runId"),
                    risk_flags=tuple(risk.names), risk_level=risk.risk)
     request = WriteRequest(operation="workspace_write", agent_id=agent_id, path=path, content=content,

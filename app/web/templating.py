@@ -17,6 +17,7 @@ from starlette.templating import Jinja2Templates
 
 from app import __version__
 from app.core.diff import reveal_hidden
+from app.core.screening import EXPLANATIONS
 from app.core.screening.flags import SEVERITIES, level_rank
 from app.paths import TEMPLATES_DIR
 
@@ -47,6 +48,7 @@ def templates() -> Jinja2Templates:
     env.filters["reveal"] = reveal
     env.filters["preview"] = preview
     env.globals["risk_of"] = risk_of
+    env.globals["flag_explanation"] = lambda name: EXPLANATIONS.get(str(name), "")
     env.filters["age"] = age
     return Jinja2Templates(env=env)
 

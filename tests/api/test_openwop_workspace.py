@@ -324,3 +324,16 @@ def test_a_benign_file_is_written_at_once_and_its_audit_names_no_flags(client, c
         entry = session.execute(text("SELECT convert_from(entry, 'UTF8') FROM audit_entries WHERE tenant_id = :t "
                                      "AND event_type = 'workspace.written'"), {"t": tenant.id}).scalar_one()
     assert '"risk_flags":[]' in entry and '"risk_level":"none"' in entry
+
+
+def test_a_tenant_protected_path_stages_every_write_to_it(client, ctx, tenant, ws, reviewer):
+    """Protected workspace files are the tenant's choice: none by default, then every write to one is high risk."""
+    from app.services.tenant_config import set_screening
+
+    put(client, ws, "DIRECTIVES.md", "# Directives\n- be brief\n", status=201)
+    set_screening(ctx, tenant_id=tenant.id, doc={"protected_paths": ["DIRECTIVES*"]}, actor=ADMIN)
+    staged = put(client, ws, "DIRECTIVES.md", "# Directives\n- be brief and kind\n", status=202, if_match='"v1"').json()
+    change = client.get(f"/v1/changes/{staged['changeId']}", headers=reviewer).json()
+    flag = next(f for f in change["risk_flags"] if f["name"] == "protected_memory")
+    assert flag["severity"] == "high" and flag["evidence"] == [{"field": "path", "start": 0, "end": len("DIRECTIVES.md")}]
+    put(client, ws, "notes.md", "plain notes", status=201)

@@ -19,16 +19,42 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from app.core.screening import contradiction, exfiltration, fsm_widening, hidden, injection, provenance, sensitive
+from app.core.screening import (contradiction, exfiltration, fsm_widening, hidden, injection, protected, provenance,
+                                 semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
+from app.core.screening.protected import Protection
 
-__all__ = ["FLAG_NAMES", "LEVELS", "SEVERITIES", "RiskFlag", "Screening", "Span", "level_rank", "screen"]
+__all__ = ["EXPLANATIONS", "FLAG_NAMES", "LEVELS", "SEVERITIES", "Protection", "RiskFlag", "Screening", "Span",
+           "level_rank", "screen"]
 
 #: Every flag name a detector can raise (the values policies may match with ``risk_flags``).
 FLAG_NAMES = (
     injection.NAME, exfiltration.NAME, hidden.NAME, sensitive.SECRET, sensitive.PII, fsm_widening.NAME,
-    contradiction.NAME, provenance.NAME,
+    contradiction.NAME, provenance.NAME, protected.NAME, semantic.NAME,
 )
+
+#: One plain sentence per flag for the reviewer (shown on the change page next to the evidence).
+EXPLANATIONS = {
+    injection.NAME: "The text gives the agent instructions for later turns (overrides, triggers, fake system "
+                    "messages, hidden comments or orders about tool calls) instead of recording a fact.",
+    exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
+                       "a standing copy to an address, or a request to read a file that holds keys or passwords.",
+    hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
+                 "reordering or look-alike characters).",
+    sensitive.SECRET: "A password, token or other credential is still in the text after redaction.",
+    sensitive.PII: "The text holds personal identifiers (contact details, ID numbers, a date of birth); "
+                   "several together are enough to impersonate someone.",
+    fsm_widening.NAME: "The procedure edit lets the agent reach states or take actions the live procedure did "
+                       "not allow.",
+    contradiction.NAME: "The write contradicts a live memory about the same person or thing.",
+    provenance.NAME: "The write claims a more trusted origin than the key that sent it may assert.",
+    protected.NAME: "The write claims or changes who the agent is or what it may do: its role, permissions, "
+                    "identity, system prompt, safety rules or trusted sources (in the text, a tag or a "
+                    "metadata key, or a protected workspace file).",
+    semantic.NAME: "The meaning of the whole text is close to known memory-poisoning attempts (standing "
+                   "instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool misuse), "
+                   "even though it may match no rule; read it as a whole.",
+}
 
 
 @dataclass(frozen=True)
@@ -54,8 +80,13 @@ class Screening:
 
 def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata: Mapping[str, Any] | None = None,
            source: str | None = None, live: Sequence[str] = (), live_fsm: str | None = None,
-           allowed_sources: Sequence[str] = ()) -> Screening:
-    """Run every detector over one write and return its flags."""
+           allowed_sources: Sequence[str] = (), protection: Protection | None = None,
+           path: str | None = None, embedding: Sequence[float] | None = None,
+           embedder: str | None = None) -> Screening:
+    """Run every detector over one write and return its flags (``protection``: the tenant's extra
+    protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
+    and ``embedder``: the content's vector and the name of the model that made it, for
+    ``semantic_attack``)."""
     fields = text_fields(content, tags, metadata)
     found: list[RiskFlag | None] = [
         injection.detect(fields),
@@ -65,6 +96,8 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
         contradiction.detect(content, live) if memory_type != "procedural" else None,
         fsm_widening.detect(content, live_fsm) if memory_type == "procedural" else None,
         provenance.detect(source, metadata, fields, allowed_sources),
+        protected.detect(fields, tags, metadata, protection, path),
+        semantic.detect(content, embedding, embedder) if memory_type != "procedural" else None,
     ]
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

@@ -14,6 +14,9 @@ Kinds of evidence and their weights:
 * ``collect`` (0.6): include / attach / append the conversation, chat history, credentials,
   tokens, personal data … in a request, link, email or message.
 * ``external_image`` (0.5): a markdown image from any external host.
+* ``secret_file`` (0.8): read / print / send / attach … a file that holds keys or passwords
+  (``~/.ssh/id_rsa``, ``.env``, ``/etc/shadow``, ``.aws/credentials``, ``*.pem`` …).
+* ``secret_path`` (0.45): such a path named without a verb (medium: "I rotated my id_rsa" is fine).
 
 A plain URL ("the user's blog is https://…") is not evidence. Known limits: an exfiltration
 path described without any of these shapes, or in a language other than English, is missed.
@@ -28,7 +31,7 @@ from app.core.screening.signals import Thresholds, run_signals, signal
 
 NAME = "exfiltration"
 THRESHOLDS = Thresholds(medium=0.4, high=0.7)
-WEIGHTS = {"image_beacon": 0.9, "templated_url": 0.85, "send_to": 0.75, "tool_abuse": 0.75,
+WEIGHTS = {"secret_file": 0.8, "secret_path": 0.45, "image_beacon": 0.9, "templated_url": 0.85, "send_to": 0.75, "tool_abuse": 0.75,
            "recurring_copy": 0.75, "phishing": 0.8, "collect": 0.6, "send_to_email": 0.5, "external_image": 0.5}
 
 # URLs are matched up to 300 characters: enough for any placeholder or query a beacon needs, and it
@@ -50,7 +53,17 @@ def _s(kind: str, pattern: str):
     return signal(kind, WEIGHTS[kind], pattern)
 
 
+# Files that hold keys and passwords; a request to read, print or send one is an exfiltration step.
+_SECRET_FILE = (r"(?:~?/?\.ssh/[a-z0-9_.-]{0,40}|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|/etc/(?:shadow|passwd|sudoers|gshadow)\b|"
+                r"\.aws/credentials|\.git-credentials|\.netrc\b|\.pgpass\b|\.kube/config|\.docker/config\.json|"
+                r"\.npmrc\b|\.pypirc\b|(?:^|[\s/\"'`(])\.env(?:\.[a-z]{1,12})?\b|\bwallet\.dat\b|\bcredentials\.json\b|"
+                r"\bsecrets?\.ya?ml\b|\bkeychain\b|\b[a-z0-9_-]{1,40}\.(?:pem|p12|pfx|kdbx)\b)")
+
 SIGNALS = (
+    _s("secret_file", r"\b(?:read|cat|open|print|show|display|output|dump|send|upload|copy|include|attach|paste|"
+       r"share|post|leak|fetch|load|get|access|grab|retrieve|return|echo|type|head|tail|less|more|base64)\b"
+       r"[^.\n]{0,40}?" + _SECRET_FILE),
+    _s("secret_path", r"~/\.ssh/|\bid_(?:rsa|ed25519)\b|/etc/shadow\b|\.aws/credentials|\.git-credentials"),
     _s("image_beacon", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//[^\s)]{0,300}?(?:\?[^\s)]*=|" + _PLACEHOLDER + r")"),
     _s("image_beacon", r"<img\b[^>\n]{0,300}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\s\"'>]{0,300}?\?[^\s\"'>]*="),
     _s("external_image", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//"),

@@ -13,4 +13,9 @@ HOSTILE: dict[str, str] = {
     # Whitespace and list markers: two unbounded whitespace runs in a row once made spaces cost ~36 s.
     "spaces": " " * 65536, "blank_lines": "\n" * 65536, "indented_lines": " \n" * 32768,
     "list_markers": "1. " * 21845, "sentence_ends": ". " * 32768,
+    # Protected memory, hidden markup, tool directives, secret files, dates of birth.
+    "user_has": "the user has " * 5041, "you_are_now": "you are now " * 5461, "treat_as": "treat x " * 9362,
+    "html_comments": "<!-- " * 13107, "link_titles": "[a](http://x.io \"" * 3855, "code_comments": "# note to " * 6553,
+    "tool_calls": "the next tool call " * 3449, "secret_paths": "cat ~/.ssh/" * 5957, "dotenv": "read .env " * 6553,
+    "birth_dates": "date of birth " * 4681, "snake_tools": "call delete_" * 5461,
 }

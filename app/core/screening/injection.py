@@ -17,6 +17,12 @@ instructions to hide something from the user. Kinds of evidence and their weight
   also (0.45) "from now on", "in all future conversations", "in every response".
 * ``redirect`` (0.5): steer the user to a link or domain.
 * ``promotion`` (0.4): "only/exclusively recommend", "recommend X instead".
+* ``hidden_markup`` (0.8): instructions hidden where a reviewer's rendered view does not show them
+  but a model reads them: an HTML comment addressed to the assistant, tool or system
+  (``<!-- assistant: … -->``), a markdown link title that gives orders (``[x](url "ignore …")``), a
+  code comment addressed to the AI (``# note to the assistant: …``).
+* ``tool_directive`` (0.75): orders about the agent's tool calls ("the next tool call must be …",
+  "call delete_all_memories", a destructive ``delete_all_*`` / ``drop_*`` tool named).
 
 Preferences are instructions too ("From now on, always answer in French"), so a standing
 directive alone stays medium and the default policy lets it through; a trigger, two kinds, or one
@@ -51,7 +57,8 @@ _AGENT_VERBS = (
 _USER = r"(?:the user|the users|users|the customer|customers|the human|the caller|the client|them|the requester)"
 
 WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credential_request": 0.75, "remote_code": 0.75,
-           "weakening": 0.6, "trigger": 0.55, "directive": 0.5, "redirect": 0.5, "promotion": 0.4}
+           "weakening": 0.6, "trigger": 0.55, "directive": 0.5, "redirect": 0.5, "promotion": 0.4,
+           "hidden_markup": 0.8, "tool_directive": 0.75}
 
 
 def _s(kind: str, pattern: str, weight: float | None = None):
@@ -134,6 +141,24 @@ SIGNALS = (
            r"\bfor (?:all|every|any) (?:future |subsequent )?(?:responses?|replies|answers|conversations?|sessions?|"
            r"requests?|queries|turns?|interactions)\b|"
            r"\bin (?:every|each|all) (?:response|reply|answer|message|conversation|session|output)s?\b", 0.45),
+    _s("hidden_markup",
+           r"<!--\s{0,8}(?:\[?[a-z_ -]{0,20}\]?\s{0,4}:\s{0,4})?(?:assistant|ai|agent|llm|model|system|tool|bot|note to|"
+           r"instructions?|ignore|always|never|you must|you should|the next|important|override|todo for (?:the )?ai)\b"),
+    _s("hidden_markup",
+           r"\]\([^\s)]{1,300}\s{1,4}[\"'][^\"'\n]{0,60}?\b(?:ignore|assistant|always|never|must|instructions?|system|"
+           r"send|call|forward|include|append|tell|reveal|you are)\b"),
+    _s("hidden_markup",
+           r"(?:^|\s)(?:#|//|--|/\*|;)[ \t]{0,4}(?:note|instructions?|message|todo)?[ \t]{0,4}(?:to|for)?[ \t]{0,4}"
+           r"(?:the )?(?:assistant|ai|agent|llm|model|copilot|chatbot)[ \t]{0,4}[:,-]"),
+    _s("tool_directive",
+           r"\b(?:next|every|each|first|following)\s+(?:tool|function|api)\s+calls?\b[^.\n]{0,20}?\b(?:must|should|shall|"
+           r"will|has to|needs? to|is to|be)\b"),
+    _s("tool_directive",
+           r"\b(?:call|invoke|run|execute|trigger|use)\s+(?:the\s+)?`?(?:delete|drop|wipe|purge|erase|remove|reset|"
+           r"destroy|truncate|export|dump|transfer|grant|disable)_[a-z0-9_]{1,40}"),
+    _s("tool_directive",
+           r"\b(?:delete|drop|wipe|purge|erase|destroy|truncate)_(?:all|every|everything|memories|memory|files|users|"
+           r"records|database|db|tables|history|logs)\b"),
     _s("promotion",
            r"\b(?:only|exclusively|always)\s+(?:recommend|suggest|promote|endorse|mention|push|advertise)\b|"
            r"\b(?:recommend|suggest|promote)\b[^.\n]{0,40}?\binstead of\b"),

@@ -19,7 +19,10 @@ not cover:
 * IBANs that pass the mod-97 check: high (a changed payee account is a classic fraud);
 * passport / licence / national id numbers after their label: medium;
 * email addresses and phone numbers: low (users' own contact details are ordinary memories; the
-  flag only tells the reviewer they are there).
+  flag only tells the reviewer they are there);
+* a date of birth after its label ("DOB", "date of birth", "born on"): low;
+* a date of birth together with two other identifiers (phone, email, id number, SSN, IBAN): a
+  "profile", the kit for account-recovery fraud and impersonation: high.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ _ID_NUMBER = re.compile(
     r"(?i)\b(?:passport|driver'?s? licen[cs]e|driving licen[cs]e|national id|id card|tax id|nin|"
     r"national insurance)(?: number| no\.?| #)?\s*(?:is|:|#)?\s*(?P<value>[A-Z0-9]{6,14})\b")
 _EMAIL = re.compile(r"(?i)\b[a-z0-9._%+-]{1,64}@[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*\.[a-z]{2,24}\b")
+_DOB = re.compile(
+    r"(?i)\b(?:date of birth|d\.?o\.?b\.?|born(?: on)?|birth ?date|birthday)\b[^\d\n]{0,20}"
+    r"(?P<d>\d{1,4}[./-]\d{1,2}[./-]\d{1,4}|\d{1,2}(?:st|nd|rd|th)? [a-z]{3,9},? \d{4}|[a-z]{3,9} \d{1,2}(?:st|nd|rd|th)?,? \d{4})")
 _PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){1,4}(?![\w-])")
 
 
@@ -147,6 +153,11 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
             overlaps = any(m.start() < end and start < m.end() for start, end in taken)
             if _phone_like(m.group()) and not overlaps and not _SSN.fullmatch(m.group()):
                 hit(pii, pii_spans, "phone", 0.2, f, m.span())
+        for m in _DOB.finditer(text):
+            hit(pii, pii_spans, "date_of_birth", 0.3, f, m.span("d"))
+    contact = {"email", "phone", "id_number", "ssn", "iban"} & set(pii)
+    if "date_of_birth" in pii and len(contact) >= 2:
+        pii["profile"] = 0.6  # DOB with two other identifiers: enough to impersonate the person
     flags = []
     for name, store, spans in ((SECRET, secret, secret_spans), (PII, pii, pii_spans)):
         if store:
