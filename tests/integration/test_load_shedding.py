@@ -83,7 +83,8 @@ def test_a_burst_with_idempotency_keys_is_answered_without_500s_or_pool_stalls(s
             codes = [r.status_code for r, _ in results]
             slowest = max(took for _, took in results)
             assert 500 not in codes, (round_no, [r.text for r, _ in results if r.status_code >= 500][:3])
-            assert set(codes) <= {200, 201, 503}, sorted(set(codes))
+            # 202: screening may stage a write for review, a normal answer too
+            assert set(codes) <= {200, 201, 202, 503}, sorted(set(codes))
             for response, _ in results:
                 if response.status_code == 503:  # shed load, in the envelope, with a hint when to retry
                     assert response.json()["error"]["code"] == "unavailable"
