@@ -82,6 +82,8 @@ def test_a_burst_with_idempotency_keys_is_answered_without_500s_or_pool_stalls(s
                                                                       other_key))
             codes = [r.status_code for r, _ in results]
             slowest = max(took for _, took in results)
+            print(f"round {round_no}: {dict(sorted((c, codes.count(c)) for c in set(codes)))}, slowest {slowest:.1f} s, "
+                  f"another tenant's whoami {bystander_took:.2f} s")
             assert 500 not in codes, (round_no, [r.text for r, _ in results if r.status_code >= 500][:3])
             # 202: screening may stage a write for review, a normal answer too
             assert set(codes) <= {200, 201, 202, 503}, sorted(set(codes))
