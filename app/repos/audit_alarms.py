@@ -1,4 +1,4 @@
-"""SQL for audit chain alarms (table `audit_chain_alarms`, migration 0019): a chain found not to
+"""SQL for audit chain alarms (table `audit_chain_alarms`, migration 0020): a chain found not to
 verify, recorded durably; while a chain's alarm is open every write to the chain is refused (the
 open alarm is read under the chain's lock by `memwarden_lock_chain`). At most one open alarm per
 chain (a partial unique index), so a second detection of the same break changes nothing."""

@@ -12,7 +12,7 @@ from sqlalchemy import text
 # Small, tenant-less or cross-tenant lookup tables: `create_reference_table` (a copy on every node).
 REFERENCE_TABLES = {"tenants", "users", "web_sessions", "login_throttle"}
 # Append-only audit log, one chain per tenant plus the system chain: distributed by `chain_id`.
-CHAIN_TABLES = {"audit_entries", "audit_checkpoints"}
+CHAIN_TABLES = {"audit_entries", "audit_checkpoints", "audit_chain_alarms"}
 # Alembic's bookkeeping: stays on the coordinator.
 LOCAL_TABLES = {"alembic_version"}
 DISTRIBUTION_COLUMN = {**{t: None for t in REFERENCE_TABLES | LOCAL_TABLES}, **{t: "chain_id" for t in CHAIN_TABLES}}

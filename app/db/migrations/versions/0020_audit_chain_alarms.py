@@ -58,7 +58,7 @@ def upgrade() -> None:
     # may still hold locks on the tenant's row, and a key-share lock would wait for it forever.
     op.execute("""
         CREATE TABLE audit_chain_alarms (
-            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id bigint GENERATED ALWAYS AS IDENTITY,
             chain_id text NOT NULL,
             tenant_id text,
             first_bad_seq bigint,
@@ -68,8 +68,9 @@ def upgrade() -> None:
             detected_at timestamptz NOT NULL DEFAULT now(),
             announced_at timestamptz,
             cleared_at timestamptz,
-            cleared_by text
-        )""")
+            cleared_by text,
+            PRIMARY KEY (chain_id, id)
+        )""")  # keyed by chain, like audit_entries: distributable by chain_id (docs/scale-out.md)
     # At most one open alarm per chain: a second detection of the same break adds nothing.
     op.execute("CREATE UNIQUE INDEX audit_chain_alarms_open ON audit_chain_alarms (chain_id) WHERE cleared_at IS NULL")
     op.execute("CREATE INDEX audit_chain_alarms_tenant ON audit_chain_alarms (tenant_id, detected_at)")
