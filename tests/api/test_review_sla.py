@@ -198,3 +198,21 @@ def test_digest_lists_what_waits_for_each_deciding_role(client, ctx, tenant, age
     assert sum(people["boss"]["byRisk"].values()) == 2
     assert 30 * 3600 - 60 <= people["helpers"]["oldestAgeSeconds"] <= 30 * 3600 + 600
     assert "Quokka" not in json.dumps(report)
+
+
+def test_admin_page_sets_the_review_sla(client, ctx, tenant):
+    from tests.harness import csrf_token_in
+
+    user = create_user(ctx, username=f"slaadm-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role="admin",
+                       actor=ACTOR)
+    web_sign_in(client, user.username, PASSWORD, "/admin")
+    page = client.get("/admin").text
+    assert 'data-testid="review-sla"' in page and 'value="off"' in page
+    csrf = csrf_token_in(page)
+    hx = {"HX-Request": "true"}
+    saved = client.post("/admin/review-sla", data={"csrf_token": csrf, "review_sla": "6h"}, headers=hx)
+    assert saved.status_code == 200 and "Review SLA: 6h." in saved.text and 'value="6h"' in saved.text
+    assert tenant_review_sla(ctx, tenant.id) == 6 * 3600
+    bad = client.post("/admin/review-sla", data={"csrf_token": csrf, "review_sla": "soon"}, headers=hx)
+    assert bad.status_code == 422 and tenant_review_sla(ctx, tenant.id) == 6 * 3600
+    assert client.post("/admin/review-sla", data={"review_sla": "1h"}, headers=hx).status_code == 403  # no CSRF token
