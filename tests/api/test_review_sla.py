@@ -216,3 +216,19 @@ def test_admin_page_sets_the_review_sla(client, ctx, tenant):
     bad = client.post("/admin/review-sla", data={"csrf_token": csrf, "review_sla": "soon"}, headers=hx)
     assert bad.status_code == 422 and tenant_review_sla(ctx, tenant.id) == 6 * 3600
     assert client.post("/admin/review-sla", data={"review_sla": "1h"}, headers=hx).status_code == 403  # no CSRF token
+
+
+def test_a_tenant_closed_by_an_audit_alarm_is_announced_once_it_reopens(client, ctx, tenant, agent):
+    from app.repos import audit_alarms as alarms_repo
+
+    change = _stage(client, agent)
+    _backdate(ctx, tenant.id, change, hours=3)
+    set_review_sla(ctx, tenant_id=tenant.id, duration="1h", actor=ACTOR)
+    with ctx.db.sessions.begin() as session:
+        assert alarms_repo.raise_alarm(session.connection(), chain_id=f"tenant:{tenant.id}", tenant_id=tenant.id,
+                                       first_bad_seq=1, reason="test", detail="", detected_by="test")
+    assert review_sla.announce(ctx) == 0  # refused at commit, nothing kept, no exception escapes
+    assert _breach_events(ctx, tenant.id) == []
+    with ctx.db.sessions.begin() as session:
+        session.execute(text("UPDATE audit_chain_alarms SET cleared_at = now() WHERE tenant_id = :t"), {"t": tenant.id})
+    assert review_sla.announce(ctx) == 1 and len(_breach_events(ctx, tenant.id)) == 1
