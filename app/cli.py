@@ -195,7 +195,8 @@ def _only_tenant(ctx):
 
 
 def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services.tenant_config import set_policy, set_redaction_mode, set_screening
+    from app.core.durations import format_duration
+    from app.services.tenant_config import set_policy, set_redaction_mode, set_review_sla, set_screening
     from app.services.tenants import resolve_tenant
 
     ctx = cli_common.open_context(settings)
@@ -210,7 +211,42 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
         doc = {name: [v.strip() for v in given.split(",") if v.strip()] if given is not None else current.get(name, [])
                for name, given in (("protected_keys", args.protected_keys), ("protected_paths", args.protected_paths))}
         set_screening(ctx, tenant_id=tenant.id, doc=doc, actor=cli_common.cli_actor())
+    if args.review_sla is not None:
+        seconds = set_review_sla(ctx, tenant_id=tenant.id, duration=args.review_sla, actor=cli_common.cli_actor())
+        print(f"review SLA: {format_duration(seconds)}")
     print(f"updated tenant {tenant.name}")
+    return 0
+
+
+def _review_sla(value: str) -> str:
+    """argparse type of --review-sla: a bad duration is a usage error (exit 2) before any database work."""
+    from app.services.tenant_config import parse_review_sla
+
+    try:
+        parse_review_sla(value)
+    except AppError as exc:
+        raise argparse.ArgumentTypeError(exc.details[0]["message"] if exc.details else str(exc)) from None
+    return value
+
+
+def cmd_review_digest(args: argparse.Namespace, settings: Settings) -> int:
+    from app.core.durations import format_duration, human_age
+    from app.services.review_sla import digest
+    from app.services.tenants import resolve_tenant
+
+    ctx = cli_common.open_context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    report = digest(ctx, tenant.id)
+    if args.json:
+        print(json.dumps({"tenant": tenant.name, **report}, indent=2))
+        return 0
+    print(f"tenant {tenant.name}: {report['waiting']} waiting, {report['overdue']} overdue "
+          f"(review SLA {format_duration(report['slaSeconds'])})")
+    for r in report["reviewers"]:
+        risks = ", ".join(f"{level} {n}" for level, n in r["byRisk"].items()) or "-"
+        oldest = human_age(r["oldestAgeSeconds"]) if r["waiting"] else "-"
+        print(f"  {r['username']} ({r['role']}, agents {','.join(r['agents'])}): {r['waiting']} waiting, "
+              f"{r['overdue']} overdue, oldest {oldest}; by risk: {risks}")
     return 0
 
 
@@ -276,7 +312,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "beyond role, permissions, system_prompt, identity … ('' clears)")
     t_set.add_argument("--protected-paths", help="comma-separated path globs of protected workspace files "
                                                  "(none by default), e.g. DIRECTIVES*,SOUL.md ('' clears)")
+    t_set.add_argument("--review-sla", type=_review_sla, help="longest a change may wait for review, e.g. 30m, 4h, 2d "
+                                            "('off' or 0 disables); later ones are flagged and announced once")
     t_set.set_defaults(func=cmd_tenant_set)
+
+    review = sub.add_parser("review", help="the review queue").add_subparsers(dest="review_command", required=True)
+    r_digest = review.add_parser("digest", help="what waits for each reviewer and admin (counts, risk, oldest, overdue)")
+    r_digest.add_argument("--tenant", required=True)
+    r_digest.add_argument("--json", action="store_true", help="print the digest as JSON")
+    r_digest.set_defaults(func=cmd_review_digest)
 
     user = sub.add_parser("user", help="reviewers, auditors, admins").add_subparsers(dest="user_command", required=True)
     u_create = user.add_parser("create", help="create a user with a role in a tenant")

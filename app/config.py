@@ -67,6 +67,10 @@ class Settings:
         "MEMWARDEN_AUDIT_WITNESS_URL", None,
         "URL that receives every signed audit checkpoint as a JSON POST (best effort, retried; "
         "the webhook SSRF rule applies).")
+    public_url: str | None = _setting(
+        "MEMWARDEN_PUBLIC_URL", None,
+        "Base URL people reach this server's UI at (`https://memwarden.example.com`); messages that "
+        "leave the server (Slack review-SLA alerts) link to the review queue under it.")
     mcp_allowed_origins: str = _setting(
         "MEMWARDEN_MCP_ALLOWED_ORIGINS", "",
         "Comma list of browser origins (`https://host[:port]`) allowed to call `/mcp`; requests without "

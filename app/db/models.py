@@ -147,6 +147,8 @@ class Change(Base):
     risk_level: Mapped[str] = mapped_column(Text, server_default="none")
     """Highest flag severity: none / low / medium / high."""
     result: Mapped[dict[str, Any] | None]
+    sla_announced_at: Mapped[datetime | None]
+    """When its `review.sla_breached` event was written (migration 0021); NULL until then."""
 
 
 class TenantSecret(Base):
@@ -253,6 +255,8 @@ class Webhook(Base):
     active: Mapped[bool] = mapped_column(server_default="true")
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     created_by: Mapped[str] = mapped_column(Text)
+    format: Mapped[str] = mapped_column(Text, server_default="json")
+    """Body delivered: `json` (the signed event envelope) or `slack` (`{"text": ...}`)."""
 
 
 class WebhookDelivery(Base):

@@ -33,7 +33,8 @@ PATH = "/metrics"
 
 
 class DatabaseStateCollector:
-    """Gauges computed when scraped: pending changes and the oldest one's age per tenant, and each
+    """Gauges computed when scraped: pending changes, the oldest one's age and those past the review
+    SLA per tenant, and each
     tenant's audit chain against its last checkpoint and its last witnessed checkpoint."""
 
     def __init__(self, ctx):
@@ -50,6 +51,9 @@ class DatabaseStateCollector:
             "oldest": GaugeMetricFamily("memwarden_review_oldest_pending_age_seconds",
                                         "Age of the oldest change waiting for review (0 when none).",
                                         labels=["tenant"]),
+            "overdue": GaugeMetricFamily("memwarden_review_sla_overdue_changes",
+                                         "Changes waiting longer than the tenant's review SLA (0 without one).",
+                                         labels=["tenant"]),
             "unsigned": GaugeMetricFamily("memwarden_audit_unsigned_entries",
                                           "Audit entries not yet covered by a signed checkpoint.", labels=["tenant"]),
             "unsigned_age": GaugeMetricFamily("memwarden_audit_checkpoint_lag_seconds",
@@ -74,6 +78,7 @@ class DatabaseStateCollector:
             f["info"].add_metric([s.tenant_id, s.tenant_name], 1)
             f["pending"].add_metric([s.tenant_id], s.pending)
             f["oldest"].add_metric([s.tenant_id], _age(now, s.oldest_submitted_at))
+            f["overdue"].add_metric([s.tenant_id], s.overdue)
             f["unsigned"].add_metric([s.tenant_id], max(0, s.head_seq - s.signed_size))
             f["unsigned_age"].add_metric([s.tenant_id], _age(now, s.oldest_unsigned_at))
             if audit.witness.file is not None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from sqlalchemy import and_, bindparam, case, func, or_, select, text, tuple_
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, text, tuple_
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -150,3 +150,44 @@ def approve_staged_remember(session: Session, *, tenant_id: str, change_id: str,
     return session.connection().execute(_APPROVE_STAGED, {
         "tenant": tenant_id, "change_id": change_id, "memory_id": memory_id, "now": now,
         "approvals": approvals, "result": result, "decided_by": decided_by, "reason": reason}).one()
+
+
+# --- review SLAs (tenant setting `review_sla_seconds`, migration 0021) ---------------------------
+
+_SLA = "NULLIF((t.settings->>'review_sla_seconds')::bigint, 0)"
+_SLA_BREACHES = text(f"""
+    SELECT c.tenant_id, c.id, c.agent_id, c.operation, c.risk_level, c.submitted_at,
+           {_SLA} AS sla_seconds
+    FROM tenants t
+    JOIN changes c ON c.tenant_id = t.id AND c.status = 'pending' AND c.sla_announced_at IS NULL
+                  AND c.submitted_at < now() - make_interval(secs => {_SLA})
+    WHERE {_SLA} > 0
+    ORDER BY c.submitted_at, c.id
+    LIMIT :limit""")
+
+
+def sla_breaches(session: Session, *, limit: int) -> list:
+    """Pending changes, across tenants, waiting longer than their tenant's review SLA and not yet
+    announced (oldest first): tenant_id, id, agent_id, operation, risk_level, submitted_at, sla_seconds."""
+    return list(session.execute(_SLA_BREACHES, {"limit": limit}))
+
+
+def mark_sla_announced(session: Session, *, tenant_id: str, change_id: str) -> bool:
+    """Claim the change's SLA announcement (row-locked until commit); False when it was announced
+    or decided meanwhile."""
+    return session.execute(text(
+        "UPDATE changes SET sla_announced_at = now() WHERE tenant_id = :tenant AND id = :id"
+        " AND status = 'pending' AND sla_announced_at IS NULL RETURNING id"),
+        {"tenant": tenant_id, "id": change_id}).first() is not None
+
+
+def pending_by_agent(session: Session, *, tenant_id: str, overdue_seconds: int | None) -> list:
+    """The tenant's pending changes grouped by (agent_id, risk_level): count, oldest submission and
+    how many wait longer than `overdue_seconds` (0 for each group when None)."""
+    overdue = (func.count().filter(Change.submitted_at < func.now() - func.make_interval(
+        0, 0, 0, 0, 0, 0, overdue_seconds)) if overdue_seconds else literal(0))
+    return session.execute(
+        select(Change.agent_id, Change.risk_level, func.count().label("waiting"),
+               func.min(Change.submitted_at).label("oldest"), overdue.label("overdue"))
+        .where(Change.tenant_id == tenant_id, Change.status == "pending")
+        .group_by(Change.agent_id, Change.risk_level)).all()

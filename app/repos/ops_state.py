@@ -1,4 +1,5 @@
-"""SQL for the scrape-time gauges of `/metrics`: each tenant's review queue and audit chain lag.
+"""SQL for the scrape-time gauges of `/metrics`: each tenant's review queue (with the changes past
+its review SLA, `settings["review_sla_seconds"]`) and audit chain lag.
 
 One statement per scrape, a handful of index lookups per tenant (`changes_queue`, the primary keys
 of `audit_entries` and `audit_checkpoints`), so a scrape costs the same however large the data."""
@@ -13,13 +14,15 @@ from sqlalchemy.engine import Connection
 
 _STATE = text("""
     SELECT t.id AS tenant_id, t.name AS tenant_name,
-           q.pending, q.oldest_submitted_at,
+           q.pending, q.oldest_submitted_at, q.overdue,
            COALESCE(h.head_seq, 0) AS head_seq,
            COALESCE(cp.size, 0) AS signed_size, cp.created_at AS signed_at,
            (SELECT e.ts FROM audit_entries e
              WHERE e.chain_id = 'tenant:' || t.id AND e.seq = COALESCE(cp.size, 0) + 1) AS oldest_unsigned_at
     FROM tenants t
-    LEFT JOIN LATERAL (SELECT count(*) AS pending, min(c.submitted_at) AS oldest_submitted_at
+    LEFT JOIN LATERAL (SELECT count(*) AS pending, min(c.submitted_at) AS oldest_submitted_at,
+                              count(*) FILTER (WHERE c.submitted_at < now() - make_interval(
+                                  secs => NULLIF((t.settings->>'review_sla_seconds')::bigint, 0))) AS overdue
                        FROM changes c WHERE c.tenant_id = t.id AND c.status = 'pending') q ON true
     LEFT JOIN LATERAL (SELECT max(e.seq) AS head_seq FROM audit_entries e
                        WHERE e.chain_id = 'tenant:' || t.id) h ON true
@@ -36,6 +39,8 @@ class TenantState:
     tenant_name: str
     pending: int
     oldest_submitted_at: datetime | None
+    overdue: int
+    """Pending changes older than the tenant's review SLA (0 without one: the FILTER is NULL)."""
     head_seq: int
     signed_size: int
     signed_at: datetime | None

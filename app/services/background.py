@@ -1,5 +1,5 @@
 """Periodic jobs: the audit checkpoint cadence, the full audit verification and the events of audit
-chain alarms, webhook deliveries, memory compaction, and purging expired idempotency keys and idle
+chain alarms, webhook deliveries, review-SLA breach announcements, memory compaction, and purging expired idempotency keys and idle
 rate-limit buckets.
 
 Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
@@ -17,13 +17,14 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from app.repos import audit_reads
-from app.services import audit_alarms, idempotency, rate_limits, webhooks
+from app.services import audit_alarms, idempotency, rate_limits, review_sla, webhooks
 from app.services.context import AppContext
 from app.services.leader import Leadership
 
 log = logging.getLogger(__name__)
 WEBHOOK_POLL_SECONDS = 1.0
 IDEMPOTENCY_PURGE_SECONDS = 600.0
+REVIEW_SLA_SECONDS = 30.0  # a breach is announced within this much of passing the SLA
 
 def checkpoint_unsigned(ctx: AppContext) -> int:
     """Sign a checkpoint of every chain that grew since its last one, whichever process appended
@@ -74,7 +75,8 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
     it); on shutdown step down and sign a final checkpoint of the chains this process appended to."""
     jobs = [(max(1, ctx.settings.checkpoint_interval_seconds), lambda: checkpoint_unsigned(ctx), "audit-checkpoints"),
             (WEBHOOK_POLL_SECONDS, lambda: _announce_and_deliver(ctx), "webhook-deliveries"),
-            (IDEMPOTENCY_PURGE_SECONDS, lambda: _purge_expired(ctx), "expired-key-purge")]
+            (IDEMPOTENCY_PURGE_SECONDS, lambda: _purge_expired(ctx), "expired-key-purge"),
+            (REVIEW_SLA_SECONDS, lambda: review_sla.announce(ctx), "review-sla")]
     if ctx.settings.audit_verify_interval_seconds > 0:
         jobs.append((ctx.settings.audit_verify_interval_seconds, lambda: audit_alarms.verify_chains(ctx),
                      "audit-verification"))

@@ -32,7 +32,7 @@ from app.services.audit import chain_for, chain_work, lock_chain
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
     "memory.written", "memory.compacted", "workspace.updated",
-    "change.proposed", "change.approved", "change.rejected", "audit.chain_broken",
+    "change.proposed", "change.approved", "change.rejected", "audit.chain_broken", "review.sla_breached",
 })
 FORBIDDEN_KEYS = frozenset({"content", "metadata", "secret"})
 

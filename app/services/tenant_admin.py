@@ -11,6 +11,7 @@ from typing import Any
 
 from app.core import jsontext
 from app.core.access import normalise_agents
+from app.core.durations import format_duration
 from app.core.policy import DEFAULT_POLICY
 from app.core.timefmt import format_ts
 from app.db.models import User, UserRole
@@ -25,7 +26,8 @@ MAX_POLICY_TEXT = 256 * 1024
 
 
 def settings_view(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
-    """The tenant's policy (or the default, flagged), redaction mode and registered secrets (labels only)."""
+    """The tenant's policy (or the default, flagged), review SLA, redaction mode and registered
+    secrets (labels only)."""
     with ctx.db.sessions() as session:
         tenant = tenant_repo.get(session, tenant_id=tenant_id)
         if tenant is None:
@@ -36,6 +38,7 @@ def settings_view(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
         "policy_text": json.dumps(stored if stored else copy.deepcopy(DEFAULT_POLICY), indent=2, ensure_ascii=False),
         "policy_is_default": not stored,
         "redaction_mode": (tenant.settings or {}).get("redaction_mode", "redact"),
+        "review_sla": format_duration(tenant_config.review_sla_seconds(tenant.settings)),
         "secrets": [{"id": s.id, "label": s.label, "created_at": format_ts(s.created_at)} for s in secrets],
     }
 

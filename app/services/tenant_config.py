@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.core.ids import new_id
+from app.core.durations import parse_duration
 from app.core.policy import Policy
 from app.core.redaction import Redactor, RegisteredSecret
 from app.core.screening import Protection
@@ -100,6 +101,43 @@ def set_screening(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) ->
         raise ValidationFailed.at("/screening", "; ".join(problems))
     _set_setting(ctx, tenant_id, "screening", dict(doc), event_type="tenant.settings_changed",
                  data={"screening": {k: len(v) for k, v in doc.items()}}, actor=actor)
+
+
+REVIEW_SLA_MAX_SECONDS = 90 * 86400
+def review_sla_seconds(settings: dict | None) -> int:
+    """The review SLA (seconds) in a tenant's settings; 0 when none is set."""
+    value = (settings or {}).get("review_sla_seconds")
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+def tenant_review_sla(ctx: AppContext, tenant_id: str) -> int:
+    """The tenant's review SLA in seconds (0: none)."""
+    with ctx.db.sessions() as session:
+        return review_sla_seconds(tenant_repo.settings_of(session, tenant_id=tenant_id))
+
+
+def parse_review_sla(duration: str) -> int:
+    """A review SLA as written (`4h`, `2d`, `off`) in seconds (0: none); ValidationFailed unless
+    it is whole minutes from 1m to 90d, or off."""
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise ValidationFailed.at("/review_sla", str(exc)) from None
+    if seconds and not 60 <= seconds <= REVIEW_SLA_MAX_SECONDS:
+        raise ValidationFailed.at("/review_sla", "must be between 1m and 90d, or off")
+    if seconds % 60:
+        raise ValidationFailed.at("/review_sla", "must be whole minutes (the queue filters by the minute)")
+    return seconds
+
+
+def set_review_sla(ctx: AppContext, *, tenant_id: str, duration: str, actor: dict) -> int:
+    """Set the longest a change may wait for review (`4h`, `2d`, `off`…); changes waiting longer
+    are flagged in the queue, counted in `/metrics` and announced once (`review.sla_breached`).
+    Returns the SLA in seconds (0: disabled)."""
+    seconds = parse_review_sla(duration)
+    _set_setting(ctx, tenant_id, "review_sla_seconds", seconds, event_type="tenant.settings_changed",
+                 data={"review_sla_seconds": seconds}, actor=actor)
+    return seconds
 
 
 def _bump_version(session: Session, tenant_id: str) -> None:

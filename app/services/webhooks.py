@@ -6,7 +6,8 @@ event id). `deliver_due` — a background job of every serving process — claim
 lease (`FOR UPDATE SKIP LOCKED`, committed at once, so processes never share a row and a crash
 only delays a delivery), POSTs outside any transaction, then records the outcome.
 
-Body: the event envelope `{"id","type","createdAt","data"}` (schema `event`), signed
+Body: the event envelope `{"id","type","createdAt","data"}` (schema `event`), or, for a webhook
+created with `"format": "slack"`, a Slack incoming-webhook message `{"text": ...}`; either is signed
 `X-Memwarden-Signature: sha256=<hex HMAC-SHA256(secret, raw body)>`. The secret is shown once at
 creation and stored AES-GCM-encrypted under a key derived from the server secret key (rotating
 that key orphans existing webhook secrets: recreate the webhooks).
@@ -33,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from app.core.access import Principal, agent_allowed
 from app.core.ids import has_prefix, new_id
+from app.core.slack import slack_text
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Event, Webhook
 from app.db.transaction_work import work_of
@@ -76,7 +78,8 @@ def _decrypt(ctx: AppContext, webhook_id: str, blob: bytes) -> str:
 
 def webhook_json(webhook: Webhook) -> dict[str, Any]:
     return {"id": webhook.id, "url": webhook.url, "events": list(webhook.event_types),
-            "agents": list(webhook.agents), "active": webhook.active, "createdAt": format_ts(webhook.created_at)}
+            "agents": list(webhook.agents), "active": webhook.active, "format": webhook.format or "json",
+            "createdAt": format_ts(webhook.created_at)}
 
 
 # --- management (API) ----------------------------------------------------------------------------
@@ -91,13 +94,14 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
     webhook_id = new_id("whk")
     webhook = Webhook(id=webhook_id, tenant_id=principal.tenant_id, url=body["url"],
                       secret_enc=_encrypt(ctx, webhook_id, secret), event_types=list(body.get("events", [])),
-                      agents=list(principal.agents), active=True, created_at=utcnow(), created_by=principal.key_id)
+                      agents=list(principal.agents), active=True, created_at=utcnow(), created_by=principal.key_id,
+                      format=body.get("format", "json"))
     with ctx.db.sessions.begin() as session:
         repo.insert(session, webhook)
         # The audit log gets the host only: paths and queries may carry receiver tokens.
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="webhook.created", actor=principal.actor,
                          subject={"type": "webhook", "id": webhook_id},
-                         data={"host": host, "events": webhook.event_types})
+                         data={"host": host, "events": webhook.event_types, "format": webhook.format})
     return {**webhook_json(webhook), "secret": secret}
 
 
@@ -156,8 +160,12 @@ def enqueue(session: Session, tenant_id: str, event_id: int, type: str, payload:
         repo.owe(session, tenant_id=tenant_id, webhook_id=hook.id, event_id=event_id, at=now)
 
 
-def event_body(event: Event) -> bytes:
-    """The exact bytes POSTed (and signed) for an event."""
+def event_body(event: Event, format: str = "json", public_url: str | None = None) -> bytes:
+    """The exact bytes POSTed (and signed) for an event: the envelope, or for a `slack` webhook a
+    Slack incoming-webhook message `{"text": ...}` built from the payload's ids and ages."""
+    if format == "slack":
+        return json.dumps({"text": slack_text(event.type, event.payload, public_url)},
+                          separators=(",", ":"), ensure_ascii=False).encode()
     return json.dumps({"id": event.id, "type": event.type, "createdAt": format_ts(event.created_at),
                        "data": event.payload}, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -214,7 +222,7 @@ def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) ->
     target, refusal = checked_target(hook.url, ctx.settings.webhook_allow_private)
     if refusal:  # resolved at each delivery, never at creation: DNS may change at any time
         return None, refusal
-    body = event_body(event)
+    body = event_body(event, hook.format, ctx.settings.public_url)
     headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
                SIGNATURE_HEADER: sign(_decrypt(ctx, hook.id, hook.secret_enc), body),
                "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id), **target.headers}

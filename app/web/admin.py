@@ -17,6 +17,7 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
 from app.core.access import SCOPES
+from app.core.durations import format_duration
 from app.errors import AppError, ValidationFailed
 from app.services import apikeys, tenant_admin, tenant_config, users
 from app.services.users import Reviewer, TenantRole
@@ -153,6 +154,17 @@ async def save_policy(request: Request):
     return await _respond(request, user, role, "policy", ok="Policy saved; it applies to the next write.")
 
 
+async def save_review_sla(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    try:
+        seconds = await run_in_threadpool(tenant_config.set_review_sla, request.app.state.ctx, tenant_id=role.tenant_id,
+                                          duration=_text(form, "review_sla", 40), actor=user.actor)
+    except AppError as error:
+        return await _respond(request, user, role, "policy", error=error)
+    return await _respond(request, user, role, "policy", ok=f"Review SLA: {format_duration(seconds)}.")
+
+
 async def save_redaction(request: Request):
     user, role = _role(request)
     form = await request.form()
@@ -188,6 +200,7 @@ routes = [
     Route("/admin/keys", create_key, methods=["POST"]),
     Route("/admin/keys/{key_id}/revoke", revoke_key, methods=["POST"]),
     Route("/admin/policy", save_policy, methods=["POST"]),
+    Route("/admin/review-sla", save_review_sla, methods=["POST"]),
     Route("/admin/redaction", save_redaction, methods=["POST"]),
     Route("/admin/secrets", register_secret, methods=["POST"]),
 ]

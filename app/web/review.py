@@ -20,7 +20,8 @@ from app.core.cursor import encode_cursor, pack, unpack
 from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.errors import AppError, Conflict, NotFound, ValidationFailed
-from app.services import browse, review
+from app.core.durations import format_duration
+from app.services import browse, review, tenant_config
 from app.services.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import is_htmx, render, risk_of, tenant_query
@@ -58,7 +59,8 @@ def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
 
 def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
     q = request.query_params
-    raw = {k: q.get(k, "").strip() for k in ("agent", "operation", "type", "rule", "age", "risk", "sort")}
+    raw = {k: q.get(k, "").strip() for k in ("agent", "operation", "type", "rule", "age", "risk", "sort", "overdue")}
+    raw["overdue"] = "1" if raw["overdue"] in ("1", "on") else ""
     age = int(raw["age"]) if raw["age"].isascii() and raw["age"].isdigit() and len(raw["age"]) < 7 else None
     flt = review.QueueFilter(
         status="pending", agent_id=raw["agent"][:128] or None,
@@ -73,13 +75,18 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
 
 
 async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
-    """The signed-in user's role and one keyset page of pending changes matching `flt`, with previews."""
+    """The signed-in user's role, one keyset page of pending changes matching `flt` with previews,
+    and the tenant's review SLA in seconds (0: none). With `overdue=1` and an SLA, only changes
+    past it are listed."""
     user = current_user(request)
     role = pick_tenant(request, user, "read")
     ctx = request.app.state.ctx
+    sla = await run_in_threadpool(tenant_config.tenant_review_sla, ctx, role.tenant_id)
+    if sla and request.query_params.get("overdue") in ("1", "on"):
+        flt = replace(flt, older_than_minutes=max(flt.older_than_minutes or 0, sla // 60))
     rows, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
     previews = await run_in_threadpool(browse.queue_previews, ctx, role.tenant_id, rows)
-    return user, role, rows, total, previews
+    return user, role, rows, total, previews, sla
 
 
 def _newest(rows: list[Change]) -> str:
@@ -90,7 +97,7 @@ def _newest(rows: list[Change]) -> str:
 async def queue(request: Request):
     flt, shown = _filters(request)
     after_param = request.query_params.get("after")
-    user, role, rows, total, previews = await _page(request, flt, _uncursor(after_param, flt.sort))
+    user, role, rows, total, previews, sla = await _page(request, flt, _uncursor(after_param, flt.sort))
     next_cursor = _cursor(rows[-1], flt.sort) if len(rows) == PAGE else None
     # New changes arrive last in oldest-first order and first in newest-first order, so only the
     # page where they belong polls. Under the risk sort they are added at the end, marked new.
@@ -98,7 +105,8 @@ async def queue(request: Request):
     context = {
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "total": total, "filters": shown,
         "previews": previews, "operations": OPERATIONS, "types": TYPES, "sorts": SORTS, "risks": RISKS,
-        "sort": flt.sort, "can_decide": role.can("decide"), "now": utcnow(), "fresh": False,
+        "sort": flt.sort, "can_decide": role.can("decide"), "now": utcnow(), "fresh": False, "sla": sla,
+        "sla_text": format_duration(sla),
         "next_url": f"/review?{tenant_query(role.tenant_name, shown, after=next_cursor)}" if next_cursor else None,
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows))}" if polls else None,
         "qs": tenant_query(role.tenant_name, shown),
@@ -111,13 +119,14 @@ async def new_rows(request: Request):
     meanwhile (by anyone) removed, out of band, with fresh counts."""
     flt, shown = _filters(request)
     since = request.query_params.get("since", "")
-    _, role, rows, total, previews = await _page(request, replace(flt, sort="oldest"), _uncursor(since))
+    _, role, rows, total, previews, sla = await _page(request, replace(flt, sort="oldest"), _uncursor(since))
     listed = [i for i in request.query_params.getlist("shown")[:PAGE] if CHANGE_ID.match(i)]
     pending = await run_in_threadpool(browse.still_pending, request.app.state.ctx, role.tenant_id, listed)
     return render(request, "review/_new_rows.html", {
         "gone": [i for i in listed if i not in pending],
         "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "previews": previews,
-        "now": utcnow(), "fresh": True, "position": "afterbegin" if flt.sort == "newest" else "beforeend",
+        "now": utcnow(), "fresh": True, "sla": sla,
+        "position": "afterbegin" if flt.sort == "newest" else "beforeend",
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows) or since)}"})
 
 

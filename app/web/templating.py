@@ -4,7 +4,7 @@ the navigation a user's roles allow, and filters that show hostile text safely."
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 from functools import cache
@@ -50,6 +50,7 @@ def templates() -> Jinja2Templates:
     env.globals["risk_of"] = risk_of
     env.globals["flag_explanation"] = lambda name: EXPLANATIONS.get(str(name), "")
     env.filters["age"] = age
+    env.globals["overdue_by"] = overdue_by
     return Jinja2Templates(env=env)
 
 
@@ -83,6 +84,15 @@ def age(then: datetime, now: datetime) -> str:
         if seconds >= size:
             return f"{seconds // size} {unit}"
     return f"{seconds} s"
+
+
+def overdue_by(submitted_at: datetime, sla_seconds: int, now: datetime) -> str:
+    """How far past the review SLA a change waiting since `submitted_at` is ("" when within it or
+    without an SLA)."""
+    if not sla_seconds:
+        return ""
+    due = submitted_at + timedelta(seconds=sla_seconds)
+    return age(due, now) if due < now else ""
 
 
 def risk_of(change: Any) -> dict[str, Any]:
