@@ -19,7 +19,7 @@ from app.core import jsontext
 from app.core.cursor import encode_cursor, pack, unpack
 from app.core.timefmt import utcnow
 from app.db.models import Change
-from app.errors import AppError, Conflict, NotFound, ValidationFailed
+from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
 from app.services import browse, review
 from app.services.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
@@ -195,7 +195,9 @@ def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
     risk["flags"] = [{**flag, "spots": _evidence(flag, proposed)} for flag in risk["flags"]]
     context = {"role": role, "view": view, "change": view["change"], "diff": diff, "risk": risk,
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
-               "result": None, "next_id": None, "total": None, "also_live": None, "pending": None}
+               "result": None, "next_id": None, "total": None, "also_live": None, "pending": None,
+               "confirm_needed": review.needs_confirmation(view["change"]["risk_level"]),
+               "approved_by_you": page.approved_by_you}
     context.update(extra)
     return context
 
@@ -205,6 +207,11 @@ async def detail(request: Request):
     page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
                                    request.path_params["change_id"])
     return render(request, "review/detail.html", _body_context(page, pending=page.pending))
+
+
+def _ticked(form, name: str) -> bool:
+    """Whether a checkbox (or a submit button of that name) was sent with a true value."""
+    return str(form.get(name, "")).lower() in ("1", "on", "true", "yes")
 
 
 def _edits(form) -> dict[str, Any] | None:
@@ -242,15 +249,20 @@ async def decide(request: Request):
         decision=kind, reason=str(form.get("reason", "")).strip() or None,
         edits=_edits(form) if kind == "approve" else None, seen_state=str(form.get("seen_state", "")) or None,
         merge_into=str(form.get("merge_into", "")) or None if kind == "approve" else None,
-        supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None)
+        supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None,
+        confirm_risk=_ticked(form, "confirm_risk"))
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], decision, str(form.get("also_live", "")))
     if page.conflict is not None:
         details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
-        message = ("Live memory changed while you were reviewing: this is the fresh diff. Review it again."
-                   if details.get("reason") == "stale_review" else page.conflict.message)
-        return render(request, template, _body_context(page, message=message), status=409,
+        if isinstance(page.conflict, ConfirmationRequired):
+            message = "This change is high risk: tick the confirmation beside Approve to approve it."
+        elif details.get("reason") == "stale_review":
+            message = "Live memory changed while you were reviewing: this is the fresh diff. Review it again."
+        else:
+            message = page.conflict.message
+        return render(request, template, _body_context(page, message=message), status=page.conflict.status,
                       headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
     if not is_htmx(request):
         return RedirectResponse(f"/review/{page.next_id}" if page.next_id
