@@ -212,9 +212,14 @@ CONFIRMED_LEVELS = ("high",)
 """Risk levels whose approval needs `confirm_risk`, whichever path approves (page, keyboard, bulk, API)."""
 
 
-def needs_confirmation(risk_level: str | None) -> bool:
+BULK_CONFIRMED_LEVELS = ("medium", "high")
+"""A bulk approval asks for the same confirmation when any change selected is at one of these levels:
+each change is not looked at on its own page, so medium risk is confirmed there too."""
+
+
+def needs_confirmation(risk_level: str | None, *, bulk: bool = False) -> bool:
     """Whether approving a change of this risk level needs the reviewer's explicit confirmation."""
-    return risk_level in CONFIRMED_LEVELS
+    return risk_level in (BULK_CONFIRMED_LEVELS if bulk else CONFIRMED_LEVELS)
 
 
 def _require_risk_confirmed(change, request: DecisionRequest) -> None:

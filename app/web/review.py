@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 from datetime import datetime
 from typing import Any
 
@@ -122,8 +123,11 @@ async def new_rows(request: Request):
 
 
 async def bulk(request: Request):
-    """Approve or reject the selected rows, each decided and audited on its own. htmx gets the
-    outcomes, the decided rows removed and the counts updated (out of band)."""
+    """Approve or reject the selected rows, each decided and audited on its own. Approving first
+    shows what each change will do and asks to confirm (and to confirm the risk when any is medium
+    or high); the confirmed form applies each change's preselected outcome, as its own page would
+    (supersede on a flagged contradiction). htmx gets the outcomes, the decided rows removed and
+    the counts updated (out of band)."""
     user = current_user(request)
     role = pick_tenant(request, user, "decide")
     form = await request.form()
@@ -132,23 +136,79 @@ async def bulk(request: Request):
         raise ValidationFailed.at("/action", "choose approve or reject")
     reason = str(form.get("reason", "")).strip() or None
     ctx = request.app.state.ctx
+    ids = [str(change_id) for change_id in form.getlist("change_id")[:200]]
+    if action == "reject":
+        decisions = [(i, review.DecisionRequest(decision="reject", reason=reason)) for i in ids]
+        outcomes = [await _decide_one(ctx, user, role, i, d) for i, d in decisions]
+        return await _bulk_done(request, role, outcomes)
+    plans = await run_in_threadpool(_plans, ctx, role, ids)
+    risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
+    confirmed, confirm_risk = form.get("confirmed") == "1", _ticked(form, "confirm_risk")
+    if not confirmed or (risky and not confirm_risk):
+        message = "Some selected changes carry medium or high risk: tick the confirmation to approve them." \
+            if confirmed else None
+        _, shown = _filters(request)
+        context = {"role": role, "plans": plans, "risky": risky, "reason": reason or "", "message": message,
+                   "qs": tenant_query(role.tenant_name, shown),
+                   "count": sum(1 for p in plans if not p.get("error"))}
+        template = "review/_bulk_confirm.html" if is_htmx(request) else "review/bulk_confirm.html"
+        return render(request, template, context, status=422 if confirmed else 200)
     outcomes = []
-    for change_id in form.getlist("change_id")[:200]:
+    for plan in plans:
+        if plan.get("error"):
+            outcomes.append({"id": plan["id"], "ok": False, "status": plan["error"], "gone": plan["gone"]})
+            continue
+        decision = review.DecisionRequest(
+            decision="approve", reason=reason, seen_state=str(form.get(f"seen_state:{plan['id']}", "")) or None,
+            supersedes=plan["supersedes"], confirm_risk=confirm_risk)
+        outcomes.append(await _decide_one(ctx, user, role, plan["id"], decision))
+    return await _bulk_done(request, role, outcomes)
+
+
+def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
+    """What approving each selected change would do now: its live diff, risk level and preselected
+    outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is skipped."""
+    plans = []
+    for change_id in ids:
         try:
-            result = await run_in_threadpool(
-                review.decide, ctx, tenant_id=role.tenant_id, change_id=str(change_id), actor=user.actor,
-                may_see=role.sees_agent, request=review.DecisionRequest(decision=action, reason=reason))
-            outcomes.append({"id": str(change_id), "ok": True, "status": result["status"],
-                             "gone": result["status"] != "pending"})
+            if not CHANGE_ID.match(change_id):
+                raise NotFound("change not found")
+            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent)
         except AppError as error:
-            # Decided meanwhile by someone else: it has left the queue all the same.
-            gone = isinstance(error, Conflict) and isinstance(error.details, dict) \
-                and error.details.get("reason") == "already_decided"
-            outcomes.append({"id": str(change_id), "ok": False, "status": error.message, "gone": gone})
+            plans.append({"id": change_id, "error": error.message, "gone": False})
+            continue
+        change, diff = view["change"], view.get("diff")
+        if diff is None:
+            plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
+            continue
+        risk = risk_of(SimpleNamespace(**change))
+        plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"],
+                      "supersedes": _contradicted(diff, risk)})
+    return plans
+
+
+async def _decide_one(ctx, user, role, change_id: str, decision: review.DecisionRequest) -> dict[str, Any]:
+    """One bulk decision's outcome line: decided, or why not (an error never stops the others)."""
+    try:
+        result = await run_in_threadpool(
+            review.decide, ctx, tenant_id=role.tenant_id, change_id=change_id, actor=user.actor,
+            may_see=role.sees_agent, request=decision)
+    except AppError as error:
+        # Decided meanwhile by someone else: it has left the queue all the same.
+        gone = isinstance(error, Conflict) and isinstance(error.details, dict) \
+            and error.details.get("reason") == "already_decided"
+        return {"id": change_id, "ok": False, "status": error.message, "gone": gone}
+    superseded = (result.get("result") or {}).get("superseded")
+    status = f"{result['status']}, superseding {superseded}" if superseded else result["status"]
+    return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending"}
+
+
+async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):
     if not is_htmx(request):
         return RedirectResponse(f"/review?tenant={role.tenant_name}", 303)
     flt, _ = _filters(request)
-    _, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, 1)
+    _, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
+                                       flt, 1)
     return render(request, "review/_bulk_result.html", {"outcomes": outcomes, "total": total})
 
 
