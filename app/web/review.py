@@ -154,14 +154,21 @@ async def bulk(request: Request):
         template = "review/_bulk_confirm.html" if is_htmx(request) else "review/bulk_confirm.html"
         return render(request, template, context, status=422 if confirmed else 200)
     outcomes = []
-    for plan in plans:
+    for change_id in [p["id"] for p in plans]:
+        # Each change is planned again just before its decision: an earlier one in the batch may have
+        # changed live memory (a new neighbour, a superseded fact). What was confirmed must still hold.
+        plan = (await run_in_threadpool(_plans, ctx, role, [change_id]))[0]
+        shown = form.get(f"plan:{change_id}")
         if plan.get("error"):
-            outcomes.append({"id": plan["id"], "ok": False, "status": plan["error"], "gone": plan["gone"]})
-            continue
-        decision = review.DecisionRequest(
-            decision="approve", reason=reason, seen_state=str(form.get(f"seen_state:{plan['id']}", "")) or None,
-            supersedes=plan["supersedes"], confirm_risk=confirm_risk)
-        outcomes.append(await _decide_one(ctx, user, role, plan["id"], decision))
+            outcomes.append({"id": change_id, "ok": False, "status": plan["error"], "gone": plan["gone"]})
+        elif shown is not None and str(shown) != plan["key"]:
+            outcomes.append({"id": change_id, "ok": False, "gone": False, "status": "what approving it does "
+                             "changed since you confirmed (live memory changed): review it on its page"})
+        else:
+            decision = review.DecisionRequest(
+                decision="approve", reason=reason, seen_state=plan["diff"]["fingerprint"],
+                supersedes=plan["supersedes"], confirm_risk=confirm_risk)
+            outcomes.append(await _decide_one(ctx, user, role, change_id, decision))
     return await _bulk_done(request, role, outcomes)
 
 
@@ -182,8 +189,13 @@ def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
             plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
             continue
         risk = risk_of(SimpleNamespace(**change))
+        supersedes = _contradicted(diff, risk)
+        # What the reviewer confirms: for a remember, the outcome (store, or supersede which memory);
+        # for other operations, the exact live state shown (its fingerprint).
+        key = (f"supersede:{supersedes}" if supersedes else "store") if diff["operation"] == "remember" \
+            else diff["fingerprint"]
         plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"],
-                      "supersedes": _contradicted(diff, risk)})
+                      "supersedes": supersedes, "key": key})
     return plans
 
 
