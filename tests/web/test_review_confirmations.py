@@ -146,3 +146,20 @@ def test_a_reviewer_who_approved_a_two_person_change_is_offered_no_second_approv
     web_sign_in(client, second, PASSWORD, "/review")
     other = client.get(f"/review/{change_id}")
     assert 'data-testid="approve"' in other.text and 'data-testid="you-approved"' not in other.text
+
+
+def test_bulk_skips_a_change_whose_outcome_an_earlier_approval_in_the_batch_changed(client, ctx, tenant, make_key):
+    """Both were 'store' when confirmed; once Madrid is live, Lisbon contradicts it, so approving
+    Lisbon would now supersede Madrid: not what was confirmed, so it waits for its own page."""
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    madrid = _remember(client, headers, "Quinn lives in Madrid.", approval_required=True)["change_id"]
+    lisbon = _remember(client, headers, "Quinn lives in Lisbon.", approval_required=True)["change_id"]
+    web_sign_in(client, _user(ctx, tenant, "rev"), PASSWORD, "/review")
+    queue = client.get("/review")
+    summary = _bulk(client, queue.text, [madrid, lisbon])
+    plans = dict(re.findall(r'name="plan:(chg_[0-9a-z]+)" value="([^"]*)"', summary.text))
+    assert plans == {madrid: "store", lisbon: "store"}
+    done = _bulk(client, queue.text, [madrid, lisbon], confirmed="1", confirm_risk="1",
+                 **{f"plan:{madrid}": "store", f"plan:{lisbon}": "store"})
+    assert done.status_code == 200 and "changed since you confirmed" in done.text
+    assert _status(client, headers, madrid) == "approved" and _status(client, headers, lisbon) == "pending"
