@@ -68,6 +68,13 @@ class Conflict(AppError):
     code, status = "conflict", 409
 
 
+class ConfirmationRequired(AppError):
+    """Approving a high-risk change needs the reviewer's explicit confirmation (`confirm_risk`);
+    without it nothing is decided and the change stays pending."""
+
+    code, status = "confirmation_required", 422
+
+
 class IdempotencyKeyReused(AppError):
     """The `Idempotency-Key` was first used for a different request (method, path, key or body)."""
 

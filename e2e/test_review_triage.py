@@ -28,6 +28,15 @@ def set_risk(world: World, change_id: str, level: str, flags: list[dict]) -> Non
                              "WHERE id = :id"), {"level": level, "flags": json.dumps(flags), "id": change_id})
 
 
+def confirm_bulk(page: Page) -> None:
+    """Bulk approve's second step: confirm the listed outcomes (and the risk, when screening rated any
+    selected change medium or high: it may, so the box is ticked when it is shown)."""
+    expect(page.get_by_test_id("bulk-confirm")).to_be_visible()
+    if page.get_by_test_id("confirm-risk").count():
+        page.get_by_test_id("confirm-risk").check()
+    page.get_by_test_id("bulk-confirm").click()
+
+
 def test_a_row_arriving_in_an_empty_queue_replaces_the_empty_state(page, world):
     sign_in(page, world.base_url, world.reviewer())
     expect(page.get_by_test_id("queue-empty")).to_be_visible()
@@ -83,6 +92,7 @@ def test_select_all_and_bulk_approve_remove_the_rows_and_update_counts(page, wor
     row(page, staged[2]["change_id"]).get_by_test_id("row-select").uncheck()
     assert page.get_by_test_id("select-all").evaluate("el => el.indeterminate") is True
     page.get_by_test_id("bulk-approve").click()
+    confirm_bulk(page)
     expect(page.get_by_test_id("bulk-outcomes").locator("li")).to_have_count(2)
     expect(page.get_by_test_id("change-row")).to_have_count(1)
     expect(row(page, staged[2]["change_id"])).to_be_visible()
@@ -90,6 +100,7 @@ def test_select_all_and_bulk_approve_remove_the_rows_and_update_counts(page, wor
     expect(page.locator('#queue-rows input[name="change_id"]:checked')).to_have_count(0)
     page.get_by_test_id("select-all").check()
     page.get_by_test_id("bulk-approve").click()
+    confirm_bulk(page)
     expect(page.get_by_test_id("change-row")).to_have_count(0)
     expect(page.get_by_test_id("queue-total")).to_have_text("0 pending")
     expect(page.get_by_test_id("queue-empty")).to_be_visible()

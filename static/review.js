@@ -1,10 +1,23 @@
 // The review pages' behaviour (CSP: no inline scripts). Keyboard review: j/k move through the queue,
-// Enter opens, a approves, r rejects, n goes on. Clicking a row opens it; a select-all box ticks the
+// Enter opens, a approves, r rejects, n goes on. On a high-risk change `a` first moves to the
+// confirm-risk box (Space ticks it, `a` again approves): a single key never approves it. Clicking a row opens it; a select-all box ticks the
 // rows shown; the approve form says what approving will do to live memory as the choices change.
 (function () {
   "use strict";
   function typing(el) {
+    if (el && el.tagName === "INPUT" && el.type === "checkbox") return false;  // shortcuts still work on boxes
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  }
+  // `a`: approve, unless the change is high risk and its confirmation is not ticked yet.
+  function approve() {
+    var confirm = document.querySelector('[data-testid="confirm-risk"]');
+    if (confirm && !confirm.checked) {
+      confirm.focus();
+      var box = document.getElementById("risk-confirm");
+      if (box) box.classList.add("attention");
+      return true;
+    }
+    return click('[data-testid="approve"]');
   }
   function rows() { return Array.prototype.slice.call(document.querySelectorAll('[data-testid="change-row"]')); }
   function move(step) {
@@ -30,7 +43,7 @@
     else if (key === "Enter" && event.target.dataset && event.target.dataset.href) {
       window.location.assign(event.target.dataset.href); event.preventDefault();
     }
-    else if (key === "a") { if (click('[data-testid="approve"]')) event.preventDefault(); }
+    else if (key === "a") { if (approve()) event.preventDefault(); }
     else if (key === "r") {
       var reason = document.getElementById("reject-reason");
       if (reason) { reason.focus(); event.preventDefault(); }

@@ -44,7 +44,8 @@ def _decision(kind: str):
         body = await read_json(request, f"{kind}.request")
         decision = review.DecisionRequest(decision=kind, reason=body.get("reason"), edits=body.get("edits"),
                                           seen_state=body.get("seen_state"), merge_into=body.get("merge_into"),
-                                          supersedes=body.get("supersedes"))
+                                          supersedes=body.get("supersedes"),
+                                          confirm_risk=bool(body.get("confirm_risk")))
         result = await run_in_threadpool(
             review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
             actor=principal.actor, may_see=principal.may_act_for, request=decision)
@@ -70,7 +71,8 @@ routes = [
              responses={200: "change-diff.response"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/withdraw", withdraw, method="POST", summary="Withdraw a pending change",
              scope="memory:write", responses={200: "change"}, tag="governance"),
-    ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST", summary="Approve",
+    ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST",
+             summary="Approve (a high-risk change needs `confirm_risk`, else 422 `confirmation_required`)",
              scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/reject", _decision("reject"), method="POST", summary="Reject",
              scope="review:decide", request="reject.request", responses={200: "change"}, tag="governance"),

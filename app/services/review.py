@@ -18,7 +18,7 @@ from app.core import diff as textdiff
 from app.core.access import agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
-from app.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, ValidationFailed
 from app.observability import metrics
 from app.repos import changes as changes_repo
 from app.repos import memories as repo
@@ -204,6 +204,31 @@ class DecisionRequest:
     seen_state: str | None = None
     merge_into: str | None = None
     supersedes: str | None = None
+    confirm_risk: bool = False
+    """The reviewer confirms approving a high-risk change (every path must ask for it)."""
+
+
+CONFIRMED_LEVELS = ("high",)
+"""Risk levels whose approval needs `confirm_risk`, whichever path approves (page, keyboard, bulk, API)."""
+
+
+BULK_CONFIRMED_LEVELS = ("medium", "high")
+"""A bulk approval asks for the same confirmation when any change selected is at one of these levels:
+each change is not looked at on its own page, so medium risk is confirmed there too."""
+
+
+def needs_confirmation(risk_level: str | None, *, bulk: bool = False) -> bool:
+    """Whether approving a change of this risk level needs the reviewer's explicit confirmation."""
+    return risk_level in (BULK_CONFIRMED_LEVELS if bulk else CONFIRMED_LEVELS)
+
+
+def _require_risk_confirmed(change, request: DecisionRequest) -> None:
+    """Refuse (422 confirmation_required) an unconfirmed approval of a high-risk change; nothing is decided."""
+    if request.decision == "approve" and needs_confirmation(change.risk_level) and not request.confirm_risk:
+        names = [str(f.get("name")) for f in change.risk_flags or [] if isinstance(f, dict)]
+        raise ConfirmationRequired(
+            f"this change is {change.risk_level} risk: confirm the risk to approve it",
+            details={"reason": "confirmation_required", "risk_level": change.risk_level, "risk_flags": names})
 
 
 @metrics.counts_decisions
@@ -233,6 +258,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     elif approving and request.seen_state is None:
         # A plain approval: most likely a staged remember that needs no more approvals.
         row = _lock_change_row(session, tenant_id, change_id, may_see)
+        _require_risk_confirmed(row, request)
         if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
             return _approve_staged_memory(ctx, session, row, actor, request)
     change = load_change(session, tenant_id, change_id, may_see, lock=True)
@@ -241,6 +267,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
     _require_pending(change)
+    _require_risk_confirmed(change, request)
     prepared = prepared or _Prepared()
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
         fresh = compute_diff(ctx, session, change)
@@ -286,7 +313,16 @@ class ChangePage:
     pending: int | None = None
     result: dict[str, Any] | None = None
     also_live: str | None = None
-    conflict: Conflict | None = None
+    conflict: AppError | None = None
+    """A refused decision: 409 (decided meanwhile, stale review) or 422 confirmation_required."""
+    approved_by_you: bool = False
+    """The signed-in reviewer has given one of the approvals of this still-pending change."""
+
+
+def _approved_by(view: dict[str, Any], user: Reviewer) -> bool:
+    """Whether `user` already approved the pending change in `view` (a second approval must be someone else's)."""
+    change, who = view["change"], _actor_label(user.actor)
+    return change["status"] == "pending" and any(a.get("by") == who for a in change["approvals"])
 
 
 def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[TenantRole, Change]:
@@ -323,24 +359,28 @@ def change_page(ctx: AppContext, user: Reviewer, change_id: str) -> ChangePage:
     with ctx.db.sessions.begin() as session:
         role, change = _locate(session, user, change_id, "read")
         next_id, pending = _next_pending(session, role, change.id)
-        return ChangePage(role, change, _view(ctx, session, change), next_id=next_id, pending=pending)
+        view = _view(ctx, session, change)
+        return ChangePage(role, change, view, next_id=next_id, pending=pending,
+                          approved_by_you=_approved_by(view, user))
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
                    also_live: str | None = None) -> ChangePage:
     """A reviewer's decision from the change page, in one session: find the change, decide it, and
     read what the page shows next (its new state, what the decision did, the next pending change,
-    whether `also_live` - the similar memory shown - is still live). A refused decision (409) comes
-    back as `conflict` with the page's fresh state; other errors raise."""
+    whether `also_live` - the similar memory shown - is still live). A refused decision (409, or 422
+    when a high-risk approval lacks `confirm_risk`) comes back as `conflict` with the page's fresh
+    state; other errors raise."""
     with ctx.db.sessions() as session:
         role, change = _locate(session, user, change_id, "decide")
         try:
             result = _decide_in(ctx, session, role.tenant_id, change.id, user.actor, role.sees_agent, request,
                                 operation=change.operation)
-        except Conflict as error:
+        except (Conflict, ConfirmationRequired) as error:
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
-            page = ChangePage(role, change, _view(ctx, session, change), conflict=error)
+            view = _view(ctx, session, change)
+            page = ChangePage(role, change, view, conflict=error, approved_by_you=_approved_by(view, user))
             session.commit()
             return page
         view = {"change": {k: v for k, v in result.items() if k != "result"}}
@@ -349,7 +389,8 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
                                                                   role.sees_agent))
         next_id, pending = _next_pending(session, role, change.id)
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
-                          also_live=_still_live(session, role, also_live or "", result))
+                          also_live=_still_live(session, role, also_live or "", result),
+                          approved_by_you=_approved_by(view, user))
         session.commit()
         return page
 

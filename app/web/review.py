@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from types import SimpleNamespace
 from datetime import datetime
 from typing import Any
 
@@ -19,8 +20,8 @@ from app.core import jsontext
 from app.core.cursor import encode_cursor, pack, unpack
 from app.core.timefmt import utcnow
 from app.db.models import Change
-from app.errors import AppError, Conflict, NotFound, ValidationFailed
 from app.core.durations import format_duration
+from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
 from app.services import browse, review, tenant_config
 from app.services.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
@@ -131,8 +132,11 @@ async def new_rows(request: Request):
 
 
 async def bulk(request: Request):
-    """Approve or reject the selected rows, each decided and audited on its own. htmx gets the
-    outcomes, the decided rows removed and the counts updated (out of band)."""
+    """Approve or reject the selected rows, each decided and audited on its own. Approving first
+    shows what each change will do and asks to confirm (and to confirm the risk when any is medium
+    or high); the confirmed form applies each change's preselected outcome, as its own page would
+    (supersede on a flagged contradiction). htmx gets the outcomes, the decided rows removed and
+    the counts updated (out of band)."""
     user = current_user(request)
     role = pick_tenant(request, user, "decide")
     form = await request.form()
@@ -141,23 +145,91 @@ async def bulk(request: Request):
         raise ValidationFailed.at("/action", "choose approve or reject")
     reason = str(form.get("reason", "")).strip() or None
     ctx = request.app.state.ctx
+    ids = [str(change_id) for change_id in form.getlist("change_id")[:200]]
+    if action == "reject":
+        decisions = [(i, review.DecisionRequest(decision="reject", reason=reason)) for i in ids]
+        outcomes = [await _decide_one(ctx, user, role, i, d) for i, d in decisions]
+        return await _bulk_done(request, role, outcomes)
+    plans = await run_in_threadpool(_plans, ctx, role, ids)
+    risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
+    confirmed, confirm_risk = form.get("confirmed") == "1", _ticked(form, "confirm_risk")
+    if not confirmed or (risky and not confirm_risk):
+        message = "Some selected changes carry medium or high risk: tick the confirmation to approve them." \
+            if confirmed else None
+        _, shown = _filters(request)
+        context = {"role": role, "plans": plans, "risky": risky, "reason": reason or "", "message": message,
+                   "qs": tenant_query(role.tenant_name, shown),
+                   "count": sum(1 for p in plans if not p.get("error"))}
+        template = "review/_bulk_confirm.html" if is_htmx(request) else "review/bulk_confirm.html"
+        return render(request, template, context, status=422 if confirmed else 200)
     outcomes = []
-    for change_id in form.getlist("change_id")[:200]:
+    for change_id in [p["id"] for p in plans]:
+        # Each change is planned again just before its decision: an earlier one in the batch may have
+        # changed live memory (a new neighbour, a superseded fact). What was confirmed must still hold.
+        plan = (await run_in_threadpool(_plans, ctx, role, [change_id]))[0]
+        shown = form.get(f"plan:{change_id}")
+        if plan.get("error"):
+            outcomes.append({"id": change_id, "ok": False, "status": plan["error"], "gone": plan["gone"]})
+        elif shown is not None and str(shown) != plan["key"]:
+            outcomes.append({"id": change_id, "ok": False, "gone": False, "status": "what approving it does "
+                             "changed since you confirmed (live memory changed): review it on its page"})
+        else:
+            decision = review.DecisionRequest(
+                decision="approve", reason=reason, seen_state=plan["diff"]["fingerprint"],
+                supersedes=plan["supersedes"], confirm_risk=confirm_risk)
+            outcomes.append(await _decide_one(ctx, user, role, change_id, decision))
+    return await _bulk_done(request, role, outcomes)
+
+
+def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
+    """What approving each selected change would do now: its live diff, risk level and preselected
+    outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is skipped."""
+    plans = []
+    for change_id in ids:
         try:
-            result = await run_in_threadpool(
-                review.decide, ctx, tenant_id=role.tenant_id, change_id=str(change_id), actor=user.actor,
-                may_see=role.sees_agent, request=review.DecisionRequest(decision=action, reason=reason))
-            outcomes.append({"id": str(change_id), "ok": True, "status": result["status"],
-                             "gone": result["status"] != "pending"})
+            if not CHANGE_ID.match(change_id):
+                raise NotFound("change not found")
+            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent)
         except AppError as error:
-            # Decided meanwhile by someone else: it has left the queue all the same.
-            gone = isinstance(error, Conflict) and isinstance(error.details, dict) \
-                and error.details.get("reason") == "already_decided"
-            outcomes.append({"id": str(change_id), "ok": False, "status": error.message, "gone": gone})
+            plans.append({"id": change_id, "error": error.message, "gone": False})
+            continue
+        change, diff = view["change"], view.get("diff")
+        if diff is None:
+            plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
+            continue
+        risk = risk_of(SimpleNamespace(**change))
+        supersedes = _contradicted(diff, risk)
+        # What the reviewer confirms: for a remember, the outcome (store, or supersede which memory);
+        # for other operations, the exact live state shown (its fingerprint).
+        key = (f"supersede:{supersedes}" if supersedes else "store") if diff["operation"] == "remember" \
+            else diff["fingerprint"]
+        plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"],
+                      "supersedes": supersedes, "key": key})
+    return plans
+
+
+async def _decide_one(ctx, user, role, change_id: str, decision: review.DecisionRequest) -> dict[str, Any]:
+    """One bulk decision's outcome line: decided, or why not (an error never stops the others)."""
+    try:
+        result = await run_in_threadpool(
+            review.decide, ctx, tenant_id=role.tenant_id, change_id=change_id, actor=user.actor,
+            may_see=role.sees_agent, request=decision)
+    except AppError as error:
+        # Decided meanwhile by someone else: it has left the queue all the same.
+        gone = isinstance(error, Conflict) and isinstance(error.details, dict) \
+            and error.details.get("reason") == "already_decided"
+        return {"id": change_id, "ok": False, "status": error.message, "gone": gone}
+    superseded = (result.get("result") or {}).get("superseded")
+    status = f"{result['status']}, superseding {superseded}" if superseded else result["status"]
+    return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending"}
+
+
+async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):
     if not is_htmx(request):
         return RedirectResponse(f"/review?tenant={role.tenant_name}", 303)
     flt, _ = _filters(request)
-    _, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, 1)
+    _, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
+                                       flt, 1)
     return render(request, "review/_bulk_result.html", {"outcomes": outcomes, "total": total})
 
 
@@ -204,7 +276,9 @@ def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
     risk["flags"] = [{**flag, "spots": _evidence(flag, proposed)} for flag in risk["flags"]]
     context = {"role": role, "view": view, "change": view["change"], "diff": diff, "risk": risk,
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
-               "result": None, "next_id": None, "total": None, "also_live": None, "pending": None}
+               "result": None, "next_id": None, "total": None, "also_live": None, "pending": None,
+               "confirm_needed": review.needs_confirmation(view["change"]["risk_level"]),
+               "approved_by_you": page.approved_by_you}
     context.update(extra)
     return context
 
@@ -214,6 +288,11 @@ async def detail(request: Request):
     page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
                                    request.path_params["change_id"])
     return render(request, "review/detail.html", _body_context(page, pending=page.pending))
+
+
+def _ticked(form, name: str) -> bool:
+    """Whether a checkbox (or a submit button of that name) was sent with a true value."""
+    return str(form.get(name, "")).lower() in ("1", "on", "true", "yes")
 
 
 def _edits(form) -> dict[str, Any] | None:
@@ -251,15 +330,20 @@ async def decide(request: Request):
         decision=kind, reason=str(form.get("reason", "")).strip() or None,
         edits=_edits(form) if kind == "approve" else None, seen_state=str(form.get("seen_state", "")) or None,
         merge_into=str(form.get("merge_into", "")) or None if kind == "approve" else None,
-        supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None)
+        supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None,
+        confirm_risk=_ticked(form, "confirm_risk"))
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], decision, str(form.get("also_live", "")))
     if page.conflict is not None:
         details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
-        message = ("Live memory changed while you were reviewing: this is the fresh diff. Review it again."
-                   if details.get("reason") == "stale_review" else page.conflict.message)
-        return render(request, template, _body_context(page, message=message), status=409,
+        if isinstance(page.conflict, ConfirmationRequired):
+            message = "This change is high risk: tick the confirmation beside Approve to approve it."
+        elif details.get("reason") == "stale_review":
+            message = "Live memory changed while you were reviewing: this is the fresh diff. Review it again."
+        else:
+            message = page.conflict.message
+        return render(request, template, _body_context(page, message=message), status=page.conflict.status,
                       headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
     if not is_htmx(request):
         return RedirectResponse(f"/review/{page.next_id}" if page.next_id

@@ -191,10 +191,11 @@ class _Calls:
 
     def approve(self, change_id: str, *, reason: str | None = None, edits: dict[str, Any] | None = None,
                 seen_state: str | None = None, merge_into: str | None = None,
-                supersedes: str | None = None) -> Change:
-        """Approve (needs `review:decide`); `Conflict` if already decided or the state went stale."""
+                supersedes: str | None = None, confirm_risk: bool = False) -> Change:
+        """Approve (needs `review:decide`); `Conflict` if already decided or the state went stale;
+        `ConfirmationRequired` if the change is high risk and `confirm_risk` is not set."""
         body = _drop_none({"reason": reason, "edits": edits, "seen_state": seen_state, "merge_into": merge_into,
-                           "supersedes": supersedes})
+                           "supersedes": supersedes, "confirm_risk": confirm_risk or None})
         return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/approve", Change.from_json, body))
 
     def reject(self, change_id: str, *, reason: str) -> Change:

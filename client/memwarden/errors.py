@@ -35,6 +35,10 @@ class IdempotencyKeyReused(ValidationError):
     """422 `idempotency_key_reused`: the same Idempotency-Key was sent with a different body."""
 
 
+class ConfirmationRequired(ValidationError):
+    """422 `confirmation_required`: approving a high-risk change needs `confirm_risk=True`; nothing was decided."""
+
+
 class BadRequest(MemwardenError):
     """400: the body is not JSON, or not UTF-8."""
 
@@ -89,7 +93,8 @@ class ConnectionFailed(MemwardenError):
 
 _BY_CODE: dict[str, type[MemwardenError]] = {
     "validation_error": ValidationError, "secret_leakage": SecretLeakage,
-    "idempotency_key_reused": IdempotencyKeyReused, "bad_request": BadRequest, "unauthorized": Unauthorized,
+    "idempotency_key_reused": IdempotencyKeyReused, "confirmation_required": ConfirmationRequired,
+    "bad_request": BadRequest, "unauthorized": Unauthorized,
     "forbidden": Forbidden, "policy_denied": PolicyDenied, "not_found": NotFound, "conflict": Conflict,
     "workspace_conflict": Conflict, "payload_too_large": PayloadTooLarge, "workspace_too_large": PayloadTooLarge,
     "rate_limited": RateLimited, "unavailable": Unavailable,

@@ -308,7 +308,10 @@ def test_an_injection_shaped_file_is_staged_with_its_risk_flags(client, ctx, ten
     names = {flag["name"] for flag in change["risk_flags"]}
     assert {"prompt_injection", "exfiltration"} <= names and change["risk_level"] == "high"
     assert change["policy_rule"] == "screening-high-risk"
-    approved = client.post(f"/v1/changes/{staged['changeId']}/approve", json={}, headers=reviewer)
+    unconfirmed = client.post(f"/v1/changes/{staged['changeId']}/approve", json={}, headers=reviewer)
+    assert unconfirmed.status_code == 422 and unconfirmed.json()["error"]["code"] == "confirmation_required"
+    approved = client.post(f"/v1/changes/{staged['changeId']}/approve", json={"confirm_risk": True},
+                           headers=reviewer)
     assert approved.status_code == 200, approved.text
     with ctx.db.sessions() as session:
         entries = session.execute(text(

@@ -208,8 +208,10 @@ def test_bulk_decision_removes_decided_rows_and_sends_fresh_counts(client, revie
     queue = client.get("/review")
     assert "3 pending" in queue.text and 'id="queue-empty"' in queue.text
     response = client.post("/review/bulk", data={"csrf_token": _csrf(queue.text), "action": "approve",
+                                                  # the confirmation step's form (screening may rate one medium)
+                                                  "confirmed": "1", "confirm_risk": "1",
                                                   "change_id": staged[:2]}, headers={"HX-Request": "true"})
-    assert response.status_code == 200
+    assert response.status_code == 200, response.text
     for change_id in staged[:2]:
         assert f'<tr id="change-{change_id}" hx-swap-oob="delete">' in response.text
     assert staged[2] not in response.text
