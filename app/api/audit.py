@@ -1,4 +1,5 @@
-"""`/v1/audit`: export the key's tenant chain, list its checkpoints, publish the verifier key (contract §6)."""
+"""`/v1/audit`: export the key's tenant chain, list its checkpoints, publish the verifier key (contract §6),
+and the decisions log (who approved or rejected what, as JSON or CSV)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from app.api.jsonio import json_response
 from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
+from app.services import decisions
 from app.services.audit import chain_for, list_checkpoints
 
 
@@ -34,6 +36,20 @@ async def checkpoints(request: Request, principal: Principal):
     return json_response({"chain_id": chain_for(principal.tenant_id), "vkey": ctx.audit.vkey, "checkpoints": notes})
 
 
+async def decisions_log(request: Request, principal: Principal):
+    spec = parse_query(request, "decisions.query")
+    flt = decisions.filter_from(spec)
+    page = await run_in_threadpool(decisions.list_decisions, ctx_of(request), principal.tenant_id, flt,
+                                   spec.get("limit", decisions.DEFAULT_LIMIT), spec.get("cursor"))
+    if spec.get("format") != "csv":
+        return json_response(page)
+    # The CSV carries the rows only; the next page's cursor travels in a header.
+    headers = {"content-disposition": 'attachment; filename="memwarden-decisions.csv"'}
+    if page["next_cursor"]:
+        headers["x-next-cursor"] = page["next_cursor"]
+    return PlainTextResponse("".join(decisions.csv_lines(page["items"])), media_type="text/csv", headers=headers)
+
+
 async def public_key(request: Request, principal: Principal | None):
     ctx = ctx_of(request)
     if "application/json" in request.headers.get("accept", ""):
@@ -47,6 +63,10 @@ routes = [
              responses={200: {"application/x-ndjson": None}, 409: "error"}),
     ApiRoute("/v1/audit/checkpoints", checkpoints, method="GET", summary="Signed checkpoints of the tenant chain",
              scope="audit:read", responses={200: "audit-checkpoints.response"}, tag="audit"),
+    ApiRoute("/v1/audit/decisions", decisions_log, method="GET",
+             summary="The decisions log: who approved or rejected which change (JSON, or CSV with format=csv)",
+             scope="audit:read", request="decisions.query", tag="audit",
+             responses={200: {"application/json": "decisions.response", "text/csv": None}}),
     ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",
              scope=None, tag="audit", public=True,
              responses={200: {"text/plain": None, "application/json": "public-key.response"}}),

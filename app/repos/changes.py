@@ -191,3 +191,42 @@ def pending_by_agent(session: Session, *, tenant_id: str, overdue_seconds: int |
                func.min(Change.submitted_at).label("oldest"), overdue.label("overdue"))
         .where(Change.tenant_id == tenant_id, Change.status == "pending")
         .group_by(Change.agent_id, Change.risk_level)).all()
+
+
+@dataclass(frozen=True)
+class DecisionFilter:
+    """Which decided changes the auditors' decisions log lists (every field optional)."""
+
+    reviewer: tuple[str, ...] = ()  # actor labels (`user:<id>`, `api_key:<id>`) that decided or approved
+    status: str | None = None  # "approved" | "rejected"; None: both
+    agent_id: str | None = None
+    operation: str | None = None
+    decided_from: datetime | None = None  # inclusive
+    decided_to: datetime | None = None  # exclusive
+
+
+DECIDED = ("approved", "rejected")
+
+
+def decisions_page(session: Session, *, tenant_id: str, flt: DecisionFilter, limit: int,
+                   after: tuple[datetime, str] | None = None) -> list[Change]:
+    """Up to `limit` of the tenant's approved or rejected changes, newest decision first, after the
+    keyset `after` (the last row's (decided_at, id))."""
+    conds = [Change.tenant_id == tenant_id, Change.decided_at.is_not(None),
+             Change.status.in_([flt.status] if flt.status else DECIDED)]
+    if flt.reviewer:
+        # The decider, or any approver of a two-person change (each approval records `by`).
+        conds.append(or_(*[or_(Change.decided_by == label, Change.approvals.contains([{"by": label}]))
+                           for label in flt.reviewer]))
+    if flt.agent_id:
+        conds.append(Change.agent_id == flt.agent_id)
+    if flt.operation:
+        conds.append(Change.operation == flt.operation)
+    if flt.decided_from:
+        conds.append(Change.decided_at >= flt.decided_from)
+    if flt.decided_to:
+        conds.append(Change.decided_at < flt.decided_to)
+    if after is not None:
+        conds.append(tuple_(Change.decided_at, Change.id) < tuple_(*after))
+    stmt = select(Change).where(*conds).order_by(Change.decided_at.desc(), Change.id.desc()).limit(limit)
+    return list(session.scalars(stmt))

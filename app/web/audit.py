@@ -1,4 +1,5 @@
-"""The audit page (auditor or admin): chain status, verify against the database, export as JSONL.
+"""The audit pages (auditor or admin): chain status, verify against the database, export as JSONL;
+and the decisions log (who approved or rejected what), filtered, downloadable as CSV or JSON.
 
 Contract §5 hooks: `audit-export` (download link), `audit-verify` (button), `audit-status`
 (`verified` or `broken`). Verification and export are themselves audited after they run."""
@@ -6,14 +7,17 @@ Contract §5 hooks: `audit-export` (download link), `audit-verify` (button), `au
 from __future__ import annotations
 
 import itertools
-from urllib.parse import quote
+import json
+from datetime import date, datetime, time, timedelta, timezone
+from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from app.services import auditing
+from app.errors import AppError, ValidationFailed
+from app.services import auditing, decisions
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
@@ -56,8 +60,75 @@ async def export(request: Request):
                              headers={"content-disposition": f'attachment; filename="{filename}"'})
 
 
+FILTERS = ("reviewer", "status", "agent_id", "operation", "from", "to")
+
+
+def _day(form: dict[str, str], name: str, *, end: bool) -> str | None:
+    # The form's dates are whole UTC days: "to" includes its day, so it ends at the next midnight.
+    if not form.get(name):
+        return None
+    try:
+        day = date.fromisoformat(form[name])
+    except ValueError:
+        raise ValidationFailed.at(f"/{name}", f"{name} must be a date (YYYY-MM-DD)") from None
+    at = datetime.combine(day, time(), tzinfo=timezone.utc) + (timedelta(days=1) if end and day < date.max else
+                                                              timedelta())
+    return at.isoformat()
+
+
+def _decision_filter(request: Request):
+    """The page's form (GET) as the filter's spec and the form values to show back."""
+    form = {name: request.query_params.get(name, "").strip()[:200] for name in FILTERS}
+    if form["status"] not in ("", "approved", "rejected"):
+        raise ValidationFailed.at("/status", "status must be approved or rejected")
+    spec = {k: v for k, v in form.items() if v and k not in ("from", "to")}
+    spec["from"], spec["to"] = _day(form, "from", end=False), _day(form, "to", end=True)
+    return decisions.filter_from(spec), form
+
+
+async def decisions_page(request: Request):
+    user = current_user(request)
+    role = pick_tenant(request, user, "audit")
+    form = {name: request.query_params.get(name, "") for name in FILTERS}
+    page, error = {"items": [], "next_cursor": None}, None
+    try:
+        flt, form = _decision_filter(request)
+        page = await run_in_threadpool(decisions.list_decisions, request.app.state.ctx, role.tenant_id, flt,
+                                       decisions.DEFAULT_LIMIT, request.query_params.get("cursor") or None)
+    except AppError as exc:
+        error = exc
+    query = urlencode({"tenant": role.tenant_name, **{k: v for k, v in form.items() if v}})
+    return render(request, "audit/decisions.html",
+                  {"role": role, "tenants": user.tenants_with("audit"), "form": form, "page": page,
+                   "error": error, "query": query, "tenant_q": quote(role.tenant_name)},
+                  status=error.status if error else 200)
+
+
+async def decisions_download(request: Request):
+    user = current_user(request)
+    role = pick_tenant(request, user, "audit")
+    flt, _ = _decision_filter(request)
+    kind = request.url.path.rsplit(".", 1)[1]
+    rows = decisions.all_decisions(request.app.state.ctx, role.tenant_id, flt)
+    if kind == "csv":
+        lines, media = decisions.csv_lines(rows), "text/csv"
+    else:  # one JSON array, written a row at a time
+        lines = itertools.chain(["["], (("," if n else "") + json.dumps(item) for n, item in enumerate(rows)),
+                                ["]\n"])
+        media = "application/json"
+    # The first chunk is produced before the response starts, so a failure is an error page.
+    first = await run_in_threadpool(next, lines, None)
+    body = itertools.chain([] if first is None else [first], lines)
+    filename = f"memwarden-decisions-{role.tenant_name}.{kind}"
+    return StreamingResponse(body, media_type=media,
+                             headers={"content-disposition": f'attachment; filename="{filename}"'})
+
+
 routes = [
     Route("/audit", index, methods=["GET"]),
     Route("/audit/verify", verify, methods=["POST"]),
     Route("/audit/export", export, methods=["GET"]),
+    Route("/audit/decisions", decisions_page, methods=["GET"]),
+    Route("/audit/decisions.csv", decisions_download, methods=["GET"]),
+    Route("/audit/decisions.json", decisions_download, methods=["GET"]),
 ]

@@ -1,0 +1,102 @@
+"""The auditors' decisions log: who approved or rejected which change, and when.
+
+An audit view of the `changes` table: ids, agent, operation, status, deciders, times, risk level
+and policy rule — never the change's request or any memory content (a reviewer's free-text reason
+is left out too, as it may quote content)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any, Iterator
+
+from app.core.cursor import encode_cursor
+from app.core.timefmt import format_ts, parse_ts
+from app.db.models import Change
+from app.errors import ValidationFailed
+from app.repos import changes as changes_repo
+from app.repos.changes import DecisionFilter
+from app.services.context import AppContext
+from app.services.cursors import decode_cursor
+
+DEFAULT_LIMIT = 100
+EXPORT_PAGE = 500
+COLUMNS = ("change_id", "status", "agent_id", "operation", "decided_by", "decided_at", "approved_by",
+           "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule")
+
+
+def _reviewer_labels(reviewer: str) -> tuple[str, ...]:
+    # Deciders are recorded as actor labels (`user:<id>`, `api_key:<id>`); a bare id matches either.
+    if ":" in reviewer:
+        return (reviewer,)
+    return (f"user:{reviewer}", f"api_key:{reviewer}")
+
+
+def _timestamp(spec: dict[str, Any], name: str):
+    value = spec.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return parse_ts(value)
+    except ValueError as exc:
+        raise ValidationFailed.at(f"/{name}", f"not an RFC 3339 timestamp: {exc}") from None
+
+
+def filter_from(spec: dict[str, Any]) -> DecisionFilter:
+    """The filter a validated query (`decisions.query`, or the page's form) asks for; 422 for bad dates."""
+    decided_from, decided_to = _timestamp(spec, "from"), _timestamp(spec, "to")
+    if decided_from and decided_to and decided_from > decided_to:
+        raise ValidationFailed.at("/from", "from must not be later than to")
+    return DecisionFilter(reviewer=_reviewer_labels(spec["reviewer"]) if spec.get("reviewer") else (),
+                          status=spec.get("status") or None, agent_id=spec.get("agent_id") or None,
+                          operation=spec.get("operation") or None,
+                          decided_from=decided_from, decided_to=decided_to)
+
+
+def decision_json(change: Change) -> dict[str, Any]:
+    """One decision as the log shows it (no request body, no content, no reason)."""
+    return {"change_id": change.id, "status": change.status, "agent_id": change.agent_id,
+            "operation": change.operation, "decided_by": change.decided_by, "decided_at": format_ts(change.decided_at),
+            "approved_by": [a.get("by") for a in change.approvals if isinstance(a, dict) and a.get("by")],
+            "approvals_required": change.approvals_required, "submitted_by": change.submitted_by,
+            "submitted_at": format_ts(change.submitted_at), "risk_level": change.risk_level,
+            "policy_rule": change.policy_rule}
+
+
+def list_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter, limit: int = DEFAULT_LIMIT,
+                   cursor: str | None = None) -> dict[str, Any]:
+    """One page of the tenant's decisions, newest first: `{items, next_cursor}`."""
+    after = decode_cursor(cursor) if cursor else None
+    with ctx.db.sessions() as session:
+        rows = changes_repo.decisions_page(session, tenant_id=tenant_id, flt=flt, limit=limit + 1, after=after)
+    more, rows = len(rows) > limit, rows[:limit]
+    next_cursor = encode_cursor(rows[-1].decided_at, rows[-1].id) if more else None
+    return {"items": [decision_json(c) for c in rows], "next_cursor": next_cursor}
+
+
+def all_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter) -> Iterator[dict[str, Any]]:
+    """Every decision the filter matches, newest first, a page at a time (for downloads)."""
+    cursor = None
+    while True:
+        page = list_decisions(ctx, tenant_id, flt, EXPORT_PAGE, cursor)
+        yield from page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return
+
+
+def csv_lines(items) -> Iterator[str]:
+    """The decisions as CSV text: a header row, then one row per decision (approvers joined by spaces)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+
+    def line(values) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(values)
+        return buffer.getvalue()
+
+    yield line(COLUMNS)
+    for item in items:
+        yield line([" ".join(item[c]) if c == "approved_by" else ("" if item[c] is None else item[c])
+                    for c in COLUMNS])

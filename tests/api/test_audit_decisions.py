@@ -1,0 +1,110 @@
+"""`GET /v1/audit/decisions`: the auditors' log of who approved or rejected which change, its
+filters, keyset pages, CSV export, tenant isolation and scope."""
+
+import csv
+import io
+
+import pytest
+
+from tests.harness import bearer
+from tests.schema_check import assert_error, assert_schema
+
+SECRET = "Yolanda's locker code is 4417."
+
+
+def _stage(client, headers, content, agent_id):
+    response = client.post("/v1/memories/remember", json={"agent_id": agent_id, "type": "semantic",
+                                                           "content": content, "approval_required": True},
+                           headers=headers)
+    assert response.status_code == 202, response.text
+    return response.json()["change_id"]
+
+
+def _approve(client, headers, change_id):
+    seen = client.get(f"/v1/changes/{change_id}/diff", headers=headers).json()["diff"]["fingerprint"]
+    response = client.post(f"/v1/changes/{change_id}/approve", json={"seen_state": seen}, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.fixture
+def log(client, make_key, agent, reviewer):
+    """Three changes: one approved (agent-a), one rejected by a second reviewer (agent-b), one pending."""
+    other_reviewer = bearer(make_key(scopes="review:decide,memory:read"))
+    approved = _approve(client, reviewer, _stage(client, agent, SECRET, "agent-a"))
+    rejected_id = _stage(client, agent, "Zed likes tea.", "agent-b")
+    rejected = client.post(f"/v1/changes/{rejected_id}/reject", json={"reason": "not a fact"},
+                           headers=other_reviewer).json()
+    pending_id = _stage(client, agent, "Zed likes coffee.", "agent-a")
+    return {"approved": approved, "rejected": rejected, "pending": pending_id,
+            "auditor": bearer(make_key(scopes="audit:read"))}
+
+
+def _ids(client, headers, **params):
+    response = client.get("/v1/audit/decisions", params=params, headers=headers)
+    assert response.status_code == 200, response.text
+    return [item["change_id"] for item in assert_schema("decisions.response", response.json())["items"]]
+
+
+def test_lists_decisions_newest_first_without_content(client, log):
+    response = client.get("/v1/audit/decisions", headers=log["auditor"])
+    body = assert_schema("decisions.response", response.json())
+    assert [i["change_id"] for i in body["items"]] == [log["rejected"]["id"], log["approved"]["id"]]
+    assert body["next_cursor"] is None
+    first = body["items"][1]
+    assert first["status"] == "approved" and first["agent_id"] == "agent-a" and first["operation"] == "remember"
+    assert first["decided_by"] == log["approved"]["decided_by"] and first["approved_by"] == [first["decided_by"]]
+    assert "4417" not in response.text and "not a fact" not in response.text
+
+
+def test_each_filter_narrows(client, log):
+    approved, rejected, auditor = log["approved"]["id"], log["rejected"]["id"], log["auditor"]
+    assert _ids(client, auditor, status="approved") == [approved]
+    assert _ids(client, auditor, status="rejected") == [rejected]
+    assert _ids(client, auditor, agent_id="agent-b") == [rejected]
+    assert _ids(client, auditor, operation="remember") == [rejected, approved]
+    assert _ids(client, auditor, operation="forget") == []
+    key_id = log["rejected"]["decided_by"].split(":", 1)[1]
+    assert _ids(client, auditor, reviewer=key_id) == [rejected]
+    assert _ids(client, auditor, reviewer=log["approved"]["decided_by"]) == [approved]
+    assert _ids(client, auditor, reviewer="usr_nobody") == []
+    decided_at = log["rejected"]["decided_at"]
+    assert _ids(client, auditor, **{"from": decided_at}) == [rejected]
+    assert _ids(client, auditor, to=decided_at) == [approved]
+    assert _ids(client, auditor, **{"from": "2999-01-01T00:00:00Z"}) == []
+
+
+def test_pages_by_cursor(client, log):
+    first = client.get("/v1/audit/decisions", params={"limit": 1}, headers=log["auditor"]).json()
+    assert [i["change_id"] for i in first["items"]] == [log["rejected"]["id"]] and first["next_cursor"]
+    second = client.get("/v1/audit/decisions", params={"limit": 1, "cursor": first["next_cursor"]},
+                        headers=log["auditor"]).json()
+    assert [i["change_id"] for i in second["items"]] == [log["approved"]["id"]] and second["next_cursor"] is None
+
+
+def test_csv_matches_json(client, log):
+    as_json = client.get("/v1/audit/decisions", headers=log["auditor"]).json()["items"]
+    response = client.get("/v1/audit/decisions", params={"format": "csv"}, headers=log["auditor"])
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert [r["change_id"] for r in rows] == [i["change_id"] for i in as_json]
+    for row, item in zip(rows, as_json):
+        assert row["status"] == item["status"] and row["decided_by"] == item["decided_by"]
+        assert row["decided_at"] == item["decided_at"] and row["approved_by"].split() == item["approved_by"]
+        assert row["agent_id"] == item["agent_id"] and row["risk_level"] == item["risk_level"]
+
+
+def test_another_tenants_key_sees_none(client, log, make_tenant, make_key):
+    other = make_tenant()
+    assert _ids(client, bearer(make_key(scopes="audit:read", tenant_id=other.id))) == []
+
+
+def test_needs_audit_read(client, log, reviewer):
+    assert_error(client.get("/v1/audit/decisions", headers=reviewer), 403, "forbidden")
+
+
+@pytest.mark.parametrize("params", [{"from": "yesterday"}, {"to": "2026-01-01"}, {"status": "pending"},
+                                    {"limit": 0}, {"cursor": "garbage"},
+                                    {"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}])
+def test_bad_query_is_422(client, log, params):
+    assert_error(client.get("/v1/audit/decisions", params=params, headers=log["auditor"]), 422, "validation_error")
