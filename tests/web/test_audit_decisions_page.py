@@ -1,0 +1,66 @@
+"""/audit/decisions: the decisions log page for auditors (and admins), its filters and its CSV and
+JSON downloads; viewers and reviewers are refused."""
+
+import csv
+import io
+
+import pytest
+
+from app.services.users import create_user
+from tests.harness import web_sign_in
+
+PASSWORD = "correct horse battery"
+ACTOR = {"kind": "test", "id": "t"}
+
+
+def _decide(client, agent, reviewer):
+    """One approved change (agent-a) and one rejected (agent-b), made over the API; their ids."""
+    ids = []
+    for agent_id, content in (("agent-a", "Quinn's locker code is 9921."), ("agent-b", "Quinn likes tea.")):
+        response = client.post("/v1/memories/remember", json={"agent_id": agent_id, "type": "semantic",
+                                                               "content": content, "approval_required": True},
+                               headers=agent)
+        ids.append(response.json()["change_id"])
+    seen = client.get(f"/v1/changes/{ids[0]}/diff", headers=reviewer).json()["diff"]["fingerprint"]
+    assert client.post(f"/v1/changes/{ids[0]}/approve", json={"seen_state": seen}, headers=reviewer).status_code == 200
+    assert client.post(f"/v1/changes/{ids[1]}/reject", json={"reason": "no"}, headers=reviewer).status_code == 200
+    return ids
+
+
+def _sign_in_as(client, ctx, tenant, role):
+    name = f"{role}-{tenant.name}"
+    create_user(ctx, username=name, password=PASSWORD, tenant_id=tenant.id, role=role, actor=ACTOR)
+    assert web_sign_in(client, name, PASSWORD, "/audit").status_code == 303
+
+
+def test_an_auditor_sees_the_table_filters_and_downloads(client, ctx, tenant, agent, reviewer):
+    approved, rejected = _decide(client, agent, reviewer)
+    _sign_in_as(client, ctx, tenant, "auditor")
+    assert 'href="/audit/decisions?tenant=' in client.get("/audit").text
+    page = client.get("/audit/decisions")
+    assert page.status_code == 200 and 'data-testid="decisions-table"' in page.text
+    assert approved in page.text and rejected in page.text and "9921" not in page.text
+    narrowed = client.get("/audit/decisions", params={"status": "rejected"}).text
+    assert rejected in narrowed and approved not in narrowed
+    assert approved not in client.get("/audit/decisions", params={"agent_id": "agent-b"}).text
+    assert 'data-testid="decisions-empty"' in client.get("/audit/decisions", params={"from": "2999-01-01"}).text
+
+    as_csv = client.get("/audit/decisions.csv", params={"status": "approved"})
+    assert as_csv.status_code == 200 and as_csv.headers["content-type"].startswith("text/csv")
+    assert [r["change_id"] for r in csv.DictReader(io.StringIO(as_csv.text))] == [approved]
+    as_json = client.get("/audit/decisions.json")
+    assert as_json.status_code == 200
+    assert [d["change_id"] for d in as_json.json()] == [rejected, approved]
+
+
+def test_a_bad_date_is_a_422_page(client, ctx, tenant):
+    _sign_in_as(client, ctx, tenant, "auditor")
+    page = client.get("/audit/decisions", params={"from": "yesterday"})
+    assert page.status_code == 422 and 'data-testid="decisions-error"' in page.text
+
+
+@pytest.mark.parametrize("role", ["viewer", "reviewer"])
+def test_without_the_audit_power_it_is_refused(client, ctx, tenant, role):
+    _sign_in_as(client, ctx, tenant, role)
+    for path in ("/audit/decisions", "/audit/decisions.csv", "/audit/decisions.json"):
+        assert client.get(path).status_code == 403, path
