@@ -80,6 +80,8 @@ def test_pages_by_cursor(client, log):
     second = client.get("/v1/audit/decisions", params={"limit": 1, "cursor": first["next_cursor"]},
                         headers=log["auditor"]).json()
     assert [i["change_id"] for i in second["items"]] == [log["approved"]["id"]] and second["next_cursor"] is None
+    as_csv = client.get("/v1/audit/decisions", params={"limit": 1, "format": "csv"}, headers=log["auditor"])
+    assert as_csv.headers["x-next-cursor"] == first["next_cursor"]
 
 
 def test_csv_matches_json(client, log):

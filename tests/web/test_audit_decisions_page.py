@@ -57,6 +57,9 @@ def test_a_bad_date_is_a_422_page(client, ctx, tenant):
     _sign_in_as(client, ctx, tenant, "auditor")
     page = client.get("/audit/decisions", params={"from": "yesterday"})
     assert page.status_code == 422 and 'data-testid="decisions-error"' in page.text
+    assert client.get("/audit/decisions", params={"cursor": "garbage"}).status_code == 422
+    assert client.get("/audit/decisions?reviewer=a%00b").status_code == 422
+    assert client.get("/audit/decisions.csv", params={"to": "2026-13-01"}).status_code == 422
 
 
 @pytest.mark.parametrize("role", ["viewer", "reviewer"])
