@@ -147,7 +147,7 @@ class MemwardenMemoryTool(BetaAbstractMemoryTool):
 
     def _get(self, path: str) -> WorkspaceFile | None:
         try:
-            return self._call(lambda: self.client.get_file(path), missing_ok=False)
+            return self._call(lambda: self.client.get_file(path), pass_not_found=True)
         except errors.NotFound:
             return None
 
@@ -161,13 +161,13 @@ class MemwardenMemoryTool(BetaAbstractMemoryTool):
         return self._call(lambda: self.client.put_file(path, content, if_match=if_match, agent_id=self.agent_id))
 
     @staticmethod
-    def _call(action, *, missing_ok: bool = True):
+    def _call(action, *, pass_not_found: bool = False):
         """Run a client call, turning Memwarden's errors into tool errors the model can read and act on
         (NotFound passes through when the caller handles absence itself)."""
         try:
             return action()
         except errors.NotFound:
-            if not missing_ok:
+            if pass_not_found:
                 raise
             raise ToolError("The memory file does not exist (it may have been deleted meanwhile).") from None
         except errors.Conflict:
