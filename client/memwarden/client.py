@@ -37,7 +37,8 @@ import httpx
 from memwarden import errors
 from memwarden.models import (
     Change, ChangeDiff, ChangePage, Checkpoints, DeleteResult, ExpireResult, ForgetResult, History, Memory,
-    MemoryPage, MergeResult, RecallResult, RememberResult,
+    MemoryPage, MergeResult, RecallResult, RememberResult, WorkspaceFile, WorkspaceFileInfo, WorkspaceWrite,
+    workspace_listing,
 )
 
 T = TypeVar("T")
@@ -89,6 +90,17 @@ def _time(value: datetime | str | int | None) -> str | int | None:
 
 def _id(value: str) -> str:
     return quote(value, safe="")
+
+
+WORKSPACE = "/v1/host/workspace/files"
+
+
+def _file(path: str) -> str:
+    return f"{WORKSPACE}/{quote(path, safe='/')}"
+
+
+def _workspace_headers(if_match: str | None, agent_id: str | None) -> dict[str, str]:
+    return _drop_none({"if-match": if_match, "x-agent-id": agent_id})
 
 
 def _query(params: dict[str, Any] | None) -> list[tuple[str, str]] | None:
@@ -205,6 +217,29 @@ class _Calls:
     def withdraw(self, change_id: str) -> Change:
         """Withdraw a pending change this key submitted."""
         return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/withdraw", Change.from_json))
+
+    # --- workspace files (contract §7) ------------------------------------------------------
+
+    def list_files(self, *, prefix: str | None = None) -> list[WorkspaceFileInfo]:
+        """Live workspace files (metadata only), optionally those whose path starts with `prefix`."""
+        return self._run(_Call("GET", WORKSPACE, workspace_listing, params={"prefix": prefix}))
+
+    def get_file(self, path: str, *, version: int | None = None) -> WorkspaceFile:
+        """A file's current (or a retained) version; `NotFound` otherwise. Never pending content."""
+        return self._run(_Call("GET", _file(path), WorkspaceFile.from_json, params={"version": version}))
+
+    def put_file(self, path: str, content: str, *, content_type: str | None = None, if_match: str | None = None,
+                 agent_id: str | None = None, run_id: str | None = None) -> WorkspaceWrite:
+        """Create or replace a file, or have it staged for review (`result.pending`). `if_match` (an etag)
+        makes a write over a version that is no longer current a `Conflict`."""
+        body = _drop_none({"content": content, "contentType": content_type, "runId": run_id})
+        return self._run(_Call("PUT", _file(path), WorkspaceWrite.from_json, body,
+                               headers=_workspace_headers(if_match, agent_id)))
+
+    def delete_file(self, path: str, *, if_match: str | None = None, agent_id: str | None = None) -> WorkspaceWrite:
+        """Delete a file (a tombstone version), or have the delete staged (`result.pending`)."""
+        return self._run(_Call("DELETE", _file(path), WorkspaceWrite.from_json,
+                               headers=_workspace_headers(if_match, agent_id)))
 
     # --- audit (contract §6) -----------------------------------------------------------------
 

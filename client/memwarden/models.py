@@ -289,3 +289,64 @@ class Checkpoints:
     def from_json(cls, data: dict[str, Any]) -> "Checkpoints":
         return cls(data["chain_id"], data["vkey"],
                    [Checkpoint(c["size"], c["note"], parse_time(c.get("created_at"))) for c in data["checkpoints"]])
+
+
+# --- workspace files (contract §7, OpenWOP RFC 0059) --------------------------------------------
+
+@dataclass(frozen=True)
+class WorkspaceFile:
+    """One version of a workspace file; send `etag` back as `if_match` to write over exactly it."""
+
+    path: str
+    content: str
+    content_type: str
+    version: int
+    etag: str
+    updated_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "WorkspaceFile":
+        return cls(path=data["path"], content=data["content"], content_type=data.get("contentType", ""),
+                   version=data["version"], etag=data["etag"], updated_at=parse_time(data.get("updatedAt")),
+                   raw=data)
+
+
+@dataclass(frozen=True)
+class WorkspaceFileInfo:
+    """A workspace file's metadata as listed (no body)."""
+
+    path: str
+    content_type: str
+    version: int
+    etag: str
+    byte_size: int
+    updated_at: datetime | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "WorkspaceFileInfo":
+        return cls(path=data["path"], content_type=data.get("contentType", ""), version=data["version"],
+                   etag=data["etag"], byte_size=data.get("byteSize", 0), updated_at=parse_time(data.get("updatedAt")))
+
+
+def workspace_listing(data: dict[str, Any]) -> list[WorkspaceFileInfo]:
+    """The `files` of a workspace listing."""
+    return [WorkspaceFileInfo.from_json(item) for item in data.get("files", [])]
+
+
+@dataclass(frozen=True)
+class WorkspaceWrite(Staged):
+    """A PUT or DELETE: done (`file` set on a write, `deleted` on a delete) or staged (`pending`)."""
+
+    path: str = ""
+    file: WorkspaceFile | None = None
+    deleted: bool = False
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "WorkspaceWrite":
+        pending = data.get("status") == "pending"
+        return cls(change_id=data.get("changeId") if pending else None,
+                   review_url=data.get("reviewUrl") if pending else None, path=data.get("path", ""),
+                   file=WorkspaceFile.from_json(data) if "content" in data else None,
+                   deleted=bool(data.get("deleted")), raw=data)
