@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.errors import AppError, RateLimited, Unauthorized, Unavailable
 from app.mcp import PATH as MCP_PATH
+from app.middleware import header
 from app.observability import logs
 from app.services import apikeys, rate_limits
 
@@ -68,12 +69,7 @@ class ApiKeyAuth:
         await self.app(scope, receive, send)
 
     async def _authenticate(self, scope: Scope):
-        header = ""
-        for name, value in scope.get("headers", []):
-            if name == b"authorization":
-                header = value.decode("latin-1")
-                break
-        scheme, _, token = header.partition(" ")
+        scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("missing bearer API key (Authorization: Bearer <key>)")
         ctx = scope["app"].state.ctx

@@ -9,6 +9,7 @@ import uuid
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.middleware import header
 from app.observability import logs, metrics
 
 
@@ -26,8 +27,7 @@ class RequestObservation:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        incoming = next((v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"x-request-id"), None)
-        request_id = logs.safe_request_id(incoming) or uuid.uuid4().hex
+        request_id = logs.safe_request_id(header(scope, b"x-request-id")) or uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         token = logs.bind(logs.RequestContext(request_id, scope))
         started = time.perf_counter()
