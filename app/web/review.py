@@ -75,7 +75,7 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
     return flt, shown
 
 
-async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
+async def _page(request: Request, flt: review.QueueFilter, after: tuple | None, overdue: bool = False):
     """The signed-in user's role, one keyset page of pending changes matching `flt` with previews,
     and the tenant's review SLA in seconds (0: none). With `overdue=1` and an SLA, only changes
     past it are listed."""
@@ -83,7 +83,7 @@ async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
     role = pick_tenant(request, user, "read")
     ctx = request.app.state.ctx
     sla = await run_in_threadpool(tenant_config.tenant_review_sla, ctx, role.tenant_id)
-    if sla and request.query_params.get("overdue") in ("1", "on"):
+    if sla and overdue:
         flt = replace(flt, older_than_minutes=max(flt.older_than_minutes or 0, sla // 60))
     rows, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
     previews = await run_in_threadpool(browse.queue_previews, ctx, role.tenant_id, rows)
@@ -98,7 +98,8 @@ def _newest(rows: list[Change]) -> str:
 async def queue(request: Request):
     flt, shown = _filters(request)
     after_param = request.query_params.get("after")
-    user, role, rows, total, previews, sla = await _page(request, flt, _uncursor(after_param, flt.sort))
+    user, role, rows, total, previews, sla = await _page(request, flt, _uncursor(after_param, flt.sort),
+                                                         overdue=bool(shown.get("overdue")))
     next_cursor = _cursor(rows[-1], flt.sort) if len(rows) == PAGE else None
     # New changes arrive last in oldest-first order and first in newest-first order, so only the
     # page where they belong polls. Under the risk sort they are added at the end, marked new.
@@ -120,7 +121,8 @@ async def new_rows(request: Request):
     meanwhile (by anyone) removed, out of band, with fresh counts."""
     flt, shown = _filters(request)
     since = request.query_params.get("since", "")
-    _, role, rows, total, previews, sla = await _page(request, replace(flt, sort="oldest"), _uncursor(since))
+    _, role, rows, total, previews, sla = await _page(request, replace(flt, sort="oldest"), _uncursor(since),
+                                                      overdue=bool(shown.get("overdue")))
     listed = [i for i in request.query_params.getlist("shown")[:PAGE] if CHANGE_ID.match(i)]
     pending = await run_in_threadpool(browse.still_pending, request.app.state.ctx, role.tenant_id, listed)
     return render(request, "review/_new_rows.html", {
@@ -150,9 +152,11 @@ async def bulk(request: Request):
         decisions = [(i, review.DecisionRequest(decision="reject", reason=reason)) for i in ids]
         outcomes = [await _decide_one(ctx, user, role, i, d) for i, d in decisions]
         return await _bulk_done(request, role, outcomes)
-    plans = await run_in_threadpool(_plans, ctx, role, ids)
-    risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
     confirmed, confirm_risk = form.get("confirmed") == "1", _ticked(form, "confirm_risk")
+    # The batch is planned up front only to show it or to find risk left unconfirmed; each change is
+    # planned again below anyway, just before its decision.
+    plans = [] if confirmed and confirm_risk else await run_in_threadpool(_plans, ctx, role, ids)
+    risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
     if not confirmed or (risky and not confirm_risk):
         message = "Some selected changes carry medium or high risk: tick the confirmation to approve them." \
             if confirmed else None
@@ -163,7 +167,7 @@ async def bulk(request: Request):
         template = "review/_bulk_confirm.html" if is_htmx(request) else "review/bulk_confirm.html"
         return render(request, template, context, status=422 if confirmed else 200)
     outcomes = []
-    for change_id in [p["id"] for p in plans]:
+    for change_id in ids:
         # Each change is planned again just before its decision: an earlier one in the batch may have
         # changed live memory (a new neighbour, a superseded fact). What was confirmed must still hold.
         plan = (await run_in_threadpool(_plans, ctx, role, [change_id]))[0]
