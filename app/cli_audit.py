@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from app.cli_common import open_context
 from app.config import Settings
 
 EXIT = {"intact": 0, "tampered": 1, "unusable": 2}
@@ -41,10 +42,9 @@ def _report(report, as_json: bool, extra: dict | None = None) -> int:
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     from app.errors import AuditChainBroken
     from app.services.audit import SYSTEM_CHAIN, chain_for
-    from app.services.context import AppContext
     from app.services.tenants import resolve_tenant
 
-    ctx = AppContext.open(settings)
+    ctx = open_context(settings)
     chain_id = SYSTEM_CHAIN if args.tenant == SYSTEM_CHAIN else chain_for(resolve_tenant(ctx, args.tenant).id)
     out = Path(args.out)
     tmp = out.with_name(out.name + ".part")
@@ -100,7 +100,6 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
 def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
     from app.core.auditchain import CheckpointError, parse_checkpoint
     from app.services.audit import SYSTEM_CHAIN, chain_for
-    from app.services.context import AppContext
     from app.services.tenants import resolve_tenant
 
     try:
@@ -110,7 +109,7 @@ def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
     except (OSError, UnicodeDecodeError, CheckpointError) as exc:
         print(f"unusable: --checkpoint: {exc}", file=sys.stderr)
         return 2
-    ctx = AppContext.open(settings)
+    ctx = open_context(settings)
     chain_id = SYSTEM_CHAIN if args.tenant == SYSTEM_CHAIN else chain_for(resolve_tenant(ctx, args.tenant).id)
     if args.witness:
         witnessed = _witnessed(args, ctx.audit.checkpoint_origin(chain_id), [ctx.audit.vkey])
@@ -153,10 +152,9 @@ def cmd_clear_alarm(args: argparse.Namespace, settings: Settings) -> int:
     """Clear a chain's alarm once the repaired chain verifies in full: exit 0 cleared, 1 still
     broken (the alarm stays, writes stay refused), 2 no open alarm."""
     from app.services import audit_alarms
-    from app.services.context import AppContext
     from app.services.tenants import resolve_tenant
 
-    ctx = AppContext.open(settings)
+    ctx = open_context(settings)
     tenant_id = None if args.tenant == "system" else resolve_tenant(ctx, args.tenant).id
     cleared, report = audit_alarms.clear(ctx, tenant_id, actor={"kind": "cli", "id": "audit-clear-alarm"})
     if report is None:

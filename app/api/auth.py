@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.jsonio import json_response
+from app.error_responses import as_app_error
 from app.errors import AppError, RateLimited, Unauthorized, Unavailable
 from app.mcp import PATH as MCP_PATH
 from app.middleware import header
@@ -75,11 +76,8 @@ class ApiKeyAuth:
         ctx = scope["app"].state.ctx
         try:
             principal, retry = await run_in_threadpool(self._verify_and_count, ctx, token.strip())
-        except OperationalError:
-            raise Unavailable("database unreachable; the request had no effect") from None
-        except PoolTimeout:
-            raise Unavailable("the server is busy; the request had no effect, retry shortly",
-                              headers={"Retry-After": "1"}) from None
+        except (OperationalError, PoolTimeout) as exc:  # 503: the database down, or every connection busy
+            raise as_app_error(exc) from None
         if principal is None:
             raise Unauthorized("invalid or revoked API key")
         return principal, retry

@@ -30,6 +30,7 @@ from app.api.jsonio import json_response
 from app.error_responses import as_app_error
 from app.errors import AppError, Forbidden, NotFound
 from app.mcp import resources
+from app.middleware import header
 from app.mcp.schemas import input_schema, output_schema
 from app.mcp.tools import TOOLS, Tool, v1_result_schemas, v1_scopes
 from app.services import idempotency
@@ -159,9 +160,8 @@ class OriginGuard:
         self.allowed = {_normal_origin(o) for o in allowed_origins.split(",") if o.strip()}
 
     async def __call__(self, scope, receive, send) -> None:
-        request = Request(scope)
-        origin = request.headers.get("origin")
-        if origin is not None and not self._allowed(origin, request.headers.get("host", "")):
+        origin = header(scope, b"origin")
+        if origin is not None and not self._allowed(origin, header(scope, b"host") or ""):
             error = Forbidden("this Origin may not call /mcp (see MEMWARDEN_MCP_ALLOWED_ORIGINS)",
                               details=[{"path": "/headers/Origin", "message": "origin not allowed"}])
             await json_response(error.envelope(), error.status)(scope, receive, send)

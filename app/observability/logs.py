@@ -16,7 +16,6 @@ import logging.config
 import re
 from datetime import datetime, timezone
 
-REQUEST_ID_HEADER = "x-request-id"
 _SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
