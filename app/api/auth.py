@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
-from app.errors import AppError, RateLimited, Unauthorized, Unavailable
+from app.errors import AppError, RateLimited, Unauthorized
 from app.mcp import PATH as MCP_PATH
 from app.middleware import header
 from app.observability import logs
