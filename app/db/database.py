@@ -41,11 +41,12 @@ class Database:
     engine: Engine
     sessions: sessionmaker[Session]
     embedded: EmbeddedServer | None = field(default=None, repr=False)
-    transaction_slots: anyio.CapacityLimiter = field(init=False, repr=False)
+    transaction_slots: anyio.CapacityLimiter | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        pool_size = getattr(self.engine.pool, "size", lambda: 5)()
-        self.transaction_slots = anyio.CapacityLimiter(max(1, pool_size))
+        if self.transaction_slots is None:  # a unit of work's Database shares its parent's
+            pool_size = getattr(self.engine.pool, "size", lambda: 5)()
+            self.transaction_slots = anyio.CapacityLimiter(max(1, pool_size))
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -92,7 +93,7 @@ class UnitOfWork:
             raise
         self.connection.info[_UNIT_KEY] = self
         sessions = sessionmaker(bind=self.connection, join_transaction_mode="create_savepoint", expire_on_commit=False)
-        self.database = Database(db.engine, sessions, db.embedded)
+        self.database = Database(db.engine, sessions, db.embedded, db.transaction_slots)
 
     @property
     def durable(self) -> bool:

@@ -1,7 +1,6 @@
 """SQL of the audit log's write path: the chain lock (with the heads it returns), entry INSERTs
-(plain, or as the psycopg text sent in one pipeline with the COMMIT), signed checkpoints, and the
-rows an export verifies with their query columns. Reads for pages and verification are in
-`audit_reads`; alarms in `audit_alarms`.
+(plain, or as the psycopg text sent in one pipeline with the COMMIT) and signed checkpoints. Reads
+for pages, exports and verification are in `audit_reads`; alarms in `audit_alarms`.
 
 The statements are built once at import: building a fresh statement per append cost more client
 CPU than the hashing (`memwarden bench audit`)."""
@@ -9,7 +8,7 @@ CPU than the hashing (`memwarden bench audit`)."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable
+from typing import Any
 
 from sqlalchemy import bindparam, func, insert, select, text
 from sqlalchemy.engine import Connection, Row
@@ -20,11 +19,6 @@ from app.db.models import AuditCheckpoint, AuditEntry
 _INSERT = insert(AuditEntry.__table__)
 _LOCK = select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key"))))
 _LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :notify)")
-QUERY_COLUMNS = (AuditEntry.chain_id, AuditEntry.event_type, AuditEntry.ts, AuditEntry.actor,
-                 AuditEntry.subject_type, AuditEntry.subject_id, AuditEntry.tenant_id)
-"""The indexed columns that restate what an entry's hashed bytes say (verified against them)."""
-
-
 def lock_chain(session: Session, chain_id: str) -> None:
     """The chain's transaction-scoped advisory lock."""
     session.connection().execute(_LOCK, {"key": "memwarden.audit:" + chain_id})
@@ -53,11 +47,3 @@ def pipelined_insert_sql(columns: tuple[str, ...]) -> str:
 def add_checkpoint(session: Session, checkpoint: AuditCheckpoint) -> None:
     session.add(checkpoint)
     session.flush()
-
-
-def entries_with_columns(session: Session, *, chain_id: str, from_seq: int, to_seq: int) -> Iterable[Row]:
-    """Entries from_seq..to_seq in order, with their `QUERY_COLUMNS`, streamed."""
-    return session.execute(
-        select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash, *QUERY_COLUMNS)
-        .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
-        .order_by(AuditEntry.seq).execution_options(yield_per=2000))

@@ -67,10 +67,17 @@ def chain_hash_at(session: Session, *, chain_id: str, seq: int) -> bytes | None:
                                                               AuditEntry.seq == seq))
 
 
-def rows_in_range(session: Session, *, chain_id: str, from_seq: int, to_seq: int):
-    """Stored (seq, entry, leaf_hash, chain_hash) rows from_seq..to_seq in order, streamed."""
+QUERY_COLUMNS = (AuditEntry.chain_id, AuditEntry.event_type, AuditEntry.ts, AuditEntry.actor,
+                 AuditEntry.subject_type, AuditEntry.subject_id, AuditEntry.tenant_id)
+"""The indexed columns that restate what an entry's hashed bytes say (verified against them)."""
+
+
+def rows_in_range(session: Session, *, chain_id: str, from_seq: int, to_seq: int, with_columns: bool = False):
+    """Stored (seq, entry, leaf_hash, chain_hash) rows from_seq..to_seq in order, streamed; with
+    `with_columns`, also their `QUERY_COLUMNS` (for verifying what an export serves)."""
+    columns = QUERY_COLUMNS if with_columns else ()
     return session.execute(
-        select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash)
+        select(AuditEntry.seq, AuditEntry.entry, AuditEntry.leaf_hash, AuditEntry.chain_hash, *columns)
         .where(AuditEntry.chain_id == chain_id, AuditEntry.seq >= from_seq, AuditEntry.seq <= to_seq)
         .order_by(AuditEntry.seq).execution_options(yield_per=2000))
 

@@ -333,7 +333,7 @@ class AuditLog:
                 notes = audit_reads.checkpoint_notes(session, chain_id=chain_id, from_size=from_seq,
                                                      to_size=to_seq) if to_seq >= from_seq else []
                 self.verify_range(session, chain_id, from_seq, to_seq, prev, notes)
-                entries = _rows_in_range(session, chain_id, from_seq, to_seq)
+                entries = audit_reads.rows_in_range(session, chain_id=chain_id, from_seq=from_seq, to_seq=to_seq)
                 yield from chain.export_lines(manifest, ((r.seq, r.entry, r.leaf_hash, r.chain_hash) for r in entries),
                                               notes)
 
@@ -346,7 +346,8 @@ class AuditLog:
         witnessed = self.witness.latest(origin, self.vkey)
         if witnessed is not None and from_seq <= witnessed.checkpoint.size <= to_seq:
             notes = sorted([*notes, witnessed.note], key=_note_size)
-        rows = audit_log_repo.entries_with_columns(session, chain_id=chain_id, from_seq=from_seq, to_seq=to_seq)
+        rows = audit_reads.rows_in_range(session, chain_id=chain_id, from_seq=from_seq, to_seq=to_seq,
+                                         with_columns=True)
         report = chain.verify_rows(((r.seq, r.entry, r.leaf_hash, r.chain_hash, _columns(r)) for r in rows),
                                    chain_id=chain_id, origin=origin, checkpoints=notes, vkeys=[self.vkey],
                                    start_seq=from_seq, prev_chain_hash=prev)
@@ -395,11 +396,6 @@ class AuditLog:
                              first_bad_seq=report.first_bad_seq, reason=report.reason or "malformed",
                              detail=report.detail or "", detected_by=detected_by)
         return report
-
-
-def _rows_in_range(session: Session, chain_id: str, from_seq: int, to_seq: int):
-    """Stored (seq, entry, leaf_hash, chain_hash) rows from_seq..to_seq in order, streamed."""
-    return audit_reads.rows_in_range(session, chain_id=chain_id, from_seq=from_seq, to_seq=to_seq)
 
 
 def _state(cp: chain.Checkpoint) -> tuple[int, bytes, bytes]:

@@ -15,7 +15,6 @@ from app.core import jsontext
 from app.core.screening import Protection, Screening, screen
 from app.observability import metrics
 from app.repos import memories as memories_repo
-from app.repos import tenants as tenants_repo
 from app.repos import search
 from app.repos.memories import Scope
 
@@ -31,13 +30,11 @@ no privileged origin (``system``, ``admin``, ``user:verified``, ``tool:*`` …).
 
 def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None, memory_type: str,
                  content: str, tags: Sequence[str], metadata: dict[str, Any], source: str | None,
-                 embedding: Sequence[float], allowed_sources: Sequence[str] = ALLOWED_SOURCES,
-                 protection: Protection | None = None, embedder: str | None = None) -> Screening:
+                 embedding: Sequence[float], protection: Protection, allowed_sources: Sequence[str] = ALLOWED_SOURCES,
+                 embedder: str | None = None) -> Screening:
     """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs,
-    ``protection`` the tenant's extra protected keys and paths (read from its settings when not given),
+    ``protection`` the tenant's extra protected keys and paths (its cached `TenantRules`),
     ``embedder`` the name of the model that made ``embedding`` (the semantic signal needs its own model's)."""
-    if protection is None:
-        protection = protection_for(session, tenant_id)
     live: list[str] = []
     live_fsm = None
     if memory_type == "procedural":
@@ -49,11 +46,6 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
                    embedding=embedding, embedder=embedder)
     metrics.screened(flags.names)
     return flags
-
-
-def protection_for(session: Session, tenant_id: str) -> Protection:
-    """The tenant's extra protected keys and paths (``settings["screening"]``)."""
-    return Protection.from_settings(tenants_repo.settings_of(session, tenant_id=tenant_id).get("screening"))
 
 
 def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
