@@ -21,7 +21,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker, validators
 from referencing import Registry, Resource
 
-from app.core.jsontext import UNSTORABLE
+from app.core.jsontext import UNSTORABLE, pointer_segment
 from app.errors import ValidationFailed
 from app.paths import SCHEMAS_DIR
 
@@ -72,7 +72,7 @@ def unstorable_problems(value: Any, path: str = "") -> list[dict[str, str]]:
                     # The key itself cannot be echoed safely; point at the object holding it.
                     found.append({"path": where or "/", "message": "an object key " + _unstorable_message(key)})
                     continue
-                stack.append((f"{where}/{_escape(key)}", child))
+                stack.append((f"{where}/{pointer_segment(key)}", child))
         elif isinstance(node, list):
             stack.extend((f"{where}/{i}", child) for i, child in enumerate(node))
     return found
@@ -156,12 +156,8 @@ def _types_of(schema: Any, resolver: Any) -> set[str]:
     return found
 
 
-def _escape(segment: Any) -> str:
-    return str(segment).replace("~", "~0").replace("/", "~1")
-
-
 def _pointer(path: Any) -> str:
-    return "".join("/" + _escape(p) for p in path) or "/"
+    return "".join("/" + pointer_segment(p) for p in path) or "/"
 
 
 def _message(err: Any) -> str:

@@ -43,8 +43,7 @@ from app.bench import common
 from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
-from app.core.screening import Screening, screen, semantic
-from app.core.screening.flags import level_rank
+from app.core.screening import screen, semantic
 from app.core.screening.hostile import HOSTILE
 from app.services.screening import ALLOWED_SOURCES
 
@@ -76,12 +75,7 @@ def judge(row: dict[str, Any], redactor: Redactor | None = None, vector: Any = N
     result = screen(redacted.content, memory_type=row["type"], tags=redacted.tags, metadata=redacted.metadata,
                     source=row.get("source"), live=[] if procedural else live,
                     live_fsm=live[0] if procedural and live else None, allowed_sources=ALLOWED_SOURCES,
-                    embedding=None if classifier else vector, embedder=embedder)
-    if classifier is not None and not procedural:
-        extra = semantic.detect(redacted.content, vector, embedder, classifier)
-        if extra is not None:
-            result = Screening(tuple(sorted((*result.flags, extra),
-                                            key=lambda f: (-level_rank(f.severity), -f.score, f.name))))
+                    embedding=vector, embedder=embedder, classifier=classifier)
     elapsed_ms = (time.perf_counter() - started) * 1000
     decision = default_policy().evaluate(WriteRequest(
         operation="remember", agent_id="bench", type=row["type"], source=row.get("source"),

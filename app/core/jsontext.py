@@ -21,3 +21,8 @@ def loads(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise json.JSONDecodeError("JSON nested too deeply", text if isinstance(text, str) else "", 0) from None
+
+
+def pointer_segment(key: Any) -> str:
+    """One JSON Pointer (RFC 6901) reference token: `~` as `~0`, `/` as `~1`."""
+    return str(key).replace("~", "~0").replace("/", "~1")

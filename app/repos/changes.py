@@ -154,14 +154,15 @@ def approve_staged_remember(session: Session, *, tenant_id: str, change_id: str,
 
 # --- review SLAs (tenant setting `review_sla_seconds`, migration 0021) ---------------------------
 
-_SLA = "NULLIF((t.settings->>'review_sla_seconds')::bigint, 0)"
+SLA_SECONDS_SQL = "NULLIF((t.settings->>'review_sla_seconds')::bigint, 0)"
+"""The SLA of tenant row `t` in seconds, NULL when none is set (`tenants t` must be in the query)."""
 _SLA_BREACHES = text(f"""
     SELECT c.tenant_id, c.id, c.agent_id, c.operation, c.risk_level, c.submitted_at,
-           {_SLA} AS sla_seconds
+           {SLA_SECONDS_SQL} AS sla_seconds
     FROM tenants t
     JOIN changes c ON c.tenant_id = t.id AND c.status = 'pending' AND c.sla_announced_at IS NULL
-                  AND c.submitted_at < now() - make_interval(secs => {_SLA})
-    WHERE {_SLA} > 0
+                  AND c.submitted_at < now() - make_interval(secs => {SLA_SECONDS_SQL})
+    WHERE {SLA_SECONDS_SQL} > 0
     ORDER BY c.submitted_at, c.id
     LIMIT :limit""")
 

@@ -12,7 +12,9 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-_STATE = text("""
+from app.repos.changes import SLA_SECONDS_SQL
+
+_STATE = text(f"""
     SELECT t.id AS tenant_id, t.name AS tenant_name,
            q.pending, q.oldest_submitted_at, q.overdue,
            COALESCE(h.head_seq, 0) AS head_seq,
@@ -22,7 +24,7 @@ _STATE = text("""
     FROM tenants t
     LEFT JOIN LATERAL (SELECT count(*) AS pending, min(c.submitted_at) AS oldest_submitted_at,
                               count(*) FILTER (WHERE c.submitted_at < now() - make_interval(
-                                  secs => NULLIF((t.settings->>'review_sla_seconds')::bigint, 0))) AS overdue
+                                  secs => {SLA_SECONDS_SQL})) AS overdue
                        FROM changes c WHERE c.tenant_id = t.id AND c.status = 'pending') q ON true
     LEFT JOIN LATERAL (SELECT max(e.seq) AS head_seq FROM audit_entries e
                        WHERE e.chain_id = 'tenant:' || t.id) h ON true

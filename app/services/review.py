@@ -322,7 +322,7 @@ class ChangePage:
 def _approved_by(view: dict[str, Any], user: Reviewer) -> bool:
     """Whether `user` already approved the pending change in `view` (a second approval must be someone else's)."""
     change, who = view["change"], _actor_label(user.actor)
-    return change["status"] == "pending" and any(a.get("by") == who for a in change["approvals"])
+    return change["status"] == "pending" and _has_approved(change["approvals"], who)
 
 
 def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[TenantRole, Change]:
@@ -401,8 +401,12 @@ def _require_pending(change) -> None:
                                                                    "status": change.status})
 
 
+def _has_approved(approvals: list[dict[str, Any]], who: str) -> bool:
+    return any(a["by"] == who for a in approvals)
+
+
 def _require_new_reviewer(approvals: list[dict[str, Any]], who: str) -> None:
-    if any(a["by"] == who for a in approvals):
+    if _has_approved(approvals, who):
         raise Conflict("the same reviewer cannot give both approvals", details={"reason": "same_reviewer"})
 
 

@@ -17,6 +17,7 @@ from starlette.templating import Jinja2Templates
 
 from app import __version__
 from app.core.diff import reveal_hidden
+from app.core.durations import human_age
 from app.core.screening import EXPLANATIONS
 from app.core.screening.flags import SEVERITIES, level_rank
 from app.paths import TEMPLATES_DIR
@@ -79,11 +80,7 @@ def preview(text: object, limit: int = PREVIEW_CHARS) -> Markup:
 
 def age(then: datetime, now: datetime) -> str:
     """How long ago `then` was, to a reviewer's precision: 40 s, 12 min, 5 h, 3 d."""
-    seconds = max(0, int((now - then).total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
+    return human_age((now - then).total_seconds())
 
 
 def overdue_by(submitted_at: datetime, sla_seconds: int, now: datetime) -> str:

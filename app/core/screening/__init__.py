@@ -82,11 +82,12 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
            source: str | None = None, live: Sequence[str] = (), live_fsm: str | None = None,
            allowed_sources: Sequence[str] = (), protection: Protection | None = None,
            path: str | None = None, embedding: Sequence[float] | None = None,
-           embedder: str | None = None) -> Screening:
+           embedder: str | None = None, classifier: semantic.Classifier | None = None) -> Screening:
     """Run every detector over one write and return its flags (``protection``: the tenant's extra
     protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
     and ``embedder``: the content's vector and the name of the model that made it, for
-    ``semantic_attack``)."""
+    ``semantic_attack``; ``classifier`` replaces the shipped one, for the benchmark's
+    leave-one-family-out runs)."""
     fields = text_fields(content, tags, metadata)
     found: list[RiskFlag | None] = [
         injection.detect(fields),
@@ -97,7 +98,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
         fsm_widening.detect(content, live_fsm) if memory_type == "procedural" else None,
         provenance.detect(source, metadata, fields, allowed_sources),
         protected.detect(fields, tags, metadata, protection, path),
-        semantic.detect(content, embedding, embedder) if memory_type != "procedural" else None,
+        semantic.detect(content, embedding, embedder, classifier) if memory_type != "procedural" else None,
     ]
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

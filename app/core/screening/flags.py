@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from app.core.jsontext import pointer_segment
+
 SEVERITIES = ("low", "medium", "high")
 #: Overall risk levels, least to most; "none" when no detector fired.
 LEVELS = ("none", *SEVERITIES)
@@ -98,11 +100,7 @@ def _walk(value: Any, path: str) -> Iterator[TextField]:
         yield TextField(path, value)
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            yield from _walk(item, f"{path}/{_escape(key)}")
+            yield from _walk(item, f"{path}/{pointer_segment(key)}")
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             yield from _walk(item, f"{path}/{i}")
-
-
-def _escape(key: Any) -> str:
-    return str(key).replace("~", "~0").replace("/", "~1")

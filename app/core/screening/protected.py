@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
+from app.core.jsontext import pointer_segment
 from app.core.screening.flags import RiskFlag, Span, TextField
 from app.core.screening.signals import Thresholds, run_signals, signal
 
@@ -169,7 +170,7 @@ def _metadata_keys(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str,
         return
     if isinstance(value, Mapping):
         for key, item in value.items():
-            child = f"{path}/{str(key).replace('~', '~0').replace('/', '~1')}"
+            child = f"{path}/{pointer_segment(key)}"
             yield child, str(key), item
             yield from _metadata_keys(item, child, depth + 1)
     elif isinstance(value, (list, tuple)):
@@ -200,9 +201,10 @@ def detect(fields: Sequence[TextField], tags: Sequence[str] = (), metadata: Mapp
         if _tag_key(tag) in keys or _path_protected(tag, paths):
             spans.append(Span(f"tags/{i}", 0, len(tag)))
     for path, key, value in _metadata_keys(metadata or {}, "metadata"):
-        if _key(key) in keys:
+        name = _key(key)
+        if name in keys:
             spans.append(_value_span(path, value))
-        elif _key(key) in _PATH_KEYS and isinstance(value, str) and _path_protected(value, paths):
+        elif name in _PATH_KEYS and isinstance(value, str) and _path_protected(value, paths):
             spans.append(_value_span(path, value))
     if not spans:
         return flag

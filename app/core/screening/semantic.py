@@ -22,7 +22,7 @@ split), never on held-out data (see docs/benchmarks.md).
 
 from __future__ import annotations
 
-import threading
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,21 +55,11 @@ class Classifier:
         np.savez(path, weights=self.weights.astype(np.float32), bias=np.float32(self.bias), model=np.array(self.model))
 
 
-_lock = threading.Lock()
-_loaded: Classifier | None = None
-
-
-def load(path: Path = MODEL) -> Classifier:
+@functools.cache
+def load() -> Classifier:
     """The shipped classifier (read once per process)."""
-    global _loaded
-    with _lock:
-        if _loaded is None or path != MODEL:
-            with np.load(path, allow_pickle=False) as data:
-                found = Classifier(data["weights"].astype(np.float32), float(data["bias"]), str(data["model"]))
-            if path != MODEL:
-                return found
-            _loaded = found
-        return _loaded
+    with np.load(MODEL, allow_pickle=False) as data:
+        return Classifier(data["weights"].astype(np.float32), float(data["bias"]), str(data["model"]))
 
 
 def severity(probability: float) -> str | None:
