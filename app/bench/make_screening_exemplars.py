@@ -14,15 +14,14 @@ Rerun after editing the exemplars or changing the local model.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from app.bench.corpora import DATA, HELDOUT, load_corpus
 from app.core.screening.semantic import MODEL, Classifier
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
-GENERATED = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
 L2, STEPS, RATE = 1e-3, 3000, 2.0
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 
@@ -42,14 +41,9 @@ def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]
     # provenance are the rules' job (learning "a key is mentioned" would flag every redacted note).
     # Redacted, as remember screens them.
     rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", "dev:" + r["class"])
-             for r in _generated_corpus() if r["split"] == "dev" and r["type"] != "procedural"
+             for r in load_corpus(DATA) if r["split"] == "dev" and r["type"] != "procedural"
              and (r["label"] == "benign" or r["class"] in SEMANTIC_DEV_CLASSES)]
     return rows
-
-
-def _generated_corpus() -> list[dict]:
-    """The generated corpus (read here, not via app.bench.screening, which imports this module)."""
-    return [json.loads(line) for line in GENERATED.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def fit(vectors: np.ndarray, labels: Sequence[bool], model: str) -> Classifier:
@@ -93,9 +87,8 @@ def check() -> list[str]:
     shipped, retrained = semantic.load(), train()
     if retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2:
         problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
-    held_out = {r["content"] for r in _generated_corpus() if r["split"] == "test"}
-    held_out |= {json.loads(line)["content"] for line in (GENERATED.parent / "screening_heldout.jsonl")
-                 .read_text(encoding="utf-8").splitlines() if line.strip()}
+    held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
+    held_out |= {r["content"] for r in load_corpus(HELDOUT)}
     if {text for text, _, _ in training_rows()} & held_out:
         problems.append("a training row is in the test split or the held-out corpus")
     return problems

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from app.bench import common
+from app.bench.corpora import DATA, HELDOUT, load_corpus
 from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
@@ -47,18 +48,10 @@ from app.core.screening import screen, semantic
 from app.core.screening.hostile import HOSTILE
 from app.services.screening import ALLOWED_SOURCES
 
-DATA = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
-HELDOUT = Path(__file__).resolve().parent / "data" / "screening_heldout.jsonl"
 CANARY = "CANARY-7Q2X"
 """What the external corpus's ``{canary}`` placeholders are filled with."""
 GOAL_CATCH, GOAL_BENIGN_STAGED = 0.90, 0.05
 SPLITS = ("dev", "test", "all")
-
-
-def load_corpus(path: str | Path = DATA) -> list[dict[str, Any]]:
-    """The labelled writes, one JSON object per line."""
-    with Path(path).open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def judge(row: dict[str, Any], redactor: Redactor | None = None, vector: Any = None, embedder: str | None = None,
