@@ -139,13 +139,11 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
     """Store a memory now (201) or stage it for review (202): one row through `prepare_remember`
     and `write_prepared`, the path imports take for many."""
-    require_agent(principal, body["agent_id"])
-    if body.get("expires_at") is not None and _timestamp(body["expires_at"], "/expires_at") <= utcnow():
-        raise ValidationFailed.at("/expires_at", "expires_at must be in the future")
     rules = rules_for(ctx, principal)  # cached per tenant config version: no settings rows read
     now = utcnow()
     write = prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now, updated_at=now,
-                             precheck=False)  # the policy is evaluated once, with the screening flags
+                             precheck=False,  # the policy is evaluated once, with the screening flags
+                             future_expiry=True)
     embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0])  # bound twice: screening and the insert
     with ctx.db.sessions.begin() as session:
         return write_prepared(ctx, session, principal, [write], [embedding])[0]
@@ -451,19 +449,22 @@ class PreparedWrite:
 def prepare_remember(ctx: AppContext, principal: Principal, body: dict[str, Any], rules: TenantRules, *,
                      memory_id: str, created_at: datetime, updated_at: datetime, status: str = "live",
                      ended_at: datetime | None = None, merged_into: str | None = None,
-                     superseded_by: str | None = None, precheck: bool = True) -> PreparedWrite:
+                     superseded_by: str | None = None, precheck: bool = True,
+                     future_expiry: bool = False) -> PreparedWrite:
     """The checks of `remember` that need no embedding nor database: agent allow-list, size, FSM,
     redaction (SR-1, `SecretLeakage` in reject mode) and, with `precheck`, the tenant policy without
     screening flags (a deny raises `Forbidden`, so an import checks a whole file first).
 
     `body` is a validated `remember.request`. An `expires_at` in the past is kept (the row is simply
-    expired): a restored export keeps what it held; `remember` refuses one before it gets here.
+    expired): a restored export keeps what it held; `remember` refuses one (`future_expiry`).
     `status` is where the row came from: `pending` is always staged; ended statuses are history
     (see `PreparedWrite`).
     """
     agent_id = body["agent_id"]
     require_agent(principal, agent_id)
     expires_at = _timestamp(body["expires_at"], "/expires_at") if body.get("expires_at") is not None else None
+    if future_expiry and expires_at is not None and expires_at <= utcnow():
+        raise ValidationFailed.at("/expires_at", "expires_at must be in the future")
     clean = clean_payload(ctx, None, principal.tenant_id, content=body["content"], tags=body.get("tags", []),
                           metadata=body.get("metadata", {}), memory_type=body["type"], redactor=rules.redactor,
                           mode=rules.mode)
