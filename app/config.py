@@ -90,6 +90,24 @@ class Settings:
     webhook_allow_private: bool = _setting(
         "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE", False,
         "Allow webhook URLs that resolve to loopback or private addresses (off: no SSRF into your network).")
+    backend_retry_base_seconds: float = _setting(
+        "MEMWARDEN_BACKEND_RETRY_BASE_SECONDS", 5.0,
+        "First retry delay of a failed delivery to a memory backend (the router); each retry waits 4× longer, "
+        "up to MEMWARDEN_BACKEND_RETRY_MAX_SECONDS.")
+    backend_retry_max_seconds: float = _setting(
+        "MEMWARDEN_BACKEND_RETRY_MAX_SECONDS", 3600.0,
+        "Longest wait between two delivery attempts to a memory backend.")
+    backend_max_attempts: int = _setting(
+        "MEMWARDEN_BACKEND_MAX_ATTEMPTS", 10,
+        "Attempts before a delivery to a memory backend is marked failed and shown to admins "
+        "(`memwarden backend retry` owes it again).")
+    backend_lease_seconds: int = _setting(
+        "MEMWARDEN_BACKEND_LEASE_SECONDS", 120,
+        "How long a delivery to a memory backend is leased to the process working it; after a crash it is "
+        "delivered again once the lease ends (the store's id for it makes that a no-op).")
+    backend_poll_seconds: float = _setting(
+        "MEMWARDEN_BACKEND_POLL_SECONDS", 1.0,
+        "How often the leading process delivers what memory backends are owed.")
     trusted_proxies: str = _setting(
         "MEMWARDEN_TRUSTED_PROXIES", "",
         "Comma list of proxy IPs/CIDRs whose X-Forwarded-For/-Proto `serve` honours (turns proxy headers on; "
@@ -176,6 +194,11 @@ def _coerce(name: str, default: Any, raw: str) -> Any:
             return int(raw)
         except ValueError as exc:
             raise ValueError(f"setting {name} must be an integer, got {raw!r}") from exc
+    if isinstance(default, float):
+        try:
+            return float(raw)
+        except ValueError as exc:
+            raise ValueError(f"setting {name} must be a number, got {raw!r}") from exc
     if isinstance(default, Path) or name.endswith("_file"):
         return Path(raw)
     return raw

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from app.api.jsonio import json_response, read_json
 from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
-from app.services import memories, recall as recall_service
+from app.services import backends, memories, recall as recall_service
 
 
 def _mutation(service: Callable, schema: str):
@@ -54,6 +54,11 @@ async def history(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(memories.history, ctx_of(request), principal, _memory_id(request)))
 
 
+async def deliveries(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(backends.deliveries_of, ctx_of(request), principal,
+                                                 _memory_id(request)))
+
+
 routes = [
     ApiRoute("/v1/memories/remember", _mutation(memories.remember, "remember.request"), method="POST",
              summary="Remember a memory (201), or stage it for review (202)", scope="memory:write",
@@ -78,4 +83,7 @@ routes = [
              responses={200: "delete.response", 202: "pending.response"}),
     ApiRoute("/v1/memories/{memory_id}/history", history, method="GET", summary="A memory's audit trail",
              scope="memory:read", ids={"memory_id": "mem"}, responses={200: "history.response"}),
+    ApiRoute("/v1/memories/{memory_id}/deliveries", deliveries, method="GET",
+             summary="Where the memory was delivered (memory backends)", scope="memory:read",
+             ids={"memory_id": "mem"}, responses={200: "deliveries.response"}),
 ]

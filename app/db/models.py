@@ -281,6 +281,64 @@ class WebhookDelivery(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
+# --- The router: other memory stores governed memories are delivered to (migration 0023) -----------
+
+class MemoryBackend(Base):
+    """A store besides the built-in one that receives a tenant's governed memories (by agent
+    pattern) and is searched by recall. Secrets (an API key) are stored encrypted, never shown."""
+
+    __tablename__ = "memory_backends"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """`mbk_…`."""
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    name: Mapped[str] = mapped_column(Text)
+    kind: Mapped[str] = mapped_column(Text)
+    """`mem0`, `memwarden` (another server, over HTTP) or `memorywire` (a MemoryStore by import path)."""
+    agents: Mapped[str] = mapped_column(Text, server_default="*")
+    """Glob of the agent ids whose memories this backend takes."""
+    agents_like: Mapped[str] = mapped_column(Text, server_default="%")
+    """`agents` as a LIKE pattern, for the outbox trigger."""
+    options: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+    """Non-secret configuration: `url`, `factory` (module:callable), `config` (a JSON file path)."""
+    secret_enc: Mapped[bytes | None] = mapped_column(LargeBinary)
+    weight: Mapped[float] = mapped_column(REAL, server_default="1")
+    timeout_ms: Mapped[int] = mapped_column(server_default="2000")
+    enabled: Mapped[bool] = mapped_column(server_default="true")
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class BackendDelivery(Base):
+    """One memory owed to one backend (written by a trigger on `memories`): the outbox row the
+    delivery job works off, and its log. The job syncs the memory's state at delivery time."""
+
+    __tablename__ = "backend_deliveries"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(Text)
+    backend_id: Mapped[str] = mapped_column(ForeignKey("memory_backends.id", ondelete="CASCADE"))
+    memory_id: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(Text, server_default="pending")
+    """pending → delivered, or failed after the last attempt."""
+    attempt: Mapped[int] = mapped_column(server_default="0")
+    action: Mapped[str | None] = mapped_column(Text)
+    """What delivery did: `put`, `delete`, `unchanged` or `absent`."""
+    error: Mapped[str | None] = mapped_column(Text)
+    next_attempt_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    delivered_at: Mapped[datetime | None]
+
+
+class BackendRecord(Base):
+    """What a backend holds for a memory: its own id for it and the digest of what was delivered."""
+
+    __tablename__ = "backend_records"
+    backend_id: Mapped[str] = mapped_column(ForeignKey("memory_backends.id", ondelete="CASCADE"), primary_key=True)
+    memory_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(Text)
+    backend_ref: Mapped[str] = mapped_column(Text)
+    content_digest: Mapped[str] = mapped_column(Text)
+    delivered_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
 # --- OpenWOP: workspace files and compaction runs (migration 0006) -----------------------------------
 
 class WorkspaceFile(Base):

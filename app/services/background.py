@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from app.repos import audit_reads
-from app.services import audit_alarms, idempotency, rate_limits, review_sla, webhooks
+from app.services import audit_alarms, backends, idempotency, rate_limits, review_sla, webhooks
 from app.services.context import AppContext
 from app.services.leader import Leadership
 
@@ -76,7 +76,8 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
     jobs = [(max(1, ctx.settings.checkpoint_interval_seconds), lambda: checkpoint_unsigned(ctx), "audit-checkpoints"),
             (WEBHOOK_POLL_SECONDS, lambda: _announce_and_deliver(ctx), "webhook-deliveries"),
             (IDEMPOTENCY_PURGE_SECONDS, lambda: _purge_expired(ctx), "expired-key-purge"),
-            (REVIEW_SLA_SECONDS, lambda: review_sla.announce(ctx), "review-sla")]
+            (REVIEW_SLA_SECONDS, lambda: review_sla.announce(ctx), "review-sla"),
+            (ctx.settings.backend_poll_seconds, lambda: backends.deliver_due(ctx), "backend-deliveries")]
     if ctx.settings.audit_verify_interval_seconds > 0:
         jobs.append((ctx.settings.audit_verify_interval_seconds, lambda: audit_alarms.verify_chains(ctx),
                      "audit-verification"))

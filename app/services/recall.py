@@ -41,7 +41,7 @@ from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import recall_tracking
+from app.services import backends, recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -98,11 +98,13 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         if scope.as_of is None and hits:
             _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
         session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
-    return {
+    result = {
         "hits": [{**entry_json(m), "score": round(score, 6), "similarity": round(sim, 6)} for score, sim, m in hits],
         "fusion": method,
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+    routed = backends.routed_backends(ctx, principal, body["agent_id"]) if scope.as_of is None else []
+    return backends.fused_recall(ctx, principal, body, result, routed) if routed else result
 
 
 def _track(ctx: AppContext, session: Session, tenant_id: str, ids: list[str]) -> None:

@@ -20,6 +20,7 @@ from app.core.screening import Protection
 from app.core.screening.protected import validate_settings as validate_screening
 from app.db.models import TenantSecret
 from app.errors import NotFound, ValidationFailed
+from app.repos import backends as backends_repo
 from app.repos import tenants as tenant_repo
 from app.services import staging
 from app.services.context import AppContext
@@ -56,6 +57,8 @@ class TenantRules:
     policy: Policy
     protection: Protection = Protection()
     """Extra keys and paths screening treats as protected (``settings["screening"]``)."""
+    backends: tuple = ()
+    """The tenant's enabled memory backends (`app.services.backends`), detached rows."""
 
 
 _RULES_CACHE_SIZE = 4096
@@ -90,7 +93,8 @@ def load_rules(ctx: AppContext, session: Session, tenant_id: str) -> TenantRules
     """The tenant's rules read afresh in `session` (an import reads them once for a whole file)."""
     return TenantRules(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
                        staging.tenant_policy(session, tenant_id),
-                       Protection.from_settings(tenant_repo.settings_of(session, tenant_id=tenant_id).get("screening")))
+                       Protection.from_settings(tenant_repo.settings_of(session, tenant_id=tenant_id).get("screening")),
+                       tuple(backends_repo.for_tenant(session, tenant_id=tenant_id, enabled_only=True)))
 
 
 def set_screening(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> None:

@@ -23,13 +23,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.orm import Session
 
 from app.core.access import Principal, agent_allowed
@@ -42,6 +40,7 @@ from app.errors import NotFound, ValidationFailed
 from app.repos import webhooks as repo
 from app.services.context import AppContext
 from app.services.outbound import checked_target, url_refusal
+from app.services.sealed import seal, unseal
 
 BACKOFF_BASE_SECONDS = 5
 BACKOFF_MAX_SECONDS = 3600
@@ -62,18 +61,7 @@ def backoff_seconds(attempts_made: int) -> int:
     return min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 4 ** (attempts_made - 1))
 
 
-def _cipher(ctx: AppContext) -> AESGCM:
-    root = ctx.settings.resolved_secret_key().encode()
-    return AESGCM(hmac.new(root, b"memwarden/webhook-secrets", hashlib.sha256).digest())
-
-
-def _encrypt(ctx: AppContext, webhook_id: str, secret: str) -> bytes:
-    nonce = os.urandom(12)
-    return nonce + _cipher(ctx).encrypt(nonce, secret.encode(), webhook_id.encode())
-
-
-def _decrypt(ctx: AppContext, webhook_id: str, blob: bytes) -> str:
-    return _cipher(ctx).decrypt(blob[:12], blob[12:], webhook_id.encode()).decode()
+_SEALED = b"memwarden/webhook-secrets"
 
 
 def webhook_json(webhook: Webhook) -> dict[str, Any]:
@@ -93,7 +81,7 @@ def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) 
     secret = "whsec_" + secrets.token_urlsafe(32)
     webhook_id = new_id("whk")
     webhook = Webhook(id=webhook_id, tenant_id=principal.tenant_id, url=body["url"],
-                      secret_enc=_encrypt(ctx, webhook_id, secret), event_types=list(body.get("events", [])),
+                      secret_enc=seal(ctx, _SEALED, webhook_id, secret), event_types=list(body.get("events", [])),
                       agents=list(principal.agents), active=True, created_at=utcnow(), created_by=principal.key_id,
                       format=body.get("format", "json"))
     with ctx.db.sessions.begin() as session:
@@ -224,7 +212,7 @@ def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) ->
         return None, refusal
     body = event_body(event, hook.format, ctx.settings.public_url)
     headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
-               SIGNATURE_HEADER: sign(_decrypt(ctx, hook.id, hook.secret_enc), body),
+               SIGNATURE_HEADER: sign(unseal(ctx, _SEALED, hook.id, hook.secret_enc), body),
                "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id), **target.headers}
     try:
         response = client.post(target.url, content=body, headers=headers, extensions=target.extensions)

@@ -122,13 +122,17 @@ class _Calls:
                  metadata: dict[str, Any] | None = None, tags: Iterable[str] | None = None,
                  confidence: float | None = None, source: str | None = None,
                  expires_at: datetime | str | int | None = None, approval_required: bool | None = None,
-                 run_id: str | None = None, node_id: str | None = None) -> RememberResult:
-        """Store a memory (live) or have it staged for review (`result.pending`)."""
+                 run_id: str | None = None, node_id: str | None = None,
+                 idempotency_key: str | None = None) -> RememberResult:
+        """Store a memory (live) or have it staged for review (`result.pending`). `idempotency_key`:
+        your own key for this write (default: a fresh one per call, reused by its retries), so a
+        replay after your process restarts is answered with the first result instead of redone."""
         body = _drop_none({"agent_id": agent_id, "type": type, "content": content, "user_id": user_id,
                            "metadata": metadata, "tags": list(tags) if tags is not None else None,
                            "confidence": confidence, "source": source, "expires_at": _time(expires_at),
                            "approval_required": approval_required, "run_id": run_id, "node_id": node_id})
-        return self._run(_Call("POST", "/v1/memories/remember", RememberResult.from_json, body))
+        return self._run(_Call("POST", "/v1/memories/remember", RememberResult.from_json, body,
+                               idempotency_key=idempotency_key))
 
     def recall(self, *, agent_id: str, query: str, user_id: str | None = None, k: int | None = None,
                types: Iterable[str] | None = None, tags: Iterable[str] | None = None,

@@ -1,0 +1,302 @@
+"""Adapters from Memwarden's router to the memory stores teams already run.
+
+Each adapter is synchronous (the delivery job and recall call it from worker threads) and does
+three things: `put` a governed memory (returning the store's own id for it), `delete` it, and
+`search` (best first, `(store id, similarity, memwarden id or None)`). Every memory handed to a
+store carries `memwarden_id` in its metadata, so a delivery retried after a crash finds what it
+already wrote instead of writing it twice (`find`), and recall can map a hit back to the governed
+record — the content a caller receives always comes from Memwarden's row, never from the store.
+
+* `memwarden`: another Memwarden server over HTTP, through the Python client; writes carry an
+  Idempotency-Key derived from the memory id and content digest, so a replay is answered, not redone.
+* `mem0`: the `mem0ai` library in process, built by the operator's factory (`module:callable`
+  returning a `mem0.Memory`) or from a mem0 JSON config file; `infer=False` unless the operator
+  sets `infer: true` (then mem0's LLM rewrites what it stores, and drift will report it).
+* `memorywire`: any memorywire `MemoryStore`, built by the operator's factory (`module:callable`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from app.db.models import Memory
+
+MEMWARDEN_ID = "memwarden_id"
+
+
+class StoreError(Exception):
+    """A store refused or failed an operation (the delivery is retried; recall leaves it out)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a store receives of a governed memory."""
+
+    id: str
+    agent_id: str
+    user_id: str | None
+    type: str
+    content: str
+    metadata: dict[str, Any]
+    tags: tuple[str, ...]
+    source: str | None
+
+    @classmethod
+    def of(cls, memory: Memory) -> "Snapshot":
+        return cls(memory.id, memory.agent_id, memory.user_id, memory.type, memory.content or "",
+                   dict(memory.metadata_ or {}), tuple(memory.tags or ()), memory.source)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of what a store holds (content, metadata, tags, type, user): unchanged → no write."""
+        doc = {"content": self.content, "metadata": self.metadata, "tags": list(self.tags), "type": self.type,
+               "user_id": self.user_id}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+    def store_metadata(self) -> dict[str, Any]:
+        return {**self.metadata, MEMWARDEN_ID: self.id, "memwarden_tags": list(self.tags)}
+
+
+@dataclass(frozen=True)
+class Hit:
+    ref: str
+    similarity: float
+    memwarden_id: str | None
+    content: str | None = None
+
+
+class Store(Protocol):
+    def put(self, snap: Snapshot, existing_ref: str | None) -> str: ...
+    def delete(self, ref: str, snap_agent: str, snap_user: str | None) -> None: ...
+    def find(self, snap: Snapshot) -> str | None: ...
+    def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]: ...
+    def close(self) -> None: ...
+
+
+def load_factory(path: str) -> Callable[..., Any]:
+    """`module:callable` → the callable (import errors become StoreError with the path)."""
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise StoreError(f"factory must be module:callable, got {path!r}")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise StoreError(f"cannot load {path}: {exc}") from exc
+
+
+# --- another Memwarden ----------------------------------------------------------------------------
+
+class MemwardenStore:
+    """A second Memwarden server (its own governance applies too: a write it stages is an error here)."""
+
+    def __init__(self, url: str, api_key: str, timeout: float):
+        from memwarden.client import Client, RetryPolicy
+
+        self.client = Client(url, api_key, timeout=timeout, retry=RetryPolicy(max_retries=0))
+
+    def put(self, snap: Snapshot, existing_ref: str | None) -> str:
+        from memwarden import errors
+
+        try:
+            result = self.client.remember(
+                agent_id=snap.agent_id, user_id=snap.user_id, content=snap.content, type=snap.type,
+                metadata=snap.store_metadata(), tags=list(snap.tags), source=snap.source,
+                idempotency_key=f"router-{snap.id}-{snap.digest[:32]}")
+            if result.status != "live":
+                raise StoreError(f"the remote server staged the write for its own review ({result.change_id})")
+            if existing_ref and existing_ref != result.id:
+                self.delete(existing_ref, snap.agent_id, snap.user_id)
+            return result.id
+        except errors.MemwardenError as exc:
+            raise StoreError(f"{exc.code}: {exc.message}") from exc
+
+    def delete(self, ref: str, agent_id: str, user_id: str | None) -> None:
+        from memwarden import errors
+
+        try:
+            self.client.forget(agent_id=agent_id, ids=[ref], reason="memwarden router: ended upstream")
+        except errors.NotFound:
+            return
+        except errors.MemwardenError as exc:
+            raise StoreError(f"{exc.code}: {exc.message}") from exc
+
+    def find(self, snap: Snapshot) -> str | None:
+        return None  # the Idempotency-Key answers a replayed remember with the first one's id
+
+    def content_of(self, ref: str) -> str | None:
+        """The content the other server serves for its id (None: not there, or not live)."""
+        from memwarden import errors
+
+        try:
+            return self.client.get(ref).content
+        except errors.NotFound:
+            return None
+        except errors.MemwardenError as exc:
+            raise StoreError(f"{exc.code}: {exc.message}") from exc
+
+    def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]:
+        from memwarden import errors
+
+        try:
+            result = self.client.recall(agent_id=agent_id, user_id=user_id, query=query, k=k, min_score=0.0)
+        except errors.MemwardenError as exc:
+            raise StoreError(f"{exc.code}: {exc.message}") from exc
+        return [Hit(h.id, h.similarity, (h.metadata or {}).get(MEMWARDEN_ID), h.content) for h in result.hits]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# --- mem0 -----------------------------------------------------------------------------------------
+
+class Mem0Store:
+    """mem0's open-source `Memory` in process."""
+
+    def __init__(self, memory: Any, infer: bool = False):
+        self.memory = memory
+        self.infer = infer
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> "Mem0Store":
+        if options.get("factory"):
+            memory = load_factory(options["factory"])()
+        else:
+            try:
+                from mem0 import Memory
+            except ImportError as exc:
+                raise StoreError("the mem0 backend needs the `mem0` extra (pip install 'memwarden[mem0]')") from exc
+            with open(options["config"], encoding="utf-8") as handle:
+                memory = Memory.from_config(json.load(handle))
+        return cls(memory, infer=bool(options.get("infer", False)))
+
+    @staticmethod
+    def _scope(agent_id: str, user_id: str | None) -> dict[str, str]:
+        """mem0 2.x takes the entity ids as keywords of `add` and inside `filters` of reads."""
+        return {"agent_id": agent_id, **({"user_id": user_id} if user_id else {})}
+
+    def put(self, snap: Snapshot, existing_ref: str | None) -> str:
+        if existing_ref:
+            self.delete(existing_ref, snap.agent_id, snap.user_id)
+        found = self.find(snap)
+        if found:
+            return found
+        try:
+            result = self.memory.add([{"role": "user", "content": snap.content}], metadata=snap.store_metadata(),
+                                     infer=self.infer, **self._scope(snap.agent_id, snap.user_id))
+        except Exception as exc:  # the library raises whatever its vector store raises
+            raise StoreError(f"mem0 add failed: {type(exc).__name__}: {exc}") from exc
+        items = result.get("results", []) if isinstance(result, dict) else result
+        if not items:
+            raise StoreError("mem0 stored nothing (with infer on, its LLM may have judged the text redundant)")
+        return str(items[0]["id"])
+
+    def find(self, snap: Snapshot) -> str | None:
+        try:
+            found = self.memory.get_all(filters={**self._scope(snap.agent_id, snap.user_id), MEMWARDEN_ID: snap.id})
+        except Exception as exc:
+            raise StoreError(f"mem0 get_all failed: {type(exc).__name__}: {exc}") from exc
+        items = found.get("results", []) if isinstance(found, dict) else found
+        for item in items:
+            if (item.get("metadata") or {}).get(MEMWARDEN_ID) == snap.id and item.get("memory") == snap.content:
+                return str(item["id"])
+        return None
+
+    def content_of(self, ref: str) -> str | None:
+        try:
+            item = self.memory.get(ref)
+        except Exception as exc:
+            raise StoreError(f"mem0 get failed: {type(exc).__name__}: {exc}") from exc
+        return item.get("memory") if item else None
+
+    def delete(self, ref: str, agent_id: str, user_id: str | None) -> None:
+        try:
+            self.memory.delete(ref)
+        except Exception as exc:
+            if "not found" in str(exc).lower() or "not exist" in str(exc).lower():
+                return
+            raise StoreError(f"mem0 delete failed: {type(exc).__name__}: {exc}") from exc
+
+    def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]:
+        try:
+            found = self.memory.search(query, limit=k, filters=self._scope(agent_id, user_id))
+        except Exception as exc:
+            raise StoreError(f"mem0 search failed: {type(exc).__name__}: {exc}") from exc
+        items = found.get("results", []) if isinstance(found, dict) else found
+        return [Hit(str(i["id"]), float(i.get("score") or 0.0), (i.get("metadata") or {}).get(MEMWARDEN_ID),
+                    i.get("memory")) for i in items]
+
+    def close(self) -> None:
+        return None
+
+
+# --- memorywire -----------------------------------------------------------------------------------
+
+class MemorywireStore:
+    """Any memorywire `MemoryStore` (async), driven from a private event loop."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self.loop = asyncio.new_event_loop()
+
+    def _run(self, coro) -> Any:
+        try:
+            return self.loop.run_until_complete(coro)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"memorywire store failed: {type(exc).__name__}: {exc}") from exc
+
+    def put(self, snap: Snapshot, existing_ref: str | None) -> str:
+        from memorywire.models import RememberRequest
+
+        if existing_ref:
+            self.delete(existing_ref, snap.agent_id, snap.user_id)
+        found = self.find(snap)
+        if found:
+            return found
+        response = self._run(self.store.remember(RememberRequest(
+            agent_id=snap.agent_id, user_id=snap.user_id, type=snap.type, content=snap.content,
+            metadata=snap.store_metadata(), source=snap.source)))
+        if response.pending_approval:
+            raise StoreError("the memorywire store staged the write for approval")
+        return response.id
+
+    def find(self, snap: Snapshot) -> str | None:
+        from memorywire.models import RecallRequest
+
+        response = self._run(self.store.recall(RecallRequest(
+            agent_id=snap.agent_id, user_id=snap.user_id, query=snap.content, k=10,
+            filter={MEMWARDEN_ID: snap.id})))
+        for hit in response.results:
+            if (hit.metadata or {}).get(MEMWARDEN_ID) == snap.id and hit.content == snap.content:
+                return hit.id
+        return None
+
+    def delete(self, ref: str, agent_id: str, user_id: str | None) -> None:
+        from memorywire.models import ForgetRequest
+
+        self._run(self.store.forget(ForgetRequest(agent_id=agent_id, user_id=user_id, ids=[ref], hard_delete=True,
+                                                  reason="memwarden router: ended upstream")))
+
+    def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]:
+        from memorywire.models import RecallRequest
+
+        response = self._run(self.store.recall(RecallRequest(agent_id=agent_id, user_id=user_id, query=query, k=k)))
+        return [Hit(h.id, float(h.score), (h.metadata or {}).get(MEMWARDEN_ID),
+                    h.content if isinstance(h.content, str) else None) for h in response.results]
+
+    def close(self) -> None:
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            try:
+                result = close()
+                if asyncio.iscoroutine(result):
+                    self.loop.run_until_complete(result)
+            except Exception:  # closing a store that failed must not hide the failure
+                pass
+        self.loop.close()

@@ -1,0 +1,53 @@
+"""Store factories a test's `serve` builds memory backends with (`--factory tests.router_stores:…`):
+mem0's `Memory` on an in-memory Qdrant and memorywire's `PgVectorStore` in the test database, both embedding
+with Memwarden's own int8 MiniLM so no model is downloaded."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+
+@functools.cache
+def _embedder():
+    from app.embeddings import LocalMiniLMEmbedder
+
+    return LocalMiniLMEmbedder()
+
+
+def embed(text: str) -> list[float]:
+    return _embedder().embed([text])[0].tolist()
+
+
+def mem0_memory():
+    """mem0 2.x `Memory`: Qdrant in memory, history in a temp dir, the LLM never called (infer off)."""
+    os.environ.setdefault("MEM0_TELEMETRY", "False")
+    from mem0 import Memory
+
+    home = tempfile.mkdtemp(prefix="mem0-")
+    memory = Memory.from_config({
+        "vector_store": {"provider": "qdrant", "config": {"collection_name": "memwarden", "embedding_model_dims": 384,
+                                                          "on_disk": False, "path": os.path.join(home, "qdrant")}},
+        "embedder": {"provider": "openai", "config": {"api_key": "unused", "embedding_dims": 384}},
+        "llm": {"provider": "openai", "config": {"api_key": "unused"}},
+        "history_db_path": os.path.join(home, "history.db"),
+    })
+
+    class LocalEmbedder:
+        config = memory.embedding_model.config
+
+        def embed(self, text, memory_action=None):
+            return embed(text)
+
+    memory.embedding_model = LocalEmbedder()
+    return memory
+
+
+def pgvector_store():
+    """memorywire's PostgreSQL + pgvector store, in its own schema of the test's database
+    (MEMWARDEN_TEST_MEMORYWIRE_DSN, MEMWARDEN_TEST_MEMORYWIRE_SCHEMA)."""
+    from memorywire.store.pgvector_adapter import PgVectorStore
+
+    return PgVectorStore(os.environ["MEMWARDEN_TEST_MEMORYWIRE_DSN"],
+                         schema=os.environ.get("MEMWARDEN_TEST_MEMORYWIRE_SCHEMA", "memorywire"), embedder=embed)
