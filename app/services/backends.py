@@ -362,35 +362,29 @@ def fused_recall(ctx: AppContext, principal: Principal, body: dict[str, Any], lo
     agent_id, user_id = body["agent_id"], body.get("user_id")
     results, failed = _search_all(ctx, backends, agent_id, user_id, body["query"], max(2 * k, 20))
     local_hits = {h["id"]: h for h in local["hits"]}
-    found_in: dict[str, list[str]] = {i: [BUILT_IN] for i in local_hits}
-    rankings = [[(h["id"], h.get("similarity", h["score"])) for h in local["hits"]]]
-    weights = [1.0]
-    dropped = 0
+    rankings = []
     with ctx.db.sessions() as session:
         for backend, hits in results:
             records = repo.governed_refs(session, backend_id=backend.id, refs=[h.ref for h in hits])
             memories = repo.live_by_ids(session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
                                         ids=[r.memory_id for r in records.values()])
-            ranking = []
+            governed = {}
             for hit in hits:
                 record = records.get(hit.ref)
                 memory = memories.get(record.memory_id) if record else None
-                if memory is None or Snapshot.of(memory).digest != record.content_digest:
-                    dropped += 1
-                    continue
-                ranking.append((memory.id, hit.similarity))
-                found_in.setdefault(memory.id, []).append(backend.name)
-                if memory.id not in local_hits:
-                    local_hits[memory.id] = {**entry_json(memory), "similarity": round(hit.similarity, 6)}
-            rankings.append(ranking)
-            weights.append(float(backend.weight))
-    fused = routing_rules.fuse(method, rankings, weights)
-    hits = [{**local_hits[i], "score": round(fused[i], 6), "stores": found_in[i]}
-            for i in routing_rules.ranked(fused)[:k]]
-    stores = [BUILT_IN] + [b.name for b, _ in results] + [f["store"] for f in failed]
+                # Delivered by Memwarden, for a memory live now, with the content it has now.
+                if memory is not None and Snapshot.of(memory).digest == record.content_digest:
+                    governed[hit.ref] = memory.id
+                    local_hits.setdefault(memory.id, {**entry_json(memory), "similarity": round(hit.similarity, 6)})
+            rankings.append(routing_rules.StoreRanking(backend.name, [(h.ref, h.similarity) for h in hits], governed,
+                                                       float(backend.weight)))
+    local_ranking = [(h["id"], h.get("similarity", h["score"])) for h in local["hits"]]
+    fused = routing_rules.fuse_governed(method, BUILT_IN, local_ranking, rankings, k)
+    hits = [{**local_hits[i], "score": round(fused.scores[i], 6), "stores": fused.found_in[i]} for i in fused.ids]
+    stores = [BUILT_IN] + [b.name for b in backends]
     return {"hits": hits, "fusion": method, "latency_ms": round(local["latency_ms"] + (time.perf_counter() - started)
                                                                  * 1000, 3),
-            "stores_queried": stores, "stores_failed": failed, "dropped_ungoverned": dropped}
+            "stores_queried": stores, "stores_failed": failed, "dropped_ungoverned": fused.dropped}
 
 
 def _search_all(ctx: AppContext, backends: list[MemoryBackend], agent_id: str, user_id: str | None, query: str,
