@@ -197,7 +197,7 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
 
     front, front_key = _tenant_with_key(committed_ctx, "front")
     for name, kind in (("mem0", "mem0"), ("wire", "memorywire")):
-        factory = "tests.router_stores:mem0_memory" if kind == "mem0" else "tests.router_stores:pgvector_store"
+        factory = "app.bench.router_stores:mem0_memory" if kind == "mem0" else "app.bench.router_stores:pgvector_store"
         backends.add_backend(committed_ctx, tenant_name=front.name, name=name, kind=kind, agents="bot",
                              options={"factory": factory}, timeout_ms=5000, actor=ACTOR)
     dsn = (settings.migration_database_url or settings.database_url).replace("postgresql+psycopg://", "postgresql://")

@@ -7,7 +7,6 @@ import re
 
 import pytest
 
-from app.bench import fusion as fusion_bench
 from app.core import routing_rules as rules
 
 
@@ -53,18 +52,3 @@ def test_without_the_drop_rule_a_confident_injector_wins_max_fusion():
     backend = rules.StoreRanking("b", [("evil", 0.99)], governed={})
     assert rules.fuse_governed("max", "memwarden", [("mem_2", 0.8)], [backend], k=1,
                                drop_ungoverned=False).ids == ["evil"]
-
-
-def test_the_adversarial_fusion_experiment_reproduces_memorywires_figures_and_the_drop_rule_closes_max():
-    sc = fusion_bench.scenario(fusion_bench.SEED)
-    injected = set(sc["injected"])
-
-    def scores(method, budget, drop):
-        baseline = fusion_bench.memwarden_router(sc, method, 0, drop=drop)
-        return fusion_bench._score(fusion_bench.memwarden_router(sc, method, budget, drop=drop), sc, baseline,
-                                   injected)
-
-    for budget in fusion_bench.BUDGETS:
-        assert scores("rrf", budget, drop=False) == {"recall_at_5": 1.0, "leak": 0.0, "displacement": 0.0}
-        assert scores("max", budget, drop=True) == {"recall_at_5": 1.0, "leak": 0.0, "displacement": 0.0}
-    assert scores("max", 25, drop=False) == {"recall_at_5": 0.5, "leak": 0.8, "displacement": 0.5}

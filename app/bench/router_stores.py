@@ -1,4 +1,4 @@
-"""Store factories a test's `serve` builds memory backends with (`--factory tests.router_stores:…`):
+"""Store factories for memory backends in benchmarks and tests (`--factory app.bench.router_stores:…`):
 mem0's `Memory` on an in-memory Qdrant and memorywire's `PgVectorStore` in the test database, both embedding
 with Memwarden's own int8 MiniLM so no model is downloaded."""
 
