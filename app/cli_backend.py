@@ -18,6 +18,9 @@ def _options(args: argparse.Namespace) -> dict:
             options[name] = getattr(args, name)
     if args.infer:
         options["infer"] = True
+    if args.factory_arg:
+        pairs = [arg.partition("=") for arg in args.factory_arg]
+        options["factory_args"] = {key: value for key, _, value in pairs}
     return options
 
 
@@ -64,6 +67,16 @@ def cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_enable(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services import backends
+
+    ctx = cli_common.open_context(settings)
+    enabled = args.backend_command == "enable"
+    backends.set_enabled(ctx, tenant_name=args.tenant, name=args.name, enabled=enabled, actor=cli_common.cli_actor())
+    print(f"backend {args.name} {'enabled' if enabled else 'disabled'}")
+    return 0
+
+
 def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
     from app.services import backends
 
@@ -96,6 +109,8 @@ def register(sub) -> None:
     add.add_argument("--url", help="memwarden: the other server's base URL")
     add.add_argument("--api-key-file", help="memwarden: a file holding the other server's API key (stored sealed)")
     add.add_argument("--factory", help="mem0 or memorywire: module:callable returning the store")
+    add.add_argument("--factory-arg", action="append", metavar="KEY=VALUE",
+                     help="a keyword argument for the factory (repeatable; never a secret: it is shown in lists)")
     add.add_argument("--config", help="mem0: a mem0 JSON config file (Memory.from_config)")
     add.add_argument("--infer", action="store_true", help="mem0: let mem0's LLM rewrite what it stores")
     add.add_argument("--weight", type=float, default=1.0, help="weight in `weighted` fusion")
@@ -109,6 +124,12 @@ def register(sub) -> None:
     rm.add_argument("--tenant", required=True)
     rm.add_argument("--name", required=True)
     rm.set_defaults(func=cmd_remove)
+    for verb, text in (("enable", "resume a backend (it catches up on what changed)"),
+                       ("disable", "pause a backend: owed nothing, left out of recall")):
+        toggle = commands.add_parser(verb, help=text)
+        toggle.add_argument("--tenant", required=True)
+        toggle.add_argument("--name", required=True)
+        toggle.set_defaults(func=cmd_enable)
     retry = commands.add_parser("retry", help="owe again the deliveries a backend gave up on")
     retry.add_argument("--tenant", required=True)
     retry.add_argument("--name", required=True)

@@ -23,6 +23,7 @@ BENCHMARKS: list[str] = [
     "app.bench.hotpath",     # memwarden bench hotpath    — round trips and CPU ms per remember/recall/approve
     "app.bench.rate_limit",  # memwarden bench rate-limit — per-request cost of the shared rate limit
     "app.bench.fusion",      # memwarden bench fusion     — memorywire's adversarial-fusion experiment through the router
+    "app.bench.router",      # memwarden bench router     — recall cost per memory backend, outbox rate and lag
 ]
 
 

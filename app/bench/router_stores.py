@@ -44,10 +44,11 @@ def mem0_memory():
     return memory
 
 
-def pgvector_store():
-    """memorywire's PostgreSQL + pgvector store, in its own schema of the test's database
-    (MEMWARDEN_TEST_MEMORYWIRE_DSN, MEMWARDEN_TEST_MEMORYWIRE_SCHEMA)."""
+def pgvector_store(dsn: str | None = None, schema: str | None = None):
+    """memorywire's PostgreSQL + pgvector store in its own schema (arguments, else
+    MEMWARDEN_TEST_MEMORYWIRE_DSN and MEMWARDEN_TEST_MEMORYWIRE_SCHEMA)."""
     from memorywire.store.pgvector_adapter import PgVectorStore
 
-    return PgVectorStore(os.environ["MEMWARDEN_TEST_MEMORYWIRE_DSN"],
-                         schema=os.environ.get("MEMWARDEN_TEST_MEMORYWIRE_SCHEMA", "memorywire"), embedder=embed)
+    return PgVectorStore(dsn or os.environ["MEMWARDEN_TEST_MEMORYWIRE_DSN"],
+                         schema=schema or os.environ.get("MEMWARDEN_TEST_MEMORYWIRE_SCHEMA", "memorywire"),
+                         embedder=embed)

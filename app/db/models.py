@@ -319,6 +319,8 @@ class BackendDelivery(Base):
     status: Mapped[str] = mapped_column(Text, server_default="pending")
     """pending → delivered, or failed after the last attempt."""
     attempt: Mapped[int] = mapped_column(server_default="0")
+    claims: Mapped[int] = mapped_column(server_default="0")
+    """Times a delivery process leased it: above 1, an earlier holder may have written before it died."""
     action: Mapped[str | None] = mapped_column(Text)
     """What delivery did: `put`, `delete`, `unchanged` or `absent`."""
     error: Mapped[str | None] = mapped_column(Text)

@@ -55,15 +55,16 @@ def reset_failed(session: Session, *, backend_id: str, at: datetime) -> int:
 
 def claim_due(session: Session, *, now: datetime, lease_until: datetime, limit: int) -> list:
     """Lease up to `limit` pending deliveries due at `now` (oldest first, skipping rows another
-    worker holds) until `lease_until`; (id, tenant_id, backend_id, memory_id, attempt) of each."""
+    worker holds) until `lease_until`, counting the claim; (id, tenant_id, backend_id, memory_id, attempt,
+    claims) of each."""
     due = select(BackendDelivery.id).where(
         BackendDelivery.status == "pending", BackendDelivery.next_attempt_at <= now,
     ).order_by(BackendDelivery.next_attempt_at, BackendDelivery.id).limit(limit).with_for_update(skip_locked=True)
     return session.execute(
         update(BackendDelivery).where(BackendDelivery.id.in_(due.scalar_subquery()))
-        .values(next_attempt_at=lease_until)
+        .values(next_attempt_at=lease_until, claims=BackendDelivery.claims + 1)
         .returning(BackendDelivery.id, BackendDelivery.tenant_id, BackendDelivery.backend_id,
-                   BackendDelivery.memory_id, BackendDelivery.attempt)).all()
+                   BackendDelivery.memory_id, BackendDelivery.attempt, BackendDelivery.claims)).all()
 
 
 def memory_state(session: Session, *, tenant_id: str, memory_id: str) -> Memory | None:
@@ -164,3 +165,10 @@ def pending_memory_ids(session: Session, *, backend_id: str) -> set[str]:
 def owe(session: Session, *, backend_id: str, tenant_id: str, memory_ids: Sequence[str]) -> None:
     """Owe the backend a delivery of each memory (the drift check's resync)."""
     session.add_all([BackendDelivery(tenant_id=tenant_id, backend_id=backend_id, memory_id=i) for i in memory_ids])
+
+
+def delivery_lags(session: Session, *, tenant_id: str) -> list[float]:
+    """Seconds from owed to delivered of every delivered row of the tenant (the benchmark's lag)."""
+    lag = func.extract("epoch", BackendDelivery.delivered_at - BackendDelivery.created_at)
+    return [float(v) for v in session.scalars(select(lag).where(
+        BackendDelivery.tenant_id == tenant_id, BackendDelivery.status == "delivered"))]

@@ -1,7 +1,8 @@
 """Adapters from Memwarden's router to the memory stores teams already run.
 
 Each adapter is synchronous (the delivery job and recall call it from worker threads) and does
-three things: `put` a governed memory (returning the store's own id for it), `delete` it, and
+three things: `put` a governed memory (returning the store's own id for it; `maybe_written` when
+an earlier delivery attempt may have written it before its process died), `delete` it, and
 `search` (best first, `(store id, similarity, memwarden id or None)`). Every memory handed to a
 store carries `memwarden_id` in its metadata, so a delivery retried after a crash finds what it
 already wrote instead of writing it twice (`find`), and recall can map a hit back to the governed
@@ -71,7 +72,7 @@ class Hit:
 
 
 class Store(Protocol):
-    def put(self, snap: Snapshot, existing_ref: str | None) -> str: ...
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str: ...
     def delete(self, ref: str, snap_agent: str, snap_user: str | None) -> None: ...
     def find(self, snap: Snapshot) -> str | None: ...
     def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]: ...
@@ -99,7 +100,7 @@ class MemwardenStore:
 
         self.client = Client(url, api_key, timeout=timeout, retry=RetryPolicy(max_retries=0))
 
-    def put(self, snap: Snapshot, existing_ref: str | None) -> str:
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str:
         from memwarden import errors
 
         try:
@@ -164,7 +165,7 @@ class Mem0Store:
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> "Mem0Store":
         if options.get("factory"):
-            memory = load_factory(options["factory"])()
+            memory = load_factory(options["factory"])(**options.get("factory_args", {}))
         else:
             try:
                 from mem0 import Memory
@@ -179,10 +180,10 @@ class Mem0Store:
         """mem0 2.x takes the entity ids as keywords of `add` and inside `filters` of reads."""
         return {"agent_id": agent_id, **({"user_id": user_id} if user_id else {})}
 
-    def put(self, snap: Snapshot, existing_ref: str | None) -> str:
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str:
         if existing_ref:
             self.delete(existing_ref, snap.agent_id, snap.user_id)
-        found = self.find(snap)
+        found = self.find(snap) if maybe_written else None
         if found:
             return found
         try:
@@ -251,12 +252,12 @@ class MemorywireStore:
         except Exception as exc:
             raise StoreError(f"memorywire store failed: {type(exc).__name__}: {exc}") from exc
 
-    def put(self, snap: Snapshot, existing_ref: str | None) -> str:
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str:
         from memorywire.models import RememberRequest
 
         if existing_ref:
             self.delete(existing_ref, snap.agent_id, snap.user_id)
-        found = self.find(snap)
+        found = self.find(snap) if maybe_written else None
         if found:
             return found
         response = self._run(self.store.remember(RememberRequest(

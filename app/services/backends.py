@@ -134,6 +134,25 @@ def remove_backend(ctx: AppContext, *, tenant_name: str, name: str, actor: dict[
     _forget_store(backend.id)
 
 
+def set_enabled(ctx: AppContext, *, tenant_name: str, name: str, enabled: bool, actor: dict[str, Any]) -> None:
+    """Pause (or resume) a backend: while disabled it is owed nothing and recall leaves it out.
+    Memories that changed meanwhile are owed to it on resume, so it catches up."""
+    with ctx.db.sessions.begin() as session:
+        tenant = _tenant(session, tenant_name)
+        backend = repo.by_name(session, tenant_id=tenant.id, name=name)
+        if backend is None:
+            raise NotFound(f"tenant {tenant_name} has no backend named {name}")
+        if backend.enabled == enabled:
+            return
+        backend.enabled = enabled
+        owed = repo.owe_existing(session, backend_id=backend.id, tenant_id=tenant.id,
+                                 agents_like=backend.agents_like) if enabled else 0
+        tenant_repo.touch(session, tenant_id=tenant.id)
+        ctx.audit.append(session, tenant_id=tenant.id, event_type="backend.enabled" if enabled else "backend.disabled",
+                         actor=actor, subject={"type": "backend", "id": backend.id},
+                         data={"name": name, "owed_existing": owed})
+
+
 def retry_failed(ctx: AppContext, *, tenant_name: str, name: str, actor: dict[str, Any]) -> int:
     """Owe again every delivery to the backend that gave up; returns how many."""
     with ctx.db.sessions.begin() as session:
@@ -218,6 +237,12 @@ def status(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:
                 for name, pending, failed, oldest in repo.backlog(session, tenant_id=tenant_id)]
 
 
+def delivery_lags(ctx: AppContext, *, tenant_id: str) -> list[float]:
+    """Seconds from owed to delivered of each delivered row of the tenant."""
+    with ctx.db.sessions() as session:
+        return repo.delivery_lags(session, tenant_id=tenant_id)
+
+
 def deliveries_of(ctx: AppContext, principal: Principal, memory_id: str) -> dict[str, Any]:
     """Where a memory has been delivered: the newest delivery to each backend and the store's id."""
     with ctx.db.sessions() as session:
@@ -257,7 +282,7 @@ def _build(ctx: AppContext, backend: MemoryBackend) -> Store:
         return Mem0Store.from_options(options)
     from app.services.backend_stores import load_factory
 
-    return MemorywireStore(load_factory(options["factory"])())
+    return MemorywireStore(load_factory(options["factory"])(**options.get("factory_args", {})))
 
 
 def _forget_store(backend_id: str) -> None:
@@ -279,14 +304,30 @@ def deliver_due(ctx: AppContext, max_batches: int = 20) -> int:
             claimed = repo.claim_due(session, now=now, lease_until=now + timedelta(seconds=ctx.settings.backend_lease_seconds),
                                      limit=BATCH)
             backends = repo.by_ids(session, backend_ids={row.backend_id for row in claimed}) if claimed else {}
-        for row in claimed:
-            backend = backends.get(row.backend_id)
-            if backend is not None:
-                _deliver_one(ctx, backend, row)
+        _deliver_batch(ctx, backends, claimed)
         worked += len(claimed)
         if len(claimed) < BATCH:
             break
     return worked
+
+
+def _deliver_batch(ctx: AppContext, backends: dict[str, MemoryBackend], claimed: list) -> None:
+    """Each backend's rows in order, the backends side by side (one slow store does not hold up
+    the others; one store's calls are serialised anyway by its adapter's lock)."""
+    by_backend: dict[str, list] = {}
+    for row in claimed:
+        if row.backend_id in backends:
+            by_backend.setdefault(row.backend_id, []).append(row)
+    if len(by_backend) <= 1:
+        for backend_id, rows in by_backend.items():
+            for row in rows:
+                _deliver_one(ctx, backends[backend_id], row)
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(by_backend), thread_name_prefix="deliver") as pool:
+        futures = [pool.submit(lambda b, rows: [_deliver_one(ctx, b, r) for r in rows], backends[backend_id], rows)
+                   for backend_id, rows in by_backend.items()]
+        for future in futures:
+            future.result()
 
 
 def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
@@ -303,7 +344,9 @@ def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
             if snap is not None and record is not None and record[1] == snap.digest:
                 action, ref = "unchanged", record[0]
             elif snap is not None:
-                action, ref = "put", store.put(snap, record[0] if record else None)
+                # Only a delivery leased before (its holder may have died after writing) looks for
+                # an earlier write; a first claim goes straight to the write.
+                action, ref = "put", store.put(snap, record[0] if record else None, maybe_written=row.claims > 1)
             elif record is not None:
                 store.delete(record[0], agent, user)
                 action, ref = "delete", None

@@ -44,6 +44,7 @@ def upgrade() -> None:
             memory_id text NOT NULL,
             status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
             attempt integer NOT NULL DEFAULT 0,
+            claims integer NOT NULL DEFAULT 0,
             action text,
             error text,
             next_attempt_at timestamptz NOT NULL DEFAULT now(),

@@ -1,0 +1,136 @@
+"""`memwarden bench router`: what memory backends cost recall, and how fast the outbox delivers.
+
+One process, one fresh embedded PostgreSQL, real stores: mem0 2.x in process (Qdrant in memory)
+and two memorywire `PgVectorStore`s (asyncpg, their own schemas in the same PostgreSQL), all three
+embedding with the same int8 MiniLM as Memwarden. An agent holds `--memories` memories.
+
+1. Backfill: the three backends are added; each is owed every live memory (`owe_existing`) and
+   the delivery job (`deliver_due`, as the background job runs it) works them off: deliveries/s.
+2. Recall with 0, 1, 2 and 3 backends routed, rounds alternating ABBA, `--queries` varied queries
+   each: p50/p95 and the added cost per backend (service call, no HTTP).
+3. Steady writes: `--writes` remembers while a delivery thread polls every 0.2 s: lag from
+   owed to delivered (p50/p95) and the delivery rate under load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+from app.bench.common import in_process_context, latency_summary, machine, scratch_dir, table, write_json
+from app.config import Settings
+
+ACTOR = {"kind": "bench", "id": "memwarden-bench"}
+AGENT = "bench-agent"
+TOPICS = ["coffee", "trains", "the garden", "tax forms", "the dentist", "football", "the printer", "a novel",
+          "the kids' school", "a marathon", "the car", "a birthday", "the roof", "Python", "the budget"]
+
+
+def add_parser(bench: argparse._SubParsersAction) -> None:
+    parser = bench.add_parser("router", help="recall cost per memory backend, outbox delivery rate and lag")
+    parser.add_argument("--memories", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=100, help="recalls per variant per round")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--out", default="docs/bench/router.json")
+    parser.set_defaults(func=run)
+
+
+def _fact(i: int) -> str:
+    return f"Note {i}: the user mentioned {TOPICS[i % len(TOPICS)]} on day {i // len(TOPICS)} and wants a reminder."
+
+
+def _deliver_all(ctx) -> tuple[int, float]:
+    from app.services import backends
+
+    started, total = time.perf_counter(), 0
+    while True:
+        worked = backends.deliver_due(ctx)
+        total += worked
+        if worked == 0:
+            return total, time.perf_counter() - started
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services import apikeys, backends, memories, recall
+    from app.services.tenants import create_tenant
+
+    with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=8) as (ctx, urls):
+        tenant = create_tenant(ctx, name="bench-router", actor=ACTOR)
+        token = apikeys.create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", agents="*",
+                                   actor=ACTOR).token
+        principal = apikeys.authenticate(ctx, token)
+        for i in range(args.memories):
+            memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)})
+        dsn = urls.admin_url.replace("postgresql+psycopg://", "postgresql://")
+        specs = [("mem0", "mem0", {"factory": "app.bench.router_stores:mem0_memory"}),
+                 ("wire-a", "memorywire", {"factory": "app.bench.router_stores:pgvector_store",
+                                           "factory_args": {"dsn": dsn, "schema": "bench_wire_a"}}),
+                 ("wire-b", "memorywire", {"factory": "app.bench.router_stores:pgvector_store",
+                                           "factory_args": {"dsn": dsn, "schema": "bench_wire_b"}})]
+        for name, kind, options in specs:
+            backends.add_backend(ctx, tenant_name=tenant.name, name=name, kind=kind, options=options,
+                                 timeout_ms=5000, actor=ACTOR)
+        delivered, seconds = _deliver_all(ctx)
+        backfill = {"deliveries": delivered, "seconds": round(seconds, 2),
+                    "per_second": round(delivered / seconds, 1) if seconds else None}
+
+        def routed(n: int):
+            for index, (name, _, _) in enumerate(specs):
+                backends.set_enabled(ctx, tenant_name=tenant.name, name=name, enabled=index < n, actor=ACTOR)
+            _deliver_all(ctx)  # a resumed backend catches up before it is timed
+            return apikeys.authenticate(ctx, token)  # a fresh key check sees the new routing
+
+        samples: dict[int, list[float]] = {n: [] for n in range(4)}
+        for r in range(args.rounds):
+            for n in (range(4) if r % 2 == 0 else reversed(range(4))):
+                caller = routed(n)
+                for q in range(args.queries):
+                    body = {"agent_id": AGENT, "query": f"what did the user say about {TOPICS[q % len(TOPICS)]}?"}
+                    started = time.perf_counter()
+                    answer = recall.recall(ctx, caller, body)
+                    samples[n].append((time.perf_counter() - started) * 1000)
+                    assert not answer.get("stores_failed"), answer["stores_failed"]
+        latency = {f"{n}_backends": latency_summary(values) for n, values in samples.items()}
+        base = latency["0_backends"]["p50_ms"]
+        for n in (1, 2, 3):
+            latency[f"{n}_backends"]["p50_added_ms"] = round(latency[f"{n}_backends"]["p50_ms"] - base, 3)
+
+        routed(3)
+        lags_before = len(backends.delivery_lags(ctx, tenant_id=tenant.id))
+        stop = threading.Event()
+
+        def deliverer():
+            while not stop.is_set():
+                backends.deliver_due(ctx)
+                stop.wait(0.2)
+
+        worker = threading.Thread(target=deliverer, daemon=True)
+        worker.start()
+        started = time.perf_counter()
+        for i in range(args.writes):
+            memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic",
+                                               "content": _fact(args.memories + i)})
+        write_seconds = time.perf_counter() - started
+        while backends.status(ctx, tenant_id=tenant.id) and any(s["pending"]
+                                                                  for s in backends.status(ctx, tenant_id=tenant.id)):
+            time.sleep(0.1)
+        drained = time.perf_counter() - started
+        stop.set()
+        worker.join()
+        lags = sorted(backends.delivery_lags(ctx, tenant_id=tenant.id))[lags_before:]
+        lag_ms = latency_summary([v * 1000 for v in lags])
+        steady = {"writes": args.writes, "backends": 3, "write_seconds": round(write_seconds, 2),
+                  "drained_seconds": round(drained, 2), "deliveries_per_second": round(len(lags) / drained, 1),
+                  "lag_ms": lag_ms}
+    report = {"machine": machine(), "memories": args.memories, "backfill": backfill, "recall": latency,
+              "steady_writes": steady}
+    rows = [[f"{n} backends", latency[f"{n}_backends"]["p50_ms"], latency[f"{n}_backends"]["p95_ms"],
+             latency[f"{n}_backends"].get("p50_added_ms", 0.0)] for n in range(4)]
+    print(table(rows, ["recall", "p50 ms", "p95 ms", "p50 added ms"]))
+    print(f"backfill: {backfill['deliveries']} deliveries in {backfill['seconds']} s ({backfill['per_second']}/s)")
+    print(f"steady writes: {steady['writes']} remembers × 3 backends, lag p50 {lag_ms['p50_ms']} ms, "
+          f"p95 {lag_ms['p95_ms']} ms, {steady['deliveries_per_second']} deliveries/s")
+    write_json(args.out, report)
+    return 0
