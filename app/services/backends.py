@@ -52,6 +52,7 @@ from app.repos import tenants as tenant_repo
 from app.services.backend_stores import Mem0Store, MemorywireStore, MemwardenStore, Snapshot, Store, StoreError
 from app.services.context import AppContext
 from app.services.memories import entry_json
+from app.services.outbound import url_refusal
 from app.services.sealed import seal, unseal
 from app.services.tenant_config import rules_for
 
@@ -67,11 +68,23 @@ SYSTEM_ACTOR = {"type": "system", "id": "backend-delivery"}
 
 def add_backend(ctx: AppContext, *, tenant_name: str, name: str, kind: str, agents: str = "*",
                 options: dict[str, Any] | None = None, secret: str | None = None, weight: float = 1.0,
-                timeout_ms: int = 2000, actor: dict[str, Any]) -> MemoryBackend:
+                timeout_ms: int = 2000, actor: dict[str, Any], from_web: bool = False) -> MemoryBackend:
     """Configure a backend for a tenant (the secret is sealed; the audit entry names kind and agents only).
-    Memories already live for those agents are owed to it at once, so it starts complete."""
+    Memories already live for those agents are owed to it at once, so it starts complete.
+
+    `from_web` (a tenant admin on the admin page, not the operator at the CLI): only another
+    Memwarden, and its URL obeys the outbound rule webhooks obey (no loopback or private
+    addresses unless MEMWARDEN_WEBHOOK_ALLOW_PRIVATE): a factory import path runs code in the
+    server, which is the operator's call."""
     if kind not in KINDS:
         raise ValidationFailed.at("/kind", f"kind must be one of {', '.join(KINDS)}")
+    if from_web and kind != "memwarden":
+        raise ValidationFailed.at("/kind", "mem0 and memorywire backends run code in the server: the operator adds "
+                                           "them with `memwarden backend add`")
+    if from_web:
+        _, refusal = url_refusal(str((options or {}).get("url", "")), ctx.settings.webhook_allow_private)
+        if refusal:
+            raise ValidationFailed.at("/options/url", refusal)
     if not name or len(name) > 64 or name == BUILT_IN:
         raise ValidationFailed.at("/name", f"a name of 1-64 characters other than {BUILT_IN!r}")
     try:
@@ -171,6 +184,13 @@ def backend_json(backend: MemoryBackend) -> dict[str, Any]:
     return {"id": backend.id, "name": backend.name, "kind": backend.kind, "agents": backend.agents,
             "options": backend.options, "has_secret": backend.secret_enc is not None, "weight": backend.weight,
             "timeout_ms": backend.timeout_ms, "enabled": backend.enabled, "created_at": format_ts(backend.created_at)}
+
+
+def admin_view(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:
+    """Each backend as the admin page shows it: configuration (no secret) and its delivery backlog."""
+    backlog = {row["backend"]: row for row in status(ctx, tenant_id=tenant_id)}
+    return [{**b, **{k: v for k, v in backlog.get(b["name"], {}).items() if k != "backend"}}
+            for b in list_backends(ctx, tenant_id=tenant_id)]
 
 
 def list_backends(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:

@@ -19,14 +19,14 @@ from starlette.routing import Route
 from app.core.access import SCOPES
 from app.core.durations import format_duration
 from app.errors import AppError, ValidationFailed
-from app.services import apikeys, tenant_admin, tenant_config, users
+from app.services import apikeys, backends, tenant_admin, tenant_config, users
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
 
 SECTIONS = {"users": "admin/_users.html", "keys": "admin/_keys.html", "policy": "admin/_policy.html",
-            "redaction": "admin/_redaction.html"}
+            "redaction": "admin/_redaction.html", "backends": "admin/_backends.html"}
 
 
 def _load(ctx, role: TenantRole) -> dict[str, Any]:
@@ -40,6 +40,7 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                   "created_at": k.created_at, "last_used_at": k.last_used_at, "revoked_at": k.revoked_at}
                  for k in keys],
         **tenant_admin.settings_view(ctx, role.tenant_id),
+        "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),
     }
 
 
@@ -193,6 +194,45 @@ async def register_secret(request: Request):
                           ok=f"Registered secret {label}; writes containing it are now redacted or rejected.")
 
 
+async def add_backend(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    try:
+        name = _text(form, "name", 64).strip()
+        await run_in_threadpool(backends.add_backend, request.app.state.ctx, tenant_name=role.tenant_name, name=name,
+                                kind="memwarden", agents=_text(form, "agents", 200).strip() or "*",
+                                options={"url": _text(form, "url", 2000).strip()}, secret=_text(form, "api_key", 500),
+                                actor=user.actor, from_web=True)
+    except AppError as error:
+        return await _respond(request, user, role, "backends", error=error)
+    return await _respond(request, user, role, "backends", ok=f"Backend {name} added; live memories are being delivered.")
+
+
+async def change_backend(request: Request):
+    user, role = _role(request)
+    form = await request.form()
+    name, action = request.path_params["name"], _text(form, "action", 20)
+    ctx = request.app.state.ctx
+    try:
+        if action in ("enable", "disable"):
+            await run_in_threadpool(backends.set_enabled, ctx, tenant_name=role.tenant_name, name=name,
+                                    enabled=action == "enable", actor=user.actor)
+            ok = f"Backend {name} {action}d."
+        elif action == "retry":
+            count = await run_in_threadpool(backends.retry_failed, ctx, tenant_name=role.tenant_name, name=name,
+                                            actor=user.actor)
+            ok = f"{count} failed deliveries to {name} owed again."
+        elif action == "remove":
+            await run_in_threadpool(backends.remove_backend, ctx, tenant_name=role.tenant_name, name=name,
+                                    actor=user.actor)
+            ok = f"Backend {name} removed; what it stores stays there."
+        else:
+            raise ValidationFailed.at("/action", "enable, disable, retry or remove")
+    except AppError as error:
+        return await _respond(request, user, role, "backends", error=error)
+    return await _respond(request, user, role, "backends", ok=ok)
+
+
 routes = [
     Route("/admin", index, methods=["GET"]),
     Route("/admin/users", create_user, methods=["POST"]),
@@ -203,4 +243,6 @@ routes = [
     Route("/admin/review-sla", save_review_sla, methods=["POST"]),
     Route("/admin/redaction", save_redaction, methods=["POST"]),
     Route("/admin/secrets", register_secret, methods=["POST"]),
+    Route("/admin/backends", add_backend, methods=["POST"]),
+    Route("/admin/backends/{name}", change_backend, methods=["POST"]),
 ]
