@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from app.api.jsonio import json_response
 from app.errors import AppError, MethodNotAllowed, NotFound, Unavailable
+from app.openwop_errors import error_body
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ def render_error(request: Request, exc: Exception) -> Response:
 
         error.headers["Allow"] = ", ".join(allowed_methods(request)) or error.headers.get("Allow", "")
     if wants_json(request):
-        return json_response(error.envelope(), error.status, error.headers)
+        status, body = error_body(error, request.url.path)
+        return json_response(body, status, error.headers)
     from app.web.templating import is_htmx, render
 
     template = "errors/_error.html" if is_htmx(request) else "errors/error.html"
