@@ -28,6 +28,7 @@ REGISTERED: dict[str, tuple[str, int]] = {
     "forbidden": ("forbidden", 403),
     "policy_denied": ("forbidden", 403),
     "not_found": ("not_found", 404),
+    "protocol_version_unsupported": ("protocol_version_unsupported", 406),
     "conflict": ("version_conflict", 409),
     "workspace_conflict": ("workspace_conflict", 409),
     "idempotency_key_reused": ("idempotency_key_mismatch", 409),
