@@ -47,6 +47,8 @@ def wants_json(request: Request) -> bool:
     path = request.url.path
     if path.startswith("/v1/") or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
         return True
+    if "openwop-version" in request.headers:  # an OpenWOP client reads JSON errors wherever it calls
+        return True
     accept = request.headers.get("accept", "")
     return "application/json" in accept and "text/html" not in accept
 
@@ -58,7 +60,7 @@ def render_error(request: Request, exc: Exception) -> Response:
 
         error.headers["Allow"] = ", ".join(allowed_methods(request)) or error.headers.get("Allow", "")
     if wants_json(request):
-        status, body = error_body(error, request.url.path)
+        status, body = error_body(error, request.url.path, request.headers.get("openwop-version"))
         return json_response(body, status, error.headers)
     from app.web.templating import is_htmx, render
 

@@ -238,7 +238,7 @@ class BodyLimit:
         if unread:
             await _discard_body(receive)
         error = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes")
-        status, body = error_body(error, scope.get("path", ""))
+        status, body = error_body(error, scope.get("path", ""), header(scope, b"openwop-version"))
         response = json_response(body, status=status, headers={"connection": "close"})
         await response(scope, receive, send)
 

@@ -69,8 +69,18 @@ def openwop_envelope(error: AppError) -> tuple[int, dict[str, Any]]:
     return status, body
 
 
-def error_body(error: AppError, path: str) -> tuple[int, dict[str, Any]]:
-    """(status, body) of `error` for a request to `path`: OpenWOP's envelope on its surfaces, ours elsewhere."""
+def speaks_openwop(path: str, openwop_version: str | None = None) -> bool:
+    """Whether an error for this request is answered in OpenWOP's envelope: on the OpenWOP
+    surfaces, and for an OpenWOP client (it sends `OpenWOP-Version`) calling an OpenWOP v2 path we
+    do not serve (`/runs`, `/agents`, …: unversioned, so outside `/v1` and `/mcp`), which then
+    reads our 404 as OpenWOP's `not_found`."""
     if is_openwop_surface(path):
+        return True
+    return openwop_version is not None and not path.startswith("/v1/") and path != "/mcp"
+
+
+def error_body(error: AppError, path: str, openwop_version: str | None = None) -> tuple[int, dict[str, Any]]:
+    """(status, body) of `error` for a request to `path`: OpenWOP's envelope where `speaks_openwop`, ours elsewhere."""
+    if speaks_openwop(path, openwop_version):
         return openwop_envelope(error)
     return error.status, error.envelope()

@@ -3,7 +3,7 @@
 import pytest
 
 from app import errors
-from app.openwop_errors import error_body, is_openwop_surface, openwop_envelope
+from app.openwop_errors import error_body, is_openwop_surface, openwop_envelope, speaks_openwop
 from memwarden import errors as client_errors
 from tests.schema_check import assert_schema
 
@@ -16,6 +16,12 @@ from tests.schema_check import assert_schema
 ])
 def test_which_paths_are_openwop_surfaces(path, openwop):
     assert is_openwop_surface(path) is openwop
+
+
+def test_an_openwop_client_gets_openwop_errors_on_v2_paths_we_do_not_serve():
+    assert speaks_openwop("/runs/run_1", "2.0") and speaks_openwop("/agents", "2.0")
+    assert not speaks_openwop("/runs/run_1")  # a browser or curl: ours
+    assert not speaks_openwop("/v1/memories/recall", "2.0") and not speaks_openwop("/mcp", "2.0")
 
 
 @pytest.mark.parametrize("error, status, code", [
