@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
-from openwop_client import (ERROR_CODE_HTTP_STATUS, OpenwopClient, RunEventDoc, WopError, is_error_code,
-                            is_memory_written, is_vendor_error_code, memory_written_payload)
+from openwop_client import (ERROR_CODE_HTTP_STATUS, CreateRunRequest, OpenwopClient, RunEventDoc, WopError,
+                            is_error_code, is_memory_written, is_vendor_error_code, memory_written_payload)
 
 from app.services.apikeys import create_key
 from app.services.tenants import create_tenant
@@ -92,6 +92,9 @@ def test_v2_operations_we_do_not_serve_read_as_openwop_not_found(live_server, to
     assert client.runs_list() is None  # the SDK's answer for a host without the runList family
     with pytest.raises(WopError) as raised:
         client.runs_get("run_" + "0" * 26)
+    assert raised.value.status == 404 and raised.value.envelope.error == "not_found"
+    with pytest.raises(WopError) as raised:  # not a CSRF refusal: an SDK call carries no cookie
+        client.runs_create(CreateRunRequest(workflowId="wf"))
     assert raised.value.status == 404 and raised.value.envelope.error == "not_found"
 
 

@@ -65,3 +65,4 @@ def test_the_python_client_reads_the_openwop_envelope_back_to_our_codes(error, c
     status, body = openwop_envelope(error)
     raised = client_errors.error_from_response(status, body, {})
     assert type(raised) is cls and raised.code == error.code and raised.details == error.details
+
