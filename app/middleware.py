@@ -14,6 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.contracts import UNSTORABLE, unstorable_problems
 from app.errors import AppError, PayloadTooLarge, ValidationFailed
+from app.openwop_errors import error_body
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,8 @@ def _error_response(scope: Scope, exc: Exception):
     except Exception:  # the error page itself failed: answer with the bare envelope
         log.exception("rendering the error response failed")
         error = AppError("internal error; it has been logged")
-        response = json_response(error.envelope(), error.status)
+        status, body = error_body(error, scope.get("path", ""))
+        response = json_response(body, status)
     if response.status_code >= 500:
         response.headers["connection"] = "close"
     return response
@@ -236,7 +238,8 @@ class BodyLimit:
         if unread:
             await _discard_body(receive)
         error = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes")
-        response = json_response(error.envelope(), status=error.status, headers={"connection": "close"})
+        status, body = error_body(error, scope.get("path", ""), header(scope, b"openwop-version"))
+        response = json_response(body, status=status, headers={"connection": "close"})
         await response(scope, receive, send)
 
 

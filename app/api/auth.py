@@ -13,6 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
 from app.errors import AppError, RateLimited, Unauthorized
+from app.openwop_errors import error_body
 from app.mcp import PATH as MCP_PATH
 from app.middleware import header
 from app.observability import logs
@@ -63,7 +64,8 @@ class ApiKeyAuth:
             headers = dict(error.headers)
             if isinstance(error, Unauthorized):
                 headers["www-authenticate"] = 'Bearer realm="memwarden"'
-            await json_response(error.envelope(), error.status, headers)(scope, receive, send)
+            status, body = error_body(error, path)
+            await json_response(body, status, headers)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         logs.identify(tenant=principal.tenant_id, key_id=principal.key_id)

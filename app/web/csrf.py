@@ -102,7 +102,7 @@ class CsrfProtect:
         binding, new_cookie = binding_for(scope)
         scope.setdefault("state", {})["csrf_token"] = self.tokens.token_for(binding)
 
-        if scope["method"] not in SAFE_METHODS:
+        if scope["method"] not in SAFE_METHODS and not _openwop_client_call(scope):
             token = header(scope, HEADER)
             if token is None:
                 token, receive = await _form_token(scope, receive)
@@ -118,6 +118,16 @@ class CsrfProtect:
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+def _openwop_client_call(scope: Scope) -> bool:
+    """An OpenWOP SDK calling an OpenWOP v2 path (`POST /runs`, …): it sends `OpenWOP-Version` and
+    no cookie. Such a request cannot be forged by another site: a browser sends a custom header
+    cross-origin only after a CORS preflight, which Memwarden never approves, and without a
+    cookie it carries no ambient credentials. So it skips the token check and reaches the router
+    (whose answer for these paths is OpenWOP's 404 `not_found`)."""
+    foreign = (header(scope, b"sec-fetch-site") or "").lower() in FOREIGN_SITES
+    return header(scope, b"openwop-version") is not None and header(scope, b"cookie") is None and not foreign
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:
