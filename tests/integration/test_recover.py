@@ -12,6 +12,7 @@ import time
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from app.core.access import parse_token
 from app.core.timefmt import format_ts, utcnow
@@ -84,6 +85,10 @@ def poisoned(live_server, live_key, live_tenant):
 def test_recover_a_poisoned_window(poisoned, data_dir, committed_ctx, live_key):
     p = poisoned
     base, good, tenant = p["base"], p["good"], p["tenant"]
+    # Two rows as written before migration 0023 (no `written_by`): found through their audit actor.
+    with committed_ctx.db.sessions.begin() as session:
+        session.execute(text("UPDATE memories SET written_by = NULL WHERE tenant_id = :t AND id = ANY(:ids)"),
+                        {"t": tenant.id, "ids": p["written"][:2]})
     args = ["recover", "--tenant", tenant.name, "--key", p["bad_key"], "--since", p["since"], "--until", p["until"]]
 
     dry = json.loads(memwarden_cli(data_dir, *args, "--dry-run", "--json"))
@@ -94,8 +99,8 @@ def test_recover_a_poisoned_window(poisoned, data_dir, committed_ctx, live_key):
     assert dry["counts"] == {"quarantined": 5, "revertable": 2, "not_revertable": 0, "already_pending": 0}
     assert all(_get(base, good, m) == 200 for m in p["written"])  # the dry run changed nothing
     assert set(p["written"]) <= _recalled(base, good, "ops", "standup")
-    text = memwarden_cli(data_dir, *args, "--dry-run")
-    assert "would quarantine 5 memories" in text and all(m in text for m in p["written"])
+    printed = memwarden_cli(data_dir, *args, "--dry-run")
+    assert "would quarantine 5 memories" in printed and all(m in printed for m in p["written"])
 
     report = json.loads(memwarden_cli(data_dir, *args, "--json"))
     assert sorted(report["quarantined"]) == sorted(p["written"])
@@ -185,6 +190,23 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
     change_id = r.json()["quarantine_changes"][0]
     r = httpx.post(f"{base}/v1/changes/{change_id}/withdraw", headers=bearer(writer), timeout=30)
     assert r.status_code == 403, r.text
+
+    # A merge the writer made is offered for revert; approving it brings the duplicate back.
+    dup = _remember(base, writer, "crm", "Customer prefers e-mail.")
+    r = httpx.post(f"{base}/v1/memories/merge", json={"agent_id": "crm", "canonical": kept, "duplicates": [dup]},
+                   headers=bearer(writer), timeout=30)
+    assert r.status_code == 200, r.text
+    r = httpx.post(f"{base}/v1/recover", json={"key": parse_token(writer), "since": until}, headers=bearer(admin),
+                   timeout=30)
+    assert r.status_code == 200, r.text
+    assert [x["memory_id"] for x in r.json()["revertable"]] == [dup]
+    assert r.json()["revertable"][0]["operation"] == "merge" and r.json()["quarantined"] == []
+    assert _get(base, writer, dup) == 404  # merged away
+    reviewer = live_key("memory:read,review:decide")
+    revert = r.json()["revert_changes"][0]
+    r = httpx.post(f"{base}/v1/changes/{revert}/approve", json={}, headers=bearer(reviewer), timeout=30)
+    assert r.status_code == 200, r.text
+    assert _get(base, writer, dup) == 200 and _get(base, writer, kept) == 200
 
     # Only the admin scope may recover.
     r = httpx.post(f"{base}/v1/recover", json={"agent": "crm", "since": since}, headers=bearer(writer), timeout=30)
