@@ -219,6 +219,8 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
     ({"agent": "a", "since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "/until"),
     ({"key": "key_" + "0" * 26, "since": "2026-01-01T00:00:00Z"}, "/key"),                    # unknown key
     ({"agent": "a"}, None),                                                                    # no since
+    ({"source": "feed\u0000x", "since": "2026-01-01T00:00:00Z"}, None),                       # unstorable
+    ({"agent": "a", "since": "2026-01-01T00:00:00"}, None),                                    # no offset
 ])
 def test_bad_recover_requests_are_422(live_server, live_key, body, path):
     r = httpx.post(f"{live_server}/v1/recover", json=body, headers=bearer(live_key("admin")), timeout=30)
