@@ -28,11 +28,13 @@ def cmd_recover(args: argparse.Namespace, settings: Settings) -> int:
     print(f"recover {report['recover_id'] or '(dry run)'} of {target.kind} {target.value} in {tenant.name}, "
           f"{report['since']} to {report['until'] or 'now'}: {verb} {counts['quarantined']} memories, "
           f"{counts['revertable']} revertable, {counts['not_revertable']} not revertable, "
-          f"{counts['already_pending']} already offered for revert")
+          f"{counts['already_pending']} already offered for revert, {counts['awaiting_review']} awaiting review")
     for memory_id in report["quarantined"]:
         print(f"  quarantine {memory_id}")
     for item in report["revertable"]:
         print(f"  revert     {item['memory_id']} ({item['operation']} at {item['at']}, audit seq {item['audit_seq']})")
+    for memory_id in report["awaiting_review"]:
+        print(f"  awaiting review {memory_id} (not served; reject its change)")
     for item in report["not_revertable"]:
         print(f"  cannot revert {item['memory_id']} ({item['operation']}): {item['reason']}")
     if not args.dry_run and (report["quarantine_changes"] or report["revert_changes"]):

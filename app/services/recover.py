@@ -100,6 +100,9 @@ class Plan:
     not_revertable: list[dict[str, str]]
     already_pending: list[str]
     """Memories found whose revert a pending change already offers (an earlier recover)."""
+    awaiting_review: list[str]
+    """Writes of the principal still staged for their first review (or quarantined by an earlier
+    recover): not served, but a reviewer should reject rather than approve them."""
 
 
 def _revertable(event_type: str, memory: Memory | None) -> str | None:
@@ -122,7 +125,8 @@ def _revertable(event_type: str, memory: Memory | None) -> str | None:
 
 def _plan(session, tenant_id: str, target: Target, *, lock: bool) -> Plan:
     window = Window(tenant_id, chain_for(tenant_id), target.kind, target.value, target.since, target.until)
-    quarantine = recovery.live_written(session, window, lock=lock)
+    quarantine = recovery.written(session, window, lock=lock)
+    awaiting = [m.id for m in recovery.written(session, window, status="pending")]
     latest: dict[str, recovery.Ending] = {}
     for ending in recovery.endings(session, window):
         latest[ending.memory_id] = ending  # oldest first: the last ending of a memory is its current one
@@ -137,7 +141,7 @@ def _plan(session, tenant_id: str, target: Target, *, lock: bool) -> Plan:
             revert.append((ending, rows[memory_id]))
         else:
             refused.append({"memory_id": memory_id, "operation": ENDED_AS[ending.event_type], "reason": why})
-    return Plan(quarantine, revert, refused, sorted(covered))
+    return Plan(quarantine, revert, refused, sorted(covered), awaiting)
 
 
 def _report(target: Target, plan: Plan, *, dry_run: bool, recover_id: str | None,
@@ -146,12 +150,13 @@ def _report(target: Target, plan: Plan, *, dry_run: bool, recover_id: str | None
         "recover_id": recover_id, "dry_run": dry_run, "principal": target.principal_json(),
         **target.window_json(),
         "counts": {"quarantined": len(plan.quarantine), "revertable": len(plan.revert),
-                   "not_revertable": len(plan.not_revertable), "already_pending": len(plan.already_pending)},
+                   "not_revertable": len(plan.not_revertable), "already_pending": len(plan.already_pending),
+                   "awaiting_review": len(plan.awaiting_review)},
         "quarantined": [m.id for m in plan.quarantine],
         "revertable": [{"memory_id": m.id, "operation": ENDED_AS[e.event_type], "audit_seq": e.seq,
                         "at": format_ts(e.ts)} for e, m in plan.revert],
         "not_revertable": plan.not_revertable,
-        "already_pending": plan.already_pending,
+        "already_pending": plan.already_pending, "awaiting_review": plan.awaiting_review,
         "quarantine_changes": list(quarantine_changes), "revert_changes": list(revert_changes),
     }
 

@@ -200,13 +200,14 @@ async def run_recover(request: Request):
     """Recover (or dry-run it) from the admin page; the report is shown in the section."""
     user, role = _role(request)
     form = await request.form()
-    kind = _text(form, "kind", 10)
-    entered = {"kind": kind, "value": _text(form, "value", 256).strip(), "since": _text(form, "since", 64).strip(),
-               "until": _text(form, "until", 64).strip(), "dry_run": bool(form.get("dry_run"))}
+    entered = {name: str(form.get(name) or "").strip()[:256] for name in ("kind", "value", "since", "until")}
+    entered["dry_run"] = bool(form.get("dry_run"))
     try:
+        kind = _text(form, "kind", 10)
         if kind not in recover.KINDS:
             raise ValidationFailed.at("/kind", "choose an API key id, an agent id or a source")
-        target = recover.parse_target(**{kind: entered["value"]}, since=entered["since"], until=entered["until"])
+        target = recover.parse_target(**{kind: _text(form, "value", 256)}, since=_text(form, "since", 64),
+                                      until=_text(form, "until", 64))
         report = await run_in_threadpool(recover.recover, request.app.state.ctx, tenant_id=role.tenant_id,
                                          target=target, actor=user.actor, dry_run=entered["dry_run"])
     except AppError as error:
