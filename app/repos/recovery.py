@@ -74,15 +74,16 @@ class Ending:
     memory_id: str
 
 
-def endings(session: Session, window: Window) -> list[Ending]:
-    """The forgets, merges and expires the principal made in the window (by audit time), oldest first.
+def endings(session: Session, window: Window, event_types: Sequence[str] = ENDING_EVENTS) -> list[Ending]:
+    """The forgets, merges and expires (audit events `event_types`, one per memory touched) the
+    principal made in the window (by audit time), oldest first.
 
     A key made those its audit entries name as actor, and those of changes it submitted that a
     reviewer approved. An agent made those on its memories (every such operation is agent-scoped).
     A source makes none: it only ever writes."""
     if window.kind == "source":
         return []
-    conds = [AuditEntry.chain_id == window.chain_id, AuditEntry.event_type.in_(ENDING_EVENTS),
+    conds = [AuditEntry.chain_id == window.chain_id, AuditEntry.event_type.in_(list(event_types)),
              AuditEntry.subject_type == "memory", _in_window(AuditEntry.ts, window)]
     if window.kind == "key":
         submitted = select(func.unnest(Change.memory_ids)).where(

@@ -126,17 +126,23 @@ def _revertable(event_type: str, memory: Memory | None) -> str | None:
 def _plan(session, tenant_id: str, target: Target, *, lock: bool) -> Plan:
     window = Window(tenant_id, chain_for(tenant_id), target.kind, target.value, target.since, target.until)
     quarantine = recovery.written(session, window, lock=lock)
+    # A merge rewrites its canonical memory: the principal wrote that content too.
+    merged_into = {e.memory_id for e in recovery.endings(session, window, ("memory.merged",))}
+    merged_into -= {m.id for m in quarantine}
+    quarantine += [m for m in recovery.memories_by_id(session, tenant_id=tenant_id, ids=sorted(merged_into),
+                                                      lock=lock).values() if m.status == "live"]
     awaiting = [m.id for m in recovery.written(session, window, status="pending")]
     latest: dict[str, recovery.Ending] = {}
     for ending in recovery.endings(session, window):
         latest[ending.memory_id] = ending  # oldest first: the last ending of a memory is its current one
     rows = recovery.memories_by_id(session, tenant_id=tenant_id, ids=sorted(latest), lock=lock)
     covered = recovery.pending_of(session, tenant_id=tenant_id, operation="revert", memory_ids=sorted(latest))
-    revert, refused = [], []
+    revert, refused, quarantined = [], [], {m.id for m in quarantine}
     for memory_id, ending in sorted(latest.items(), key=lambda item: item[1].seq):
         if memory_id in covered:
             continue
-        why = _revertable(ending.event_type, rows.get(memory_id))
+        why = "quarantined by this recover: decide that first" if memory_id in quarantined \
+            else _revertable(ending.event_type, rows.get(memory_id))
         if why is None:
             revert.append((ending, rows[memory_id]))
         else:

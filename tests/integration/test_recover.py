@@ -199,21 +199,24 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
     r = httpx.post(f"{base}/v1/changes/{change_id}/withdraw", headers=bearer(writer), timeout=30)
     assert r.status_code == 403, r.text
 
-    # A merge the writer made is offered for revert; approving it brings the duplicate back.
+    # A merge the writer made is offered for revert, and the canonical memory it rewrote is
+    # quarantined: approving both brings both back.
     dup = _remember(base, writer, "crm", "Customer prefers e-mail.")
-    r = httpx.post(f"{base}/v1/memories/merge", json={"agent_id": "crm", "canonical": kept, "duplicates": [dup]},
+    r = httpx.post(f"{base}/v1/memories/merge", json={"agent_id": "crm", "canonical": kept, "duplicates": [dup],
+                                                      "strategy": "merge_content"},
                    headers=bearer(writer), timeout=30)
     assert r.status_code == 200, r.text
     r = httpx.post(f"{base}/v1/recover", json={"key": parse_token(writer), "since": until}, headers=bearer(admin),
                    timeout=30)
     assert r.status_code == 200, r.text
-    assert [x["memory_id"] for x in r.json()["revertable"]] == [dup]
-    assert r.json()["revertable"][0]["operation"] == "merge" and r.json()["quarantined"] == []
-    assert _get(base, writer, dup) == 404  # merged away
+    report = r.json()
+    assert [x["memory_id"] for x in report["revertable"]] == [dup] and report["revertable"][0]["operation"] == "merge"
+    assert report["quarantined"] == [kept]
+    assert _get(base, writer, dup) == 404 and _get(base, writer, kept) == 404  # merged away; quarantined
     reviewer = live_key("memory:read,review:decide")
-    revert = r.json()["revert_changes"][0]
-    r = httpx.post(f"{base}/v1/changes/{revert}/approve", json={}, headers=bearer(reviewer), timeout=30)
-    assert r.status_code == 200, r.text
+    for change_id in report["revert_changes"] + report["quarantine_changes"]:
+        r = httpx.post(f"{base}/v1/changes/{change_id}/approve", json={}, headers=bearer(reviewer), timeout=30)
+        assert r.status_code == 200, r.text
     assert _get(base, writer, dup) == 200 and _get(base, writer, kept) == 200
 
     # Only the admin scope may recover.
