@@ -82,8 +82,8 @@ def poisoned(live_server, live_key, live_tenant):
     until = _tick()
     after = [_remember(base, good, "ops", f"Later fact {i}: the standup moved to ten.") for i in range(2)]
     return {"base": base, "good": good, "bad": bad, "bad_key": parse_token(bad), "tenant": live_tenant,
-            "staged": staged, "since": since, "until": until, "before": before, "written": written, "forgotten": before[:2],
-            "others": [before[2], during_other, *after]}
+            "staged": staged, "since": since, "until": until, "before": before, "written": written,
+            "forgotten": before[:2], "others": [before[2], during_other, *after]}
 
 
 def test_recover_a_poisoned_window(poisoned, data_dir, committed_ctx, live_key):
@@ -210,7 +210,7 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
                    timeout=30)
     assert r.status_code == 200, r.text
     report = r.json()
-    assert [x["memory_id"] for x in report["revertable"]] == [dup] and report["revertable"][0]["operation"] == "merge"
+    assert [(x["memory_id"], x["operation"]) for x in report["revertable"]] == [(dup, "merge")]
     assert report["quarantined"] == [kept]
     assert _get(base, writer, dup) == 404 and _get(base, writer, kept) == 404  # merged away; quarantined
     reviewer = live_key("memory:read,review:decide")
