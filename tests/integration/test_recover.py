@@ -202,6 +202,12 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
     # A merge the writer made is offered for revert, and the canonical memory it rewrote is
     # quarantined: approving both brings both back.
     dup = _remember(base, writer, "crm", "Customer prefers e-mail.")
+    archived, demoted = _remember(base, writer, "ledger", "Ledger closes on Fridays."), \
+        _remember(base, writer, "audit-bot", "Audits run quarterly.")
+    for agent, action in (("ledger", "archive"), ("audit-bot", "demote")):
+        r = httpx.post(f"{base}/v1/memories/expire", headers=bearer(writer), timeout=30,
+                       json={"agent_id": agent, "policy": {"type": "semantic"}, "action": action})
+        assert r.status_code == 200 and r.json()["affected"] == [archived if action == "archive" else demoted], r.text
     r = httpx.post(f"{base}/v1/memories/merge", json={"agent_id": "crm", "canonical": kept, "duplicates": [dup],
                                                       "strategy": "merge_content"},
                    headers=bearer(writer), timeout=30)
@@ -210,14 +216,19 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
                    timeout=30)
     assert r.status_code == 200, r.text
     report = r.json()
-    assert [(x["memory_id"], x["operation"]) for x in report["revertable"]] == [(dup, "merge")]
-    assert report["quarantined"] == [kept]
+    # The writer also wrote what it expired there: the archived memory is offered for revert; the
+    # demoted one is still live, so it is quarantined and its revert waits for that.
+    assert [(x["memory_id"], x["operation"]) for x in report["revertable"]] == [
+        (archived, "expire (archive)"), (dup, "merge")]
+    assert sorted(report["quarantined"]) == sorted([kept, demoted])
+    assert report["not_revertable"] == [{"memory_id": demoted, "operation": "expire (demote)",
+                                         "reason": "quarantined by this recover: decide that first"}]
     assert _get(base, writer, dup) == 404 and _get(base, writer, kept) == 404  # merged away; quarantined
     reviewer = live_key("memory:read,review:decide")
     for change_id in report["revert_changes"] + report["quarantine_changes"]:
         r = httpx.post(f"{base}/v1/changes/{change_id}/approve", json={}, headers=bearer(reviewer), timeout=30)
         assert r.status_code == 200, r.text
-    assert _get(base, writer, dup) == 200 and _get(base, writer, kept) == 200
+    assert all(_get(base, writer, m) == 200 for m in (dup, kept, archived, demoted))
 
     # Only the admin scope may recover.
     r = httpx.post(f"{base}/v1/recover", json={"agent": "crm", "since": since}, headers=bearer(writer), timeout=30)
