@@ -9,8 +9,9 @@ been poisoned between two times.
   delete cannot be reverted (its content is gone) and is reported as such.
 
 A dry run reports the same counts and ids and changes nothing. A real run is one transaction: a
-`recover` audit event (principal, window, counts), a `memory.quarantined` event per memory and a
-`change.proposed` event per change; no memory content reaches the audit log (`memory_event`).
+`recover` audit event (principal, window, counts), a `memory.quarantined` or `memory.revert_offered`
+event per memory and a `change.proposed` event per change; no memory content reaches the audit log
+(`memory_event`).
 """
 
 from __future__ import annotations
@@ -204,6 +205,10 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
                 agent_id=memory.agent_id, user_id=memory.user_id,
                 request={**request, "reverts": ending.event_type, "audit_seq": ending.seq},
                 memory_ids=[memory.id], decision=decision, redactions=[])
+            ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.revert_offered", actor=actor,
+                             subject={"type": "memory", "id": memory.id},
+                             data={"change_id": change.id, "recover_id": recover_id, "reverts": ending.event_type,
+                                   "reverts_seq": ending.seq})
             reverts.append(change.id)
         session.flush()
         return _report(target, plan, dry_run=False, recover_id=recover_id, quarantine_changes=quarantined,

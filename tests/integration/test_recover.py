@@ -166,6 +166,10 @@ def test_recover_a_poisoned_window(poisoned, data_dir, committed_ctx, live_key):
             types = [json.loads(bytes(e))["type"] for _, e in
                      audit_reads.about_subject(session, chain_id=chain_for(tenant.id), subject_id=memory_id)]
             assert "memory.quarantined" in types
+        for memory_id in p["forgotten"]:
+            types = [json.loads(bytes(e))["type"] for _, e in
+                     audit_reads.about_subject(session, chain_id=chain_for(tenant.id), subject_id=memory_id)]
+            assert types[-3:] == ["memory.forgotten", "memory.revert_offered", "memory.reinstated"]
         released_types = [json.loads(bytes(e))["type"] for _, e in
                           audit_reads.about_subject(session, chain_id=chain_for(tenant.id), subject_id=released)]
         assert released_types[-1] == "memory.released"
