@@ -14,6 +14,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
+from memwarden.client import Client
+
 from app.core.access import parse_token
 from app.core.timefmt import format_ts, utcnow
 from app.repos import audit_reads
@@ -187,10 +189,9 @@ def test_recover_over_the_api_by_agent_and_source(live_server, live_key):
     plain = _remember(base, writer, "billing", "Invoice run is monthly.")
     until = _tick()
 
-    r = httpx.post(f"{base}/v1/recover", json={"source": "feed:partner", "since": since, "until": until,
-                                               "dry_run": True}, headers=bearer(admin), timeout=30)
-    assert r.status_code == 200, r.text
-    assert r.json()["quarantined"] == [sourced] and _get(base, writer, sourced) == 200
+    with Client(base, admin) as client:  # the Python client's call
+        dry = client.recover(source="feed:partner", since=since, until=until, dry_run=True)
+    assert dry["quarantined"] == [sourced] and _get(base, writer, sourced) == 200
 
     r = httpx.post(f"{base}/v1/recover", json={"agent": "billing", "since": since, "until": until},
                    headers=bearer(admin), timeout=30)
