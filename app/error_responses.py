@@ -16,6 +16,7 @@ from starlette.responses import Response
 
 from app.api.jsonio import json_response
 from app.errors import AppError, MethodNotAllowed, NotFound, Unavailable
+from app.surfaces import is_bearer_api
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def as_app_error(exc: Exception) -> AppError:
 
 def wants_json(request: Request) -> bool:
     path = request.url.path
-    if path.startswith("/v1/") or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
+    if is_bearer_api(path) or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
         return True
     accept = request.headers.get("accept", "")
     return "application/json" in accept and "text/html" not in accept
