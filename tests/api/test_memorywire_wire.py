@@ -160,6 +160,10 @@ def test_same_auth_scopes_validation_and_audit_as_v1(client, make_key, wire, ctx
                                                                              "application/json"}),
                  422, "validation_error")
 
+    # JSON errors, not the reviewer pages' HTML, anywhere under the prefix
+    assert_error(client.get("/memorywire/v0/recall", headers=writer), 405, "method_not_allowed")
+    assert_error(client.post("/memorywire/v0/remember-all", json={}, headers=writer), 404, "not_found")
+
     saved = _remember(wire, "Ken's AWS key is AKIAIOSFODNN7EXAMPLE.")  # redaction applies
     hit = _recall(wire, "Ken AWS key")["results"][0]
     assert hit["id"] == saved["id"] and "AKIA" not in hit["content"]
