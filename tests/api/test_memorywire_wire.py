@@ -199,3 +199,18 @@ def test_hops_boost_only_linked_hits_of_the_result_set(wire, client, ctx):
     present = _recall(wire, "Who plays the cello?", hops=3)  # now: b is merged, a and c are not linked
     assert {h["id"] for h in present["results"]} <= {a, c}
     assert all(h["supporting"] == [] for h in present["results"])
+
+
+def test_one_rate_limit_bucket_per_key_across_v1_and_memorywire(ctx, make_key):
+    from starlette.testclient import TestClient
+
+    from app.main import create_app
+
+    headers = bearer(make_key())
+    recall = {"agent_id": "agent-a", "query": "anything"}
+    with TestClient(create_app(ctx.settings.with_changes(rate_limit_per_minute=2), ctx=ctx)) as limited:
+        assert limited.post("/v1/memories/recall", json=recall, headers=headers).status_code == 200
+        assert limited.post("/memorywire/v0/recall", json=recall, headers=headers).status_code == 200
+        response = limited.post("/memorywire/v0/recall", json=recall, headers=headers)
+        assert_error(response, 429, "rate_limited")
+        assert int(response.headers["retry-after"]) >= 1
