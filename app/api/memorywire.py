@@ -45,18 +45,23 @@ def _approval_url(request: Request, outcome: Outcome) -> str | None:
     return base.rstrip("/") + outcome.body["review_url"]
 
 
+def _stores(outcome: Outcome) -> list[str]:
+    """memorywire's `stores`: who applied the operation; nobody yet while it waits for review."""
+    return [] if outcome.status == 202 else [STORE]
+
+
 def _remember(request: Request, outcome: Outcome, body: dict[str, Any]) -> dict[str, Any]:
     pending = outcome.status == 202
     stored = None if pending else _epoch_ms(outcome.body["memory"]["created_at"])
     return {"id": outcome.body["id"], "stored_at": stored or int(time.time() * 1000),
-            "stores": [] if pending else [STORE], "pending_approval": pending,
+            "stores": _stores(outcome), "pending_approval": pending,
             "approval_url": _approval_url(request, outcome)}
 
 
 def _forget(request: Request, outcome: Outcome, body: dict[str, Any]) -> dict[str, Any]:
     forgotten = outcome.body.get("forgotten", [])
     return {"forgotten_ids": forgotten, "stores": [{"store": STORE, "count": len(forgotten)}],
-            "hard_delete": bool(outcome.body.get("hard_delete")), "pending_approval": outcome.status == 202,
+            "hard_delete": bool(body.get("hard_delete")), "pending_approval": outcome.status == 202,
             "approval_url": _approval_url(request, outcome)}
 
 
@@ -64,14 +69,14 @@ def _merge(request: Request, outcome: Outcome, body: dict[str, Any]) -> dict[str
     # memorywire publishes no merge response schema; this is its MergeResponse model, plus the
     # governance channel of its other responses (its models allow extra fields).
     return {"canonical": body["canonical"], "merged_count": len(outcome.body.get("merged", [])),
-            "strategy_used": body.get("strategy", "keep_canonical"), "stores": [STORE],
+            "strategy_used": body.get("strategy", "keep_canonical"), "stores": _stores(outcome),
             "pending_approval": outcome.status == 202, "approval_url": _approval_url(request, outcome)}
 
 
 def _expire(request: Request, outcome: Outcome, body: dict[str, Any]) -> dict[str, Any]:
     # Likewise memorywire's ExpireResponse model: a staged expire has matched rows and changed none.
     matched = outcome.body["matched"] if outcome.status == 202 else len(outcome.body["affected"])
-    return {"matched_count": matched, "action_taken": body.get("action", "forget"), "stores": [STORE],
+    return {"matched_count": matched, "action_taken": body.get("action", "forget"), "stores": _stores(outcome),
             "pending_approval": outcome.status == 202, "approval_url": _approval_url(request, outcome)}
 
 

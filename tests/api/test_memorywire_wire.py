@@ -140,13 +140,19 @@ def test_governance_goes_through_memorywires_channel(wire, ctx, tenant, client):
     assert screened["pending_approval"] is True and screened["approval_url"].startswith("http://testserver/review/")
 
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
-        {"id": "review-forgets", "match": {"operations": ["forget"]}, "action": "require_approval"}]})
+        {"id": "review-deletes", "match": {"operations": ["forget", "merge", "expire"]}, "action": "require_approval"}]})
     target = _remember(wire, "Ivan speaks Portuguese.")["id"]
-    body = wire("forget", {"agent_id": "agent-a", "ids": [target]})
+    other = _remember(wire, "Ivan speaks Japanese.")["id"]
+    body = wire("forget", {"agent_id": "agent-a", "ids": [target], "hard_delete": True})
     assert_memorywire("forget.response", body)
-    assert body["pending_approval"] is True and body["forgotten_ids"] == []
+    assert body["pending_approval"] is True and body["forgotten_ids"] == [] and body["hard_delete"] is True
     assert body["approval_url"].startswith("http://testserver/review/chg_")
-    assert [h["id"] for h in _recall(wire, "Which languages does Ivan speak?")["results"]] == [target]
+    merged = MergeResponse.model_validate(wire("merge", {"agent_id": "agent-a", "canonical": target,
+                                                         "duplicates": [other]}))
+    assert (merged.merged_count, merged.stores, merged.pending_approval) == (0, [], True)
+    expired = ExpireResponse.model_validate(wire("expire", {"agent_id": "agent-a", "policy": {"type": "semantic"}}))
+    assert (expired.matched_count, expired.stores, expired.pending_approval) == (2, [], True)
+    assert {h["id"] for h in _recall(wire, "Which languages does Ivan speak?")["results"]} == {target, other}
 
 
 def test_same_auth_scopes_validation_and_audit_as_v1(client, make_key, wire, ctx, tenant):
