@@ -1,8 +1,9 @@
 """memorywire's own conformance scenarios, run against `MemwardenStore` on a live `memwarden serve`.
 
 The scenarios are `tests/conformance/scenarios.py` and its runner `tests/conformance/test_conformance.py`
-from the `memorywire` source distribution on PyPI, for the version installed here, fetched with pip
-at collection time (cached, `tests/upstream.py`) and executed unchanged. What memorywire's own
+from the `memorywire` source distribution on PyPI, for the version installed here (and for 0.3.0, the
+oldest claimed, whenever its files differ), fetched with pip at collection time (cached,
+`tests/upstream.py`) and executed unchanged. What memorywire's own
 `conftest.py` does per adapter is done here for one adapter, `memwarden`: build a fresh store per
 scenario (a fresh tenant, so nothing of another scenario is in scope) and honour the scenarios'
 backdating marker (`metadata._conformance_backdate_ms`) by moving the stored row's creation time
@@ -40,27 +41,40 @@ ADAPTER = "memwarden"
 # Scenarios MemwardenStore cannot satisfy, and why (keep the README's table in step). None.
 SKIP_OVERRIDES: dict[str, dict[str, str]] = {ADAPTER: {}}
 
-_FILES = sdist_files(DISTRIBUTION, VERSION, "tests/conformance/")
-for _path, _text in _FILES.items():  # readable tracebacks
-    linecache.cache[f"memorywire/{_path}"] = (len(_text), None, _text.splitlines(True), _path)
+OLDEST = "0.3.0"  # the oldest memorywire claimed; its scenarios run too whenever they differ from these
 
 # The runner imports `tests.conformance.scenarios` and `.conftest`; our `tests` package has no such
 # subpackage, so give it one: the upstream scenarios, and a conftest holding our SKIP_OVERRIDES
-# (memorywire's own conftest builds its adapters, mostly mocked, which are not under test here).
+# (memorywire's own conformance conftest builds its adapters, mostly mocked, which are not under test here).
 _package = types.ModuleType("tests.conformance")
 _package.__path__ = []
-_scenarios = types.ModuleType("tests.conformance.scenarios")
 _conftest = types.ModuleType("tests.conformance.conftest")
 _conftest.SKIP_OVERRIDES = SKIP_OVERRIDES
-sys.modules.update({"tests.conformance": _package, "tests.conformance.scenarios": _scenarios,
-                    "tests.conformance.conftest": _conftest})
-exec(compile(_FILES["tests/conformance/scenarios.py"], "memorywire/tests/conformance/scenarios.py", "exec"),
-     _scenarios.__dict__)
+sys.modules.update({"tests.conformance": _package, "tests.conformance.conftest": _conftest})
+_SCENARIOS: dict[str, list] = {}
 
-_runner: dict = {"__name__": "tests.conformance.test_conformance", "__package__": "tests.conformance"}
-exec(compile(_FILES["tests/conformance/test_conformance.py"], "memorywire/tests/conformance/test_conformance.py",
-             "exec"), _runner)
-globals().update({name: value for name, value in _runner.items() if name.startswith("test_")})
+
+def _load_runner(release: str, files: dict[str, str]) -> dict:
+    """Execute one release's scenarios and runner; returns the runner's namespace (its tests)."""
+    for path, body in files.items():  # readable tracebacks
+        linecache.cache[f"memorywire-{release}/{path}"] = (len(body), None, body.splitlines(True), path)
+    scenarios = types.ModuleType("tests.conformance.scenarios")
+    sys.modules["tests.conformance.scenarios"] = scenarios
+    exec(compile(files["tests/conformance/scenarios.py"], f"memorywire-{release}/tests/conformance/scenarios.py",
+                 "exec"), scenarios.__dict__)
+    _SCENARIOS[release] = scenarios.SCENARIOS
+    runner: dict = {"__name__": "tests.conformance.test_conformance", "__package__": "tests.conformance"}
+    exec(compile(files["tests/conformance/test_conformance.py"],
+                 f"memorywire-{release}/tests/conformance/test_conformance.py", "exec"), runner)
+    return runner
+
+
+_FILES = sdist_files(DISTRIBUTION, VERSION, "tests/conformance/")
+globals().update({name: value for name, value in _load_runner(VERSION, _FILES).items() if name.startswith("test_")})
+_OLDEST_FILES = sdist_files(DISTRIBUTION, OLDEST, "tests/conformance/")
+if _OLDEST_FILES != _FILES:  # identical for 0.3.0 and 0.5.0; should they part, the older suite runs as well
+    _oldest = _load_runner(OLDEST, _OLDEST_FILES)
+    globals()["test_conformance_" + OLDEST.replace(".", "_")] = _oldest["test_conformance"]
 
 pytestmark = pytest.mark.anyio  # the runner's tests are coroutines (memorywire runs them with pytest-asyncio)
 
@@ -111,7 +125,7 @@ def store(live_server, committed_ctx):
 
 def test_every_upstream_scenario_is_collected():
     """The runner parametrizes over the published scenario list; it must not come back empty."""
-    assert len(_scenarios.SCENARIOS) >= 16 and "test_conformance" in globals()
+    assert len(_SCENARIOS[VERSION]) >= 16 and "test_conformance" in globals()
 
 
 async def test_memorywires_router_fans_out_to_memwarden(store, live_server):
