@@ -89,9 +89,10 @@ def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _mutation(service: Callable, schema: str, reshape: Callable) -> Callable:
+def _mutation(service: Callable, reshape: Callable) -> Callable:
+    """A handler for the write `service` (`memories.forget`…), its answer reshaped by `reshape`."""
     async def handler(request: Request, principal: Principal):
-        body = await read_json(request, schema)
+        body = await read_json(request, f"{service.__name__}.request")
         outcome = await run_in_threadpool(service, ctx_of(request), principal, body)
         return json_response(reshape(request, outcome, body))
 
@@ -106,19 +107,18 @@ async def memorywire_recall(request: Request, principal: Principal):
                           "stores_queried": [STORE], "latency_ms": round(found["latency_ms"])})
 
 
-def _route(verb: str, handler: Callable, summary: str, scope: str, request_schema: str) -> ApiRoute:
+def _route(verb: str, handler: Callable, summary: str, scope: str) -> ApiRoute:
+    """`POST /memorywire/v0/<verb>`: `/v1`'s request schema for the verb, memorywire's answer."""
     return ApiRoute(f"{MEMORYWIRE}{verb}", handler, method="POST", summary=summary, scope=scope,
-                    request=request_schema, responses={200: f"memorywire-{verb}.response"}, tag="memorywire")
+                    request=f"{verb}.request", responses={200: f"memorywire-{verb}.response"}, tag="memorywire")
 
 
 routes = [
-    _route("remember", _mutation(memories.remember, "remember.request", _remember),
-           "memorywire remember: stored, or staged for review (pending_approval)", "memory:write", "remember.request"),
-    _route("recall", memorywire_recall, "memorywire recall (hops boost linked hits)", "memory:read", "recall.request"),
-    _route("forget", _mutation(memories.forget, "forget.request", _forget),
-           "memorywire forget by ids and/or filter", "memory:write", "forget.request"),
-    _route("merge", _mutation(memories.merge, "merge.request", _merge),
-           "memorywire merge duplicates into a canonical memory", "memory:write", "merge.request"),
-    _route("expire", _mutation(memories.expire, "expire.request", _expire),
-           "memorywire expire by a TTL policy", "memory:write", "expire.request"),
+    _route("remember", _mutation(memories.remember, _remember),
+           "memorywire remember: stored, or staged for review (pending_approval)", "memory:write"),
+    _route("recall", memorywire_recall, "memorywire recall (hops boost linked hits)", "memory:read"),
+    _route("forget", _mutation(memories.forget, _forget), "memorywire forget by ids and/or filter", "memory:write"),
+    _route("merge", _mutation(memories.merge, _merge), "memorywire merge duplicates into a canonical memory",
+           "memory:write"),
+    _route("expire", _mutation(memories.expire, _expire), "memorywire expire by a TTL policy", "memory:write"),
 ]
