@@ -15,6 +15,7 @@ from app.api.jsonio import json_response
 from app.contracts import UNSTORABLE, unstorable_problems
 from app.errors import AppError, PayloadTooLarge, ValidationFailed
 from app.openwop_errors import error_body
+from app.surfaces import is_bearer_api
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class RejectUnstorableInput:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith("/v1/"):
+        if scope["type"] != "http" or is_bearer_api(scope["path"]):
             await self.app(scope, receive, send)
             return
         fields = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)

@@ -1,4 +1,5 @@
-"""Bearer-key authentication and per-key rate limiting for `/v1/*` and `/mcp` (contract §2)."""
+"""Bearer-key authentication and per-key rate limiting for `/v1/*`, `/memorywire/v0/*` and `/mcp`
+(contract §2)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from app.mcp import PATH as MCP_PATH
 from app.middleware import header
 from app.observability import logs
 from app.services import apikeys, rate_limits
+from app.surfaces import is_bearer_api
 
 if TYPE_CHECKING:
     from app.services.context import AppContext
@@ -51,7 +53,7 @@ class ApiKeyAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        guarded = (path.startswith("/v1/") and path not in PUBLIC_API_PATHS) or path == MCP_PATH
+        guarded = (is_bearer_api(path) and path not in PUBLIC_API_PATHS) or path == MCP_PATH
         if scope["type"] != "http" or not guarded:
             await self.app(scope, receive, send)
             return
