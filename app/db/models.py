@@ -119,6 +119,9 @@ class Memory(Base):
     node_id: Mapped[str | None] = mapped_column(Text)
     digest_key: Mapped[bytes | None] = mapped_column(LargeBinary)
     """Per-memory key of the content digest in the audit log; destroyed by a hard delete."""
+    written_by: Mapped[str | None] = mapped_column(Text)
+    """The API key id that wrote it (`cli:<user>` for an operator's import); NULL on rows older than
+    migration 0023, whose writer is the actor of their audit entry (see `app.services.recover`)."""
 
 
 class Change(Base):
@@ -281,7 +284,7 @@ class WebhookDelivery(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
-# --- The router: other memory stores governed memories are delivered to (migration 0023) -----------
+# --- The router: other memory stores governed memories are delivered to (migration 0025) -----------
 
 class MemoryBackend(Base):
     """A store besides the built-in one that receives a tenant's governed memories (by agent

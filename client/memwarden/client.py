@@ -223,6 +223,15 @@ class _Calls:
         """Withdraw a pending change this key submitted."""
         return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/withdraw", Change.from_json))
 
+    def recover(self, *, since: datetime | str | int, key: str | None = None, agent: str | None = None,
+                source: str | None = None, until: datetime | str | int | None = None,
+                dry_run: bool = False) -> dict[str, Any]:
+        """Quarantine what one key, agent or source wrote in [since, until) and offer what it forgot,
+        merged or expired for revert (needs the `admin` scope); returns the report (counts and ids)."""
+        body = _drop_none({"key": key, "agent": agent, "source": source, "since": _time(since),
+                           "until": _time(until), "dry_run": dry_run or None})
+        return self._run(_Call("POST", "/v1/recover", dict, body))
+
     # --- workspace files (contract §7) ------------------------------------------------------
 
     def list_files(self, *, prefix: str | None = None) -> list[WorkspaceFileInfo]:
