@@ -34,8 +34,8 @@ PATH = "/metrics"
 
 class DatabaseStateCollector:
     """Gauges computed when scraped: pending changes, the oldest one's age and those past the review
-    SLA per tenant, and each
-    tenant's audit chain against its last checkpoint and its last witnessed checkpoint."""
+    SLA per tenant, each tenant's audit chain against its last checkpoint and its last witnessed
+    checkpoint, and each memory backend's outbox (owed, given up, oldest owed)."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -59,6 +59,15 @@ class DatabaseStateCollector:
             "unsigned_age": GaugeMetricFamily("memwarden_audit_checkpoint_lag_seconds",
                                               "Age of the oldest audit entry no checkpoint covers yet (0 when none).",
                                               labels=["tenant"]),
+            "outbox": GaugeMetricFamily("memwarden_backend_deliveries_pending",
+                                        "Deliveries owed to a memory backend (the router's outbox).",
+                                        labels=["tenant", "backend"]),
+            "outbox_failed": GaugeMetricFamily("memwarden_backend_deliveries_failed",
+                                               "Deliveries to a memory backend that gave up (retry them).",
+                                               labels=["tenant", "backend"]),
+            "outbox_age": GaugeMetricFamily("memwarden_backend_delivery_lag_seconds",
+                                            "Age of the oldest delivery still owed to a backend (0 when none).",
+                                            labels=["tenant", "backend"]),
             "witness": GaugeMetricFamily(
                 "memwarden_audit_witness_lag_entries",
                 "Entries signed but not yet in the witness file (only with MEMWARDEN_AUDIT_WITNESS_FILE).",
@@ -73,6 +82,7 @@ class DatabaseStateCollector:
         f = self.families()
         with self.ctx.db.reader() as conn:
             states = ops_state.tenant_states(conn)
+            backlogs = ops_state.backend_backlogs(conn)
         audit = self.ctx.audit
         for s in states:
             f["info"].add_metric([s.tenant_id, s.tenant_name], 1)
@@ -85,6 +95,10 @@ class DatabaseStateCollector:
                 record = audit.witness.latest(audit.checkpoint_origin(f"tenant:{s.tenant_id}"), audit.vkey)
                 witnessed = record.checkpoint.size if record is not None else 0
                 f["witness"].add_metric([s.tenant_id], max(0, s.signed_size - witnessed))
+        for b in backlogs:
+            f["outbox"].add_metric([b.tenant_id, b.backend], b.pending)
+            f["outbox_failed"].add_metric([b.tenant_id, b.backend], b.failed)
+            f["outbox_age"].add_metric([b.tenant_id, b.backend], _age(now, b.oldest_pending_at))
         if audit.witness.file is None:
             del f["witness"]
         yield from f.values()

@@ -52,3 +52,26 @@ class TenantState:
 def tenant_states(conn: Connection) -> list[TenantState]:
     """Every tenant's pending changes (count, oldest) and audit head against its last checkpoint."""
     return [TenantState(**row._mapping) for row in conn.execute(_STATE)]
+
+
+_BACKLOG = text("""
+    SELECT b.tenant_id, b.name AS backend,
+           count(d.id) FILTER (WHERE d.status = 'pending') AS pending,
+           count(d.id) FILTER (WHERE d.status = 'failed') AS failed,
+           min(d.created_at) FILTER (WHERE d.status = 'pending') AS oldest_pending_at
+    FROM memory_backends b LEFT JOIN backend_deliveries d ON d.backend_id = b.id AND d.status <> 'delivered'
+    GROUP BY b.tenant_id, b.name""")
+
+
+@dataclass(frozen=True)
+class BackendBacklog:
+    tenant_id: str
+    backend: str
+    pending: int
+    failed: int
+    oldest_pending_at: datetime | None
+
+
+def backend_backlogs(conn: Connection) -> list[BackendBacklog]:
+    """Each memory backend's owed and given-up deliveries (the router's outbox), for the gauges."""
+    return [BackendBacklog(**row._mapping) for row in conn.execute(_BACKLOG)]

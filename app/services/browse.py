@@ -14,8 +14,10 @@ from typing import Any, Sequence
 
 from app.core.access import agent_allowed
 from app.core.cursor import encode_cursor
+from app.core.timefmt import format_ts
 from app.errors import NotFound
 from app.repos import audit_reads
+from app.repos import backends as backends_repo
 from app.repos import browse as repo
 from app.repos import changes as changes_repo
 from app.repos import memories as memories_repo
@@ -81,6 +83,10 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
         extra = {"recall_count": memory.recall_count, "change_id": memory.change_id, "run_id": memory.run_id,
                  "node_id": memory.node_id}
         rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
+        deliveries = backends_repo.deliveries_of(session, tenant_id=tenant_id, memory_id=memory_id)
+    extra["deliveries"] = [{"backend": d.name, "status": d.status, "attempts": d.attempt, "action": d.action,
+                            "error": d.error, "delivered_at": format_ts(d.delivered_at), "backend_ref": d.backend_ref}
+                           for d in deliveries]
     events = []
     for row in rows:
         stored = json.loads(row.entry)

@@ -152,3 +152,18 @@ def test_audit_lag_counts_entries_past_the_last_checkpoint_and_the_witness_file(
     assert after[("memwarden_audit_witness_lag_entries", frozenset({("tenant", tenant.id)}))] == signed
     without_file = _gauges(DatabaseStateCollector(ctx))
     assert not any(name == "memwarden_audit_witness_lag_entries" for name, _ in without_file)
+
+
+def test_the_router_outbox_backlog_per_backend(ctx, tenant, make_key):
+    from app.services import backends
+
+    client = _client(ctx)
+    headers = bearer(make_key())
+    assert _remember(client, headers, "Ada cycles to work.").status_code == 201
+    backends.add_backend(ctx, tenant_name=tenant.name, name="eu", kind="memwarden", agents="agent-*",
+                         options={"url": "https://memwarden.example"}, secret="unused", actor={"kind": "test"})
+    assert _remember(client, headers, "Ada is vegetarian.").status_code == 201
+    _, samples = _scrape(client)
+    assert _value(samples, "memwarden_backend_deliveries_pending", tenant=tenant.id, backend="eu") == 2
+    assert _value(samples, "memwarden_backend_deliveries_failed", tenant=tenant.id, backend="eu") == 0
+    assert _value(samples, "memwarden_backend_delivery_lag_seconds", tenant=tenant.id, backend="eu") >= 0

@@ -32,6 +32,10 @@ def test_an_admin_adds_pauses_resumes_and_removes_another_memwarden(client, ctx,
     row = added.text.split('data-backend="eu"')[1].split("</tr>")[0]
     assert "<td>2</td>" in row  # both live memories of bot-* are owed to it at once
 
+    memory_id = client.get("/v1/memories", params={"agent_id": "bot-1"}, headers=bearer(agent)).json()["items"][0]["id"]
+    memory_page = client.get(f"/memories/{memory_id}")
+    assert 'data-testid="delivery" data-backend="eu" data-status="pending"' in memory_page.text
+
     again = client.post("/admin/backends", data=form, headers=HX)
     assert again.status_code == 409
 
