@@ -182,6 +182,8 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         # edit chains under it, and a signature over their tampered state would race their asserts;
         # tests of the cadence itself pass their own interval.
         "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS": "86400",
+        # Tests that route a tenant to memory backends wait for deliveries; poll the outbox briskly.
+        "MEMWARDEN_BACKEND_POLL_SECONDS": "0.2",
         **extra,
     })
     return env

@@ -82,7 +82,8 @@ def _expire(request: Request, outcome: Outcome, body: dict[str, Any]) -> dict[st
 
 def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     out = {"id": hit["id"], "type": hit["type"], "content": hit["content"], "score": hit["score"],
-           "metadata": hit["metadata"], "created_at": _epoch_ms(hit["created_at"]), "source_store": STORE,
+           "metadata": hit["metadata"], "created_at": _epoch_ms(hit["created_at"]),
+           "source_store": hit.get("stores", [STORE])[0],  # with memory backends: the first store that had it
            "user_id": hit["user_id"], "tags": hit["tags"], "similarity": hit["similarity"]}
     if "supporting" in hit:
         out["supporting"] = hit["supporting"]
@@ -104,7 +105,8 @@ async def memorywire_recall(request: Request, principal: Principal):
     body = await read_json(request, "recall.request")
     found = await run_in_threadpool(recall_service.recall, ctx_of(request), principal, body)
     return json_response({"results": [_hit(h) for h in found["hits"]], "fusion_used": found["fusion"],
-                          "stores_queried": [STORE], "latency_ms": round(found["latency_ms"])})
+                          "stores_queried": found.get("stores_queried", [STORE]),
+                          "latency_ms": round(found["latency_ms"])})
 
 
 def _route(verb: str, handler: Callable, summary: str, scope: str) -> ApiRoute:

@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from app.db.models import BackendDelivery, BackendRecord, Memory, MemoryBackend
+from app.repos.memories import Scope, apply_filters, visible
 
 
 def insert(session: Session, backend: MemoryBackend) -> None:
@@ -103,15 +104,12 @@ def governed_refs(session: Session, *, backend_id: str, refs: Sequence[str]) -> 
     return {r.backend_ref: r for r in rows}
 
 
-def live_by_ids(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None,
-                ids: Sequence[str]) -> dict[str, Memory]:
-    """Live memories of one agent (and user, when given) among `ids`: what a backend hit may name."""
+def visible_by_ids(session: Session, *, scope: Scope, filters: dict[str, Any], ids: Sequence[str]) -> dict[str, Memory]:
+    """The memories among `ids` recall may return for `scope` with the recall's own filters (types,
+    tags, metadata, freshness; never expired, pending or ended): what a backend hit may name."""
     if not ids:
         return {}
-    stmt = select(Memory).where(Memory.tenant_id == tenant_id, Memory.agent_id == agent_id,
-                                Memory.status == "live", Memory.id.in_(list(ids)))
-    if user_id is not None:
-        stmt = stmt.where(Memory.user_id == user_id)
+    stmt = apply_filters(select(Memory).where(visible(scope), Memory.id.in_(list(ids))), **filters)
     return {m.id: m for m in session.scalars(stmt)}
 
 

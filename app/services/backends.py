@@ -48,6 +48,7 @@ from app.db.models import MemoryBackend
 from app.errors import Conflict, NotFound, ValidationFailed
 from app.repos import backends as repo
 from app.repos import memories as memory_repo
+from app.repos.memories import Scope
 from app.repos import tenants as tenant_repo
 from app.services.backend_stores import Mem0Store, MemorywireStore, MemwardenStore, Snapshot, Store, StoreError
 from app.services.context import AppContext
@@ -423,14 +424,17 @@ def fused_recall(ctx: AppContext, principal: Principal, body: dict[str, Any], lo
     k = body.get("k", 5)
     method = body.get("fusion", "rrf")
     agent_id, user_id = body["agent_id"], body.get("user_id")
+    # A backend hit passes the recall's own filters, as the built-in store's hits did.
+    filters = {"types": body.get("types"), "tags": body.get("tags"), "metadata": body.get("filter"),
+               "fresher_than_days": body.get("fresher_than_days")}
     results, failed = _search_all(ctx, backends, agent_id, user_id, body["query"], max(2 * k, 20))
     local_hits = {h["id"]: h for h in local["hits"]}
     rankings = []
     with ctx.db.sessions() as session:
         for backend, hits in results:
             records = repo.governed_refs(session, backend_id=backend.id, refs=[h.ref for h in hits])
-            memories = repo.live_by_ids(session, tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
-                                        ids=[r.memory_id for r in records.values()])
+            memories = repo.visible_by_ids(session, scope=Scope(principal.tenant_id, agent_id, user_id),
+                                           filters=filters, ids=[r.memory_id for r in records.values()])
             governed = {}
             for hit in hits:
                 record = records.get(hit.ref)

@@ -16,6 +16,7 @@ for its own adapters, and in the README's compatibility table.
 
 from __future__ import annotations
 
+import asyncio
 import linecache
 import sys
 import types
@@ -88,12 +89,26 @@ class BackdatingStore(MemwardenStore):
     """`MemwardenStore`, plus what memorywire's fixtures add to each adapter: a remember carrying
     the `_conformance_backdate_ms` marker is moved back that far in time after it is stored."""
 
-    def __init__(self, client: AsyncClient, ctx) -> None:
+    def __init__(self, client: AsyncClient, ctx, routed: bool = False) -> None:
         super().__init__(client)
         self._ctx = ctx
+        self._client = client
+        self._routed = routed
+
+    async def _delivered(self, memory_id: str) -> None:
+        """Routed: wait until the backend holds the new memory, so the scenario's recalls fuse both stores."""
+        for _ in range(150):
+            rows = (await self._client._http.get(f"{self._client.base_url}/v1/memories/{memory_id}/deliveries",
+                                                 headers=self._client._headers)).json()["deliveries"]
+            if rows and all(row["status"] == "delivered" for row in rows):
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{memory_id} was not delivered to the backend: {rows}")
 
     async def remember(self, req: RememberRequest) -> RememberResponse:
         saved = await super().remember(req)
+        if self._routed and not saved.pending_approval:
+            await self._delivered(saved.id)
         offset = (req.metadata or {}).get("_conformance_backdate_ms")
         if isinstance(offset, int) and not saved.pending_approval:
             with self._ctx.db.sessions.begin() as session:
@@ -108,19 +123,39 @@ def adapter_id() -> str:
     return ADAPTER
 
 
+@pytest.fixture(params=["built-in", "routed-to-mem0", "routed-to-memwarden"])
+def routing(request) -> str:
+    """Where the tenant's memories live besides Memwarden's own store: nowhere, a mem0 backend, or a
+    second Memwarden (another tenant of the live server, over HTTP): the router must keep every
+    scenario's answers as the built-in store gives them (issue 24)."""
+    if request.param == "routed-to-mem0":
+        pytest.importorskip("mem0")
+    return request.param
+
+
 @pytest.fixture
-def store(live_server, committed_ctx):
+def store(live_server, committed_ctx, routing):
     """A fresh store per scenario: a new tenant and key, on the live server. Synchronous, since two
     of the runner's tests are; its HTTP client keeps no connection between requests, so each
     scenario's event loop owns only what it opens and nothing is left to close."""
+    from app.services import backends
     from app.services.apikeys import create_key
     from app.services.tenants import create_tenant
 
     actor = {"kind": "test", "id": "pytest"}
     tenant = create_tenant(committed_ctx, name=f"mw-conformance-{uuid.uuid4().hex[:8]}", actor=actor)
     key = create_key(committed_ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", agents="*", actor=actor)
+    if routing == "routed-to-mem0":
+        backends.add_backend(committed_ctx, tenant_name=tenant.name, name="mem0", kind="mem0",
+                             options={"factory": "app.bench.router_stores:mem0_memory"}, actor=actor)
+    elif routing == "routed-to-memwarden":
+        other = create_tenant(committed_ctx, name=f"mw-conformance-far-{uuid.uuid4().hex[:8]}", actor=actor)
+        far_key = create_key(committed_ctx, tenant_id=other.id, scopes="memory:read,memory:write", agents="*",
+                             actor=actor)
+        backends.add_backend(committed_ctx, tenant_name=tenant.name, name="far", kind="memwarden",
+                             options={"url": live_server}, secret=far_key.token, actor=actor)
     http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(max_keepalive_connections=0))
-    return BackdatingStore(AsyncClient(live_server, key.token, http=http), committed_ctx)
+    return BackdatingStore(AsyncClient(live_server, key.token, http=http), committed_ctx, routed=routing != "built-in")
 
 
 def test_every_upstream_scenario_is_collected():
