@@ -26,9 +26,10 @@ from app.observability import metrics
 from app.observability.requests import RequestObservation
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
+from app.services.oidc_client import OidcClient
 from app.web import admin as admin_pages
 from app.web import audit as audit_pages
-from app.web import home, login
+from app.web import home, login, oidc as oidc_pages
 from app.web import memories as memory_pages
 from app.web import review as review_pages
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         Route(MCP_PATH, mcp.asgi, name="mcp"),
         *home.routes,
         *login.routes,
+        *oidc_pages.routes,
         *review_pages.routes,
         *memory_pages.routes,
         *audit_pages.routes,
@@ -111,4 +113,5 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     app.state.ctx = ctx
     app.state.session_cookies = SessionCookies(secret)
     app.state.settings = settings
+    app.state.oidc = OidcClient(settings) if settings.oidc_issuer else None  # discovery waits for first use
     return app

@@ -177,6 +177,10 @@ class User(Base):
     disabled_at: Mapped[datetime | None]
     sessions_valid_after: Mapped[datetime] = mapped_column(server_default=func.now())
     """Sessions created before this instant are void ("sign out everywhere")."""
+    oidc_issuer: Mapped[str | None]
+    oidc_subject: Mapped[str | None]
+    """Set for accounts provisioned by OpenID Connect sign-in (`app.services.oidc`); they have no
+    usable password."""
 
 
 class UserRole(Base):

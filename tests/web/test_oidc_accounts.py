@@ -1,0 +1,83 @@
+"""Accounts of people who sign in through the OpenID provider, at the service level: the tenant's
+rule as set and cleared, provisioning beside local accounts, roles kept or changed. (The flow
+itself, against a real provider, is tests/integration/test_oidc_sign_in.py.)"""
+
+import pytest
+
+from app.errors import ValidationFailed
+from app.services import users
+from app.services.oidc import UNUSABLE_PASSWORD, SignInRefused, set_oidc_rule, sign_in_with_claims
+from app.services.users import create_user, find_user, list_users, set_role
+from tests.harness import unique
+
+ACTOR = {"kind": "test", "id": "pytest"}
+ISSUER = "https://idp.example.test"
+PASSWORD = "correct horse battery"
+
+
+def claims(sub, email, groups):
+    return {"sub": sub, "email": email, "email_verified": True, "groups": groups}
+
+
+def role_in(ctx, tenant_id, user_id):
+    return {u.id: r.role for u, r in list_users(ctx, tenant_id)}.get(user_id)
+
+
+@pytest.fixture
+def group():
+    return unique("grp")
+
+
+@pytest.fixture
+def ruled(ctx, tenant, group):
+    set_oidc_rule(ctx, tenant_id=tenant.id, role_claim="groups", role_map=f"{group}-admins=admin,{group}=reviewer",
+                  email_domains=None, actor=ACTOR)
+    return tenant
+
+
+@pytest.mark.parametrize("role_map", ["reviewers", "reviewers=owner", "=viewer"])
+def test_a_bad_role_map_is_refused_and_nothing_stored(ctx, tenant, role_map):
+    with pytest.raises(ValidationFailed) as refused:
+        set_oidc_rule(ctx, tenant_id=tenant.id, role_claim=None, role_map=role_map, email_domains=None, actor=ACTOR)
+    assert refused.value.details[0]["path"] == "/oidc"
+    assert "oidc" not in (ctx.db.sessions().get(type(tenant), tenant.id).settings or {})
+
+
+def test_an_empty_role_map_turns_provider_sign_in_off_for_the_tenant(ctx, ruled, group):
+    sign_in_with_claims(ctx, issuer=ISSUER, claims=claims(unique("s"), f"{group}@example.com", [group]), client="10.0.0.1")
+    assert set_oidc_rule(ctx, tenant_id=ruled.id, role_claim=None, role_map="", email_domains=None, actor=ACTOR) is None
+    with pytest.raises(SignInRefused):
+        sign_in_with_claims(ctx, issuer=ISSUER, claims=claims(unique("s"), f"new-{group}@example.com", [group]),
+                            client="10.0.0.1")
+
+
+def test_a_provisioned_account_never_takes_over_a_local_one_and_has_no_password(ctx, ruled, group):
+    email = f"{group}@example.com"
+    local = create_user(ctx, username=email, password=PASSWORD, tenant_id=ruled.id, role="viewer", actor=ACTOR)
+    sign_in_with_claims(ctx, issuer=ISSUER, claims=claims("sub-1", email, [group]), client="10.0.0.1")
+    assert role_in(ctx, ruled.id, local.id) == "viewer"  # the local account is untouched
+    provisioned = next(u for u, _ in list_users(ctx, ruled.id) if u.oidc_subject == "sub-1")
+    assert provisioned.username.startswith(email + "-") and role_in(ctx, ruled.id, provisioned.id) == "reviewer"
+    with pytest.raises(ValidationFailed):  # no password opens an account tied to the provider
+        users.sign_in(ctx, provisioned.username, UNUSABLE_PASSWORD, client="10.0.0.2")
+    assert users.sign_in(ctx, email, PASSWORD, client="10.0.0.2")  # the local one still signs in
+
+
+def test_usernames_keep_to_the_characters_a_username_may_hold(ctx, ruled, group):
+    sign_in_with_claims(ctx, issuer=ISSUER, client=None,
+                        claims={"sub": "s/3", "preferred_username": f" Rita Smith/{group}", "groups": [group]})
+    assert find_user(ctx, f"Rita-Smith-{group}").oidc_subject == "s/3"
+
+
+def test_roles_follow_the_claims_but_hand_granted_roles_elsewhere_stay(ctx, ruled, group, make_tenant):
+    elsewhere = make_tenant()
+    sign_in_with_claims(ctx, issuer=ISSUER, claims=claims("sub-2", f"b-{group}@example.com", [group]), client=None)
+    user = find_user(ctx, f"b-{group}@example.com")
+    set_role(ctx, user_id=user.id, tenant_id=elsewhere.id, role="auditor", actor=ACTOR)
+
+    sign_in_with_claims(ctx, issuer=ISSUER, claims=claims("sub-2", f"b-{group}@example.com", [f"{group}-admins"]),
+                        client=None)
+    assert role_in(ctx, ruled.id, user.id) == "admin"
+    # Out of both groups: no role in the ruled tenant, but the operator's grant keeps them in.
+    assert sign_in_with_claims(ctx, issuer=ISSUER, claims=claims("sub-2", "x", []), client=None)
+    assert role_in(ctx, ruled.id, user.id) is None and role_in(ctx, elsewhere.id, user.id) == "auditor"
