@@ -24,6 +24,7 @@ from app.middleware import BodyLimit, ErrorBoundary, RejectUnstorableInput, Secu
 from app.observability import endpoint as metrics_endpoint
 from app.observability import metrics
 from app.observability.requests import RequestObservation
+from app.observability.tracing import TracingMiddleware, configure_from_env
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
 from app.services.oidc_client import OidcClient
@@ -51,6 +52,7 @@ def api_routes() -> list:
 def create_app(settings: Settings | None = None, *, ctx: AppContext | None = None) -> Starlette:
     """Build the ASGI app. With `ctx` given (tests), it is used as is and not closed on shutdown."""
     settings = settings or (ctx.settings if ctx else Settings.from_env())
+    configure_from_env()  # OpenTelemetry, when the `otel` extra and an OTLP endpoint are there
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -92,6 +94,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     secret = (ctx.settings if ctx else settings).resolved_secret_key()
     middleware = [
         Middleware(RequestObservation),  # outermost: every answer gets its request id and is counted
+        Middleware(TracingMiddleware),  # a span per request when OpenTelemetry is on (configure_from_env)
         Middleware(SecurityHeaders),
         Middleware(ErrorBoundary),  # inside SecurityHeaders: even a 500 carries CSP & co.
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
