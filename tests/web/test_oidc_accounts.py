@@ -81,3 +81,40 @@ def test_roles_follow_the_claims_but_hand_granted_roles_elsewhere_stay(ctx, rule
     # Out of both groups: no role in the ruled tenant, but the operator's grant keeps them in.
     assert sign_in_with_claims(ctx, issuer=ISSUER, claims=claims("sub-2", "x", []), client=None)
     assert role_in(ctx, ruled.id, user.id) is None and role_in(ctx, elsewhere.id, user.id) == "auditor"
+
+
+@pytest.fixture
+def unreachable_idp_app(ctx):
+    """The app configured for a provider nobody answers at (a port just closed)."""
+    from starlette.testclient import TestClient
+
+    from app.local_server import free_port
+    from app.main import create_app
+
+    settings = ctx.settings.with_changes(oidc_issuer=f"http://127.0.0.1:{free_port()}", oidc_client_id="memwarden",
+                                         public_url="http://testserver", password_sign_in=False)
+    with TestClient(create_app(settings, ctx=ctx), base_url="http://testserver") as client:
+        yield client
+
+
+def test_an_unreachable_provider_gets_a_page_saying_so_not_a_500(unreachable_idp_app):
+    started = unreachable_idp_app.get("/login/oidc", follow_redirects=False)
+    assert started.status_code == 503 and "cannot be reached" in started.text
+    assert "mw_oidc" not in started.cookies
+
+
+@pytest.mark.parametrize("query", ["?code=abc&state=xyz", "?error=access_denied&error_description=<b>no</b>", ""])
+def test_a_callback_this_browser_did_not_start_is_refused(unreachable_idp_app, query):
+    refused = unreachable_idp_app.get("/login/oidc/callback" + query, follow_redirects=False)
+    assert refused.status_code == 403 and 'data-testid="oidc-refused"' in refused.text
+    assert "<b>" not in refused.text and "mw_session" not in refused.cookies
+
+
+def test_provider_settings_without_a_client_id_or_public_url_stop_startup(ctx):
+    from app.main import create_app
+    from app.services.oidc_client import OidcMisconfigured
+
+    for missing in ({"oidc_client_id": None, "public_url": "https://mw.example"},
+                    {"oidc_client_id": "memwarden", "public_url": None}):
+        with pytest.raises(OidcMisconfigured):
+            create_app(ctx.settings.with_changes(oidc_issuer="https://idp.example", **missing), ctx=ctx)
