@@ -118,3 +118,16 @@ def test_provider_settings_without_a_client_id_or_public_url_stop_startup(ctx):
                     {"oidc_client_id": "memwarden", "public_url": None}):
         with pytest.raises(OidcMisconfigured):
             create_app(ctx.settings.with_changes(oidc_issuer="https://idp.example", **missing), ctx=ctx)
+
+
+def test_a_disabled_account_is_refused_whatever_the_provider_says(ctx, ruled, group):
+    from sqlalchemy import text
+
+    person = claims("sub-d", f"d-{group}@example.com", [f"{group}-admins"])
+    sign_in_with_claims(ctx, issuer=ISSUER, claims=person, client=None)
+    user = find_user(ctx, f"d-{group}@example.com")
+    with ctx.db.sessions.begin() as session:
+        session.execute(text("UPDATE users SET disabled_at = now() WHERE id = :u"), {"u": user.id})
+    with pytest.raises(SignInRefused) as refused:
+        sign_in_with_claims(ctx, issuer=ISSUER, claims=person, client=None)
+    assert "disabled" in refused.value.message and role_in(ctx, ruled.id, user.id) == "admin"
