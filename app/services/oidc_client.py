@@ -56,7 +56,8 @@ class PendingSignIn:
 
 
 class OidcClient:
-    """One per process, built from the settings when `MEMWARDEN_OIDC_ISSUER` is set."""
+    """One per process, built from the settings when `MEMWARDEN_OIDC_ISSUER` is set. `issuer` is
+    that setting without a trailing `/`: it names the provider in the accounts it provisions."""
 
     def __init__(self, settings: Settings):
         if not settings.oidc_client_id:
@@ -67,8 +68,11 @@ class OidcClient:
             raise OidcMisconfigured("MEMWARDEN_OIDC_SCOPES must include `openid`")
         self.issuer = settings.oidc_issuer.rstrip("/")
         self.client_id = settings.oidc_client_id
-        self.client_secret = (settings.oidc_client_secret_file.read_text().strip()
-                              if settings.oidc_client_secret_file else None)
+        try:
+            self.client_secret = (settings.oidc_client_secret_file.read_text().strip()
+                                  if settings.oidc_client_secret_file else None)
+        except OSError as exc:
+            raise OidcMisconfigured(f"MEMWARDEN_OIDC_CLIENT_SECRET_FILE cannot be read: {exc.strerror}") from None
         self.scopes = settings.oidc_scopes
         self.provider_name = settings.oidc_provider_name
         self.public_url = settings.public_url.rstrip("/")
@@ -157,8 +161,8 @@ class OidcClient:
                 decoded = jwt.decode(id_token, self._key_set(), algorithms=allowed)
             except JoseError:  # perhaps a key rotated in since the JWKS was fetched: once more, fresh
                 decoded = jwt.decode(id_token, self._key_set(refresh=True), algorithms=allowed)
-            jwt.JWTClaimsRegistry(
-                leeway=CLOCK_LEEWAY_SECONDS, iss={"essential": True, "value": self.issuer},
+            jwt.JWTClaimsRegistry(  # `iss` exactly as discovery gave it (some providers end it with a `/`)
+                leeway=CLOCK_LEEWAY_SECONDS, iss={"essential": True, "value": self.metadata()["issuer"]},
                 aud={"essential": True, "value": self.client_id}, sub={"essential": True},
                 exp={"essential": True}, nonce={"essential": True, "value": nonce},
             ).validate(decoded.claims)

@@ -131,3 +131,13 @@ def test_a_disabled_account_is_refused_whatever_the_provider_says(ctx, ruled, gr
     with pytest.raises(SignInRefused) as refused:
         sign_in_with_claims(ctx, issuer=ISSUER, claims=person, client=None)
     assert "disabled" in refused.value.message and role_in(ctx, ruled.id, user.id) == "admin"
+
+
+def test_an_unreadable_client_secret_file_stops_startup(ctx, tmp_path):
+    from app.main import create_app
+    from app.services.oidc_client import OidcMisconfigured
+
+    with pytest.raises(OidcMisconfigured, match="CLIENT_SECRET_FILE"):
+        create_app(ctx.settings.with_changes(oidc_issuer="https://idp.example", oidc_client_id="memwarden",
+                                             public_url="https://mw.example",
+                                             oidc_client_secret_file=tmp_path / "missing"), ctx=ctx)
