@@ -82,7 +82,7 @@ def sign_in_with_claims(ctx: AppContext, *, issuer: str, claims: Mapping[str, An
             refusal = "your account here is disabled; ask your administrator"
             audit_sign_in(ctx, session, user.id, user.username, "auth.sign_in_failed", "disabled", client)
         elif user is None and not wanted:
-            refusal = "no workspace here gives you a role; ask your administrator to map one of your groups"
+            refusal = "no tenant here gives you a role; ask your administrator to map one of your groups"
             audit_sign_in(ctx, session, None, name, "auth.sign_in_failed", "no_role", client)
         else:
             created = user is None

@@ -154,7 +154,7 @@ def test_a_person_no_rule_admits_is_refused_and_gets_no_account(stack, sso_tenan
     with httpx.Client() as http:
         refused = sign_in_at_provider(http, base, "mallory")
         assert refused.status_code == 403
-        assert 'data-testid="oidc-refused"' in refused.text and "no workspace here gives you a role" in refused.text
+        assert 'data-testid="oidc-refused"' in refused.text and "no tenant here gives you a role" in refused.text
         assert "mw_session" not in http.cookies
         assert http.get(f"{base}/review").status_code in (303, 200) and "/login" in str(
             http.get(f"{base}/review", follow_redirects=True).url)
