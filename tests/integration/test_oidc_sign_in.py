@@ -222,3 +222,23 @@ def test_sign_out_ends_the_session_and_offers_the_providers_logout(stack, sso_te
         assert str(back.url).startswith(f"{base}/login") and back.status_code == 200
         again = http.get(f"{base}/login/oidc", params={"next": "/review"}, follow_redirects=True)
         assert 'name="login"' in again.text  # the provider asks who you are again
+
+
+def test_a_provider_answer_meant_for_another_browser_is_refused(stack, sso_tenant):
+    """Login CSRF: an attacker's own code and state, fed to a victim's browser, must not sign the
+    victim in (as the attacker): the state is checked against the browser's own signed cookie."""
+    base, _, _ = stack
+    with httpx.Client() as attacker, httpx.Client() as victim:
+        form_page = attacker.get(f"{base}/login/oidc", params={"next": "/review"}, follow_redirects=True)
+        action = re.search(r'<form[^>]*action="([^"]+)"', form_page.text).group(1)
+        step = attacker.post(urljoin(str(form_page.url), action), data={"prompt": "login", "login": "rita",
+                                                                         "password": "any"})
+        while not step.headers["location"].startswith(f"{base}/login/oidc/callback"):
+            step = attacker.get(urljoin(str(step.url), step.headers["location"]))
+        callback = step.headers["location"]
+
+        victim.get(f"{base}/login/oidc", params={"next": "/review"})  # the victim's own pending sign-in
+        refused = victim.get(callback)
+        assert refused.status_code == 403 and "did not start here" in refused.text
+        assert "mw_session" not in victim.cookies
+        assert attacker.get(callback, follow_redirects=False).status_code == 303  # the rightful browser gets in
