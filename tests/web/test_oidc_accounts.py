@@ -2,6 +2,8 @@
 rule as set and cleared, provisioning beside local accounts, roles kept or changed. (The flow
 itself, against a real provider, is tests/integration/test_oidc_sign_in.py.)"""
 
+import re
+
 import pytest
 
 from app.errors import ValidationFailed
@@ -141,3 +143,15 @@ def test_an_unreadable_client_secret_file_stops_startup(ctx, tmp_path):
         create_app(ctx.settings.with_changes(oidc_issuer="https://idp.example", oidc_client_id="memwarden",
                                              public_url="https://mw.example",
                                              oidc_client_secret_file=tmp_path / "missing"), ctx=ctx)
+
+
+def test_the_admin_page_marks_accounts_that_sign_in_through_the_provider(client, ctx, ruled, group):
+    from tests.harness import web_sign_in
+
+    admin = create_user(ctx, username=f"adm-{group}", password=PASSWORD, tenant_id=ruled.id, role="admin", actor=ACTOR)
+    sign_in_with_claims(ctx, issuer=ISSUER, claims=claims("sub-a", f"p-{group}@example.com", [group]), client=None)
+    assert web_sign_in(client, admin.username, PASSWORD, "/admin").status_code == 303
+    page = client.get("/admin").text
+    rows = {m.group(1): m.group(0) for m in re.finditer(r'data-username="([^"]+)".*?</tr>', page, re.S)}
+    assert 'data-testid="via-provider"' in rows[f"p-{group}@example.com"]
+    assert 'data-testid="via-provider"' not in rows[admin.username]
