@@ -30,8 +30,9 @@ from app.services.context import AppContext
 from app.services.oidc_client import OidcClient
 from app.web import admin as admin_pages
 from app.web import audit as audit_pages
-from app.web import home, login, oidc as oidc_pages
+from app.web import home, login
 from app.web import memories as memory_pages
+from app.web import oidc as oidc_pages
 from app.web import review as review_pages
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
