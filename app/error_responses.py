@@ -16,6 +16,8 @@ from starlette.responses import Response
 
 from app.api.jsonio import json_response
 from app.errors import AppError, MethodNotAllowed, NotFound, Unavailable
+from app.openwop_errors import error_body
+from app.surfaces import is_bearer_api
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,9 @@ def as_app_error(exc: Exception) -> AppError:
 
 def wants_json(request: Request) -> bool:
     path = request.url.path
-    if path.startswith("/v1/") or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
+    if is_bearer_api(path) or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
+        return True
+    if "openwop-version" in request.headers:  # an OpenWOP client reads JSON errors wherever it calls
         return True
     accept = request.headers.get("accept", "")
     return "application/json" in accept and "text/html" not in accept
@@ -57,7 +61,8 @@ def render_error(request: Request, exc: Exception) -> Response:
 
         error.headers["Allow"] = ", ".join(allowed_methods(request)) or error.headers.get("Allow", "")
     if wants_json(request):
-        return json_response(error.envelope(), error.status, error.headers)
+        status, body = error_body(error, request.url.path, request.headers.get("openwop-version"))
+        return json_response(body, status, error.headers)
     from app.web.templating import is_htmx, render
 
     template = "errors/_error.html" if is_htmx(request) else "errors/error.html"

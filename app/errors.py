@@ -64,6 +64,12 @@ class MethodNotAllowed(AppError):
     code, status = "method_not_allowed", 405
 
 
+class ProtocolVersionUnsupported(AppError):
+    """`OpenWOP-Version` names a protocol major this host does not serve (OpenWOP discovery)."""
+
+    code, status = "protocol_version_unsupported", 406
+
+
 class Conflict(AppError):
     code, status = "conflict", 409
 

@@ -14,6 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.contracts import UNSTORABLE, unstorable_problems
 from app.errors import AppError, PayloadTooLarge, ValidationFailed
+from app.openwop_errors import error_body
+from app.surfaces import is_bearer_api
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,7 @@ class RejectUnstorableInput:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith("/v1/"):
+        if scope["type"] != "http" or is_bearer_api(scope["path"]):
             await self.app(scope, receive, send)
             return
         fields = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
@@ -181,7 +183,8 @@ def _error_response(scope: Scope, exc: Exception):
     except Exception:  # the error page itself failed: answer with the bare envelope
         log.exception("rendering the error response failed")
         error = AppError("internal error; it has been logged")
-        response = json_response(error.envelope(), error.status)
+        status, body = error_body(error, scope.get("path", ""))
+        response = json_response(body, status)
     if response.status_code >= 500:
         response.headers["connection"] = "close"
     return response
@@ -236,7 +239,8 @@ class BodyLimit:
         if unread:
             await _discard_body(receive)
         error = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes")
-        response = json_response(error.envelope(), status=error.status, headers={"connection": "close"})
+        status, body = error_body(error, scope.get("path", ""), header(scope, b"openwop-version"))
+        response = json_response(body, status=status, headers={"connection": "close"})
         await response(scope, receive, send)
 
 

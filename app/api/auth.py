@@ -1,4 +1,5 @@
-"""Bearer-key authentication and per-key rate limiting for `/v1/*` and `/mcp` (contract §2)."""
+"""Bearer-key authentication and per-key rate limiting for `/v1/*`, `/memorywire/v0/*` and `/mcp`
+(contract §2)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
 from app.errors import AppError, RateLimited, Unauthorized
+from app.openwop_errors import error_body
 from app.mcp import PATH as MCP_PATH
 from app.middleware import header
 from app.observability import logs
 from app.services import apikeys, rate_limits
+from app.surfaces import is_bearer_api
 
 if TYPE_CHECKING:
     from app.services.context import AppContext
@@ -50,7 +53,7 @@ class ApiKeyAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
-        guarded = (path.startswith("/v1/") and path not in PUBLIC_API_PATHS) or path == MCP_PATH
+        guarded = (is_bearer_api(path) and path not in PUBLIC_API_PATHS) or path == MCP_PATH
         if scope["type"] != "http" or not guarded:
             await self.app(scope, receive, send)
             return
@@ -63,7 +66,8 @@ class ApiKeyAuth:
             headers = dict(error.headers)
             if isinstance(error, Unauthorized):
                 headers["www-authenticate"] = 'Bearer realm="memwarden"'
-            await json_response(error.envelope(), error.status, headers)(scope, receive, send)
+            status, body = error_body(error, path)
+            await json_response(body, status, headers)(scope, receive, send)
             return
         scope.setdefault("state", {})["principal"] = principal
         logs.identify(tenant=principal.tenant_id, key_id=principal.key_id)

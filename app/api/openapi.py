@@ -18,8 +18,10 @@ from app import __version__
 from app.api.jsonio import json_response
 from app.api.routing import ApiRoute
 from app.contracts import SCHEMA_BASE, default_contracts
+from app.openwop_errors import is_openwop_surface
 
 ERROR_SCHEMA = "error"
+OPENWOP_ERROR_SCHEMA = "openwop-error"
 COMPONENTS = "#/components/schemas/"
 IDEMPOTENCY_KEY_PARAMETER = {
     "name": "Idempotency-Key", "in": "header", "required": False,
@@ -63,7 +65,9 @@ def build_openapi(routes: Iterable[Any]) -> dict[str, Any]:
         "components": {
             "schemas": {name: localize(schema, name) for name, schema in contracts.schemas.items()},
             "responses": {"Error": {"description": "Error envelope (contract §1)",
-                                    "content": {"application/json": {"schema": _ref(ERROR_SCHEMA)}}}},
+                                    "content": {"application/json": {"schema": _ref(ERROR_SCHEMA)}}},
+                          "OpenwopError": {"description": "OpenWOP's error envelope, on the OpenWOP surfaces (contract §7)",
+                                           "content": {"application/json": {"schema": _ref(OPENWOP_ERROR_SCHEMA)}}}},
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
         },
     }
@@ -92,10 +96,13 @@ def _operation(route: ApiRoute, contracts) -> dict[str, Any]:
         item["parameters"] = parameters
     for status, body in op.responses.items():
         item["responses"][str(status)] = {"description": f"{status}", "content": _content(body)}
+    openwop = is_openwop_surface(op.path)
+    error = {"$ref": "#/components/responses/" + ("OpenwopError" if openwop else "Error")}
     for status, description in ERROR_STATUSES.items():
         if _may_answer(status, op, bool(path_params)):
-            item["responses"][status] = {"$ref": "#/components/responses/Error"}
-    item["responses"]["default"] = {"$ref": "#/components/responses/Error"}
+            # OpenWOP's registry answers a validation error with 400, not 422.
+            item["responses"]["400" if openwop and status == "422" else status] = error
+    item["responses"]["default"] = error
     return item
 
 

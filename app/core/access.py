@@ -16,8 +16,9 @@ ROLES = ("viewer", "reviewer", "auditor", "admin")
 
 SCOPES = (
     "memory:read", "memory:write", "review:decide", "audit:read",
-    "workspace:read", "workspace:write", "events:read",
+    "workspace:read", "workspace:write", "events:read", "admin",
 )
+"""`admin`: tenant-wide operations beyond one agent's memory (`POST /v1/recover`)."""
 _TOKEN = re.compile(r"^mw_(key_[0-9a-z]{26})_([A-Za-z0-9_-]{43})$")
 AGENT_GLOB = re.compile(r"^[A-Za-z0-9_.:@*?\[\]-]{1,128}$")
 SOURCE_GLOB = re.compile(r"^[A-Za-z0-9_.:@/*?\[\]-]{1,128}$")

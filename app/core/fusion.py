@@ -13,6 +13,8 @@ into one score per id; higher is better in every case:
 
 ``normalise`` min-max scales one list to [0, 1] before ``max_fusion`` or
 ``weighted`` when the raw scales differ (BM25 vs cosine).
+
+``graph_boost`` is memorywire's graph-hop boost of items linked to other items of the same result set.
 """
 
 from __future__ import annotations
@@ -68,3 +70,41 @@ def normalise(scores: Mapping[Id, float]) -> dict[Id, float]:
     if high == low:
         return {item: 1.0 for item in scores}
     return {item: (score - low) / (high - low) for item, score in scores.items()}
+
+
+GRAPH_BOOST = 0.1
+"""memorywire's graph-hop boost factor (its spec §5): a linked item's score is multiplied by
+``1 + GRAPH_BOOST / (1 + hop distance)``."""
+
+
+def graph_boost(scores: Mapping[Id, float], edges: Sequence[tuple[Id, Id]], hops: int,
+                factor: float = GRAPH_BOOST) -> tuple[dict[Id, float], dict[Id, list[Id]]]:
+    """memorywire's graph-hop boost over a result set: for every item (anchor) and every other item
+    within `hops` undirected `edges` of it, that other item's score is multiplied by
+    ``1 + factor / (1 + distance)``. Only items already in `scores` are boosted; paths may pass
+    through ids outside it. Returns the new scores and, per boosted item, the anchors that boosted it
+    (memorywire's `supporting`), in the order of `scores`."""
+    neighbours: dict[Id, set[Id]] = {}
+    for a, b in edges:
+        if a != b:
+            neighbours.setdefault(a, set()).add(b)
+            neighbours.setdefault(b, set()).add(a)
+    boosted = dict(scores)
+    supporting: dict[Id, list[Id]] = {}
+    for anchor in scores:
+        for item, distance in _within(anchor, neighbours, hops).items():
+            if item in scores:
+                boosted[item] *= 1.0 + factor / (1.0 + distance)
+                supporting.setdefault(item, []).append(anchor)
+    return boosted, supporting
+
+
+def _within(start: Id, neighbours: Mapping[Id, set[Id]], hops: int) -> dict[Id, int]:
+    """Every id reachable from `start` in 1..`hops` steps, with its shortest distance."""
+    distance = {start: 0}
+    frontier = [start]
+    for step in range(1, hops + 1):
+        frontier = [n for node in frontier for n in neighbours.get(node, ()) if n not in distance]
+        for node in frontier:
+            distance.setdefault(node, step)
+    return {node: d for node, d in distance.items() if d > 0}

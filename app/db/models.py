@@ -119,6 +119,9 @@ class Memory(Base):
     node_id: Mapped[str | None] = mapped_column(Text)
     digest_key: Mapped[bytes | None] = mapped_column(LargeBinary)
     """Per-memory key of the content digest in the audit log; destroyed by a hard delete."""
+    written_by: Mapped[str | None] = mapped_column(Text)
+    """The API key id that wrote it (`cli:<user>` for an operator's import); NULL on rows older than
+    migration 0023, whose writer is the actor of their audit entry (see `app.services.recover`)."""
 
 
 class Change(Base):

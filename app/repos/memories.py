@@ -235,3 +235,16 @@ def add_recalls(conn: Connection, *, tenant_ids: Sequence[str], ids: Sequence[st
     conn.execute(text("SET LOCAL synchronous_commit = off"))
     return conn.execute(_ADD_RECALLS, {"tenants": list(tenant_ids), "ids": list(ids), "ns": list(counts),
                                        "ats": list(last_at)}).rowcount
+
+
+def links_touching(session: Session, *, tenant_id: str, ids: Sequence[str]) -> list[tuple[str, str]]:
+    """The tenant's merge and supersede links (a row → the row it was merged into or superseded by)
+    with either end in `ids`: the edges recall's graph hops walk, one step per call."""
+    if not ids:
+        return []
+    ids = list(ids)
+    rows = session.execute(
+        select(Memory.id, Memory.merged_into, Memory.superseded_by).where(
+            Memory.tenant_id == tenant_id,
+            or_(Memory.id.in_(ids), Memory.merged_into.in_(ids), Memory.superseded_by.in_(ids)))).all()
+    return [(row.id, target) for row in rows for target in (row.merged_into, row.superseded_by) if target]

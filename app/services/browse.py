@@ -20,6 +20,7 @@ from app.repos import browse as repo
 from app.repos import changes as changes_repo
 from app.repos import memories as memories_repo
 from app.repos.memories import Scope
+from app.services import recover
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.memories import entry_json
@@ -98,7 +99,7 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
 
     A staged remember shows the start of its (already redacted) content; other operations a summary
     of what they target. One query for the whole page."""
-    staged = {c.memory_ids[0]: c.id for c in changes if c.operation == "remember" and c.memory_ids}
+    staged = {c.memory_ids[0]: c.id for c in changes if c.operation in ("remember", "quarantine") and c.memory_ids}
     found: dict[str, Any] = {}
     if staged:
         with ctx.db.sessions() as session:
@@ -107,7 +108,7 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
     for change in changes:
         request = change.request or {}
         text, memory_type = "", None
-        if change.operation == "remember" and change.memory_ids and change.memory_ids[0] in found:
+        if change.operation in ("remember", "quarantine") and change.memory_ids and change.memory_ids[0] in found:
             row = found[change.memory_ids[0]]
             text, memory_type = row.content or "", row.type
         elif change.operation == "forget":
@@ -120,6 +121,9 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
         elif change.operation == "expire":
             text = f"{request.get('action', 'forget')} memories where " + json.dumps(request.get("policy") or {},
                                                                                       sort_keys=True)
+        elif change.operation == "revert":
+            undone = recover.ENDED_AS.get(str(request.get("reverts")), "?")
+            text = f"revert the {undone} of {change.memory_ids[0] if change.memory_ids else '?'}"
         elif change.operation in ("workspace_write", "workspace_delete"):
             body = str(request.get("content") or "")[:PREVIEW_SOURCE_CHARS]
             text = f"{request.get('path', '?')}: {body}" if change.operation == "workspace_write" \

@@ -475,7 +475,7 @@ def prepare_remember(ctx: AppContext, principal: Principal, body: dict[str, Any]
         created_at=created_at, updated_at=updated_at, live_from=created_at,
         ended_at=(ended_at or updated_at) if status in ENDED_STATUSES else None, expires_at=expires_at,
         run_id=body.get("run_id"), node_id=body.get("node_id"), digest_key=os.urandom(32),
-        merged_into=merged_into, superseded_by=superseded_by,
+        merged_into=merged_into, superseded_by=superseded_by, written_by=principal.key_id,
     )
     prepared = PreparedWrite(memory, clean.redactions, bool(body.get("approval_required")) or status == "pending",
                              rules.policy, rules.protection)

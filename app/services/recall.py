@@ -95,14 +95,43 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
             hits.append((fused_score * memory.score_multiplier, similarity, memory))
         hits.sort(key=lambda h: (-h[0], -h[1], h[2].id))
         hits = hits[:k]
+        supporting: dict[str, list[str]] | None = None
+        if body.get("hops"):
+            hits, supporting = _graph_boost(session, principal.tenant_id, hits, body["hops"])
         if scope.as_of is None and hits:
             _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
         session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
+    out = []
+    for score, sim, memory in hits:
+        out.append({**entry_json(memory), "score": round(score, 6), "similarity": round(sim, 6)})
+        if supporting is not None:  # asked for hops: which hits' links boosted this one
+            out[-1]["supporting"] = supporting.get(memory.id, [])
     return {
-        "hits": [{**entry_json(m), "score": round(score, 6), "similarity": round(sim, 6)} for score, sim, m in hits],
+        "hits": out,
         "fusion": method,
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
     }
+
+
+def _graph_boost(session: Session, tenant_id: str, hits: list, hops: int) -> tuple[list, dict[str, list[str]]]:
+    """memorywire's graph hops: hits linked to other hits of this result set by merge or supersede
+    links (walked both ways, through rows outside the result set, up to `hops` links) are boosted
+    and re-ranked; nothing outside the result set is added. Ended rows are never live, so present-time
+    hits are rarely linked; `as_of` recalls, which show rows since merged or superseded, are."""
+    ids = [m.id for _, _, m in hits]
+    edges: list[tuple[str, str]] = []
+    frontier, seen = set(ids), set(ids)
+    for _ in range(hops):
+        found = repo.links_touching(session, tenant_id=tenant_id, ids=sorted(frontier))
+        edges += found
+        frontier = {end for edge in found for end in edge} - seen
+        seen |= frontier
+        if not frontier:
+            break
+    boosted, supporting = fusion.graph_boost({m.id: score for score, _, m in hits}, edges, hops)
+    hits = [(boosted[m.id], similarity, m) for _, similarity, m in hits]
+    hits.sort(key=lambda h: (-h[0], -h[1], h[2].id))
+    return hits, supporting
 
 
 def _track(ctx: AppContext, session: Session, tenant_id: str, ids: list[str]) -> None:

@@ -25,7 +25,7 @@ from app.repos import memories as repo
 from app.repos import search
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import compaction, events, workspace
+from app.services import compaction, events, recover, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import Reviewer, TenantRole
@@ -110,6 +110,9 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
         body = _merge_diff(session, change)
     elif kind in ("workspace_write", "workspace_delete"):
         body = workspace.review_diff(session, change)
+    elif kind in recover.RECOVER_OPERATIONS:
+        body = recover.diff(session, change)
+        body["memory"] = _brief(body["memory"]) if body["memory"] is not None else None
     else:
         body = {"_state": []}
     state = body.pop("_state")
@@ -462,6 +465,8 @@ def withdraw(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str
         if change.status != "pending":
             raise Conflict(f"change already {change.status}", details={"reason": "already_decided",
                                                                        "status": change.status})
+        if change.operation in recover.RECOVER_OPERATIONS:
+            raise Forbidden("a recover's changes are decided by a reviewer; the agent cannot withdraw them")
         change.status, change.decided_at, change.decided_by = "withdrawn", utcnow(), _actor_label(actor)
         if change.operation == "remember":
             repo.set_status(session, tenant_id=tenant_id, ids=change.memory_ids, status="withdrawn", at=utcnow())
@@ -479,6 +484,8 @@ def _reject(ctx: AppContext, session, change: Change, actor: dict, reason: str |
     if change.operation == "remember":
         memory = _staged_memory(session, change, lock=True)
         memory.status, memory.updated_at = "rejected", utcnow()
+    elif change.operation in recover.RECOVER_OPERATIONS:
+        recover.reject(ctx, session, change, actor, reason)
     ctx.audit.append(session, tenant_id=change.tenant_id, event_type="change.rejected", actor=actor,
                      subject={"type": "change", "id": change.id},
                      data={"operation": change.operation, "memory_ids": list(change.memory_ids),
@@ -599,6 +606,8 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
         return {"affected": [m.id for m in rows]}
     if change.operation in ("workspace_write", "workspace_delete"):
         return workspace.apply_change(ctx, session, change, actor)
+    if change.operation in recover.RECOVER_OPERATIONS:
+        return recover.approve(ctx, session, change, actor)
     if change.operation == "merge" and change.request.get("compaction_run"):  # a staged compaction group
         return compaction.apply_staged(ctx, session, change, actor, prepared.merge_rows)
     if change.operation == "merge":

@@ -49,22 +49,35 @@ def stage_change(ctx: AppContext, session: Session, *, principal: Principal, ope
                  user_id: str | None, request: dict[str, Any], memory_ids: list[str], decision: Decision,
                  redactions: list[dict[str, str]], screening: Screening | None = None,
                  change_id: str | None = None) -> Change:
+    """Record a pending change an API key submitted (see `stage_change_by`)."""
+    return stage_change_by(ctx, session, tenant_id=principal.tenant_id, submitted_by=principal.key_id,
+                           actor=principal.actor, operation=operation, agent_id=agent_id, user_id=user_id,
+                           request=request, memory_ids=memory_ids, decision=decision, redactions=redactions,
+                           screening=screening, change_id=change_id)
+
+
+def stage_change_by(ctx: AppContext, session: Session, *, tenant_id: str, submitted_by: str, actor: dict[str, Any],
+                    operation: str, agent_id: str, user_id: str | None, request: dict[str, Any],
+                    memory_ids: list[str], decision: Decision, redactions: list[dict[str, str]],
+                    screening: Screening | None = None, change_id: str | None = None) -> Change:
     """Record a pending change and its `change.proposed` audit event in `session`'s transaction.
 
-    The screening flags are stored on the change for reviewers; the audit event gets their names only.
-    `change_id` is the change's id when the caller named it beforehand (a staged memory's row is
-    inserted holding it, so it is not updated afterwards).
+    `submitted_by` is the submitter as the change stores it (an API key id, or an actor label such as
+    `user:<id>` for a change an operator or admin raised, e.g. by `recover`); `actor` names it in the
+    audit entry. The screening flags are stored on the change for reviewers; the audit event gets their
+    names only. `change_id` is the change's id when the caller named it beforehand (a staged memory's
+    row is inserted holding it, so it is not updated afterwards).
     """
     screening = screening or Screening()
     change = Change(
-        id=change_id or new_id("chg"), tenant_id=principal.tenant_id, agent_id=agent_id, user_id=user_id,
+        id=change_id or new_id("chg"), tenant_id=tenant_id, agent_id=agent_id, user_id=user_id,
         operation=operation, status="pending", request=request, memory_ids=memory_ids,
-        submitted_by=principal.key_id, approvals=[], approvals_required=decision.approvals_required,
+        submitted_by=submitted_by, approvals=[], approvals_required=decision.approvals_required,
         policy_rule=decision.rule_id, redactions=redactions, risk_flags=screening.to_json(),
         risk_level=screening.risk,
     )
     changes_repo.insert(session, change)
-    ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="change.proposed", actor=principal.actor,
+    ctx.audit.append(session, tenant_id=tenant_id, event_type="change.proposed", actor=actor,
                      subject={"type": "change", "id": change.id},
                      data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,
                            "approvals_required": decision.approvals_required, "policy_rule": decision.rule_id,

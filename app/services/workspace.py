@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from app.core import diff as textdiff
 from app.core.access import Principal
-from app.core.policy import WriteRequest
+from app.core.policy import Policy, WriteRequest
 from app.core.screening import Screening, screen
 from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Change, WorkspaceFile, WorkspaceVersion
@@ -37,7 +37,7 @@ from app.repos import workspace as repo
 from app.services import events, staging
 from app.services.context import AppContext
 from app.services.memories import Outcome
-from app.services.tenant_config import redaction_mode, redactor_for, rules_for
+from app.services.tenant_config import TenantRules, rules_for
 
 PATH_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,255}$")
 DEFAULT_CONTENT_TYPE = "text/markdown"
@@ -136,7 +136,7 @@ class _Write:
     risk_level: str = "none"
 
 
-def _clean(ctx: AppContext, session: Session, tenant_id: str, content: str) -> tuple[str, list[dict[str, str]]]:
+def _clean(ctx: AppContext, rules: TenantRules, content: str) -> tuple[str, list[dict[str, str]]]:
     """Text checks, size limit and redaction per the tenant's mode."""
     if "\x00" in content:
         raise ValidationFailed.at("/content", "content must be text without NUL characters")
@@ -145,9 +145,9 @@ def _clean(ctx: AppContext, session: Session, tenant_id: str, content: str) -> t
     except UnicodeEncodeError:
         raise ValidationFailed.at("/content", "content is not valid Unicode (lone surrogate)") from None
     _check_size(ctx, size)
-    redacted, labels = redactor_for(ctx, session, tenant_id).redact_text(content)
+    redacted, labels = rules.redactor.redact_text(content)
     findings = [{"field": "content", "label": label} for label in labels]
-    if findings and redaction_mode(session, tenant_id) == "reject":
+    if findings and rules.mode == "reject":
         raise SecretLeakage("the file contains secret-shaped values; this tenant rejects them", details=findings)
     _check_size(ctx, len(redacted.encode("utf-8")))  # markers can be longer than what they replace
     return redacted, findings
@@ -178,17 +178,17 @@ def put_file(ctx: AppContext, principal: Principal, path: str, body: dict[str, A
     """Create or replace (201 / 200 with the new version), or stage the write for review (202)."""
     check_path(path)
     content_type = body.get("contentType") or DEFAULT_CONTENT_TYPE
-    with ctx.db.sessions() as session:
-        content, findings = _clean(ctx, session, principal.tenant_id, body["content"])
+    rules = rules_for(ctx, principal)  # cached per config version: no settings rows read per write
+    content, findings = _clean(ctx, rules, body["content"])
     # Files an agent writes here are read back into prompts, so they are screened like memories
     # (injection, exfiltration, hidden text, secrets, PII); the same policy rules stage them.
     risk = screen(content, memory_type="workspace", allowed_sources=principal.sources, path=path,
-                  protection=rules_for(ctx, principal).protection)
+                  protection=rules.protection)
     write = _Write(path, content, content_type, principal.key_id, agent_id, body.get("runId"),
                    risk_flags=tuple(risk.names), risk_level=risk.risk)
     request = WriteRequest(operation="workspace_write", agent_id=agent_id, path=path, content=content,
                            risk_flags=risk.names, risk_level=risk.risk)
-    return _write(ctx, principal, write, request, if_match, findings, risk)
+    return _write(ctx, principal, write, request, if_match, findings, risk, policy=rules.policy)
 
 
 def delete_file(ctx: AppContext, principal: Principal, path: str, *, if_match: str | None, agent_id: str) -> Outcome:
@@ -200,9 +200,9 @@ def delete_file(ctx: AppContext, principal: Principal, path: str, *, if_match: s
 
 
 def _write(ctx: AppContext, principal: Principal, write: _Write, request: WriteRequest, if_match: str | None,
-           findings: list[dict[str, str]], risk: Screening | None = None) -> Outcome:
+           findings: list[dict[str, str]], risk: Screening | None = None, policy: Policy | None = None) -> Outcome:
     with ctx.db.sessions.begin() as session:
-        decision = staging.review_requirement(session, principal.tenant_id, request)
+        decision = staging.review_requirement(session, principal.tenant_id, request, policy)
         if decision.action == "require_approval":
             head, live = _live_version(session, principal.tenant_id, write.path)
             if if_match is not None and not if_match_holds(if_match, live):

@@ -1,5 +1,6 @@
 """The tenant admin page (admin role only): members and their roles, API keys, review policy,
-redaction mode and registered secrets. Every change goes through a service that audits it.
+redaction mode and registered secrets, and recover (quarantine what a compromised key, agent or
+source wrote). Every change goes through a service that audits it.
 
 Each section is a partial (`templates/admin/_<section>.html`); an htmx POST gets back only the
 section it changed, a plain form POST is redirected to the page (or, on a problem, gets the page
@@ -19,14 +20,15 @@ from starlette.routing import Route
 from app.core.access import SCOPES
 from app.core.durations import format_duration
 from app.errors import AppError, ValidationFailed
-from app.services import apikeys, tenant_admin, tenant_config, users
+from app.services import apikeys, recover, tenant_admin, tenant_config, users
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
 
 SECTIONS = {"users": "admin/_users.html", "keys": "admin/_keys.html", "policy": "admin/_policy.html",
-            "redaction": "admin/_redaction.html"}
+            "redaction": "admin/_redaction.html", "recover": "admin/_recover.html"}
+EMPTY_RECOVER_FORM = {"kind": "key", "value": "", "since": "", "until": "", "dry_run": True}
 
 
 def _load(ctx, role: TenantRole) -> dict[str, Any]:
@@ -53,6 +55,7 @@ async def _respond(request: Request, user: Reviewer, role: TenantRole, section: 
     data = await run_in_threadpool(_load, request.app.state.ctx, role)
     context = {"role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
                "scopes": SCOPES, "tenant_q": tenant_q, "new_key": None, "policy_problems": [],
+               "recover_form": EMPTY_RECOVER_FORM, "recover_report": None,
                "notes": {section: {"ok": ok, "error": error}} if (ok or error) else {}, **data, **(extra or {})}
     if error is not None:
         status = error.status
@@ -71,7 +74,7 @@ async def index(request: Request):
     return render(request, "admin/index.html", {
         "role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
         "scopes": SCOPES, "tenant_q": quote(role.tenant_name), "new_key": None, "policy_problems": [],
-        "notes": {}, **data})
+        "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "notes": {}, **data})
 
 
 def _text(form, name: str, limit: int = 1000) -> str:
@@ -194,6 +197,25 @@ async def register_secret(request: Request):
                           ok=f"Registered secret {label}; writes containing it are now redacted or rejected.")
 
 
+async def run_recover(request: Request):
+    """Recover (or dry-run it) from the admin page; the report is shown in the section."""
+    user, role = _role(request)
+    form = await request.form()
+    entered = {name: str(form.get(name) or "").strip()[:256] for name in ("kind", "value", "since", "until")}
+    entered["dry_run"] = bool(form.get("dry_run"))
+    try:
+        kind = _text(form, "kind", 10)
+        if kind not in recover.KINDS:
+            raise ValidationFailed.at("/kind", "choose an API key id, an agent id or a source")
+        target = recover.parse_target(**{kind: _text(form, "value", 256)}, since=_text(form, "since", 64),
+                                      until=_text(form, "until", 64))
+        report = await run_in_threadpool(recover.recover, request.app.state.ctx, tenant_id=role.tenant_id,
+                                         target=target, actor=user.actor, dry_run=entered["dry_run"])
+    except AppError as error:
+        return await _respond(request, user, role, "recover", error=error, extra={"recover_form": entered})
+    return await _respond(request, user, role, "recover", extra={"recover_form": entered, "recover_report": report})
+
+
 routes = [
     Route("/admin", index, methods=["GET"]),
     Route("/admin/users", create_user, methods=["POST"]),
@@ -204,4 +226,5 @@ routes = [
     Route("/admin/review-sla", save_review_sla, methods=["POST"]),
     Route("/admin/redaction", save_redaction, methods=["POST"]),
     Route("/admin/secrets", register_secret, methods=["POST"]),
+    Route("/admin/recover", run_recover, methods=["POST"]),
 ]

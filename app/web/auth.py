@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from app.errors import Forbidden, Unauthorized
 from app.services.users import Reviewer, TenantRole, load_reviewer
+from app.surfaces import BEARER_API_PREFIXES
 from app.web.csrf import _cookie
 
 COOKIE = "mw_session"
@@ -41,7 +42,7 @@ class WebAuth:
         self.cookies = cookies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not scope["path"].startswith(("/v1/", "/static/", "/healthz", "/readyz")):
+        if scope["type"] == "http" and not scope["path"].startswith((*BEARER_API_PREFIXES, "/static/", "/healthz", "/readyz")):
             state = scope.setdefault("state", {})
             session_id = self.cookies.load(_cookie(scope, COOKIE))
             state["user"] = None

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Forbidden
 from app.mcp import PATH as MCP_PATH
+from app.surfaces import BEARER_API_PREFIXES
 from app.middleware import header, media_type, read_body, replay_body
 
 COOKIE = "mw_csrf"
@@ -96,13 +97,13 @@ class CsrfProtect:
         self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith(("/v1/", "/static/")) or scope["path"] == MCP_PATH:
+        if scope["type"] != "http" or scope["path"].startswith((*BEARER_API_PREFIXES, "/static/")) or scope["path"] == MCP_PATH:
             await self.app(scope, receive, send)
             return
         binding, new_cookie = binding_for(scope)
         scope.setdefault("state", {})["csrf_token"] = self.tokens.token_for(binding)
 
-        if scope["method"] not in SAFE_METHODS:
+        if scope["method"] not in SAFE_METHODS and not _openwop_client_call(scope):
             token = header(scope, HEADER)
             if token is None:
                 token, receive = await _form_token(scope, receive)
@@ -118,6 +119,16 @@ class CsrfProtect:
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+def _openwop_client_call(scope: Scope) -> bool:
+    """An OpenWOP SDK calling an OpenWOP v2 path (`POST /runs`, …): it sends `OpenWOP-Version` and
+    no cookie. Such a request cannot be forged by another site: a browser sends a custom header
+    cross-origin only after a CORS preflight, which Memwarden never approves, and without a
+    cookie it carries no ambient credentials. So it skips the token check and reaches the router
+    (whose answer for these paths is OpenWOP's 404 `not_found`)."""
+    foreign = (header(scope, b"sec-fetch-site") or "").lower() in FOREIGN_SITES
+    return header(scope, b"openwop-version") is not None and header(scope, b"cookie") is None and not foreign
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send) -> None:

@@ -28,7 +28,7 @@ from app.web.auth import current_user, pick_tenant
 from app.web.templating import is_htmx, render, risk_of, tenant_query
 
 PAGE = 50
-OPERATIONS = ("remember", "forget", "merge", "expire", "workspace_write", "workspace_delete")
+OPERATIONS = ("remember", "forget", "merge", "expire", "workspace_write", "workspace_delete", "quarantine", "revert")
 TYPES = ("semantic", "episodic", "procedural", "emotional")
 SORTS = {"oldest": "Oldest first", "newest": "Newest first", "risk": "Highest risk first"}
 RISKS = {"low": "low or higher", "medium": "medium or higher", "high": "high"}

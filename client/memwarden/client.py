@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import json
 import random
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, AsyncIterator, Callable, Generic, Iterable, Iterator, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Generic, Iterable, Iterator, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -218,6 +219,15 @@ class _Calls:
         """Withdraw a pending change this key submitted."""
         return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/withdraw", Change.from_json))
 
+    def recover(self, *, since: datetime | str | int, key: str | None = None, agent: str | None = None,
+                source: str | None = None, until: datetime | str | int | None = None,
+                dry_run: bool = False) -> dict[str, Any]:
+        """Quarantine what one key, agent or source wrote in [since, until) and offer what it forgot,
+        merged or expired for revert (needs the `admin` scope); returns the report (counts and ids)."""
+        body = _drop_none({"key": key, "agent": agent, "source": source, "since": _time(since),
+                           "until": _time(until), "dry_run": dry_run or None})
+        return self._run(_Call("POST", "/v1/recover", dict, body))
+
     # --- workspace files (contract §7) ------------------------------------------------------
 
     def list_files(self, *, prefix: str | None = None) -> list[WorkspaceFileInfo]:
@@ -273,6 +283,17 @@ class _Base(_Calls):
             headers["content-type"] = "application/json"
         return call, kwargs
 
+    def _retry_wait(self, attempt: int, response: httpx.Response | None = None) -> float | None:
+        """Seconds to wait before retrying after `attempt` (counted from 0), or None when the outcome
+        stands: a response that is not retryable, or no retries left. No response: a transport error."""
+        if attempt >= self.retry.max_retries:
+            return None
+        if response is None:
+            return self.retry.delay(attempt, None)
+        if response.status_code in RETRY_STATUSES:
+            return self.retry.delay(attempt, errors.retry_after_seconds(dict(response.headers)))
+        return None
+
     @staticmethod
     def _parse(call: _Call[T], response: httpx.Response) -> T:
         if response.is_success:
@@ -280,6 +301,29 @@ class _Base(_Calls):
                 return call.parse(response.json())
             return call.parse(response.text)
         raise _error(response)
+
+
+def _pages(fetch: Callable[[str | None], Any]) -> Iterator[Any]:
+    """The items of every page `fetch(cursor)` returns, following `next_cursor` to the end."""
+    cursor = None
+    while True:
+        page = fetch(cursor)
+        yield from page.items
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor
+
+
+async def _async_pages(fetch: Callable[[str | None], Awaitable[Any]]) -> AsyncIterator[Any]:
+    """`_pages` for coroutine fetches."""
+    cursor = None
+    while True:
+        page = await fetch(cursor)
+        for item in page.items:
+            yield item
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor
 
 
 def _error(response: httpx.Response) -> errors.MemwardenError:
@@ -316,24 +360,21 @@ class Client(_Base):
             self._http.close()
 
     def _send(self, call: _Call, kwargs: dict[str, Any], stream: bool = False) -> httpx.Response:
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             try:
-                request = self._http.build_request(call.method, self.base_url + call.path, **kwargs)
-                response = self._http.send(request, stream=stream)
+                response = self._http.send(self._http.build_request(call.method, self.base_url + call.path, **kwargs),
+                                           stream=stream)
             except httpx.TransportError as exc:
-                if attempt >= self.retry.max_retries:
+                wait = self._retry_wait(attempt)
+                if wait is None:
                     raise _connection_error(exc) from exc
-                self._sleep(self.retry.delay(attempt, None))
-                attempt += 1
-                continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retry.max_retries:
-                retry_after = errors.retry_after_seconds(dict(response.headers))
+            else:
+                wait = self._retry_wait(attempt, response)
+                if wait is None:
+                    return response
                 response.close()
-                self._sleep(self.retry.delay(attempt, retry_after))
-                attempt += 1
-                continue
-            return response
+            self._sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _run(self, call: _Call[T]) -> T:
         call, kwargs = self._prepare(call)
@@ -341,23 +382,11 @@ class Client(_Base):
 
     def iter_memories(self, *, agent_id: str, page_size: int = 100, **filters: Any) -> Iterator[Memory]:
         """Every memory of an agent, newest first, fetching pages of `page_size` as needed."""
-        cursor = None
-        while True:
-            page = self.list(agent_id=agent_id, limit=page_size, cursor=cursor, **filters)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return _pages(lambda cursor: self.list(agent_id=agent_id, limit=page_size, cursor=cursor, **filters))
 
     def iter_changes(self, *, page_size: int = 50, **filters: Any) -> Iterator[Change]:
         """Every change matching the filters (default: pending), page by page."""
-        cursor = None
-        while True:
-            page = self.list_changes(limit=page_size, cursor=cursor, **filters)
-            yield from page.items
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return _pages(lambda cursor: self.list_changes(limit=page_size, cursor=cursor, **filters))
 
     def export_audit(self, *, from_seq: int | None = None, to_seq: int | None = None) -> Iterator[dict[str, Any]]:
         """Stream the tenant's audit chain (events and signed checkpoints) as parsed JSONL records."""
@@ -398,49 +427,33 @@ class AsyncClient(_Base):
             await self._http.aclose()
 
     async def _send(self, call: _Call, kwargs: dict[str, Any], stream: bool = False) -> httpx.Response:
-        attempt = 0
-        while True:
+        for attempt in itertools.count():
             try:
-                request = self._http.build_request(call.method, self.base_url + call.path, **kwargs)
-                response = await self._http.send(request, stream=stream)
+                response = await self._http.send(
+                    self._http.build_request(call.method, self.base_url + call.path, **kwargs), stream=stream)
             except httpx.TransportError as exc:
-                if attempt >= self.retry.max_retries:
+                wait = self._retry_wait(attempt)
+                if wait is None:
                     raise _connection_error(exc) from exc
-                await self._sleep(self.retry.delay(attempt, None))
-                attempt += 1
-                continue
-            if response.status_code in RETRY_STATUSES and attempt < self.retry.max_retries:
-                retry_after = errors.retry_after_seconds(dict(response.headers))
+            else:
+                wait = self._retry_wait(attempt, response)
+                if wait is None:
+                    return response
                 await response.aclose()
-                await self._sleep(self.retry.delay(attempt, retry_after))
-                attempt += 1
-                continue
-            return response
+            await self._sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _run(self, call: _Call[T]) -> T:  # type: ignore[override]
         call, kwargs = self._prepare(call)
         return self._parse(call, await self._send(call, kwargs))
 
-    async def iter_memories(self, *, agent_id: str, page_size: int = 100, **filters: Any) -> AsyncIterator[Memory]:
-        """Every memory of an agent, newest first, fetching pages as needed."""
-        cursor = None
-        while True:
-            page = await self.list(agent_id=agent_id, limit=page_size, cursor=cursor, **filters)
-            for item in page.items:
-                yield item
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+    def iter_memories(self, *, agent_id: str, page_size: int = 100, **filters: Any) -> AsyncIterator[Memory]:
+        """Every memory of an agent, newest first, fetching pages as needed (`async for`)."""
+        return _async_pages(lambda cursor: self.list(agent_id=agent_id, limit=page_size, cursor=cursor, **filters))
 
-    async def iter_changes(self, *, page_size: int = 50, **filters: Any) -> AsyncIterator[Change]:
-        cursor = None
-        while True:
-            page = await self.list_changes(limit=page_size, cursor=cursor, **filters)
-            for item in page.items:
-                yield item
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+    def iter_changes(self, *, page_size: int = 50, **filters: Any) -> AsyncIterator[Change]:
+        """Every change matching the filters (default: pending), page by page (`async for`)."""
+        return _async_pages(lambda cursor: self.list_changes(limit=page_size, cursor=cursor, **filters))
 
     async def export_audit(self, *, from_seq: int | None = None,
                            to_seq: int | None = None) -> AsyncIterator[dict[str, Any]]:

@@ -1,5 +1,9 @@
 """Exceptions for the error envelope `{"error": {"code", "message", "details"}}` (contract §1).
 
+The OpenWOP paths (workspace files, refs; contract §7) answer in OpenWOP's envelope
+`{"error": "<code>", "message", "details"}` instead; it is read back to the same exceptions, with
+Memwarden's own code (`details.memwardenCode`, or the vendor code `memwarden.<code>`).
+
 Every exception carries `code`, `message`, `details` and `status`; the class says which code,
 so callers catch what they can handle (`except NotFound`, `except RateLimited as e: e.retry_after`).
 A code this client does not know yet still raises `MemwardenError` (or the subclass for its status).
@@ -110,10 +114,25 @@ def error_from_response(status: int, body: Any, headers: dict[str, str]) -> Memw
     envelope = body.get("error") if isinstance(body, dict) else None
     if isinstance(envelope, dict) and isinstance(envelope.get("code"), str):
         code, message, details = envelope["code"], str(envelope.get("message", "")), envelope.get("details")
+    elif isinstance(envelope, str):
+        code, message, details = _from_openwop(envelope, body)
     else:
         code, message, details = f"http_{status}", f"HTTP {status} without an error envelope", body
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else MemwardenError)
     return cls(code, message, details=details, status=status, headers=headers)
+
+
+def _from_openwop(code: str, body: dict[str, Any]) -> tuple[str, str, Any]:
+    """(our code, message, details) of an OpenWOP envelope: the inverse of the server's translation."""
+    details = body.get("details")
+    if isinstance(details, dict):
+        details = dict(details)
+        code = str(details.pop("memwardenCode", code))
+        if set(details) == {"errors"}:
+            details = details["errors"]
+        elif not details:
+            details = None
+    return code.removeprefix("memwarden."), str(body.get("message", "")), details
 
 
 def retry_after_seconds(headers: dict[str, str]) -> float | None:

@@ -27,7 +27,7 @@ from app.main import api_routes, create_app
 from tests.harness import bearer
 
 pytestmark = pytest.mark.slow
-ALL_SCOPES = "memory:read,memory:write,review:decide,audit:read,workspace:read,workspace:write,events:read"
+ALL_SCOPES = "memory:read,memory:write,review:decide,audit:read,workspace:read,workspace:write,events:read,admin"
 CHECKS = [not_a_server_error, response_schema_conformance, content_type_conformance]
 
 

@@ -14,14 +14,10 @@ compatibility table) is corrected.
 from __future__ import annotations
 
 import linecache
-import os
-import subprocess
 import sys
-import tarfile
 import types
 import uuid
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 
@@ -30,10 +26,10 @@ pytest.importorskip("pytest_mock")
 
 from memwarden.client import Client  # noqa: E402
 from memwarden.langgraph import MemwardenStore  # noqa: E402
+from tests.upstream import sdist_files  # noqa: E402
 
 DISTRIBUTION = "langgraph-checkpoint"
 VERSION = version(DISTRIBUTION)
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memwarden" / "upstream-tests"
 
 # Upstream tests that fail against MemwardenStore, and why (keep the README's table in step).
 DIFFERENCES = {
@@ -47,30 +43,9 @@ DIFFERENCES = {
 }
 
 
-def _sdist() -> Path:
-    """The installed version's sdist from PyPI (pip, the ordinary client), cached across runs."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    name = f"{DISTRIBUTION.replace('-', '_')}-{VERSION}.tar.gz"
-    path = CACHE / name
-    if not path.exists():
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                               "--dest", str(CACHE), f"{DISTRIBUTION}=={VERSION}"], capture_output=True, text=True)
-        if done.returncode != 0 or not path.exists():
-            message = f"could not download the {DISTRIBUTION} {VERSION} sdist: {done.stderr.strip()[-500:]}"
-            if os.environ.get("CI"):
-                pytest.fail(message, pytrace=False)
-            pytest.skip(message, allow_module_level=True)
-    return path
-
-
-def _read(archive: tarfile.TarFile, member: str) -> str:
-    prefix = f"{DISTRIBUTION.replace('-', '_')}-{VERSION}/"
-    return archive.extractfile(prefix + member).read().decode()
-
-
-with tarfile.open(_sdist()) as _archive:
-    _UPSTREAM = _read(_archive, "tests/test_store.py")
-    _EMBED_UTILS = _read(_archive, "tests/embed_test_utils.py")
+_FILES = sdist_files(DISTRIBUTION, VERSION, "tests/")
+_UPSTREAM = _FILES["tests/test_store.py"]
+_EMBED_UTILS = _FILES["tests/embed_test_utils.py"]
 
 for _file, _text in (("embed_test_utils.py", _EMBED_UTILS), ("test_store.py", _UPSTREAM)):  # readable tracebacks
     linecache.cache[f"langgraph-checkpoint/tests/{_file}"] = (len(_text), None, _text.splitlines(True), _file)

@@ -277,5 +277,6 @@ def test_review_decisions_and_workspace_writes_are_refused_too(settings, committ
     assert change.status_code == 200 and change.json()["status"] == "pending", change.text
     put = httpx.put(f"{live_server}/v1/host/workspace/files/notes/plan.md", headers=bearer(token), timeout=60,
                     json={"content": "# a plan"})
-    assert put.status_code == 409 and put.json()["error"]["code"] == "audit_chain_broken", put.text
+    # The workspace is an OpenWOP surface: OpenWOP's envelope, our code as a vendor code.
+    assert put.status_code == 409 and put.json()["error"] == "memwarden.audit_chain_broken", put.text
     assert (size(committed_ctx, chain_for(made.id)), memories(committed_ctx, made.id)) == (entries, stored)

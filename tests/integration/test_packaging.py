@@ -4,8 +4,9 @@
   dependencies into a fresh venv in a temp dir: `memwarden serve` there (cwd outside the checkout)
   serves the sign-in page, static files, `/openapi.json`, a `remember` (which runs the migrations
   and the local model), and the installed CLI creates the tenant and key and verifies the audit log.
-- The client (`pip install ./client[langgraph]`, the README's line) in a fresh venv imports
-  `memwarden.client` and `memwarden.langgraph`, and none of the server's packages is there.
+- The client with its peers' extras (`pip install './client[langgraph,memorywire]'`, the README's
+  line) in a fresh venv imports `memwarden.client`, `memwarden.langgraph` and `memwarden.memorywire`,
+  and none of the server's packages is there.
 
 Dependencies come from the package index (pip's cache makes a rerun take well under a minute).
 """
@@ -114,9 +115,9 @@ def test_the_server_wheel_serves_from_a_fresh_venv_outside_the_checkout(tmp_path
 def test_the_client_installs_without_the_server_or_its_dependencies(tmp_path: Path) -> None:
     sources = _copy_sources(("client",), PROJECT_ROOT, tmp_path / "src")
     bin_dir = _fresh_venv(tmp_path / "venv")
-    _run([bin_dir / "pip", "install", "-q", f"{sources / 'client'}[langgraph]"], cwd=tmp_path)
+    _run([bin_dir / "pip", "install", "-q", f"{sources / 'client'}[langgraph,memorywire]"], cwd=tmp_path)
 
-    probe = ("import importlib.util, json, memwarden.client, memwarden.langgraph;"
+    probe = ("import importlib.util, json, memwarden.client, memwarden.langgraph, memwarden.memorywire;"
              f"print(json.dumps({{m: importlib.util.find_spec(m) is not None for m in {SERVER_ONLY_MODULES!r}}}))")
     present = json.loads(_run([bin_dir / "python", "-c", probe], cwd=tmp_path).strip())
     assert present == {name: False for name in SERVER_ONLY_MODULES}

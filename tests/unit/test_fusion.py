@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.core.fusion import max_fusion, normalise, rrf, weighted
+from app.core.fusion import graph_boost, max_fusion, normalise, rrf, weighted
 
 
 def test_rrf_scores_and_order() -> None:
@@ -38,3 +38,18 @@ def test_normalise() -> None:
     assert normalise({"a": 2.0, "b": 4.0, "c": 3.0}) == {"a": 0.0, "b": 1.0, "c": 0.5}
     assert normalise({"a": 5.0, "b": 5.0}) == {"a": 1.0, "b": 1.0}
     assert normalise({}) == {}
+
+
+def test_graph_boost_only_boosts_linked_items_of_the_result_set() -> None:
+    scores = {"a": 1.0, "b": 0.5, "c": 0.2}
+    edges = [("a", "x"), ("x", "b"), ("c", "y")]  # a and b linked through x, outside the set; c only to y
+    assert graph_boost(scores, edges, 1) == (scores, {})  # two links apart: out of reach of one hop
+    boosted, supporting = graph_boost(scores, edges, 2)
+    assert boosted == {"a": pytest.approx(1.0 * (1 + 0.1 / 3)), "b": pytest.approx(0.5 * (1 + 0.1 / 3)), "c": 0.2}
+    assert supporting == {"b": ["a"], "a": ["b"]} and "x" not in boosted and "y" not in boosted
+
+
+def test_graph_boost_uses_the_shortest_distance_and_ignores_self_links() -> None:
+    boosted, supporting = graph_boost({"a": 1.0, "b": 1.0}, [("a", "b"), ("a", "x"), ("x", "b"), ("a", "a")], 3)
+    assert boosted == {"a": pytest.approx(1.05), "b": pytest.approx(1.05)}
+    assert supporting == {"b": ["a"], "a": ["b"]}

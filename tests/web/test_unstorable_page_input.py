@@ -9,7 +9,8 @@ NUL_URLS = ["/review?agent=a%00b", "/review?rule=a%00", "/review/rows?after=a%00
             "/memories?agent=a%00", "/memories?tag=a%00", "/memories?user=%00", "/review/chg_%00",
             "/memories/mem_%00", "/admin?tenant=%00", "/a%00b"]
 NUL_FORMS = [("/admin/keys", {"name": "a\x00", "scopes": "memory:read", "agents": "*"}),
-             ("/admin/users", {"username": "a\x00b", "password": PASSWORD, "role": "viewer"})]
+             ("/admin/users", {"username": "a\x00b", "password": PASSWORD, "role": "viewer"}),
+             ("/admin/recover", {"kind": "source", "value": "a\x00", "since": "2026-01-01T00:00:00Z"})]
 
 
 def test_nul_in_page_urls_and_forms_is_422_and_changes_nothing(client, ctx, tenant):

@@ -2,13 +2,13 @@
 identity there (issuer and subject), not to a password: the name and email a provider reports can
 change or be reused, the subject cannot. Such an account's password hash is unusable.
 
-Revision ID: 0023
+Revision ID: 0025
 """
 
 from alembic import op
 
-revision = "0023"
-down_revision = "0022"
+revision = "0025"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 
