@@ -214,6 +214,15 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
     if args.review_sla is not None:
         seconds = set_review_sla(ctx, tenant_id=tenant.id, duration=args.review_sla, actor=cli_common.cli_actor())
         print(f"review SLA: {format_duration(seconds)}")
+    if args.oidc_role_map is not None or args.oidc_role_claim is not None or args.oidc_email_domains is not None:
+        from app.services.oidc import set_oidc_rule
+
+        rule = set_oidc_rule(ctx, tenant_id=tenant.id, role_claim=args.oidc_role_claim, role_map=args.oidc_role_map,
+                             email_domains=args.oidc_email_domains, actor=cli_common.cli_actor())
+        print("OIDC sign-in: " + (f"role from claim {rule.role_claim!r}: "
+                                  + ", ".join(f"{value}={role}" for value, role in rule.role_map)
+                                  + (f"; email domains {', '.join(rule.email_domains)}" if rule.email_domains else "")
+                                  if rule else "off"))
     print(f"updated tenant {tenant.name}")
     return 0
 
@@ -304,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     k_revoke.add_argument("key_id")
     k_revoke.set_defaults(func=cmd_apikey_revoke)
 
-    t_set = tenant.add_parser("set", help="change a tenant's redaction mode or review policy")
+    t_set = tenant.add_parser("set", help="change a tenant's redaction mode, review policy or OIDC role map")
     t_set.add_argument("--tenant", required=True)
     t_set.add_argument("--redaction-mode", choices=["redact", "reject"])
     t_set.add_argument("--policy-file", help="JSON policy document (schemas/policy.json)")
@@ -314,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(none by default), e.g. DIRECTIVES*,SOUL.md ('' clears)")
     t_set.add_argument("--review-sla", type=_review_sla, help="longest a change may wait for review, e.g. 30m, 4h, 2d "
                                             "('off' or 0 disables); later ones are flagged and announced once")
+    t_set.add_argument("--oidc-role-map", help="who signs in through the OpenID provider, and as what: ordered "
+                       "claim-value=role pairs, first match wins, e.g. 'mw-admins=admin,reviewers=reviewer' ('' turns "
+                       "provider sign-in off for the tenant)")
+    t_set.add_argument("--oidc-role-claim", help="the claim the role map reads (default groups)")
+    t_set.add_argument("--oidc-email-domains", help="comma list of email domains admitted (verified `email` or `hd`); "
+                       "'' admits any")
     t_set.set_defaults(func=cmd_tenant_set)
 
     review = sub.add_parser("review", help="the review queue").add_subparsers(dest="review_command", required=True)

@@ -126,6 +126,23 @@ class Settings:
         "MEMWARDEN_LOG_FORMAT", "text",
         "`text` or `json` (one JSON object per line with `request_id`, `tenant`, `key_id` and `route`; "
         "never content, headers or secrets).")
+    oidc_issuer: str | None = _setting(
+        "MEMWARDEN_OIDC_ISSUER", None,
+        "OpenID Connect issuer URL (discovery at `/.well-known/openid-configuration`); set, the sign-in page "
+        "offers the provider (authorization code with PKCE; needs `MEMWARDEN_PUBLIC_URL`).")
+    oidc_client_id: str | None = _setting("MEMWARDEN_OIDC_CLIENT_ID", None, "OpenID Connect client id.")
+    oidc_client_secret_file: Path | None = _setting(
+        "MEMWARDEN_OIDC_CLIENT_SECRET_FILE", None,
+        "File holding the OpenID Connect client secret; unset, the client is public (PKCE only).")
+    oidc_scopes: str = _setting(
+        "MEMWARDEN_OIDC_SCOPES", "openid email profile",
+        "Scopes asked of the provider; add the one that releases the role claim (`groups`…) if needed.")
+    oidc_provider_name: str = _setting(
+        "MEMWARDEN_OIDC_PROVIDER_NAME", "your identity provider",
+        "Name on the sign-in button (`Sign in with …`).")
+    password_sign_in: bool = _setting(
+        "MEMWARDEN_PASSWORD_SIGN_IN", True,
+        "Local passwords on the sign-in page; off (`0`), people sign in only through the OpenID provider.")
     metrics_token: str | None = _setting(
         "MEMWARDEN_METRICS_TOKEN", None,
         "Bearer token a Prometheus scraper sends to `GET /metrics`; unset, `/metrics` is off (404).")

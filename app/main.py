@@ -24,12 +24,15 @@ from app.middleware import BodyLimit, ErrorBoundary, RejectUnstorableInput, Secu
 from app.observability import endpoint as metrics_endpoint
 from app.observability import metrics
 from app.observability.requests import RequestObservation
+from app.observability.tracing import TracingMiddleware, configure_from_env
 from app.paths import STATIC_DIR
 from app.services.context import AppContext
+from app.services.oidc_client import OidcClient
 from app.web import admin as admin_pages
 from app.web import audit as audit_pages
 from app.web import home, login
 from app.web import memories as memory_pages
+from app.web import oidc as oidc_pages
 from app.web import review as review_pages
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
@@ -50,6 +53,7 @@ def api_routes() -> list:
 def create_app(settings: Settings | None = None, *, ctx: AppContext | None = None) -> Starlette:
     """Build the ASGI app. With `ctx` given (tests), it is used as is and not closed on shutdown."""
     settings = settings or (ctx.settings if ctx else Settings.from_env())
+    configure_from_env()  # OpenTelemetry, when the `otel` extra and an OTLP endpoint are there
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -81,6 +85,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         Route(MCP_PATH, mcp.asgi, name="mcp"),
         *home.routes,
         *login.routes,
+        *oidc_pages.routes,
         *review_pages.routes,
         *memory_pages.routes,
         *audit_pages.routes,
@@ -90,6 +95,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     secret = (ctx.settings if ctx else settings).resolved_secret_key()
     middleware = [
         Middleware(RequestObservation),  # outermost: every answer gets its request id and is counted
+        Middleware(TracingMiddleware),  # a span per request when OpenTelemetry is on (configure_from_env)
         Middleware(SecurityHeaders),
         Middleware(ErrorBoundary),  # inside SecurityHeaders: even a 500 carries CSP & co.
         Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
@@ -111,4 +117,5 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
     app.state.ctx = ctx
     app.state.session_cookies = SessionCookies(secret)
     app.state.settings = settings
+    app.state.oidc = OidcClient(settings) if settings.oidc_issuer else None  # discovery waits for first use
     return app

@@ -1,4 +1,4 @@
-"""API-key tokens, scopes and agent allow-lists (contract §2). Pure: no database."""
+"""API-key tokens, scopes, people's roles and agent allow-lists (contract §2). Pure: no database."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import secrets
 from dataclasses import dataclass
 
 from app.core.ids import new_id
+
+ROLES = ("viewer", "reviewer", "auditor", "admin")
+"""A person's role in a tenant (what each may do: `app.services.users.ROLE_POWERS`)."""
 
 SCOPES = (
     "memory:read", "memory:write", "review:decide", "audit:read",

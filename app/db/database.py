@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.embedded import APP_ROLE, EmbeddedServer, start_embedded
+from app.observability import tracing
 from app.observability.db_pool import InstrumentedQueuePool
 from app.paths import MIGRATIONS_DIR
 
@@ -193,12 +194,14 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5) -> En
 
     `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with
     `Retry-After`, see `app.error_responses.as_app_error`) instead of queueing behind a saturated pool."""
-    return create_engine(
+    engine = create_engine(
         url, poolclass=InstrumentedQueuePool, pool_size=pool_size, max_overflow=pool_size,
         pool_timeout=pool_timeout, pool_recycle=1800,
         hide_parameters=True,
         connect_args={"options": "-c plan_cache_mode=force_custom_plan -c max_parallel_workers_per_gather=0"},
     )
+    tracing.instrument_engine(engine)  # a span per statement while OpenTelemetry is on
+    return engine
 
 
 def make_database(engine: Engine, embedded: EmbeddedServer | None = None) -> Database:

@@ -180,6 +180,10 @@ class User(Base):
     disabled_at: Mapped[datetime | None]
     sessions_valid_after: Mapped[datetime] = mapped_column(server_default=func.now())
     """Sessions created before this instant are void ("sign out everywhere")."""
+    oidc_issuer: Mapped[str | None]
+    oidc_subject: Mapped[str | None]
+    """Set for accounts provisioned by OpenID Connect sign-in (`app.services.oidc`); they have no
+    usable password."""
 
 
 class UserRole(Base):
@@ -284,7 +288,7 @@ class WebhookDelivery(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
-# --- The router: other memory stores governed memories are delivered to (migration 0025) -----------
+# --- The router: other memory stores governed memories are delivered to (migration 0026) -----------
 
 class MemoryBackend(Base):
     """A store besides the built-in one that receives a tenant's governed memories (by agent

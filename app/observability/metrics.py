@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 from prometheus_client import Counter, Gauge, Histogram, multiprocess, values
 
 from app.errors import Forbidden, PolicyDenied
+from app.observability import tracing
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 DECISION_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400)
@@ -159,7 +160,8 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
 
 
 def time_embeddings(embedder: Any, kind: str) -> Any:
-    """Make `embedder.embed` record its duration under `kind` (`local` or `openai`); returns it."""
+    """Make `embedder.embed` record its duration under `kind` (`local` or `openai`), and trace it
+    while OpenTelemetry is on; returns it."""
     plain = embedder.embed
     histogram = EMBEDDING.labels(kind if kind in ("local", "openai") else "other")
 
@@ -167,7 +169,8 @@ def time_embeddings(embedder: Any, kind: str) -> Any:
     def embed(texts):
         started = time.perf_counter()
         try:
-            return plain(texts)
+            with tracing.span("memwarden.embed", **{"memwarden.embedder": kind, "memwarden.texts": len(texts)}):
+                return plain(texts)
         finally:
             histogram.observe(time.perf_counter() - started)
 

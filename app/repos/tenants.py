@@ -36,6 +36,12 @@ def list_all(session: Session) -> list[Tenant]:
     return list(session.scalars(select(Tenant).order_by(Tenant.created_at, Tenant.id)))
 
 
+def with_setting(session: Session, *, key: str) -> list[Tenant]:
+    """The tenants whose settings have `key` (e.g. `oidc`: those admitting people from the OpenID
+    provider), by name."""
+    return list(session.scalars(select(Tenant).where(Tenant.settings.has_key(key)).order_by(Tenant.name)))
+
+
 def touch(session: Session, *, tenant_id: str) -> None:
     """Update the tenant row without changing it, so its version (xmin) changes: cached per-tenant
     settings keyed by that version are read afresh (`app.services.tenant_config.rules_for`)."""

@@ -12,11 +12,22 @@ from sqlalchemy.orm import Session
 from app.db.models import Tenant, User, UserRole, WebSession
 
 
-def insert_user(session: Session, user: User, role: UserRole) -> None:
-    """Add an account with its first tenant role."""
+def insert_user(session: Session, user: User, role: UserRole | None) -> None:
+    """Add an account, with its first tenant role when given."""
     session.add(user)
     session.flush()
-    session.add(role)
+    if role is not None:
+        session.add(role)
+
+
+def find_by_oidc_identity(session: Session, *, issuer: str, subject: str) -> User | None:
+    """The account provisioned for this OpenID provider identity, or None."""
+    return session.scalars(select(User).where(User.oidc_issuer == issuer, User.oidc_subject == subject)).first()
+
+
+def lock_oidc_identity(session: Session, *, issuer: str, subject: str) -> None:
+    """Serialise sign-ins of one provider identity (first-sign-in provisioning) until the transaction ends."""
+    session.execute(select(func.pg_advisory_xact_lock(func.hashtext(f"memwarden.oidc:{issuer} {subject}"))))
 
 
 def get_user(session: Session, *, user_id: str) -> User | None:

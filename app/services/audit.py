@@ -36,10 +36,10 @@ from app.config import Settings
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import AuditCheckpoint, AuditEntry
-from app.db.transaction_work import (ChainWork, after_commit, commits_at_own_commit, commits_durably, pending_work,
-                                     work_of)
+from app.db.transaction_work import (ChainWork, TransactionWork, after_commit, commits_at_own_commit, commits_durably,
+                                     pending_work, work_of)
 from app.errors import AuditChainBroken
-from app.observability import metrics
+from app.observability import metrics, tracing
 from app.repos import audit_alarms, audit_reads
 from app.repos import audit_log as audit_log_repo
 from app.services.audit_witness import Witness
@@ -452,18 +452,26 @@ def _write_pending(session: Session) -> None:
     chains, work.chains = work.chains, {}
     for chain_id in sorted(chains):
         pending = chains[chain_id]
-        has_events = bool(pending.events)
-        heads = audit_log_repo.lock_and_read_heads(session, chain_id=chain_id, tenant_id=pending.tenant_id,
-                                                   notify=has_events)
-        work.locks.add(chain_id)
-        if heads.alarm_id is not None and not pending.despite_alarm:
-            raise _closed(chain_id, heads)
-        if pending.audit:
-            pending.writer.write_at_commit(session, chain_id, pending.audit, head=heads)
-        if has_events:  # the event-log head is only read for them (migration 0016)
-            pending.event_id, pending.has_webhooks = heads.event_id, heads.has_webhooks
-        for write in pending.after_lock:
-            write(session, pending)
+        # The span covers the wait for the chain's lock too: under contention that is the cost.
+        with tracing.span("memwarden.audit.append", **{"memwarden.audit.chain": "system" if pending.tenant_id is None
+                                                       else "tenant", "memwarden.audit.entries": len(pending.audit)}):
+            _write_chain(session, work, chain_id, pending)
+
+
+def _write_chain(session: Session, work: TransactionWork, chain_id: str, pending: ChainWork) -> None:
+    """Lock one chain, check it is open, and write its pending audit entries (and event-log work)."""
+    has_events = bool(pending.events)
+    heads = audit_log_repo.lock_and_read_heads(session, chain_id=chain_id, tenant_id=pending.tenant_id,
+                                               notify=has_events)
+    work.locks.add(chain_id)
+    if heads.alarm_id is not None and not pending.despite_alarm:
+        raise _closed(chain_id, heads)
+    if pending.audit:
+        pending.writer.write_at_commit(session, chain_id, pending.audit, head=heads)
+    if has_events:  # the event-log head is only read for them (migration 0016)
+        pending.event_id, pending.has_webhooks = heads.event_id, heads.has_webhooks
+    for write in pending.after_lock:
+        write(session, pending)
 
 
 def _closed(chain_id: str, heads: Row) -> AuditChainBroken:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.core import jsontext
 from app.core.screening import Protection, Screening, screen
-from app.observability import metrics
+from app.observability import metrics, tracing
 from app.repos import memories as memories_repo
 from app.repos import search
 from app.repos.memories import Scope
@@ -35,15 +35,18 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
     """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs,
     ``protection`` the tenant's extra protected keys and paths (its cached `TenantRules`),
     ``embedder`` the name of the model that made ``embedding`` (the semantic signal needs its own model's)."""
-    live: list[str] = []
-    live_fsm = None
-    if memory_type == "procedural":
-        live_fsm = _live_fsm(session, Scope(tenant_id, agent_id), content)
-    else:
-        live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
-    flags = screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
-                   live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection,
-                   embedding=embedding, embedder=embedder)
+    with tracing.span("memwarden.screen", **{"memwarden.memory_type": memory_type}) as traced:
+        live: list[str] = []
+        live_fsm = None
+        if memory_type == "procedural":
+            live_fsm = _live_fsm(session, Scope(tenant_id, agent_id), content)
+        else:
+            live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
+        flags = screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
+                       live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection,
+                       embedding=embedding, embedder=embedder)
+        if traced is not None:  # flag names are a fixed vocabulary, never what the write said
+            traced.set_attribute("memwarden.screening.flags", sorted(flags.names))
     metrics.screened(flags.names)
     return flags
 

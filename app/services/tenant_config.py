@@ -156,14 +156,23 @@ def set_redaction_mode(ctx: AppContext, *, tenant_id: str, mode: str, actor: dic
                  data={"redaction_mode": mode}, actor=actor)
 
 
+def set_tenant_setting(ctx: AppContext, tenant_id: str, key: str, value: Any, *, data: dict, actor: dict) -> None:
+    """Set (None: remove) one key of the tenant's settings, audited as `tenant.settings_changed`
+    with `data` (which must say what changed without holding secrets)."""
+    _set_setting(ctx, tenant_id, key, value, event_type="tenant.settings_changed", data=data, actor=actor)
+
+
 def _set_setting(ctx: AppContext, tenant_id: str, key: str, value: Any, *, event_type: str, data: dict,
                  actor: dict) -> None:
-    """Set one key of the tenant's settings and audit it, in one transaction (row-locked)."""
+    """Set (None: remove) one key of the tenant's settings and audit it, in one transaction (row-locked)."""
     with ctx.db.sessions.begin() as session:
         tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
         if tenant is None:
             raise NotFound("tenant not found")
-        tenant.settings = {**(tenant.settings or {}), key: value}
+        settings = {**(tenant.settings or {}), key: value}
+        if value is None:
+            del settings[key]
+        tenant.settings = settings
         ctx.audit.append(session, tenant_id=tenant_id, event_type=event_type, actor=actor,
                          subject={"type": "tenant", "id": tenant_id}, data=data)
 

@@ -12,17 +12,16 @@ from datetime import timedelta
 from passlib.hash import argon2
 from sqlalchemy.exc import IntegrityError
 
-from app.core.access import agent_allowed, normalise_agents
+from app.core.access import ROLES, agent_allowed, normalise_agents
 from app.core.ids import new_id
 from app.core.timefmt import utcnow
 from app.db.models import User, UserRole
-from app.errors import Conflict, NotFound, RateLimited, ValidationFailed
+from app.errors import Conflict, Forbidden, NotFound, RateLimited, ValidationFailed
 from app.repos import audit_alarms as alarms_repo
 from app.repos import login_throttle as throttle_repo
 from app.repos import users as users_repo
 from app.services.context import AppContext
 
-ROLES = ("viewer", "reviewer", "auditor", "admin")
 ROLE_POWERS = {
     "viewer": {"read"},
     "reviewer": {"read", "decide"},
@@ -225,7 +224,7 @@ def _record_success(session, username: str, client: str) -> None:
     throttle_repo.forget_one_failure(session, username=username, client=ANY_CLIENT)
 
 
-def _audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str, event: str, reason: str,
+def audit_sign_in(ctx: AppContext, session, user_id: str | None, username: str, event: str, reason: str,
                    client: str) -> None:
     tenant_ids = [] if user_id is None else users_repo.tenant_ids_of(session, user_id=user_id)
     subject = {"type": "user", "id": user_id}
@@ -245,6 +244,8 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
 
     The slow password hash runs between two short transactions, holding neither a database
     connection nor the username's lock, so a flood of sign-ins cannot starve the pool."""
+    if not ctx.settings.password_sign_in:
+        raise Forbidden("password sign-in is turned off here; sign in through your identity provider")
     username = username.strip()[:MAX_SIGN_IN_NAME]
     if "\x00" in username or "\x00" in password:  # no account has one; PostgreSQL text cannot hold it
         raise ValidationFailed("wrong username or password")
@@ -257,7 +258,7 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
         if blocked is None:
             _count_attempt(session, username, client)
         elif not blocked.refusal_audited:  # once per block: refusals are free to send, entries are not
-            _audit_sign_in(ctx, session, user_id, username, "auth.sign_in_throttled", "throttled", client)
+            audit_sign_in(ctx, session, user_id, username, "auth.sign_in_throttled", "throttled", client)
             throttle_repo.mark_refusal_audited(session, username=username, client=blocked.client)
     if blocked is not None:
         raise RateLimited(f"too many failed sign-ins; try again in {blocked.wait} s",
@@ -265,7 +266,8 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
 
     # Always one argon2 verification, so the answer's timing says nothing about the account: unknown,
     # disabled, or a password too long to be anyone's (checked against a stand-in hash).
-    usable = user is not None and user.disabled_at is None and len(password) <= MAX_PASSWORD
+    usable = (user is not None and user.disabled_at is None and user.oidc_subject is None
+              and len(password) <= MAX_PASSWORD)
     matched = argon2.verify(password if len(password) <= MAX_PASSWORD else "",
                             user.password_hash if usable else _stand_in_hash())
     ok = usable and matched
@@ -275,7 +277,7 @@ def sign_in(ctx: AppContext, username: str, password: str, *, client: str | None
             session_id = secrets.token_urlsafe(32)
             users_repo.insert_web_session(session, session_id=session_id, user_id=user_id)
         event, reason = ("auth.signed_in", "password") if ok else ("auth.sign_in_failed", "refused")
-        _audit_sign_in(ctx, session, user_id, username, event, reason, client)
+        audit_sign_in(ctx, session, user_id, username, event, reason, client)
     if not ok:
         raise ValidationFailed("wrong username or password")
     return session_id

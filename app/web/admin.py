@@ -38,7 +38,8 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
     return {
         "members": [{"id": u.id, "username": u.username, "role": r.role, "agents": list(r.agents),
                      "sign_in_name": f"{role.tenant_name}/{u.username}" if u.home_tenant_id else u.username,
-                     "disabled": u.disabled_at is not None} for u, r in members],
+                     "disabled": u.disabled_at is not None, "via_provider": u.oidc_subject is not None}
+                    for u, r in members],
         "keys": [{"id": k.id, "name": k.name, "scopes": list(k.scopes), "agents": list(k.agents),
                   "created_at": k.created_at, "last_used_at": k.last_used_at, "revoked_at": k.revoked_at}
                  for k in keys],
