@@ -196,7 +196,8 @@ def _only_tenant(ctx):
 
 def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
     from app.core.durations import format_duration
-    from app.services.tenant_config import set_policy, set_redaction_mode, set_review_sla, set_screening
+    from app.services.tenant_config import (set_policy, set_read_budget, set_redaction_mode, set_review_sla,
+                                            set_screening)
     from app.services.tenants import resolve_tenant
 
     ctx = cli_common.open_context(settings)
@@ -214,6 +215,10 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
     if args.review_sla is not None:
         seconds = set_review_sla(ctx, tenant_id=tenant.id, duration=args.review_sla, actor=cli_common.cli_actor())
         print(f"review SLA: {format_duration(seconds)}")
+    if args.read_budget_per_key is not None or args.read_budget_per_agent is not None:
+        budgets = set_read_budget(ctx, tenant_id=tenant.id, actor=cli_common.cli_actor(),
+                                  per_key=args.read_budget_per_key, per_agent=args.read_budget_per_agent)
+        print("read budget: " + ", ".join(f"{k} {v}" for k, v in sorted(budgets.items())))
     print(f"updated tenant {tenant.name}")
     return 0
 
@@ -314,6 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(none by default), e.g. DIRECTIVES*,SOUL.md ('' clears)")
     t_set.add_argument("--review-sla", type=_review_sla, help="longest a change may wait for review, e.g. 30m, 4h, 2d "
                                             "('off' or 0 disables); later ones are flagged and announced once")
+    t_set.add_argument("--read-budget-per-key", type=int, metavar="N",
+                       help="distinct memories one key may be returned per window (0: no budget; default "
+                            "MEMWARDEN_READ_BUDGET_PER_KEY)")
+    t_set.add_argument("--read-budget-per-agent", type=int, metavar="N",
+                       help="distinct memories of one agent returned per window over all keys (0: no budget)")
     t_set.set_defaults(func=cmd_tenant_set)
 
     review = sub.add_parser("review", help="the review queue").add_subparsers(dest="review_command", required=True)
