@@ -38,3 +38,22 @@ def test_an_auditor_sees_who_read_the_memory(client, ctx, tenant, make_key):
               if 'data-testid="memory-reader"' in line]
     # Newest first: the auditor's own view, the viewer's, then the key's get.
     assert actors == [f"user:{auditor.id}", f"user:{viewer.id}", f"api_key:{key_id}"]
+
+
+def test_a_key_that_met_its_read_budget_is_flagged_on_the_admin_page(client, ctx, tenant, make_key):
+    from app.services.tenant_config import set_read_budget
+
+    set_read_budget(ctx, tenant_id=tenant.id, actor=ACTOR, per_key=1)
+    writer = bearer(make_key())
+    first, second = _remember(client, writer), _remember(client, writer)
+    token = make_key(scopes="memory:read")
+    key_id, calm_key = "_".join(token.split("_")[1:3]), "_".join(make_key(scopes="memory:read").split("_")[1:3])
+    assert client.get(f"/v1/memories/{first}", headers=bearer(token)).status_code == 200
+    assert client.get(f"/v1/memories/{second}", headers=bearer(token)).status_code == 429
+    admin = create_user(ctx, username=f"adm-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role="admin",
+                        actor=ACTOR)
+    assert web_sign_in(client, admin.username, PASSWORD, "/admin").status_code == 303
+    page = client.get("/admin").text
+    rows = {row.split('data-key-id="')[1].split('"')[0]: row for row in page.split('data-testid="key-row"')[1:]}
+    assert 'data-testid="key-read-budget-flag"' in rows[key_id].split("</tr>")[0]
+    assert 'data-testid="key-read-budget-flag"' not in rows[calm_key].split("</tr>")[0]
