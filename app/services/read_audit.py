@@ -31,12 +31,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Sequence
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from app.core.cursor import encode_cursor
 from app.core.ids import new_id
 from app.core.timefmt import format_ts, parse_ts, utcnow
-from app.errors import AppError, NotFound, ValidationFailed
+from app.errors import AppError, AuditChainBroken, NotFound, ValidationFailed
 from app.repos import memories as memories_repo
 from app.repos import reads as repo
 from app.services.audit import chain_for
@@ -102,25 +102,46 @@ def note_read(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id:
     record = ReadRecord(tenant_id, new_id("read"), utcnow(), dict(actor), key_id, agent_id, operation,
                         query_digest(ctx, tenant_id, query), tuple(dict.fromkeys(memory_ids)))
     if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
-        write_batch(ctx, [record])  # inside an outer transaction: written in it
+        write_tenant(ctx, tenant_id, [record])  # inside an outer transaction: written in it
     else:
         recorder(ctx).note(record)
     return record
 
 
-def write_batch(ctx: AppContext, records: Sequence[ReadRecord]) -> None:
-    """Append `records` (one tenant's or several) to their chains and indexes, one transaction per
-    tenant. A tenant whose chain is closed by an alarm gets its records in the system chain
-    (`AuditLog.append_access`): a chain under investigation is still read."""
+def write_tenant(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord]) -> None:
+    """Append one tenant's `records` to its chain and its indexes, in one transaction. If the
+    chain is closed by an open alarm (the commit refuses), they go to the system chain instead
+    (`AuditLog.append_access`): a tenant under investigation is still read, and its reads recorded."""
+    try:
+        _write(ctx, tenant_id, records, ctx.audit.append)
+    except AuditChainBroken:
+        _write(ctx, tenant_id, records, ctx.audit.append_access)
+
+
+def _write(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord], append) -> None:
+    with ctx.db.sessions.begin() as session:
+        for record in records:
+            append(session, tenant_id=tenant_id, event_type=EVENT_TYPE, actor=record.actor,
+                   subject={"type": "read", "id": record.id}, data=record.audit_data())
+        repo.insert_records(session, [r.row() for r in records])
+
+
+def write_batch(ctx: AppContext, records: Sequence[ReadRecord]) -> list[ReadRecord]:
+    """Write `records` of any tenants, one transaction per tenant; returns those of the tenants
+    whose transaction failed (logged), for the next round."""
     by_tenant: dict[str, list[ReadRecord]] = {}
     for record in records:
         by_tenant.setdefault(record.tenant_id, []).append(record)
+    failed: list[ReadRecord] = []
     for tenant_id, batch in sorted(by_tenant.items()):
-        with ctx.db.sessions.begin() as session:
-            for record in batch:
-                ctx.audit.append_access(session, tenant_id=tenant_id, event_type=EVENT_TYPE, actor=record.actor,
-                                        subject={"type": "read", "id": record.id}, data=record.audit_data())
-            repo.insert_records(session, [r.row() for r in batch])
+        try:
+            write_tenant(ctx, tenant_id, batch)
+        except IntegrityError:  # a retry of a batch whose commit went through unacknowledged: written
+            log.info("read audit: %d records were already written", len(batch))
+        except (SQLAlchemyError, AppError) as exc:  # the database away; the next round retries
+            log.warning("read audit: %d records not written yet (%s)", len(batch), type(exc).__name__)
+            failed.extend(batch)
+    return failed
 
 
 class ReadRecorder:
@@ -153,18 +174,15 @@ class ReadRecorder:
                 batch, self._pending = self._pending, []
             if not batch:
                 return 0
-            try:
-                write_batch(self.ctx, batch)
-                return len(batch)
-            except (SQLAlchemyError, AppError) as exc:
-                log.warning("read audit: %d records not written yet (%s)", len(batch), type(exc).__name__)
+            failed = write_batch(self.ctx, batch)
+            if failed:
                 with self._lock:
-                    self._pending[:0] = batch
+                    self._pending[:0] = failed
                     dropped = len(self._pending) - MAX_PENDING
                     if dropped > 0:
                         del self._pending[:dropped]
                         log.error("read audit: %d records dropped: the database has been away too long", dropped)
-                return 0
+            return len(batch) - len(failed)
 
     def _run(self) -> None:
         while True:

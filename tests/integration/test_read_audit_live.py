@@ -183,3 +183,23 @@ def _assert_flagged(ctx, tenant_id, key_id):
         assert session.execute(text("SELECT count(*) FROM events WHERE tenant_id = :t AND type = "
                                     "'read_budget.exceeded' AND payload->>'keyId' = :k"),
                                {"t": tenant_id, "k": key_id}).scalar() == 1
+
+
+def test_reads_of_a_tenant_whose_chain_is_closed_are_recorded_in_the_system_chain(committed_ctx):
+    """An open alarm refuses writes to the tenant's chain; reads still happen (an investigation
+    reads), so their records go to the system chain, naming the tenant, and to the indexes."""
+    from app.services import read_audit
+    from app.services.audit import SYSTEM_CHAIN
+
+    tenant = create_tenant(committed_ctx, name=unique("closed"), actor=ACTOR)
+    committed_ctx.audit.raise_alarm(committed_ctx.db.engine, chain_for(tenant.id), first_bad_seq=1, reason="test",
+                                    detail="opened by the test", detected_by="test")
+    record = read_audit.note_read(committed_ctx, tenant_id=tenant.id, actor={"kind": "api_key", "id": "key_x"},
+                                  key_id="key_x", agent_id="a", operation="get", memory_ids=["mem_x"])
+    read_audit.flush(committed_ctx)
+    with committed_ctx.db.sessions() as session:
+        entry = session.execute(text("SELECT entry FROM audit_entries WHERE chain_id = :c AND subject_id = :r"),
+                                {"c": SYSTEM_CHAIN, "r": record.id}).scalar()
+        indexed = session.execute(text("SELECT memory_ids FROM read_records WHERE tenant_id = :t AND id = :r"),
+                                  {"t": tenant.id, "r": record.id}).scalar()
+    assert json.loads(entry)["data"]["tenant_id"] == tenant.id and indexed == ["mem_x"]
