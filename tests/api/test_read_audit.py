@@ -124,3 +124,15 @@ def test_read_audit_endpoints_need_audit_read_and_refuse_bad_input(client, agent
     client.get(f"/v1/memories/{mid}", headers=agent)
     assert_error(client.get(f"/v1/memories/{mid}/readers", headers=stranger), 404, "not_found")
     assert client.get("/v1/audit/access", headers=stranger).json()["items"] == []
+
+
+def test_a_workspace_file_read_is_recorded_by_path(client, ctx, tenant, make_key):
+    headers = bearer(make_key(scopes="workspace:read,workspace:write"))
+    put = client.put("/v1/host/workspace/files/NOTES.md", json={"content": "Nothing secret here."},
+                     headers={**headers, "X-Agent-Id": "ws-agent"})
+    assert put.status_code in (200, 201), put.text
+    assert client.get("/v1/host/workspace/files/NOTES.md", headers=headers).status_code == 200
+    entries = _read_entries(ctx, tenant.id)
+    assert [(e["data"]["operation"], e["data"]["memory_ids"]) for e in entries] == [
+        ("workspace.get", ["workspace:NOTES.md"])]
+    assert "Nothing secret" not in json.dumps(entries)
