@@ -95,12 +95,20 @@ def query_digest(ctx: AppContext, tenant_id: str, query: dict[str, Any] | None) 
     return hmac.new(key, canonical.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
+def new_record(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
+               agent_id: str | None, operation: str, memory_ids: Sequence[str],
+               query: dict[str, Any] | None = None) -> ReadRecord:
+    """The record of one read made now (not yet written: `note_read` or `write_tenant`)."""
+    return ReadRecord(tenant_id, new_id("read"), utcnow(), dict(actor), key_id, agent_id, operation,
+                      query_digest(ctx, tenant_id, query), tuple(dict.fromkeys(memory_ids)))
+
+
 def note_read(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
               agent_id: str | None, operation: str, memory_ids: Sequence[str],
               query: dict[str, Any] | None = None) -> ReadRecord:
     """Record one read (see the module docstring for when it reaches the chain)."""
-    record = ReadRecord(tenant_id, new_id("read"), utcnow(), dict(actor), key_id, agent_id, operation,
-                        query_digest(ctx, tenant_id, query), tuple(dict.fromkeys(memory_ids)))
+    record = new_record(ctx, tenant_id=tenant_id, actor=actor, key_id=key_id, agent_id=agent_id,
+                        operation=operation, memory_ids=memory_ids, query=query)
     if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
         write_tenant(ctx, tenant_id, [record])  # inside an outer transaction: written in it
     else:
