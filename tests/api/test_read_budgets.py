@@ -35,6 +35,9 @@ def _count(ctx, sql, **params):
 def test_a_key_is_stopped_at_its_budget_and_rereads_are_free(client, ctx, tenant, make_key):
     set_read_budget(ctx, tenant_id=tenant.id, actor=ACTOR, per_key=5)
     writer = bearer(make_key())
+    hook = client.post("/v1/webhooks", json={"url": "http://127.0.0.1:9/hook", "events": ["read_budget.exceeded"]},
+                       headers=bearer(make_key(scopes="events:read")))
+    assert hook.status_code == 201, hook.text
     ids = _remember_many(client, writer, 8)
     token = make_key(scopes="memory:read")
     reader, key_id = bearer(token), "_".join(token.split("_")[1:3])
@@ -61,6 +64,9 @@ def test_a_key_is_stopped_at_its_budget_and_rereads_are_free(client, ctx, tenant
     assert _count(ctx, "SELECT count(*) FROM events WHERE tenant_id = :t AND type = 'read_budget.exceeded' "
                        "AND payload->>'keyId' = :k", t=tenant.id, k=key_id) == 1
     assert _count(ctx, "SELECT read_budget_exceeded_at IS NOT NULL FROM api_keys WHERE id = :k", k=key_id)
+    assert _count(ctx, "SELECT count(*) FROM webhook_deliveries d JOIN events e ON e.tenant_id = d.tenant_id "
+                       "AND e.id = d.event_id WHERE d.webhook_id = :w AND e.type = 'read_budget.exceeded'",
+                  w=hook.json()["id"]) == 1  # the webhook is owed the event (delivery: tests of webhooks)
     # The access log names exactly what the key got: the five, never the refused ones.
     got = _count(ctx, "SELECT array_agg(DISTINCT m) FROM read_records r, unnest(r.memory_ids) m "
                       "WHERE r.tenant_id = :t AND r.key_id = :k", t=tenant.id, k=key_id)
