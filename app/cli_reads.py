@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 
-from app.cli_common import open_context
+from app import cli_common
 from app.config import Settings
 
 PAGE = 500
@@ -38,7 +38,7 @@ def cmd_access(args: argparse.Namespace, settings: Settings) -> int:
     from app.services import read_audit
     from app.services.tenants import resolve_tenant
 
-    ctx = open_context(settings)
+    ctx = cli_common.open_context(settings)
     try:
         tenant_id = resolve_tenant(ctx, args.tenant).id
         flt = read_audit.access_filter({"key_id": args.key, "agent_id": args.agent, "from": args.since,
@@ -60,7 +60,7 @@ def cmd_readers(args: argparse.Namespace, settings: Settings) -> int:
     from app.services import read_audit
     from app.services.tenants import resolve_tenant
 
-    ctx = open_context(settings)
+    ctx = cli_common.open_context(settings)
     try:
         tenant_id = resolve_tenant(ctx, args.tenant).id
         items = list(_pages(lambda cursor: read_audit.readers(ctx, tenant_id, args.memory_id, PAGE, cursor)))

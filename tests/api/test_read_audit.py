@@ -136,3 +136,28 @@ def test_a_workspace_file_read_is_recorded_by_path(client, ctx, tenant, make_key
     assert [(e["data"]["operation"], e["data"]["memory_ids"]) for e in entries] == [
         ("workspace.get", ["workspace:NOTES.md"])]
     assert "Nothing secret" not in json.dumps(entries)
+
+
+def test_the_cli_lists_access_and_readers_and_sets_budgets(client, ctx, tenant, make_key, monkeypatch, capsys):
+    import app.cli
+    import app.cli_common
+    from app.services.tenant_config import read_budget_of
+    from app.repos import tenants as tenant_repo
+
+    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    token = make_key()
+    key_id = "_".join(token.split("_")[1:3])
+    mid = _remember(client, bearer(token), SECRET)
+    client.get(f"/v1/memories/{mid}", headers=bearer(token))
+    capsys.readouterr()
+    assert app.cli.main(["audit", "access", "--tenant", tenant.name, "--key", key_id, "--json"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["memory_ids"] == [mid] and json.loads(line)["operation"] == "get"
+    assert app.cli.main(["audit", "readers", "--tenant", tenant.name, mid]) == 0
+    out = capsys.readouterr().out
+    assert f"api_key:{key_id}" in out and "31-7-22" not in out
+    assert app.cli.main(["audit", "access", "--tenant", tenant.name, "--from", "soon"]) == 2
+    assert app.cli.main(["audit", "readers", "--tenant", tenant.name, "mem_00000000000000000000000000"]) == 2
+    assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--read-budget-per-key", "300"]) == 0
+    with ctx.db.sessions() as session:
+        assert read_budget_of(tenant_repo.settings_of(session, tenant_id=tenant.id)) == {"per_key": 300}
