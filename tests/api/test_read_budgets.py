@@ -96,3 +96,22 @@ def test_a_recall_that_would_pass_the_budget_is_refused(client, ctx, tenant, mak
     one = client.post("/v1/memories/recall", json={"agent_id": "budget-a", "query": "harbour facts",
                                                    "min_score": -1, "k": 2}, headers=reader)
     assert one.status_code == 200 and len(one.json()["hits"]) == 2
+
+
+def test_ended_windows_are_purged_and_the_current_one_kept(ctx, tenant):
+    from datetime import timedelta
+
+    from app.core.timefmt import utcnow
+    from app.repos import reads
+    from app.services.read_budgets import purge_ended
+
+    current, _ = window_of(utcnow(), ctx.settings.read_budget_window_seconds)
+    with ctx.db.reader() as conn:
+        for start in (current - timedelta(seconds=ctx.settings.read_budget_window_seconds), current):
+            assert reads.take_budget(conn, tenant_id=tenant.id, principals=["key:key_p"], limits=[10],
+                                     window_start=start, ids=["mem_a", "mem_b"]).allowed
+    purge_ended(ctx)
+    assert _count(ctx, "SELECT count(*) FROM read_budget_windows WHERE tenant_id = :t", t=tenant.id) == 1
+    assert _count(ctx, "SELECT count(*) FROM read_budget_seen WHERE tenant_id = :t AND window_start = :w",
+                  t=tenant.id, w=current) == 2
+    assert _count(ctx, "SELECT count(*) FROM read_budget_seen WHERE tenant_id = :t", t=tenant.id) == 2
