@@ -203,3 +203,45 @@ def test_reads_of_a_tenant_whose_chain_is_closed_are_recorded_in_the_system_chai
         indexed = session.execute(text("SELECT memory_ids FROM read_records WHERE tenant_id = :t AND id = :r"),
                                   {"t": tenant.id, "r": record.id}).scalar()
     assert json.loads(entry)["data"]["tenant_id"] == tenant.id and indexed == ["mem_x"]
+
+
+def test_the_budget_count_is_exact_under_concurrent_takers(committed_ctx):
+    """Eight connections take overlapping ids from one key's window at once (as processes and
+    workers do): what was allowed is exactly what is counted, and never more than the limit."""
+    import threading
+    from datetime import datetime, timezone
+
+    from app.repos import reads
+
+    tenant_id, limit = unique("race"), 60
+    window = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    allowed: list[str] = []
+    lock = threading.Lock()
+
+    def taker(seed: int) -> None:
+        rng = random.Random(seed)
+        with committed_ctx.db.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            for _ in range(40):
+                ids = [f"mem_{rng.randrange(120)}" for _ in range(5)]
+                verdict = reads.take_budget(conn, tenant_id=tenant_id, principals=["key:k", "agent:a"],
+                                            limits=[limit, limit * 10], window_start=window, ids=ids)
+                if verdict.allowed:
+                    with lock:
+                        allowed.extend(ids)
+
+    threads = [threading.Thread(target=taker, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with committed_ctx.db.sessions() as session:
+        used = session.execute(text("SELECT used FROM read_budget_windows WHERE tenant_id = :t AND principal = 'key:k'"),
+                               {"t": tenant_id}).scalar()
+        seen = set(session.execute(text("SELECT memory_id FROM read_budget_seen WHERE tenant_id = :t "
+                                        "AND principal = 'key:k'"), {"t": tenant_id}).scalars())
+        session.execute(text("DELETE FROM read_budget_seen WHERE tenant_id = :t"), {"t": tenant_id})
+        session.execute(text("DELETE FROM read_budget_windows WHERE tenant_id = :t"), {"t": tenant_id})
+        session.commit()
+    assert seen == set(allowed) and used == len(seen)
+    assert limit - 5 < used <= limit  # filled to within one request of the limit, never past it
