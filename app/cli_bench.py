@@ -22,6 +22,7 @@ BENCHMARKS: list[str] = [
     "app.bench.import_",     # memwarden bench import     — `memwarden import` rate at N mem0 memories
     "app.bench.hotpath",     # memwarden bench hotpath    — round trips and CPU ms per remember/recall/approve
     "app.bench.rate_limit",  # memwarden bench rate-limit — per-request cost of the shared rate limit
+    "app.bench.read_budget",  # memwarden bench read-budget — distinct memories a normal agent reads, on the corpora
 ]
 
 

@@ -41,7 +41,7 @@ from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import recall_tracking
+from app.services import read_budgets, recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -101,6 +101,8 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         if scope.as_of is None and hits:
             _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
         session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
+    read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
+                         memory_ids=[m.id for _, _, m in hits], query=body)
     out = []
     for score, sim, memory in hits:
         out.append({**entry_json(memory), "score": round(score, 6), "similarity": round(sim, 6)})
