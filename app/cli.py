@@ -196,7 +196,8 @@ def _only_tenant(ctx):
 
 def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
     from app.core.durations import format_duration
-    from app.services.tenant_config import set_policy, set_redaction_mode, set_review_sla, set_screening
+    from app.services.tenant_config import (set_policy, set_read_budget, set_redaction_mode, set_review_sla,
+                                            set_screening)
     from app.services.tenants import resolve_tenant
 
     ctx = cli_common.open_context(settings)
@@ -223,6 +224,10 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
                                   + ", ".join(f"{value}={role}" for value, role in rule.role_map)
                                   + (f"; email domains {', '.join(rule.email_domains)}" if rule.email_domains else "")
                                   if rule else "off"))
+    if args.read_budget_per_key is not None or args.read_budget_per_agent is not None:
+        budgets = set_read_budget(ctx, tenant_id=tenant.id, actor=cli_common.cli_actor(),
+                                  per_key=args.read_budget_per_key, per_agent=args.read_budget_per_agent)
+        print("read budget: " + ", ".join(f"{k} {v}" for k, v in sorted(budgets.items())))
     print(f"updated tenant {tenant.name}")
     return 0
 
@@ -329,6 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
     t_set.add_argument("--oidc-role-claim", help="the claim the role map reads (default groups)")
     t_set.add_argument("--oidc-email-domains", help="comma list of email domains admitted (verified `email` or `hd`); "
                        "'' admits any")
+    t_set.add_argument("--read-budget-per-key", type=int, metavar="N",
+                       help="distinct memories one key may be returned per window (0: no budget; default "
+                            "MEMWARDEN_READ_BUDGET_PER_KEY)")
+    t_set.add_argument("--read-budget-per-agent", type=int, metavar="N",
+                       help="distinct memories of one agent returned per window over all keys (0: no budget)")
     t_set.set_defaults(func=cmd_tenant_set)
 
     review = sub.add_parser("review", help="the review queue").add_subparsers(dest="review_command", required=True)

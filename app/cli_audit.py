@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from app import cli_reads
 from app.cli_common import open_context
 from app.config import Settings
 
@@ -203,3 +204,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     clear.set_defaults(func=cmd_clear_alarm)
 
     audit.add_parser("public-key", help="print the checkpoint verifier key").set_defaults(func=cmd_public_key)
+    cli_reads.register(audit)

@@ -24,6 +24,7 @@ BENCHMARKS: list[str] = [
     "app.bench.rate_limit",  # memwarden bench rate-limit — per-request cost of the shared rate limit
     "app.bench.fusion",      # memwarden bench fusion     — memorywire's adversarial-fusion experiment through the router
     "app.bench.router",      # memwarden bench router     — recall cost per memory backend, outbox rate and lag
+    "app.bench.read_budget",  # memwarden bench read-budget — distinct memories a normal agent reads, on the corpora
 ]
 
 

@@ -48,6 +48,23 @@ class Settings:
         "MEMWARDEN_MAX_ENTRY_SIZE_BYTES", 65_536, "Largest memory content in UTF-8 bytes (413 above).")
     rate_limit_per_minute: int = _setting(
         "MEMWARDEN_RATE_LIMIT_PER_MINUTE", 6_000, "Requests per API key per minute (429 above); 0 disables.")
+    read_audit_flush_ms: int = _setting(
+        "MEMWARDEN_READ_AUDIT_FLUSH_MS", 200,
+        "Every read that returns memory is recorded in the tenant's audit chain (`memory.read`) in batches "
+        "written at least this often; a crash of the process loses at most the reads of this last interval.")
+    read_audit_flush_records: int = _setting(
+        "MEMWARDEN_READ_AUDIT_FLUSH_RECORDS", 500,
+        "A read-audit batch is written as soon as this many reads are waiting, before the interval ends.")
+    read_budget_per_key: int = _setting(
+        "MEMWARDEN_READ_BUDGET_PER_KEY", 2_000,
+        "Distinct memories one API key may be returned per budget window (429 `read_budget_exceeded` above); "
+        "0 disables. A tenant may set its own (`memwarden tenant set --read-budget-per-key`).")
+    read_budget_per_agent: int = _setting(
+        "MEMWARDEN_READ_BUDGET_PER_AGENT", 5_000,
+        "Distinct memories of one agent returned per budget window, over all keys; 0 disables. "
+        "A tenant may set its own (`memwarden tenant set --read-budget-per-agent`).")
+    read_budget_window_seconds: int = _setting(
+        "MEMWARDEN_READ_BUDGET_WINDOW_SECONDS", 3_600, "Length of a read-budget window (fixed, aligned to the epoch).")
     audit_origin: str = _setting(
         "MEMWARDEN_AUDIT_ORIGIN", "memwarden.local",
         "Log origin named in every audit entry and checkpoint.")

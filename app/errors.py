@@ -114,5 +114,12 @@ class RateLimited(AppError):
     code, status = "rate_limited", 429
 
 
+class ReadBudgetExceeded(AppError):
+    """The key (or the agent) was returned as many distinct memories in this window as its read
+    budget allows; `Retry-After` says when the window ends. Nothing of the refused read is returned."""
+
+    code, status = "read_budget_exceeded", 429
+
+
 class Unavailable(AppError):
     code, status = "unavailable", 503

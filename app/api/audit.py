@@ -11,7 +11,7 @@ from app.api.jsonio import json_response
 from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
-from app.services import decisions
+from app.services import decisions, read_audit
 from app.services.audit import chain_for, list_checkpoints
 
 
@@ -50,6 +50,14 @@ async def decisions_log(request: Request, principal: Principal):
     return PlainTextResponse("".join(decisions.csv_lines(page["items"])), media_type="text/csv", headers=headers)
 
 
+async def access_log(request: Request, principal: Principal):
+    spec = parse_query(request, "access.query")
+    flt = read_audit.access_filter(spec)
+    page = await run_in_threadpool(read_audit.access, ctx_of(request), principal.tenant_id, flt,
+                                   spec.get("limit", read_audit.DEFAULT_LIMIT), spec.get("cursor"))
+    return json_response(page)
+
+
 async def public_key(request: Request, principal: Principal | None):
     ctx = ctx_of(request)
     if "application/json" in request.headers.get("accept", ""):
@@ -67,6 +75,9 @@ routes = [
              summary="The decisions log: who approved or rejected which change (JSON, or CSV with format=csv)",
              scope="audit:read", request="decisions.query", tag="audit",
              responses={200: {"application/json": "decisions.response", "text/csv": None}}),
+    ApiRoute("/v1/audit/access", access_log, method="GET",
+             summary="The read access log: who was returned which memories, newest read first",
+             scope="audit:read", request="access.query", tag="audit", responses={200: "access.response"}),
     ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",
              scope=None, tag="audit", public=True,
              responses={200: {"text/plain": None, "application/json": "public-key.response"}}),

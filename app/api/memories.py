@@ -11,7 +11,7 @@ from starlette.requests import Request
 from app.api.jsonio import json_response, read_json
 from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
-from app.services import backends, memories, recall as recall_service
+from app.services import backends, memories, read_audit, recall as recall_service
 
 
 def _mutation(service: Callable, schema: str):
@@ -50,6 +50,13 @@ async def delete_memory(request: Request, principal: Principal):
     return json_response(outcome.body, outcome.status)
 
 
+async def readers(request: Request, principal: Principal):
+    query = parse_query(request, "readers.query")
+    page = await run_in_threadpool(read_audit.readers, ctx_of(request), principal.tenant_id, _memory_id(request),
+                                   query.get("limit", read_audit.DEFAULT_LIMIT), query.get("cursor"))
+    return json_response(page)
+
+
 async def history(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(memories.history, ctx_of(request), principal, _memory_id(request)))
 
@@ -86,4 +93,8 @@ routes = [
     ApiRoute("/v1/memories/{memory_id}/deliveries", deliveries, method="GET",
              summary="Where the memory was delivered (memory backends)", scope="memory:read",
              ids={"memory_id": "mem"}, responses={200: "deliveries.response"}),
+    ApiRoute("/v1/memories/{memory_id}/readers", readers, method="GET",
+             summary="Who read a memory: every read that returned it, newest first (the read audit)",
+             scope="audit:read", ids={"memory_id": "mem"}, request="readers.query", tag="audit",
+             responses={200: "readers.response"}),
 ]

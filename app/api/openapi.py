@@ -45,7 +45,7 @@ ERROR_STATUSES = {
     "404": "No such resource in the key's tenant",
     "413": "Request body too large",
     "422": "Validation failed; `details` lists each problem with its JSON path",
-    "429": "Rate limit exceeded (see `Retry-After`)",
+    "429": "Rate limit or read budget exceeded (`rate_limited`, `read_budget_exceeded`; see `Retry-After`)",
 }
 
 

@@ -490,7 +490,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             spread = [r for r in rows if r.agent != BIG_AGENT]
             big = [r for r in rows if r.agent == BIG_AGENT]
             warm = min(50, args.queries)
-            env = common.clean_env(data_dir, MEMWARDEN_RATE_LIMIT_PER_MINUTE="0")
+            # Budgets so high they never refuse: their cost per recall is measured, not their refusals.
+            env = common.clean_env(data_dir, MEMWARDEN_RATE_LIMIT_PER_MINUTE="0",
+                                   MEMWARDEN_READ_BUDGET_PER_KEY="100000000", MEMWARDEN_READ_BUDGET_PER_AGENT="100000000")
             updates_before = _row_updates(ctx)
             with common.serve(data_dir, env=env) as server:
                 print(f"recall: {args.queries} queries on random agents" + (" and on the big agent" if big else ""),

@@ -48,6 +48,8 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]
+    read_budget_exceeded_at: Mapped[datetime | None]
+    """When the key last met its read budget (`app.services.read_budgets`); shown on the admin page."""
 
 
 class AuditEntry(Base):
@@ -288,7 +290,7 @@ class WebhookDelivery(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
-# --- The router: other memory stores governed memories are delivered to (migration 0026) -----------
+# --- The router: other memory stores governed memories are delivered to (migration 0027) -----------
 
 class MemoryBackend(Base):
     """A store besides the built-in one that receives a tenant's governed memories (by agent

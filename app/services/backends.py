@@ -3,7 +3,7 @@ fused across them.
 
 Writes are governed first, delivered after. Nothing reaches a backend until it is live in
 Memwarden (redacted, screened, policy-checked and, when staged, approved). A trigger on `memories`
-(migration 0026) owes a delivery to each backend that takes the agent, in the very transaction
+(migration 0027) owes a delivery to each backend that takes the agent, in the very transaction
 that changed the row, on every path; `deliver_due` (a background job of the leading process)
 works those rows off: it reads the memory as it stands, puts it into the store (or deletes it when
 it is no longer live) and records the store's id for it in `backend_records`. A store that fails

@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from app.repos import audit_reads
-from app.services import audit_alarms, backends, idempotency, rate_limits, review_sla, webhooks
+from app.services import audit_alarms, backends, idempotency, rate_limits, read_budgets, review_sla, webhooks
 from app.services.context import AppContext
 from app.services.leader import Leadership
 
@@ -44,6 +44,7 @@ def _announce_and_deliver(ctx: AppContext) -> None:
 def _purge_expired(ctx: AppContext) -> None:
     idempotency.purge_expired(ctx)
     rate_limits.purge_idle(ctx)
+    read_budgets.purge_ended(ctx)
 
 
 async def _every(seconds: float, job, name: str, leadership: Leadership) -> None:

@@ -47,7 +47,8 @@ class AppContext:
         return clone
 
     def close(self) -> None:
-        from app.services import recall_tracking
+        from app.services import read_audit, recall_tracking
 
         recall_tracking.flush(self.db.engine)  # batched recall counts, while the database is still up
+        read_audit.flush(self)  # batched read records
         self.db.dispose()

@@ -30,7 +30,7 @@ from app.repos import audit_reads
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import events, recall_tracking, screening, staging
+from app.services import events, read_budgets, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
@@ -158,7 +158,10 @@ def get_memory(ctx: AppContext, principal: Principal, memory_id: str, as_of: Any
         memory = repo.get_visible(session, scope=Scope(principal.tenant_id, as_of=as_of_dt), memory_id=memory_id)
         if memory is None or not principal.may_act_for(memory.agent_id):
             raise NotFound("memory not found")
-        return entry_json(memory)
+        entry = entry_json(memory)
+    read_budgets.account(ctx, principal, operation="get", agent_id=entry["agent_id"], memory_ids=[memory_id],
+                         query={"id": memory_id, "as_of": as_of})
+    return entry
 
 
 def list_memories(ctx: AppContext, principal: Principal, query: dict[str, Any]) -> dict[str, Any]:
@@ -173,6 +176,8 @@ def list_memories(ctx: AppContext, principal: Principal, query: dict[str, Any]) 
     more = len(rows) > limit
     rows = rows[:limit]
     cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
+    read_budgets.account(ctx, principal, operation="list", agent_id=query["agent_id"],
+                         memory_ids=[m.id for m in rows], query=query)
     return {"items": [entry_json(m) for m in rows], "next_cursor": cursor}
 
 
@@ -184,6 +189,9 @@ def history(ctx: AppContext, principal: Principal, memory_id: str) -> dict[str, 
                 or not principal.may_act_for(memory.agent_id)):
             raise NotFound("memory not found")
         rows = audit_reads.about_subject(session, chain_id=chain_for(principal.tenant_id), subject_id=memory_id)
+        agent_id = memory.agent_id
+    read_budgets.account(ctx, principal, operation="history", agent_id=agent_id, memory_ids=[memory_id],
+                         query={"id": memory_id})
     events = []
     for row in rows:
         entry = json.loads(row.entry)

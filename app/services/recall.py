@@ -41,7 +41,7 @@ from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import backends, recall_tracking
+from app.services import backends, read_budgets, recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -112,7 +112,13 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
     }
     routed = backends.routed_backends(ctx, principal, body["agent_id"]) if scope.as_of is None else []
-    return backends.fused_recall(ctx, principal, body, result, routed) if routed else result
+    if routed:
+        result = backends.fused_recall(ctx, principal, body, result, routed)
+    # Accounted once what is returned is known: with memory backends, fusion may bring memories
+    # the built-in store's own top k did not hold.
+    read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
+                         memory_ids=[h["id"] for h in result["hits"]], query=body)
+    return result
 
 
 def _graph_boost(session: Session, tenant_id: str, hits: list, hops: int) -> tuple[list, dict[str, list[str]]]:

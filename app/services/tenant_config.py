@@ -57,6 +57,8 @@ class TenantRules:
     policy: Policy
     protection: Protection = Protection()
     """Extra keys and paths screening treats as protected (``settings["screening"]``)."""
+    read_budget: tuple[tuple[str, int], ...] = ()
+    """The tenant's own read budgets (``settings["read_budget"]``: `per_key`, `per_agent`), if any."""
     backends: tuple = ()
     """The tenant's enabled memory backends (`app.services.backends`), detached rows."""
 
@@ -91,9 +93,10 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
 
 def load_rules(ctx: AppContext, session: Session, tenant_id: str) -> TenantRules:
     """The tenant's rules read afresh in `session` (an import reads them once for a whole file)."""
+    settings = tenant_repo.settings_of(session, tenant_id=tenant_id)
     return TenantRules(redactor_for(ctx, session, tenant_id), redaction_mode(session, tenant_id),
-                       staging.tenant_policy(session, tenant_id),
-                       Protection.from_settings(tenant_repo.settings_of(session, tenant_id=tenant_id).get("screening")),
+                       staging.tenant_policy(session, tenant_id), Protection.from_settings(settings.get("screening")),
+                       tuple(sorted(read_budget_of(settings).items())),
                        tuple(backends_repo.for_tenant(session, tenant_id=tenant_id, enabled_only=True)))
 
 
@@ -206,3 +209,30 @@ def set_policy(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> No
     _set_setting(ctx, tenant_id, "policy", normalised, event_type="policy.changed", actor=actor,
                  data={"rules": [r["id"] for r in normalised["rules"]],
                        "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest()})
+
+
+READ_BUDGET_KINDS = ("per_key", "per_agent")
+
+
+def read_budget_of(settings: dict | None) -> dict[str, int]:
+    """The read budgets a tenant set for itself (`per_key`, `per_agent`; 0 turns one off)."""
+    stored = (settings or {}).get("read_budget")
+    if not isinstance(stored, dict):
+        return {}
+    return {k: v for k, v in stored.items() if k in READ_BUDGET_KINDS and isinstance(v, int) and v >= 0}
+
+
+def set_read_budget(ctx: AppContext, *, tenant_id: str, actor: dict, **budgets: int | None) -> dict[str, int]:
+    """Set the tenant's own read budgets (`per_key`, `per_agent`: distinct memories per window;
+    0 turns one off; a kind left None keeps its current value). Returns what the tenant now sets."""
+    for kind, value in budgets.items():
+        if kind not in READ_BUDGET_KINDS:
+            raise ValidationFailed.at(f"/read_budget/{kind}", "not a read budget")
+        if value is not None and not 0 <= value <= 10_000_000:
+            raise ValidationFailed.at(f"/read_budget/{kind}", "must be between 0 and 10000000")
+    with ctx.db.sessions() as session:
+        current = read_budget_of(tenant_repo.settings_of(session, tenant_id=tenant_id))
+    merged = {**current, **{k: v for k, v in budgets.items() if v is not None}}
+    _set_setting(ctx, tenant_id, "read_budget", merged, event_type="tenant.settings_changed",
+                 data={"read_budget": merged}, actor=actor)
+    return merged

@@ -34,7 +34,7 @@ from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Change, WorkspaceFile, WorkspaceVersion
 from app.errors import Conflict, NotFound, SecretLeakage, ValidationFailed, WorkspaceConflict, WorkspaceTooLarge
 from app.repos import workspace as repo
-from app.services import events, staging
+from app.services import events, read_audit, staging
 from app.services.context import AppContext
 from app.services.memories import Outcome
 from app.services.tenant_config import TenantRules, rules_for
@@ -115,6 +115,11 @@ def get_file(ctx: AppContext, principal: Principal, path: str, query: dict[str, 
                                   instant=instant)
     if found is None or found.deleted:
         raise NotFound("workspace file not found")
+    # A file body is read like a memory: recorded in the read audit, named `workspace:<path>`
+    # (files are few per tenant, so no read budget counts them).
+    read_audit.note_read(ctx, tenant_id=principal.tenant_id, actor=principal.actor, key_id=principal.key_id,
+                         agent_id=None, operation="workspace.get", memory_ids=[f"workspace:{path}"],
+                         query={"path": path, **query})
     return file_json(found)
 
 

@@ -41,7 +41,8 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                      "disabled": u.disabled_at is not None, "via_provider": u.oidc_subject is not None}
                     for u, r in members],
         "keys": [{"id": k.id, "name": k.name, "scopes": list(k.scopes), "agents": list(k.agents),
-                  "created_at": k.created_at, "last_used_at": k.last_used_at, "revoked_at": k.revoked_at}
+                  "created_at": k.created_at, "last_used_at": k.last_used_at, "revoked_at": k.revoked_at,
+                  "read_budget_exceeded_at": k.read_budget_exceeded_at}
                  for k in keys],
         **tenant_admin.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),

@@ -11,13 +11,14 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from app.errors import NotFound
-from app.services import browse
+from app.services import browse, read_audit
 from app.services.cursors import decode_cursor
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import is_htmx, render, tenant_query
 
 PAGE = 50
+READERS_SHOWN = 20  # the newest reads on a memory page; the rest: `memwarden audit readers`
 TYPES = ("semantic", "episodic", "procedural", "emotional")
 FILTERS = ("agent", "user", "type", "tag", "q")
 
@@ -72,8 +73,15 @@ async def detail(request: Request):
     view = await run_in_threadpool(browse.memory_detail, ctx, tenant_id=role.tenant_id, agents=role.agents,
                                    memory_id=memory_id)
     memory = view["memory"]
+    # A person reading a memory's content is a read like an agent's (no budget: people are
+    # accountable by sign-in, and their views are recorded the same way).
+    await run_in_threadpool(read_audit.note_read, ctx, tenant_id=role.tenant_id, actor=user.actor, key_id=None,
+                            agent_id=memory["agent_id"], operation="view", memory_ids=[memory_id])
+    readers = None
+    if role.can("audit"):
+        readers = await run_in_threadpool(read_audit.readers, ctx, role.tenant_id, memory_id, READERS_SHOWN)
     return render(request, "memories/detail.html", {
-        "role": role, "memory": memory, "extra": view["extra"], "events": view["events"],
+        "role": role, "memory": memory, "extra": view["extra"], "events": view["events"], "readers": readers,
         "metadata_json": json.dumps(memory["metadata"], indent=2, ensure_ascii=False, sort_keys=True),
         "back_url": f"/memories?{urlencode({'tenant': role.tenant_name})}",
     })

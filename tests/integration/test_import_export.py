@@ -192,6 +192,9 @@ def test_export_then_import_is_lossless(ctx, tenant, make_tenant):
     assert exported[0]["format"] == EXPORT_FORMAT
     (audited,) = [e for e in audit_events(ctx, tenant) if e["type"] == "memory.exported"]
     assert audited["data"]["count"] == 6 and "Fact" not in json.dumps(audited)
+    (read,) = [e for e in audit_events(ctx, tenant) if e["type"] == "memory.read"]  # the read audit names each
+    assert read["data"]["operation"] == "export" and sorted(read["data"]["memory_ids"]) == sorted(
+        r["id"] for r in exported[1:])
     by_id = {r["id"]: r for r in exported[1:]}
     for line in jsonl[1:]:
         original = json.loads(line)

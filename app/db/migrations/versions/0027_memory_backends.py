@@ -6,13 +6,13 @@ live memory or ends one (remember, approve, edit, merge, supersede, forget, expi
 compaction, recover) owes a delivery in its own transaction without each service remembering to.
 Pending rows (the review sentinel) owe nothing: a backend only ever receives governed content.
 
-Revision ID: 0026
+Revision ID: 0027
 """
 
 from alembic import op
 
-revision = "0026"
-down_revision = "0025"
+revision = "0027"
+down_revision = "0026"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,302 @@
+"""The read audit: every read that returns memory is recorded in the tenant's audit chain.
+
+A read (recall, get, list, history — over `/v1`, MCP or OpenWOP refs) is noted here with who read
+(key or user), for which agent, the operation, the memory ids returned, a keyed digest of what was
+asked (HMAC-SHA256 under a key derived from the server secret, per tenant: equal queries compare
+equal, the text cannot be recovered) and when — never content. Each becomes one `memory.read`
+entry whose subject is the read's id (`read_…`), written with its rows in `read_records` and
+`memory_reads` (the indexes behind `GET /v1/memories/{id}/readers` and `GET /v1/audit/access`)
+in one transaction.
+
+Off the request path: reads are buffered per process and a daemon thread writes them every
+`read_audit_flush_ms`, or as soon as `read_audit_flush_records` wait, one transaction per tenant.
+The bound on a crash (`kill -9`, power loss): the reads noted in the last flush interval, plus
+those of a flush still in flight. A failed flush (the database away) keeps its reads for the next
+one, up to `MAX_PENDING`; closing the app context and process exit flush what is left. Inside an
+outer transaction (a request's unit of work, the tests' rolled-back one) the record is written in
+it, so it shares that transaction's fate.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import hmac
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Sequence
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from app.core.cursor import encode_cursor
+from app.core.ids import new_id
+from app.core.timefmt import format_ts, parse_ts, utcnow
+from app.errors import AppError, AuditChainBroken, NotFound, ValidationFailed
+from app.repos import memories as memories_repo
+from app.repos import reads as repo
+from app.services.audit import chain_for
+from app.services.cursors import decode_cursor
+
+if TYPE_CHECKING:
+    from app.services.context import AppContext
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPE = "memory.read"
+MAX_PENDING = 100_000
+"""Reads kept while the database is away; beyond it the oldest are dropped (and logged)."""
+
+
+@dataclass(frozen=True)
+class ReadRecord:
+    """One read that returned memory: identifiers and a digest, never content."""
+
+    tenant_id: str
+    id: str
+    read_at: datetime
+    actor: dict[str, str]
+    key_id: str | None
+    agent_id: str | None
+    operation: str
+    query_digest: str | None
+    memory_ids: tuple[str, ...]
+
+    def audit_data(self) -> dict[str, Any]:
+        return {"operation": self.operation, "agent_id": self.agent_id, "memory_ids": list(self.memory_ids),
+                "query_digest": self.query_digest, "read_at": format_ts(self.read_at)}
+
+    def row(self) -> dict[str, Any]:
+        return {"tenant_id": self.tenant_id, "id": self.id, "read_at": self.read_at,
+                "actor": f"{self.actor['kind']}:{self.actor['id']}", "key_id": self.key_id,
+                "agent_id": self.agent_id, "operation": self.operation, "query_digest": self.query_digest,
+                "memory_ids": list(self.memory_ids)}
+
+
+_digest_roots: dict[str, bytes] = {}
+
+
+def query_digest(ctx: AppContext, tenant_id: str, query: dict[str, Any] | None) -> str | None:
+    """HMAC-SHA256 of the canonical JSON of what a read asked, under a per-tenant key derived from
+    the server secret (never stored): the same query digests the same, the text stays secret."""
+    if query is None:
+        return None
+    secret = ctx.settings.secret_key or str(ctx.settings.data_path)
+    root = _digest_roots.get(secret)
+    if root is None:  # the secret file is read once per process, not per read
+        root = _digest_roots[secret] = hmac.new(ctx.settings.resolved_secret_key().encode(),
+                                                b"memwarden/read-query", hashlib.sha256).digest()
+    key = hmac.new(root, tenant_id.encode(), hashlib.sha256).digest()
+    canonical = json.dumps(query, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hmac.new(key, canonical.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+
+
+def new_record(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
+               agent_id: str | None, operation: str, memory_ids: Sequence[str],
+               query: dict[str, Any] | None = None) -> ReadRecord:
+    """The record of one read made now (not yet written: `note_read` or `write_tenant`)."""
+    return ReadRecord(tenant_id, new_id("read"), utcnow(), dict(actor), key_id, agent_id, operation,
+                      query_digest(ctx, tenant_id, query), tuple(dict.fromkeys(memory_ids)))
+
+
+def note_read(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
+              agent_id: str | None, operation: str, memory_ids: Sequence[str],
+              query: dict[str, Any] | None = None) -> ReadRecord:
+    """Record one read (see the module docstring for when it reaches the chain)."""
+    record = new_record(ctx, tenant_id=tenant_id, actor=actor, key_id=key_id, agent_id=agent_id,
+                        operation=operation, memory_ids=memory_ids, query=query)
+    if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
+        write_tenant(ctx, tenant_id, [record])  # inside an outer transaction: written in it
+    else:
+        recorder(ctx).note(record)
+    return record
+
+
+def write_tenant(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord]) -> None:
+    """Append one tenant's `records` to its chain and its indexes, in one transaction. If the
+    chain is closed by an open alarm (the commit refuses), they go to the system chain instead
+    (`AuditLog.append_access`): a tenant under investigation is still read, and its reads recorded."""
+    try:
+        _write(ctx, tenant_id, records, ctx.audit.append)
+    except AuditChainBroken:
+        _write(ctx, tenant_id, records, ctx.audit.append_access)
+
+
+def _write(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord], append) -> None:
+    with ctx.db.sessions.begin() as session:
+        for record in records:
+            append(session, tenant_id=tenant_id, event_type=EVENT_TYPE, actor=record.actor,
+                   subject={"type": "read", "id": record.id}, data=record.audit_data())
+        repo.insert_records(session, [r.row() for r in records])
+
+
+def write_batch(ctx: AppContext, records: Sequence[ReadRecord]) -> list[ReadRecord]:
+    """Write `records` of any tenants, one transaction per tenant; returns those of the tenants
+    whose transaction failed (logged), for the next round."""
+    by_tenant: dict[str, list[ReadRecord]] = {}
+    for record in records:
+        by_tenant.setdefault(record.tenant_id, []).append(record)
+    failed: list[ReadRecord] = []
+    for tenant_id, batch in sorted(by_tenant.items()):
+        try:
+            write_tenant(ctx, tenant_id, batch)
+        except IntegrityError:  # a retry of a batch whose commit went through unacknowledged: written
+            log.info("read audit: %d records were already written", len(batch))
+        except (SQLAlchemyError, AppError) as exc:  # the database away; the next round retries
+            log.warning("read audit: %d records not written yet (%s)", len(batch), type(exc).__name__)
+            failed.extend(batch)
+    return failed
+
+
+class ReadRecorder:
+    """Pending read records of one database, written by a daemon thread started on first use."""
+
+    def __init__(self, ctx: AppContext):
+        self.ctx = ctx
+        self.flush_seconds = max(ctx.settings.read_audit_flush_ms, 1) / 1000
+        self.flush_records = max(ctx.settings.read_audit_flush_records, 1)
+        self._pending: list[ReadRecord] = []
+        self._lock = threading.Lock()
+        self._flushing = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def note(self, record: ReadRecord) -> None:
+        with self._lock:
+            self._pending.append(record)
+            if len(self._pending) >= self.flush_records:
+                self._wake.set()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="read-audit", daemon=True)
+                self._thread.start()
+
+    def flush(self) -> int:
+        """Write everything noted so far; returns how many records. A failed write is kept for the
+        next round (logged, never raised: the reads were already answered)."""
+        with self._flushing:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            if not batch:
+                return 0
+            failed = write_batch(self.ctx, batch)
+            if failed:
+                with self._lock:
+                    self._pending[:0] = failed
+                    dropped = len(self._pending) - MAX_PENDING
+                    if dropped > 0:
+                        del self._pending[:dropped]
+                        log.error("read audit: %d records dropped: the database has been away too long", dropped)
+            return len(batch) - len(failed)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.flush_seconds)
+            self._wake.clear()
+            self.flush()
+
+
+_recorders: dict[int, ReadRecorder] = {}
+_recorders_lock = threading.Lock()
+
+
+def recorder(ctx: AppContext) -> ReadRecorder:
+    """The process's recorder for the context's database."""
+    found = _recorders.get(id(ctx.db.engine))
+    if found is None:
+        with _recorders_lock:
+            found = _recorders.setdefault(id(ctx.db.engine), ReadRecorder(ctx))
+    return found
+
+
+def flush(ctx: AppContext) -> None:
+    """Write this process's pending read records for the context's database now."""
+    found = _recorders.get(id(ctx.db.engine))
+    if found is not None:
+        found.flush()
+
+
+@atexit.register
+def _flush_all() -> None:
+    for found in list(_recorders.values()):
+        found.flush()
+
+
+def _forget_after_fork() -> None:
+    """A forked child has no flusher thread and must not write its parent's pending records."""
+    _recorders.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+# --- listings (audit:read) -------------------------------------------------------------------------
+
+DEFAULT_LIMIT = 100
+
+
+def _read_json(row, *, with_ids: bool) -> dict[str, Any]:
+    body = {"read_id": row.id, "read_at": format_ts(row.read_at), "actor": row.actor, "key_id": row.key_id,
+            "agent_id": row.agent_id, "operation": row.operation, "query_digest": row.query_digest,
+            "audit_seq": row.seq}
+    if with_ids:
+        body["memory_ids"] = list(row.memory_ids)
+    else:
+        body["returned"] = row.returned
+    return body
+
+
+def readers(ctx: AppContext, tenant_id: str, memory_id: str, limit: int = DEFAULT_LIMIT,
+            cursor: str | None = None) -> dict[str, Any]:
+    """Who was returned `memory_id` (a memory of the tenant, in any status), newest read first:
+    `{memory_id, items, next_cursor}`; 404 for a memory the tenant never had."""
+
+    after = decode_cursor(cursor) if cursor else None
+    flush(ctx)  # this process's reads so far are listed too
+    with ctx.db.sessions() as session:
+        if memories_repo.get_in_tenant(session, tenant_id=tenant_id, memory_id=memory_id) is None:
+            raise NotFound("memory not found")
+        rows = repo.readers_page(session, tenant_id=tenant_id, chain_id=chain_for(tenant_id), memory_id=memory_id,
+                                 limit=limit + 1, after=after)
+    return {"memory_id": memory_id, **_page(rows, limit, with_ids=False)}
+
+
+def access_filter(spec: dict[str, Any]) -> repo.AccessFilter:
+    """The filter a validated query (`access.query`, or the CLI's options) asks for; 422 for bad dates."""
+    read_from, read_to = _timestamp(spec, "from"), _timestamp(spec, "to")
+    if read_from and read_to and read_from > read_to:
+        raise ValidationFailed.at("/from", "from must not be later than to")
+    return repo.AccessFilter(key_id=spec.get("key_id") or None, agent_id=spec.get("agent_id") or None,
+                             read_from=read_from, read_to=read_to)
+
+
+def _timestamp(spec: dict[str, Any], name: str) -> datetime | None:
+    value = spec.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return parse_ts(value)
+    except (ValueError, TypeError) as exc:
+        raise ValidationFailed.at(f"/{name}", f"not an RFC 3339 timestamp: {exc}") from None
+
+
+def access(ctx: AppContext, tenant_id: str, flt: repo.AccessFilter, limit: int = DEFAULT_LIMIT,
+           cursor: str | None = None) -> dict[str, Any]:
+    """The tenant's reads that `flt` selects, newest first, each with the memory ids it returned:
+    `{items, next_cursor}`."""
+
+    after = decode_cursor(cursor) if cursor else None
+    flush(ctx)
+    with ctx.db.sessions() as session:
+        rows = repo.access_page(session, tenant_id=tenant_id, chain_id=chain_for(tenant_id), flt=flt,
+                                limit=limit + 1, after=after)
+    return _page(rows, limit, with_ids=True)
+
+
+def _page(rows: list, limit: int, *, with_ids: bool) -> dict[str, Any]:
+    more, rows = len(rows) > limit, rows[:limit]
+    return {"items": [_read_json(r, with_ids=with_ids) for r in rows],
+            "next_cursor": encode_cursor(rows[-1].read_at, rows[-1].id) if more else None}
