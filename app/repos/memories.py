@@ -144,15 +144,15 @@ def expire_candidates(session: Session, *, scope: Scope, older_than_days: float 
     return list(session.scalars(stmt))
 
 
-def end(session: Session, *, ids: Sequence[str], status: str, at: datetime, **extra: Any) -> None:
-    """Move live rows to a terminal status (forgotten, archived, merged, superseded)."""
-    session.execute(update(Memory).where(Memory.id.in_(list(ids)))
+def end(session: Session, *, tenant_id: str, ids: Sequence[str], status: str, at: datetime, **extra: Any) -> None:
+    """Move live rows of the tenant to a terminal status (forgotten, archived, merged, superseded)."""
+    session.execute(update(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
                     .values(status=status, ended_at=at, updated_at=at, **extra))
 
 
-def hard_delete(session: Session, *, ids: Sequence[str], at: datetime) -> None:
+def hard_delete(session: Session, *, tenant_id: str, ids: Sequence[str], at: datetime) -> None:
     """Remove content, embedding, tags, metadata and the digest key for good; keep a tombstone."""
-    session.execute(update(Memory).where(Memory.id.in_(list(ids))).values(
+    session.execute(update(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids))).values(
         content=None, embedding=None, metadata_={}, tags=[], digest_key=None, hard_deleted=True,
         status="forgotten", ended_at=func.coalesce(Memory.ended_at, at), updated_at=at))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import importlib
 import json
 from dataclasses import dataclass
@@ -46,18 +47,23 @@ class Snapshot:
     metadata: dict[str, Any]
     tags: tuple[str, ...]
     source: str | None
+    digest_key: bytes = b""
 
     @classmethod
     def of(cls, memory: Memory) -> "Snapshot":
         return cls(memory.id, memory.agent_id, memory.user_id, memory.type, memory.content or "",
-                   dict(memory.metadata_ or {}), tuple(memory.tags or ()), memory.source)
+                   dict(memory.metadata_ or {}), tuple(memory.tags or ()), memory.source, memory.digest_key or b"")
 
     @property
     def digest(self) -> str:
-        """SHA-256 of what a store holds (content, metadata, tags, type, user): unchanged → no write."""
+        """HMAC-SHA256, under the memory's own digest key, of what a store holds (content, metadata,
+        tags, type, user): unchanged → no write. Keyed like the audit log's content digests, so it
+        confirms nothing about the text to whoever reads it, and a hard delete (which destroys the
+        key) leaves nothing to check a guess against."""
         doc = {"content": self.content, "metadata": self.metadata, "tags": list(self.tags), "type": self.type,
                "user_id": self.user_id}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+        return hmac.new(self.digest_key, json.dumps(doc, sort_keys=True, ensure_ascii=False).encode(),
+                        hashlib.sha256).hexdigest()
 
     def store_metadata(self) -> dict[str, Any]:
         return {**self.metadata, MEMWARDEN_ID: self.id, "memwarden_tags": list(self.tags)}

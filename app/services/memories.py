@@ -240,9 +240,9 @@ def apply_forget(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
                          data=memory_event(memory, reason_given=bool(reason), change_id=change_id))
     ids = [m.id for m in rows]
     if hard:
-        repo.hard_delete(session, ids=ids, at=now)
+        repo.hard_delete(session, tenant_id=tenant_id, ids=ids, at=now)
     else:
-        repo.end(session, ids=ids, status="forgotten", at=now)
+        repo.end(session, tenant_id=tenant_id, ids=ids, status="forgotten", at=now)
 
 
 def delete_memory(ctx: AppContext, principal: Principal, memory_id: str) -> Outcome:
@@ -357,7 +357,7 @@ def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Sc
         canonical.embedding = embedding
     canonical.content, canonical.metadata_, canonical.tags = plan.content, plan.metadata, plan.tags
     canonical.confidence, canonical.updated_at = plan.confidence, now
-    repo.end(session, ids=duplicates, status="merged", at=now, merged_into=canonical_id)
+    repo.end(session, tenant_id=tenant_id, ids=duplicates, status="merged", at=now, merged_into=canonical_id)
     session.flush()
     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
                      subject={"type": "memory", "id": canonical_id},
@@ -421,9 +421,9 @@ def apply_expire(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
                          subject={"type": "memory", "id": memory.id},
                          data=memory_event(memory, action=action, change_id=change_id))
     if action == "forget":
-        repo.end(session, ids=ids, status="forgotten", at=now)
+        repo.end(session, tenant_id=tenant_id, ids=ids, status="forgotten", at=now)
     elif action == "archive":
-        repo.end(session, ids=ids, status="archived", at=now)
+        repo.end(session, tenant_id=tenant_id, ids=ids, status="archived", at=now)
     else:
         for memory in rows:
             memory.score_multiplier = DEMOTE_MULTIPLIER

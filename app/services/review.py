@@ -635,7 +635,7 @@ def _committed(ctx: AppContext, session, change: Change, actor: dict, request: D
         old = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.supersedes])
         if not old:
             raise NotFound("memory to supersede not found")
-        repo.end(session, ids=[old[0].id], status="superseded", at=utcnow(), superseded_by=memory.id)
+        repo.end(session, tenant_id=tenant_id, ids=[old[0].id], status="superseded", at=utcnow(), superseded_by=memory.id)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
                          subject={"type": "memory", "id": old[0].id},
                          data={"superseded_by": memory.id, "change_id": change.id})
