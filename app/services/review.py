@@ -44,8 +44,24 @@ def change_json(change: Change) -> dict[str, Any]:
         "decided_by": change.decided_by, "reason": change.reason, "approvals": list(change.approvals),
         "approvals_required": change.approvals_required, "policy_rule": change.policy_rule,
         "redactions": list(change.redactions), "risk_flags": list(change.risk_flags),
-        "risk_level": change.risk_level,
+        "risk_level": change.risk_level, "agent_reason": agent_reason(change),
+        "decided_by_name": _reviewer_name(change),
     }
+
+
+REASONED_OPERATIONS = ("forget", "merge", "expire")
+
+
+def agent_reason(change) -> str | None:
+    """Why the agent asked for a forget, merge or expire (its request's `reason`), or None."""
+    reason = (change.request or {}).get("reason") if change.operation in REASONED_OPERATIONS else None
+    return reason if isinstance(reason, str) and reason.strip() else None
+
+
+def _reviewer_name(change) -> str | None:
+    """The name of the person (or key) that decided, as kept with the decision."""
+    reviewer = (getattr(change, "decided_view", None) or {}).get("reviewer") or {}
+    return reviewer.get("name") or None
 
 
 def load_change(session, tenant_id: str, change_id: str, may_see: AgentCheck, *, lock: bool = False) -> Change:
@@ -57,8 +73,53 @@ def load_change(session, tenant_id: str, change_id: str, may_see: AgentCheck, *,
 
 
 def get_change(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
+    """One change (`GET /v1/changes/{id}`): its contract shape, plus what the reviewer saw when it was
+    decided (`diff`, and for a remember the `proposed` memory as proposed), or for a pending remember
+    the `proposed` memory as staged."""
     with ctx.db.sessions() as session:
-        return change_json(load_change(session, tenant_id, change_id, may_see))
+        change = load_change(session, tenant_id, change_id, may_see)
+        body = {**change_json(change), "result": change.result}
+        decided = decided_diff(change)
+        if decided is not None:
+            body["diff"] = decided
+            if decided.get("proposed"):
+                body["proposed"] = _proposed_fields(decided["proposed"])
+        elif change.status == "pending" and change.operation == "remember":
+            body["proposed"] = _proposed_fields(_brief(_staged_memory(session, change)))
+        return body
+
+
+def _proposed_fields(brief: dict[str, Any]) -> dict[str, Any]:
+    return {k: brief.get(k) for k in ("content", "metadata", "tags", "type")}
+
+
+def decided_diff(change) -> dict[str, Any] | None:
+    """The diff its reviewer saw when the change was decided; None while pending, for decisions made
+    before it was kept, and once a hard delete erased a memory it quoted (see `decided_erased`)."""
+    view = change.decided_view or {}
+    return view.get("diff") if isinstance(view.get("diff"), dict) else None
+
+
+def decided_erased(change) -> bool:
+    """Whether a hard delete erased the copy of what this change's reviewer saw."""
+    return bool((change.decided_view or {}).get("erased"))
+
+
+def _snapshot(diff: dict[str, Any], actor: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What a decided change keeps of the diff its reviewer was shown, and the ids of the memories
+    whose content that copy holds. A hard delete keeps no content of what it deletes."""
+    diff = {k: v for k, v in diff.items() if not k.startswith("_")}
+    if diff.get("operation") == "forget" and diff.get("hard_delete"):
+        diff["affected"] = [{**m, "content": None, "metadata": {}, "tags": []} for m in diff.get("affected") or []]
+    refs = [m["id"] for key in ("similar", "affected", "before") for m in diff.get(key) or []
+            if m.get("content") is not None]
+    refs += [diff[key]["id"] for key in ("proposed", "closest", "after") if isinstance(diff.get(key), dict)]
+    return {"diff": diff, "reviewer": _reviewer(actor)}, sorted(set(refs))
+
+
+def _reviewer(actor: dict[str, Any]) -> dict[str, Any]:
+    """Who decided, as a decided change keeps it (a person's username is their display name)."""
+    return {"kind": actor.get("kind"), "id": actor.get("id"), "name": actor.get("name")}
 
 
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,
@@ -188,9 +249,14 @@ def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentC
 
 
 def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:
+    """A change with its live diff while pending; once decided, the diff as its reviewer saw it
+    (`decided_diff`) instead."""
     view = {"change": change_json(change)}
     if change.status == "pending":
         view["diff"] = compute_diff(ctx, session, change)
+    else:
+        view["decided_diff"] = decided_diff(change)
+        view["decided_erased"] = decided_erased(change)
     return view
 
 
@@ -269,6 +335,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     _require_pending(change)
     _require_risk_confirmed(change, request)
     prepared = prepared or _Prepared()
+    fresh = None
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
         fresh = compute_diff(ctx, session, change)
         if request.seen_state != fresh["fingerprint"]:
@@ -278,6 +345,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     who = _actor_label(actor)
     now = utcnow()
     if request.decision == "reject":
+        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), actor)
         change.decided_at, change.decided_by, change.reason = now, who, request.reason
         _reject(ctx, session, change, actor, request.reason)
     else:
@@ -289,6 +357,8 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
                              data={"approvals": len(change.approvals), "required": change.approvals_required})
             session.flush()
             return {**change_json(change), "result": None}
+        # What the reviewer saw is kept before the change is applied (applying changes live state).
+        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), actor)
         result = _apply(ctx, session, change, actor, request, prepared)
         # Every column of the change is set together, so it is written in one UPDATE.
         change.approvals = _with_approval(change.approvals, who, actor, now)
@@ -441,12 +511,15 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
     who, now = _actor_label(actor), utcnow()
     _require_new_reviewer(row.approvals, who)
     memory_id = row.memory_ids[0]
+    reviewer = _reviewer(actor)
     decided = SimpleNamespace(**{
         **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, actor, now),
-        "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason})
+        "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason,
+        "decided_view": {"reviewer": reviewer}})
     memory = changes_repo.approve_staged_remember(
         session, tenant_id=row.tenant_id, change_id=row.id, memory_id=memory_id, now=now,
-        approvals=decided.approvals, result=decided.result, decided_by=who, reason=request.reason)
+        approvals=decided.approvals, result=decided.result, decided_by=who, reason=request.reason,
+        reviewer=reviewer)
     ctx.audit.append(session, tenant_id=row.tenant_id, event_type="memory.committed", actor=actor,
                      subject={"type": "memory", "id": memory.id},
                      data=mem.memory_event(memory, change_id=row.id, edited=False))
