@@ -110,6 +110,15 @@ def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: 
     return rows, session.scalar(select(func.count()).select_from(Change).where(where)) or 0
 
 
+def pending_touching(session: Session, *, tenant_id: str, memory_id: str, limit: int = 5) -> list:
+    """The tenant's pending changes that name this memory (a forget, merge or expire staged on it),
+    oldest first: id, operation, agent_id, submitted_at."""
+    return list(session.execute(
+        select(Change.id, Change.operation, Change.agent_id, Change.submitted_at)
+        .where(Change.tenant_id == tenant_id, Change.status == "pending", Change.memory_ids.contains([memory_id]))
+        .order_by(Change.submitted_at, Change.id).limit(limit)))
+
+
 def still_pending(session: Session, *, tenant_id: str, change_ids: Sequence[str]) -> set[str]:
     """Which of the tenant's `change_ids` are still pending."""
     return set(session.scalars(select(Change.id).where(

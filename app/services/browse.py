@@ -78,7 +78,9 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
             raise NotFound("memory not found")
         entry = entry_json(memory)
         extra = {"recall_count": memory.recall_count, "change_id": memory.change_id, "run_id": memory.run_id,
-                 "node_id": memory.node_id}
+                 "node_id": memory.node_id,
+                 "pending_changes": [c for c in changes_repo.pending_touching(
+                     session, tenant_id=tenant_id, memory_id=memory_id) if agent_allowed(c.agent_id, tuple(agents))]}
         rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
     events = []
     for row in rows:

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from app.core import diff as textdiff
+from app.core import fsm, jsontext
 from app.core.access import agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
@@ -61,7 +62,11 @@ def agent_reason(change) -> str | None:
 def _reviewer_name(change) -> str | None:
     """The name of the person (or key) that decided, as kept with the decision."""
     reviewer = (getattr(change, "decided_view", None) or {}).get("reviewer") or {}
-    return reviewer.get("name") or None
+    if reviewer.get("name"):
+        return reviewer["name"]
+    # Decided before decisions kept their reviewer: the approval entry of the decider names them.
+    last = next((a for a in reversed(change.approvals or []) if a.get("by") == change.decided_by), {})
+    return last.get("name") or None
 
 
 def load_change(session, tenant_id: str, change_id: str, may_see: AgentCheck, *, lock: bool = False) -> Change:
@@ -148,6 +153,7 @@ def _fingerprint(parts: Any) -> str:
 
 def _brief(memory: Memory, similarity: float | None = None) -> dict[str, Any]:
     item = {"id": memory.id, "content": memory.content, "type": memory.type, "tags": list(memory.tags),
+            "source": memory.source,
             "metadata": memory.metadata_, "confidence": float(memory.confidence), "user_id": memory.user_id,
             "created_at": format_ts(memory.created_at), "updated_at": format_ts(memory.updated_at)}
     if similarity is not None:
@@ -209,8 +215,38 @@ def _remember_diff(session, change: Change) -> dict[str, Any]:
             body["flags"]["contradiction"] = {"memory_id": near.id, "frame": found.frame, "old_value": found.old_value,
                                               "new_value": found.new_value, "kind": found.kind}
             break
+    if memory.type == "procedural":
+        body["fsm"] = _fsm_diff(memory, [m for m, _ in neighbours])
+        if body["fsm"] and _changes_transitions(body["fsm"]):
+            body["flags"]["duplicate"] = False  # a procedure that does something else is no duplicate
+    # The word diff (and "both stay live") is only meaningful against a memory about the same thing.
+    body["strong_match"] = closest is not None and (
+        textdiff.is_strong_match(closest[1]) or body["flags"]["duplicate"]
+        or (body["flags"]["contradiction"] or {}).get("memory_id") == closest[0].id)
     body["_state"] = [(memory.id, memory.updated_at, memory.status)] + [(m.id, m.updated_at) for m, _ in neighbours]
     return body
+
+
+def _fsm_diff(memory: Memory, neighbours: list[Memory]) -> dict[str, Any] | None:
+    """A procedure's transition table against the live procedure of the same name among `neighbours`
+    (`against` names it; None when it is new: every transition is then added)."""
+    name = _fsm_name(memory.content)
+    live = next((m for m in neighbours if m.type == "procedural" and name is not None
+                 and _fsm_name(m.content) == name), None)
+    table = fsm.transition_table_diff(live.content if live else None, memory.content or "")
+    return {**table, "against": live.id if live else None} if table is not None else None
+
+
+def _fsm_name(content: str | None) -> str | None:
+    try:
+        doc = jsontext.loads(content or "")
+    except (TypeError, ValueError):
+        return None
+    return doc.get("name") if isinstance(doc, dict) and isinstance(doc.get("name"), str) else None
+
+
+def _changes_transitions(table: dict[str, Any]) -> bool:
+    return any(table[k] for k in ("added", "removed", "changed", "states_added", "states_removed"))
 
 
 def _resolve_targets(session, change: Change, lock: bool = False) -> list[Memory]:
@@ -230,8 +266,12 @@ def _merge_diff(session, change: Change) -> dict[str, Any]:
     by_id = {m.id: m for m in rows}
     missing = [i for i in [canonical, *duplicates] if i not in by_id]
     strategy = request.get("strategy", "keep_canonical")
-    body: dict[str, Any] = {"before": [_brief(m) for m in rows], "missing": missing, "strategy": strategy,
-                            "after": None}
+    similarity = _similar_to(session, change.tenant_id, by_id.get(canonical), duplicates)
+    body: dict[str, Any] = {"before": [{**_brief(m, similarity.get(m.id)), "canonical": m.id == canonical}
+                                       for m in sorted(rows, key=lambda m: (m.id != canonical, m.id))],
+                            "missing": missing, "strategy": strategy, "after": None,
+                            "unrelated": sorted(i for i, s in similarity.items()
+                                                if not textdiff.is_strong_match(s))}
     if not missing:
         plan = mem.plan_merge(rows, canonical, strategy)
         body["after"] = {"id": canonical, "content": plan.content, "tags": plan.tags, "metadata": plan.metadata,
@@ -240,6 +280,17 @@ def _merge_diff(session, change: Change) -> dict[str, Any]:
                             for s in textdiff.word_diff(by_id[canonical].content, plan.content)]
     body["_state"] = [(m.id, m.updated_at) for m in rows]
     return body
+
+
+def _similar_to(session, tenant_id: str, canonical: Memory | None, ids: list[str]) -> dict[str, float]:
+    """Cosine similarity of each of `ids` to the canonical memory (empty when it is gone)."""
+    if canonical is None:
+        return {}
+    embedding = repo.embedding_of(session, tenant_id=tenant_id, memory_id=canonical.id)
+    if embedding is None:
+        return {}
+    pairs = search.fetch_with_similarity(session, tenant_id, ids, [float(x) for x in embedding])
+    return {m.id: round(s, 4) for m, s in pairs}
 
 
 def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
@@ -257,6 +308,7 @@ def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     else:
         view["decided_diff"] = decided_diff(change)
         view["decided_erased"] = decided_erased(change)
+        view["result"] = change.result
     return view
 
 
@@ -272,6 +324,8 @@ class DecisionRequest:
     supersedes: str | None = None
     confirm_risk: bool = False
     """The reviewer confirms approving a high-risk change (every path must ask for it)."""
+    memory_ids: tuple[str, ...] | None = None
+    """Forget and expire: the memories (among those it would touch) the approval applies to."""
 
 
 CONFIRMED_LEVELS = ("high",)
@@ -319,7 +373,8 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         raise ValidationFailed.at("/reason", "a reason is required to reject")
     approving = request.decision == "approve"
     prepared = None
-    if approving and (request.edits or request.merge_into or request.supersedes or operation == "merge"):
+    if approving and (request.edits or request.merge_into or request.supersedes or request.memory_ids is not None
+                      or operation == "merge"):
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
     elif approving and request.seen_state is None:
         # A plain approval: most likely a staged remember that needs no more approvals.
@@ -453,10 +508,10 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
             page = ChangePage(role, change, view, conflict=error, approved_by_you=_approved_by(view, user))
             session.commit()
             return page
-        view = {"change": {k: v for k, v in result.items() if k != "result"}}
-        if result["status"] == "pending":  # more approvals needed: the diff stays on the page
-            view["diff"] = compute_diff(ctx, session, load_change(session, role.tenant_id, change_id,
-                                                                  role.sees_agent))
+        # Read back as decided (a plain approval wrote it in SQL, past the session's copy): the page
+        # shows the diff as decided, or the live diff while more approvals are needed.
+        session.expire_all()
+        view = _view(ctx, session, load_change(session, role.tenant_id, change_id, role.sees_agent))
         next_id, pending = _next_pending(session, role, change.id)
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
@@ -585,6 +640,8 @@ def _plan(ctx: AppContext, session, tenant_id: str, change_id: str, may_see: Age
           request: DecisionRequest) -> _Prepared:
     prepared = _Prepared()
     change = load_change(session, tenant_id, change_id, may_see)
+    if request.memory_ids is not None and change.operation not in ("forget", "expire"):
+        raise ValidationFailed.at("/memory_ids", "choosing memories applies to forget and expire changes only")
     if change.operation == "remember" and not (request.edits or request.merge_into):
         return prepared  # a plain approval: nothing to validate or embed
     if change.operation == "remember":
@@ -663,13 +720,21 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
 
     if change.operation in ("forget", "expire"):
         rows = _resolve_targets(session, change, lock=True)
+        kept: list[str] = []
+        if request.memory_ids is not None:
+            unknown = sorted(set(request.memory_ids) - {m.id for m in rows})
+            if unknown:
+                raise ValidationFailed.at("/memory_ids", "not among the memories this change would touch: "
+                                          + ", ".join(unknown[:10]))
+            kept = [m.id for m in rows if m.id not in request.memory_ids]
+            rows = [m for m in rows if m.id in request.memory_ids]
         if change.operation == "forget":
             mem.apply_forget(ctx, session, tenant_id, actor, rows, hard=bool(change.request.get("hard_delete")),
                              reason=change.request.get("reason"), change_id=change.id)
         else:
             mem.apply_expire(ctx, session, tenant_id, actor, rows, change.request.get("action", "forget"),
                              change_id=change.id)
-        return {"affected": [m.id for m in rows]}
+        return {"affected": [m.id for m in rows], **({"kept": kept} if kept else {})}
     if change.operation in ("workspace_write", "workspace_delete"):
         return workspace.apply_change(ctx, session, change, actor)
     if change.operation == "merge" and change.request.get("compaction_run"):  # a staged compaction group

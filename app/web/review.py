@@ -18,6 +18,7 @@ from starlette.routing import Route
 from app.contracts import default_contracts
 from app.core import jsontext
 from app.core.cursor import encode_cursor, pack, unpack
+from app.core.diff import STRONG_MATCH_COSINE
 from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
@@ -255,34 +256,57 @@ def _contradicted(diff: dict[str, Any] | None, risk: dict[str, Any]) -> str | No
 
 
 EXCERPT_CHARS = 160
+QUOTED_FIELDS = ("content", "source")
+"""Fields of the proposed memory whose flagged text is quoted beside the flag (others are named)."""
 
 
 def _evidence(flag: dict[str, Any], proposed: dict[str, Any]) -> list[dict[str, Any]]:
-    """A flag's evidence spans, each with the flagged text when it is in the proposed content."""
+    """A flag's evidence spans, each with the flagged text when it is in a quoted field."""
     spots = []
     for item in flag.get("evidence") or []:
         if not isinstance(item, dict):
             continue
         start, end, field = item.get("start"), item.get("end"), str(item.get("field", ""))
         excerpt = None
-        if field == "content" and isinstance(start, int) and isinstance(end, int) and 0 <= start <= end:
-            excerpt = str(proposed.get("content") or "")[start:min(end, start + EXCERPT_CHARS)] or None
+        if field in QUOTED_FIELDS and isinstance(start, int) and isinstance(end, int) and 0 <= start <= end:
+            excerpt = str(proposed.get(field) or "")[start:min(end, start + EXCERPT_CHARS)] or None
         spots.append({"field": field, "start": start, "end": end, "excerpt": excerpt})
     return spots
+
+
+def highlighted(content: str, flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`content` cut where flag evidence in it starts and ends: pieces `{text, flags}`, `flags` naming
+    the flags whose evidence covers the piece (empty for plain text). Joining the texts gives `content`."""
+    spans = [(e["start"], min(e["end"], len(content)), str(f["name"])) for f in flags for e in f.get("spots", [])
+             if e["field"] == "content" and isinstance(e["start"], int) and isinstance(e["end"], int)
+             and 0 <= e["start"] < min(e["end"], len(content))]
+    cuts = sorted({0, len(content), *[s for s, _, _ in spans], *[e for _, e, _ in spans]})
+    pieces = []
+    for start, end in zip(cuts, cuts[1:]):
+        names = sorted({name for s, e, name in spans if s <= start and end <= e})
+        pieces.append({"text": content[start:end], "flags": names})
+    return pieces
 
 
 def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
     """Everything the change page shows: the change, its live diff, risk flags and what approve would do."""
     view, role = page.view, page.role
-    diff = view.get("diff")
+    diff, decided = view.get("diff"), view.get("decided_diff")
     risk = risk_of(page.change)
-    proposed = (diff or {}).get("proposed") or {}
+    proposed = (diff or decided or {}).get("proposed") or {}
     risk["flags"] = [{**flag, "spots": _evidence(flag, proposed)} for flag in risk["flags"]]
-    context = {"role": role, "view": view, "change": view["change"], "diff": diff, "risk": risk,
+    if proposed:
+        proposed["pieces"] = highlighted(str(proposed.get("content") or ""), risk["flags"])
+    change = view["change"]
+    # A decided change, opened later, says what its decision did as the page that decided it did.
+    result = None if change["status"] == "pending" else {**change, "result": view.get("result") or {}}
+    context = {"role": role, "view": view, "change": change, "diff": diff, "risk": risk,
+               "decided_diff": decided, "decided_erased": view.get("decided_erased", False),
+               "strong_match_cosine": STRONG_MATCH_COSINE,
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
-               "result": None, "next_id": None, "total": None, "also_live": None, "pending": None,
-               "confirm_needed": review.needs_confirmation(view["change"]["risk_level"]),
-               "approved_by_you": page.approved_by_you}
+               "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
+               "confirm_needed": review.needs_confirmation(change["risk_level"]),
+               "approved_by_you": page.approved_by_you, "just_decided": False}
     context.update(extra)
     return context
 
@@ -321,6 +345,16 @@ def _edits(form) -> dict[str, Any] | None:
     return edits
 
 
+def _chosen_memories(form) -> tuple[str, ...] | None:
+    """The memories ticked inside a multi-memory forget or expire (None: the page offered no choice)."""
+    if form.get("choose_memories") != "1":
+        return None
+    chosen = tuple(dict.fromkeys(str(i) for i in form.getlist("memory_id")[:1000]))
+    if not chosen:
+        raise ValidationFailed.at("/memory_ids", "tick at least one memory to approve, or reject the change")
+    return chosen
+
+
 async def decide(request: Request):
     """Approve or reject one change, in one service call that also reads what the page shows next.
     htmx gets the change's body re-rendered with its new status, what the decision did to live
@@ -335,7 +369,8 @@ async def decide(request: Request):
         edits=_edits(form) if kind == "approve" else None, seen_state=str(form.get("seen_state", "")) or None,
         merge_into=str(form.get("merge_into", "")) or None if kind == "approve" else None,
         supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None,
-        confirm_risk=_ticked(form, "confirm_risk"))
+        confirm_risk=_ticked(form, "confirm_risk"),
+        memory_ids=_chosen_memories(form) if kind == "approve" else None)
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], decision, str(form.get("also_live", "")))
@@ -353,7 +388,8 @@ async def decide(request: Request):
         return RedirectResponse(f"/review/{page.next_id}" if page.next_id
                                 else f"/review?tenant={page.role.tenant_name}", 303)
     return render(request, template, _body_context(page, result=page.result, next_id=page.next_id,
-                                                   total=page.pending, also_live=page.also_live))
+                                                   total=page.pending, also_live=page.also_live,
+                                                   just_decided=True))
 
 
 routes = [

@@ -92,3 +92,58 @@ def test_a_hard_delete_erases_every_copy_decided_changes_keep(client, ctx, tenan
         kept = session.execute(text("SELECT decided_view::text FROM changes WHERE tenant_id = :t"),
                                {"t": tenant.id}).scalars().all()
     assert not any("12 Elm Street" in (v or "") for v in kept)
+
+
+def test_a_multi_memory_forget_can_be_approved_for_some_memories_only(client, agent, reviewer):
+    a, b, c = (_live(client, agent, f"Kai's note number {i} about the garden.") for i in range(3))
+    staged = client.post("/v1/memories/forget", json={"agent_id": "agent-a", "ids": [a, b, c],
+                                                      "approval_required": True}, headers=agent).json()
+    url = f"/v1/changes/{staged['change_id']}/approve"
+    foreign = client.post(url, json={"memory_ids": [a, "mem_notinthischange"]}, headers=reviewer)
+    assert foreign.status_code == 422 and foreign.json()["error"]["code"] == "validation_error"
+    body = client.post(url, json={"memory_ids": [a, b]}, headers=reviewer).json()
+    assert body["status"] == "approved" and body["result"] == {"affected": [a, b], "kept": [c]}
+    assert client.get(f"/v1/memories/{c}", headers=agent).status_code == 200
+    assert client.get(f"/v1/memories/{a}", headers=agent).status_code == 404
+    remembered = _stage(client, agent, "Kai waters the garden on Sundays.")
+    wrong = client.post(f"/v1/changes/{remembered['change_id']}/approve", json={"memory_ids": [a]}, headers=reviewer)
+    assert wrong.status_code == 422
+
+
+def test_a_merge_diff_marks_the_canonical_memory_and_unrelated_items(client, agent, reviewer):
+    canonical = _live(client, agent, "Lea lives in Vienna, Austria.")
+    same = _live(client, agent, "Lea lives in Vienna.")
+    other = _live(client, agent, "The quarterly tax filing deadline is April 15.")
+    staged = client.post("/v1/memories/merge", json={"agent_id": "agent-a", "canonical": canonical,
+                                                     "duplicates": [same, other], "approval_required": True},
+                         headers=agent).json()
+    diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+    items = {m["id"]: m for m in diff["before"]}
+    assert diff["before"][0]["id"] == canonical and items[canonical]["canonical"] is True
+    assert items[same]["similarity"] > items[other]["similarity"]
+    assert diff["unrelated"] == [other]
+
+
+FSM = {"name": "refund", "initial": "requested", "states": ["requested", "approved", "paid"],
+       "transitions": [{"trigger": "approve", "source": "requested", "dest": "approved", "conditions": "manager_ok"},
+                       {"trigger": "pay", "source": "approved", "dest": "paid"}]}
+
+
+def test_a_widened_procedure_is_a_transition_table_diff_not_a_duplicate(client, agent, reviewer):
+    import json
+
+    live = client.post("/v1/memories/remember", json={"agent_id": "agent-a", "type": "procedural",
+                                                       "content": json.dumps(FSM)}, headers=agent).json()["id"]
+    wider = {**FSM, "transitions": [{"trigger": "approve", "source": "*", "dest": "approved"},
+                                    FSM["transitions"][1]]}
+    staged = client.post("/v1/memories/remember", json={
+        "agent_id": "agent-a", "type": "procedural", "content": json.dumps(wider), "approval_required": True},
+        headers=agent).json()
+    diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+    assert diff["flags"]["duplicate"] is False
+    table = diff["fsm"]
+    assert table["against"] == live and table["widens"] is True and table["added"] == [] == table["removed"]
+    assert table["changed"] == [{"before": {"trigger": "approve", "source": ["requested"], "dest": "approved",
+                                            "guards": ["if manager_ok"]},
+                                 "after": {"trigger": "approve", "source": ["*"], "dest": "approved", "guards": []},
+                                 "widens": True}]
