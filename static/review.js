@@ -20,15 +20,20 @@
     return click('[data-testid="approve"]');
   }
   function rows() { return Array.prototype.slice.call(document.querySelectorAll('[data-testid="change-row"]')); }
+  // The row holding the focus (its link is the row's one tab stop).
+  function currentRow() {
+    var el = document.activeElement;
+    return el && el.closest ? el.closest('[data-testid="change-row"]') : null;
+  }
   function move(step) {
     var list = rows();
     if (!list.length) return;
-    var index = list.indexOf(document.activeElement);
+    var index = list.indexOf(currentRow());
     var next = list[Math.max(0, Math.min(list.length - 1, index < 0 ? 0 : index + step))];
     list.forEach(function (r) { r.classList.remove("selected"); r.removeAttribute("aria-selected"); });
     next.classList.add("selected");
     next.setAttribute("aria-selected", "true");
-    next.focus();
+    (next.querySelector("a.preview") || next).focus();
   }
   function click(selector) {
     var el = document.querySelector(selector);
@@ -42,6 +47,10 @@
     else if (key === "k") { move(-1); event.preventDefault(); }
     else if (key === "Enter" && event.target.dataset && event.target.dataset.href) {
       window.location.assign(event.target.dataset.href); event.preventDefault();
+    }
+    else if ((key === "x" || key === " ") && currentRow() && event.target.tagName === "A") {
+      var box = currentRow().querySelector('input[name="change_id"]');
+      if (box) { box.click(); event.preventDefault(); }  // a click fires "change": select-all follows
     }
     else if (key === "a") { if (approve()) event.preventDefault(); }
     else if (key === "r") {

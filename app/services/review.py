@@ -462,10 +462,18 @@ def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[Tenant
     return role, change
 
 
-def _next_pending(session, role: TenantRole, decided_id: str) -> tuple[str | None, int]:
-    """The next pending change to review (oldest first, not this one) and how many are pending."""
-    rows, total = _list_in(session, role.tenant_id, role.agents, QueueFilter(), 5)
-    return next((c.id for c in rows if c.id != decided_id), None), total
+NEXT_LOOKAHEAD = 25
+"""How many changes at the head of the queue "Next" looks through for one this reviewer has not approved."""
+
+
+def _next_pending(session, role: TenantRole, decided_id: str, flt: QueueFilter | None = None,
+                  user: Reviewer | None = None) -> tuple[str | None, int]:
+    """The next pending change to review in the queue's filter and sort (`flt`; oldest first when
+    None), not this one nor one `user` already approved (its other approval must be someone else's),
+    and how many changes the filter lists."""
+    rows, total = _list_in(session, role.tenant_id, role.agents, flt or QueueFilter(), NEXT_LOOKAHEAD)
+    who = _actor_label(user.actor) if user is not None else None
+    return next((c.id for c in rows if c.id != decided_id and not _has_approved(c.approvals, who)), None), total
 
 
 def _still_live(session, role: TenantRole, memory_id: str, result: dict[str, Any]) -> str | None:
@@ -479,18 +487,19 @@ def _still_live(session, role: TenantRole, memory_id: str, result: dict[str, Any
     return memory_id if found and role.sees_agent(found.agent_id) else None
 
 
-def change_page(ctx: AppContext, user: Reviewer, change_id: str) -> ChangePage:
-    """The change page: the change with its live diff, the next pending change and the queue's count."""
+def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilter | None = None) -> ChangePage:
+    """The change page: the change with its live diff, the next pending change (in the queue's filter
+    and sort `flt`) and the queue's count."""
     with ctx.db.sessions.begin() as session:
         role, change = _locate(session, user, change_id, "read")
-        next_id, pending = _next_pending(session, role, change.id)
+        next_id, pending = _next_pending(session, role, change.id, flt, user)
         view = _view(ctx, session, change)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
                           approved_by_you=_approved_by(view, user))
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
-                   also_live: str | None = None) -> ChangePage:
+                   also_live: str | None = None, flt: QueueFilter | None = None) -> ChangePage:
     """A reviewer's decision from the change page, in one session: find the change, decide it, and
     read what the page shows next (its new state, what the decision did, the next pending change,
     whether `also_live` - the similar memory shown - is still live). A refused decision (409, or 422
@@ -512,7 +521,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
         # shows the diff as decided, or the live diff while more approvals are needed.
         session.expire_all()
         view = _view(ctx, session, load_change(session, role.tenant_id, change_id, role.sees_agent))
-        next_id, pending = _next_pending(session, role, change.id)
+        next_id, pending = _next_pending(session, role, change.id, flt, user)
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
                           approved_by_you=_approved_by(view, user))

@@ -130,7 +130,7 @@ async def new_rows(request: Request):
         "gone": [i for i in listed if i not in pending],
         "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "previews": previews,
         "now": utcnow(), "fresh": True, "sla": sla,
-        "position": "afterbegin" if flt.sort == "newest" else "beforeend",
+        "position": "afterbegin" if flt.sort == "newest" else "beforeend", "qs": tenant_query(role.tenant_name, shown),
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows) or since)}"})
 
 
@@ -288,8 +288,9 @@ def highlighted(content: str, flags: list[dict[str, Any]]) -> list[dict[str, Any
     return pieces
 
 
-def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
-    """Everything the change page shows: the change, its live diff, risk flags and what approve would do."""
+def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """Everything the change page shows: the change, its live diff, risk flags and what approve would do.
+    `shown` is the queue's filter and sort the page was opened with (kept in its links and forms)."""
     view, role = page.view, page.role
     diff, decided = view.get("diff"), view.get("decided_diff")
     risk = risk_of(page.change)
@@ -306,16 +307,20 @@ def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
                "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
                "confirm_needed": review.needs_confirmation(change["risk_level"]),
-               "approved_by_you": page.approved_by_you, "just_decided": False}
+               "approved_by_you": page.approved_by_you, "just_decided": False,
+               "qs": tenant_query(role.tenant_name, shown or {})}
     context.update(extra)
     return context
 
 
 async def detail(request: Request):
+    """One change. The queue's filter and sort ride along in the query string, so "Next" and the
+    way back keep them."""
     user = current_user(request)
+    flt, shown = _filters(request)
     page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
-                                   request.path_params["change_id"])
-    return render(request, "review/detail.html", _body_context(page, pending=page.pending))
+                                   request.path_params["change_id"], flt)
+    return render(request, "review/detail.html", _body_context(page, pending=page.pending, shown=shown))
 
 
 def _ticked(form, name: str) -> bool:
@@ -372,8 +377,9 @@ async def decide(request: Request):
         confirm_risk=_ticked(form, "confirm_risk"),
         memory_ids=_chosen_memories(form) if kind == "approve" else None)
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
+    flt, shown = _filters(request)
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
-                                   request.path_params["change_id"], decision, str(form.get("also_live", "")))
+                                   request.path_params["change_id"], decision, str(form.get("also_live", "")), flt)
     if page.conflict is not None:
         details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
         if isinstance(page.conflict, ConfirmationRequired):
@@ -382,14 +388,14 @@ async def decide(request: Request):
             message = "Live memory changed while you were reviewing: this is the fresh diff. Review it again."
         else:
             message = page.conflict.message
-        return render(request, template, _body_context(page, message=message), status=page.conflict.status,
-                      headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
+        return render(request, template, _body_context(page, message=message, shown=shown),
+                      status=page.conflict.status, headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
+    qs = tenant_query(page.role.tenant_name, shown)
     if not is_htmx(request):
-        return RedirectResponse(f"/review/{page.next_id}" if page.next_id
-                                else f"/review?tenant={page.role.tenant_name}", 303)
+        return RedirectResponse(f"/review/{page.next_id}?{qs}" if page.next_id else f"/review?{qs}", 303)
     return render(request, template, _body_context(page, result=page.result, next_id=page.next_id,
                                                    total=page.pending, also_live=page.also_live,
-                                                   just_decided=True))
+                                                   just_decided=True, shown=shown))
 
 
 routes = [
