@@ -52,6 +52,10 @@
       var box = currentRow().querySelector('input[name="change_id"]');
       if (box) { box.click(); event.preventDefault(); }  // a click fires "change": select-all follows
     }
+    else if (key === "o" && currentRow() && event.target.tagName === "A") {
+      var expand = currentRow().querySelector('[data-testid="row-expand"]');
+      if (expand) { expand.click(); event.preventDefault(); }
+    }
     else if (key === "a") { if (approve()) event.preventDefault(); }
     else if (key === "r") {
       var reason = document.getElementById("reject-reason");
@@ -59,6 +63,22 @@
     }
     else if (key === "n") { if (click("#next-change")) event.preventDefault(); }
   });
+
+  // "show here" toggles: a second click closes the opened row instead of fetching it again (this
+  // listener runs in the capture phase, before htmx's own on the button).
+  document.addEventListener("click", function (event) {
+    var expand = event.target.closest && event.target.closest('[data-testid="row-expand"]');
+    if (!expand) return;
+    var opened = document.getElementById(expand.getAttribute("aria-controls"));
+    if (opened) {
+      opened.remove();
+      expand.setAttribute("aria-expanded", "false");
+      event.preventDefault();
+      event.stopPropagation();
+    } else {
+      expand.setAttribute("aria-expanded", "true");
+    }
+  }, true);
 
   // A click anywhere on a row opens it, except on its own controls (checkbox, link, text selection).
   document.addEventListener("click", function (event) {

@@ -323,6 +323,16 @@ async def detail(request: Request):
     return render(request, "review/detail.html", _body_context(page, pending=page.pending, shown=shown))
 
 
+async def peek(request: Request):
+    """A queue row opened in place (`review/_peek.html`): the change's content, flags, the closest
+    memory when it is about the same thing, and approve/reject that stay on the queue."""
+    user = current_user(request)
+    flt, shown = _filters(request)
+    page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
+                                   request.path_params["change_id"], flt)
+    return render(request, "review/_peek.html", _body_context(page, shown=shown))
+
+
 def _ticked(form, name: str) -> bool:
     """Whether a checkbox (or a submit button of that name) was sent with a true value."""
     return str(form.get(name, "")).lower() in ("1", "on", "true", "yes")
@@ -380,6 +390,9 @@ async def decide(request: Request):
     flt, shown = _filters(request)
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], decision, str(form.get("also_live", "")), flt)
+    in_row = is_htmx(request) and form.get("from_queue") == "1"  # decided from a queue row opened in place
+    if in_row:
+        template = "review/_peek.html"
     if page.conflict is not None:
         details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
         if isinstance(page.conflict, ConfirmationRequired):
@@ -388,9 +401,13 @@ async def decide(request: Request):
             message = "Live memory changed while you were reviewing: this is the fresh diff. Review it again."
         else:
             message = page.conflict.message
+        target = f"#peek-{page.change.id}" if in_row else "#review-body"
         return render(request, template, _body_context(page, message=message, shown=shown),
-                      status=page.conflict.status, headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
+                      status=page.conflict.status, headers={"HX-Retarget": target, "HX-Reswap": "outerHTML"})
     qs = tenant_query(page.role.tenant_name, shown)
+    if in_row:
+        return render(request, "review/_peek_done.html", _body_context(page, result=page.result, total=page.pending,
+                                                                        shown=shown))
     if not is_htmx(request):
         return RedirectResponse(f"/review/{page.next_id}?{qs}" if page.next_id else f"/review?{qs}", 303)
     return render(request, template, _body_context(page, result=page.result, next_id=page.next_id,
@@ -403,5 +420,6 @@ routes = [
     Route("/review/rows", new_rows, methods=["GET"]),
     Route("/review/bulk", bulk, methods=["POST"]),
     Route("/review/{change_id}", detail, methods=["GET"]),
+    Route("/review/{change_id}/peek", peek, methods=["GET"]),
     Route("/review/{change_id}/{kind:str}", decide, methods=["POST"]),
 ]
