@@ -296,7 +296,9 @@ def _similar_to(session, tenant_id: str, canonical: Memory | None, ids: list[str
 def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
     """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show)."""
     with ctx.db.sessions.begin() as session:
-        return _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+        view = _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+        # A decided change's diff as decided is in `GET /v1/changes/{id}`; this is the live diff only.
+        return {k: v for k, v in view.items() if k in ("change", "diff")}
 
 
 def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:

@@ -147,3 +147,11 @@ def test_a_widened_procedure_is_a_transition_table_diff_not_a_duplicate(client, 
                                             "guards": ["if manager_ok"]},
                                  "after": {"trigger": "approve", "source": ["*"], "dest": "approved", "guards": []},
                                  "widens": True}]
+
+
+def test_the_diff_endpoint_of_a_decided_change_stays_in_its_schema(client, agent, reviewer):
+    staged = _stage(client, agent, "Mo's desk is by the window.")
+    client.post(f"/v1/changes/{staged['change_id']}/reject", json={"reason": "no"}, headers=reviewer)
+    body = assert_schema("change-diff.response", client.get(f"/v1/changes/{staged['change_id']}/diff",
+                                                            headers=reviewer).json())
+    assert "diff" not in body and body["change"]["status"] == "rejected"
