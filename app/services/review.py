@@ -102,7 +102,15 @@ def decided_diff(change) -> dict[str, Any] | None:
     """The diff its reviewer saw when the change was decided; None while pending, for decisions made
     before it was kept, and once a hard delete erased a memory it quoted (see `decided_erased`)."""
     view = change.decided_view or {}
-    return view.get("diff") if isinstance(view.get("diff"), dict) else None
+    diff = view.get("diff")
+    if not isinstance(diff, dict):
+        return None
+    # A plain approval keeps only what was proposed (it quoted no diff): the usual keys read as empty.
+    return {**_EMPTY_REMEMBER_DIFF, **diff} if diff.get("operation") == "remember" else diff
+
+
+_EMPTY_REMEMBER_DIFF = {"similar": [], "closest": None, "segments": [], "strong_match": False, "fingerprint": "",
+                        "flags": {"duplicate": False, "contradiction": None}}
 
 
 def decided_erased(change) -> bool:
