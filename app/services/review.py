@@ -454,7 +454,7 @@ class ChangePage:
     """The signed-in reviewer has given one of the approvals of this still-pending change."""
 
 
-def _approved_by(view: dict[str, Any], user: Reviewer) -> bool:
+def approved_by(view: dict[str, Any], user: Reviewer) -> bool:
     """Whether `user` already approved the pending change in `view` (a second approval must be someone else's)."""
     change, who = view["change"], _actor_label(user.actor)
     return change["status"] == "pending" and _has_approved(change["approvals"], who)
@@ -505,7 +505,7 @@ def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilte
         next_id, pending = _next_pending(session, role, change.id, flt, user)
         view = _view(ctx, session, change)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
-                          approved_by_you=_approved_by(view, user))
+                          approved_by_you=approved_by(view, user))
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
@@ -524,7 +524,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
             view = _view(ctx, session, change)
-            page = ChangePage(role, change, view, conflict=error, approved_by_you=_approved_by(view, user))
+            page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user))
             session.commit()
             return page
         # Read back as decided (a plain approval wrote it in SQL, past the session's copy): the page
@@ -534,7 +534,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
         next_id, pending = _next_pending(session, role, change.id, flt, user)
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
-                          approved_by_you=_approved_by(view, user))
+                          approved_by_you=approved_by(view, user))
         session.commit()
         return page
 

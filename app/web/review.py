@@ -156,7 +156,7 @@ async def bulk(request: Request):
     confirmed, confirm_risk = form.get("confirmed") == "1", _ticked(form, "confirm_risk")
     # The batch is planned up front only to show it or to find risk left unconfirmed; each change is
     # planned again below anyway, just before its decision.
-    plans = [] if confirmed and confirm_risk else await run_in_threadpool(_plans, ctx, role, ids)
+    plans = [] if confirmed and confirm_risk else await run_in_threadpool(_plans, ctx, role, ids, user)
     risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
     if not confirmed or (risky and not confirm_risk):
         message = "Some selected changes carry medium or high risk: tick the confirmation to approve them." \
@@ -171,7 +171,7 @@ async def bulk(request: Request):
     for change_id in ids:
         # Each change is planned again just before its decision: an earlier one in the batch may have
         # changed live memory (a new neighbour, a superseded fact). What was confirmed must still hold.
-        plan = (await run_in_threadpool(_plans, ctx, role, [change_id]))[0]
+        plan = (await run_in_threadpool(_plans, ctx, role, [change_id], user))[0]
         shown = form.get(f"plan:{change_id}")
         if plan.get("error"):
             outcomes.append({"id": change_id, "ok": False, "status": plan["error"], "gone": plan["gone"]})
@@ -186,9 +186,10 @@ async def bulk(request: Request):
     return await _bulk_done(request, role, outcomes)
 
 
-def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
+def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
     """What approving each selected change would do now: its live diff, risk level and preselected
-    outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is skipped."""
+    outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is
+    skipped (gone, or already approved by this `user`: its other approval must be someone else's)."""
     plans = []
     for change_id in ids:
         try:
@@ -201,6 +202,10 @@ def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
         change, diff = view["change"], view.get("diff")
         if diff is None:
             plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
+            continue
+        if review.approved_by(view, user):
+            plans.append({"id": change_id, "error": "you already approved it; another reviewer must give the "
+                          "next approval", "gone": False})
             continue
         risk = risk_of(SimpleNamespace(**change))
         supersedes = _contradicted(diff, risk)
