@@ -1,14 +1,26 @@
-"""The strong-match threshold of review diffs stays where `memwarden bench diff-match` puts it."""
+"""`memwarden bench diff-match`, run as the CLI: the strong-match threshold of review diffs
+(`app.core.diff.STRONG_MATCH_COSINE`) stays inside the range that best separates related from
+unrelated memories on Memwarden's own data."""
 
-from app.bench.diff_match import measure
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
 from app.core.diff import STRONG_MATCH_COSINE
-from app.embeddings import get_embedder
+from tests.harness import PROJECT_ROOT, fresh_env
 
 
-def test_the_threshold_separates_related_from_unrelated_memories():
-    report = measure(get_embedder("local"))
+def test_the_threshold_separates_related_from_unrelated_memories(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "diff-match", "--out", str(tmp_path / "r.json")],
+                          cwd=PROJECT_ROOT, env=fresh_env(tmp_path / "unused"), capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
     low, high = report["optimal_range"]
     assert low <= STRONG_MATCH_COSINE <= high
+    assert report["current"]["threshold"] == STRONG_MATCH_COSINE
     shown, related = map(int, report["current"]["related_shown"].split("/"))
     hidden, unrelated = map(int, report["current"]["unrelated_hidden"].split("/"))
     assert related >= 40 and unrelated >= 700
