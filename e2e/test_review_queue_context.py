@@ -28,6 +28,8 @@ def test_rows_show_the_user_and_the_content_a_forget_or_merge_touches(page, worl
     expect(row(page, staged["change_id"]).get_by_test_id("row-user")).to_have_text("user vera")
     expect(row(page, forget["change_id"]).get_by_test_id("change-preview")).to_have_text(
         "permanently delete: “Vera's old <b>locker</b> code is 1234.”")
+    expect(row(page, forget["change_id"]).get_by_test_id("hard-delete-badge")).to_have_text("permanent delete")
+    expect(row(page, staged["change_id"]).get_by_test_id("hard-delete-badge")).to_have_count(0)
     expect(row(page, merge["change_id"]).get_by_test_id("change-preview")).to_contain_text(
         "merge 1 memory into “Vera lives in Graz.”")
 
