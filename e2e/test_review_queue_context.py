@@ -20,7 +20,8 @@ def test_rows_show_the_user_and_the_content_a_forget_or_merge_touches(page, worl
     staged = world.remember("Vera's train leaves at 8.", staged=True, user_id="vera")
     doomed = world.remember("Vera's old <b>locker</b> code is 1234.")
     forget = world.http.post("/v1/memories/forget", json={"agent_id": "assistant", "ids": [doomed["id"]],
-                                                          "hard_delete": True, "approval_required": True}).json()
+                                                          "hard_delete": True, "approval_required": True,
+                                                          "reason": "erasure <i>request</i>"}).json()
     keep, dup = world.remember("Vera lives in Graz."), world.remember("Vera lives in Graz, Austria.")
     merge = world.http.post("/v1/memories/merge", json={"agent_id": "assistant", "canonical": keep["id"],
                                                         "duplicates": [dup["id"]], "approval_required": True}).json()
@@ -30,6 +31,10 @@ def test_rows_show_the_user_and_the_content_a_forget_or_merge_touches(page, worl
         "permanently delete: “Vera's old <b>locker</b> code is 1234.”")
     expect(row(page, forget["change_id"]).get_by_test_id("hard-delete-badge")).to_have_text("permanent delete")
     expect(row(page, staged["change_id"]).get_by_test_id("hard-delete-badge")).to_have_count(0)
+    row(page, forget["change_id"]).get_by_test_id("row-expand").click()
+    opened = page.locator(f'[data-testid="row-peek"][data-change-id="{forget["change_id"]}"]')
+    expect(opened.get_by_test_id("peek-agent-reason")).to_have_text("Agent's reason: erasure <i>request</i>")
+    expect(opened.locator(".danger-zone")).to_contain_text("Permanently delete 1 live memory")
     expect(row(page, merge["change_id"]).get_by_test_id("change-preview")).to_contain_text(
         "merge 1 memory into “Vera lives in Graz.”")
 
