@@ -13,6 +13,7 @@ import importlib
 BENCHMARKS: list[str] = [
     "app.bench.recall",      # memwarden bench recall     — memorywire corpus, quality + latency over HTTP
     "app.bench.calibrate",   # memwarden bench calibrate  — the default relevance floor, on our own data
+    "app.bench.diff_match",  # memwarden bench diff-match — when a review page diffs against the closest memory
     "app.bench.scale",       # memwarden bench scale      — recall latency at N memories, ingest rate
     "app.bench.review",      # memwarden bench review     — queue/detail render and approvals at 100k pending
     "app.bench.audit",       # memwarden bench audit      — durable audit appends/s, offline verify events/s

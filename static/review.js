@@ -20,15 +20,20 @@
     return click('[data-testid="approve"]');
   }
   function rows() { return Array.prototype.slice.call(document.querySelectorAll('[data-testid="change-row"]')); }
+  // The row holding the focus (its link is the row's one tab stop).
+  function currentRow() {
+    var el = document.activeElement;
+    return el && el.closest ? el.closest('[data-testid="change-row"]') : null;
+  }
   function move(step) {
     var list = rows();
     if (!list.length) return;
-    var index = list.indexOf(document.activeElement);
+    var index = list.indexOf(currentRow());
     var next = list[Math.max(0, Math.min(list.length - 1, index < 0 ? 0 : index + step))];
     list.forEach(function (r) { r.classList.remove("selected"); r.removeAttribute("aria-selected"); });
     next.classList.add("selected");
     next.setAttribute("aria-selected", "true");
-    next.focus();
+    (next.querySelector("a.preview") || next).focus();
   }
   function click(selector) {
     var el = document.querySelector(selector);
@@ -43,6 +48,14 @@
     else if (key === "Enter" && event.target.dataset && event.target.dataset.href) {
       window.location.assign(event.target.dataset.href); event.preventDefault();
     }
+    else if ((key === "x" || key === " ") && currentRow() && event.target.tagName === "A") {
+      var box = currentRow().querySelector('input[name="change_id"]');
+      if (box) { box.click(); event.preventDefault(); }  // a click fires "change": select-all follows
+    }
+    else if (key === "o" && currentRow() && event.target.tagName === "A") {
+      var expand = currentRow().querySelector('[data-testid="row-expand"]');
+      if (expand) { expand.click(); event.preventDefault(); }
+    }
     else if (key === "a") { if (approve()) event.preventDefault(); }
     else if (key === "r") {
       var reason = document.getElementById("reject-reason");
@@ -50,6 +63,22 @@
     }
     else if (key === "n") { if (click("#next-change")) event.preventDefault(); }
   });
+
+  // "show here" toggles: a second click closes the opened row instead of fetching it again (this
+  // listener runs in the capture phase, before htmx's own on the button).
+  document.addEventListener("click", function (event) {
+    var expand = event.target.closest && event.target.closest('[data-testid="row-expand"]');
+    if (!expand) return;
+    var opened = document.getElementById(expand.getAttribute("aria-controls"));
+    if (opened) {
+      opened.remove();
+      expand.setAttribute("aria-expanded", "false");
+      event.preventDefault();
+      event.stopPropagation();
+    } else {
+      expand.setAttribute("aria-expanded", "true");
+    }
+  }, true);
 
   // A click anywhere on a row opens it, except on its own controls (checkbox, link, text selection).
   document.addEventListener("click", function (event) {

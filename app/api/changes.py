@@ -45,7 +45,8 @@ def _decision(kind: str):
         decision = review.DecisionRequest(decision=kind, reason=body.get("reason"), edits=body.get("edits"),
                                           seen_state=body.get("seen_state"), merge_into=body.get("merge_into"),
                                           supersedes=body.get("supersedes"),
-                                          confirm_risk=bool(body.get("confirm_risk")))
+                                          confirm_risk=bool(body.get("confirm_risk")),
+                                          memory_ids=tuple(body["memory_ids"]) if "memory_ids" in body else None)
         result = await run_in_threadpool(
             review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
             actor=principal.actor, may_see=principal.may_act_for, request=decision)

@@ -26,6 +26,11 @@ _TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
 DUPLICATE_SIMILARITY = 0.9
 #: Embedding cosine at or above this marks a likely duplicate.
 DUPLICATE_COSINE = 0.92
+#: Embedding cosine at or above which the closest live memory is about the same thing, so a reviewer
+#: sees a word diff against it. Calibrated by `memwarden bench diff-match` (docs/benchmarks.md):
+#: related pairs (updates and contradictions of a live fact) against unrelated ones (other facts
+#: about the same person; unrelated writes and their nearest fact).
+STRONG_MATCH_COSINE = 0.6
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,13 @@ def is_likely_duplicate(similarity_score: float, cosine: float | None) -> bool:
     if similarity_score >= DUPLICATE_SIMILARITY:
         return True
     return cosine is not None and cosine >= DUPLICATE_COSINE
+
+
+def is_strong_match(cosine: float | None) -> bool:
+    """Whether the closest live memory is close enough to diff against (``STRONG_MATCH_COSINE``).
+    Below it a word diff would strike through an unrelated fact; a flagged contradiction or
+    duplicate is diffed whatever the score (the caller checks those)."""
+    return cosine is not None and cosine >= STRONG_MATCH_COSINE
 
 
 # --- workspace line diffs -------------------------------------------------

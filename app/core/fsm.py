@@ -163,3 +163,73 @@ def _check_names(value: Any, path: str, problems: list[Problem]) -> None:
 
 def _escape(key: Any) -> str:
     return str(key).replace("~", "~0").replace("/", "~1")
+
+
+# --- transition tables, for reviewers ---------------------------------------------------------------
+
+def transition_table_diff(old_content: str | None, new_content: str) -> dict[str, Any] | None:
+    """How procedural ``new_content`` changes the FSM in ``old_content``, as a reviewer reads it:
+    transitions (keyed by trigger and destination) ``added``, ``removed`` and ``changed`` (source
+    states or guards differ; ``before``/``after`` rows), states added and removed, and whether the
+    change ``widens`` what the procedure allows (a new transition or state, more source states, fewer
+    guards). Each row is ``{trigger, source, dest, guards}`` with ``source`` a list of states or
+    ``["*"]``. None when either side is not an FSM object (``old_content`` None: everything is added)."""
+    new = _fsm_object(new_content)
+    old = _fsm_object(old_content) if old_content is not None else {"states": [], "transitions": []}
+    if new is None or old is None:
+        return None
+    before, after = _rows_by_key(old), _rows_by_key(new)
+    changed = [{"before": before[k], "after": after[k], "widens": _wider(before[k], after[k])}
+               for k in after if k in before and before[k] != after[k]]
+    added = [after[k] for k in after if k not in before]
+    old_states, new_states = _state_names(old), _state_names(new)
+    states_added = [s for s in new_states if s not in old_states]
+    return {
+        "added": added, "removed": [before[k] for k in before if k not in after], "changed": changed,
+        "states_added": states_added, "states_removed": [s for s in old_states if s not in new_states],
+        "widens": bool(added or states_added or any(c["widens"] for c in changed)),
+    }
+
+
+def _fsm_object(content: str | None) -> dict[str, Any] | None:
+    try:
+        doc = jsontext.loads(content or "")
+    except (TypeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("transitions", []), list) else None
+
+
+def _state_names(doc: dict[str, Any]) -> list[str]:
+    states = doc.get("states")
+    return [s for s in states if isinstance(s, str)] if isinstance(states, list) else []
+
+
+def _as_names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return sorted(v for v in value if isinstance(v, str)) if isinstance(value, list) else []
+
+
+def _rows_by_key(doc: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """One row per (trigger, dest); a trigger repeated for one destination has its rows' sources
+    and guards joined, as the procedure allows any of them."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in doc.get("transitions", []):
+        if not isinstance(t, dict):
+            continue
+        key = (str(t.get("trigger")), str(t.get("dest")))
+        source = t.get("source", ANY_STATE)
+        sources = [ANY_STATE] if source == ANY_STATE else _as_names(source)
+        guards = [f"if {n}" for n in _as_names(t.get("conditions"))] + \
+                 [f"unless {n}" for n in _as_names(t.get("unless"))]
+        row = rows.setdefault(key, {"trigger": key[0], "source": [], "dest": key[1], "guards": []})
+        row["source"] = [ANY_STATE] if ANY_STATE in sources + row["source"] else sorted({*row["source"], *sources})
+        row["guards"] = sorted({*row["guards"], *guards})
+    return rows
+
+
+def _wider(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """More source states (or any state) or fewer guards than before."""
+    more_sources = ANY_STATE in after["source"] and ANY_STATE not in before["source"] or (
+        ANY_STATE not in before["source"] and not set(after["source"]) <= set(before["source"]))
+    return more_sources or not set(before["guards"]) <= set(after["guards"])

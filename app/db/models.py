@@ -154,6 +154,11 @@ class Change(Base):
     result: Mapped[dict[str, Any] | None]
     sla_announced_at: Mapped[datetime | None]
     """When its `review.sla_breached` event was written (migration 0021); NULL until then."""
+    decided_view: Mapped[dict[str, Any] | None]
+    """What the reviewer saw when deciding: `{"diff", "reviewer"}`, or `{"erased": true}` once a memory
+    it quoted was hard-deleted (migration 0028); NULL while pending and for older decisions."""
+    decided_refs: Mapped[list[str]] = mapped_column(server_default="{}")
+    """Ids of the memories whose content `decided_view` holds (a hard delete erases the copy)."""
 
 
 class TenantSecret(Base):

@@ -1,5 +1,5 @@
 """Memory backends, their outbox (`backend_deliveries`, filled by the `memories` trigger of
-migration 0023) and what each backend holds (`backend_records`)."""
+migration 0027) and what each backend holds (`backend_records`)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from sqlalchemy import and_, bindparam, case, func, literal, or_, select, text, tuple_
+from sqlalchemy import and_, bindparam, case, func, literal, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
@@ -110,6 +110,15 @@ def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: 
     return rows, session.scalar(select(func.count()).select_from(Change).where(where)) or 0
 
 
+def pending_touching(session: Session, *, tenant_id: str, memory_id: str, limit: int = 5) -> list:
+    """The tenant's pending changes that name this memory (a forget, merge or expire staged on it),
+    oldest first: id, operation, agent_id, submitted_at."""
+    return list(session.execute(
+        select(Change.id, Change.operation, Change.agent_id, Change.submitted_at)
+        .where(Change.tenant_id == tenant_id, Change.status == "pending", Change.memory_ids.contains([memory_id]))
+        .order_by(Change.submitted_at, Change.id).limit(limit)))
+
+
 def still_pending(session: Session, *, tenant_id: str, change_ids: Sequence[str]) -> set[str]:
     """Which of the tenant's `change_ids` are still pending."""
     return set(session.scalars(select(Change.id).where(
@@ -131,10 +140,16 @@ _APPROVE_STAGED = text("""
         RETURNING id, tenant_id, agent_id, user_id, type, content, tags, metadata AS metadata_, node_id, digest_key
     ), decided AS (
         UPDATE changes SET status = 'approved', approvals = :approvals, result = :result, decided_at = :now,
-                           decided_by = :decided_by, reason = :reason
+                           decided_by = :decided_by, reason = :reason, decided_refs = ARRAY[:memory_id],
+                           decided_view = jsonb_build_object('reviewer', :reviewer, 'diff', (
+                               SELECT jsonb_build_object('operation', 'remember', 'seen', false, 'proposed',
+                                   jsonb_build_object('id', id, 'content', content, 'type', type, 'tags', tags,
+                                                      'metadata', metadata_, 'user_id', user_id))
+                               FROM went_live))
         WHERE id = :change_id AND tenant_id = :tenant
     )
-    SELECT * FROM went_live""").bindparams(bindparam("approvals", type_=JSONB), bindparam("result", type_=JSONB))
+    SELECT * FROM went_live""").bindparams(bindparam("approvals", type_=JSONB), bindparam("result", type_=JSONB),
+                                           bindparam("reviewer", type_=JSONB))
 
 
 def lock_row(session: Session, *, tenant_id: str, change_id: str):
@@ -144,12 +159,27 @@ def lock_row(session: Session, *, tenant_id: str, change_id: str):
 
 def approve_staged_remember(session: Session, *, tenant_id: str, change_id: str, memory_id: str, now: datetime,
                             approvals: list[dict[str, Any]], result: dict[str, Any], decided_by: str,
-                            reason: str | None):
+                            reason: str | None, reviewer: dict[str, Any]):
     """Put the staged memory live and record the change approved, in one statement; returns the
-    memory's row (the columns an audit entry and a `memory.written` event need)."""
+    memory's row (the columns an audit entry and a `memory.written` event need). The change keeps
+    the memory as proposed and `reviewer`, with `seen: false`: this approval quoted no diff."""
     return session.connection().execute(_APPROVE_STAGED, {
         "tenant": tenant_id, "change_id": change_id, "memory_id": memory_id, "now": now,
-        "approvals": approvals, "result": result, "decided_by": decided_by, "reason": reason}).one()
+        "approvals": approvals, "result": result, "decided_by": decided_by, "reason": reason,
+        "reviewer": reviewer}).one()
+
+
+ERASED_VIEW = {"erased": True}
+"""What a decided change keeps of its reviewer's view once a memory it quoted was hard-deleted."""
+
+
+def erase_decided_views(session: Session, *, tenant_id: str, memory_ids: Sequence[str]) -> None:
+    """Forget the copies of content that decided changes keep of these memories (a hard delete
+    leaves no copy of what it deleted)."""
+    if memory_ids:
+        session.execute(update(Change).where(
+            Change.tenant_id == tenant_id, Change.decided_refs.overlap(list(memory_ids))).values(
+            decided_view=ERASED_VIEW, decided_refs=[]))
 
 
 # --- review SLAs (tenant setting `review_sla_seconds`, migration 0021) ---------------------------

@@ -81,7 +81,9 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
             raise NotFound("memory not found")
         entry = entry_json(memory)
         extra = {"recall_count": memory.recall_count, "change_id": memory.change_id, "run_id": memory.run_id,
-                 "node_id": memory.node_id}
+                 "node_id": memory.node_id,
+                 "pending_changes": [c for c in changes_repo.pending_touching(
+                     session, tenant_id=tenant_id, memory_id=memory_id) if agent_allowed(c.agent_id, tuple(agents))]}
         rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
         deliveries = backends_repo.deliveries_of(session, tenant_id=tenant_id, memory_id=memory_id)
     extra["deliveries"] = [{"backend": d.name, "status": d.status, "attempts": d.attempt, "action": d.action,
@@ -103,27 +105,37 @@ PREVIEW_SOURCE_CHARS = 2000  # a preview shows one line; never load a whole larg
 def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> dict[str, dict[str, Any]]:
     """What each queued change is about, for one line of the queue: `{change id: {"text", "type"}}`.
 
-    A staged remember shows the start of its (already redacted) content; other operations a summary
-    of what they target. One query for the whole page."""
-    staged = {c.memory_ids[0]: c.id for c in changes if c.operation in ("remember", "quarantine") and c.memory_ids}
+    A staged remember shows the start of its (already redacted) content; a forget or merge the
+    content of what it targets (the first memory forgotten, the canonical memory merged into); other
+    operations a summary. One query for the whole page."""
+    wanted = [_preview_target(c) for c in changes]
     found: dict[str, Any] = {}
-    if staged:
+    if any(wanted):
         with ctx.db.sessions() as session:
-            found = repo.previews(session, tenant_id=tenant_id, memory_ids=list(staged), chars=PREVIEW_SOURCE_CHARS)
+            found = repo.previews(session, tenant_id=tenant_id, memory_ids=[i for i in wanted if i],
+                                  chars=PREVIEW_SOURCE_CHARS)
     previews: dict[str, dict[str, Any]] = {}
-    for change in changes:
+    for change, target in zip(changes, wanted):
         request = change.request or {}
+        row = found.get(target) if target else None
+        content = (row.content or "") if row is not None else None
         text, memory_type = "", None
-        if change.operation in ("remember", "quarantine") and change.memory_ids and change.memory_ids[0] in found:
-            row = found[change.memory_ids[0]]
-            text, memory_type = row.content or "", row.type
+        if change.operation in ("remember", "quarantine") and row is not None:
+            text, memory_type = content, row.type
         elif change.operation == "forget":
-            ids = request.get("ids") or []
-            text = (f"forget {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}: {', '.join(ids[:3])}" if ids
-                    else "forget memories matching " + json.dumps(request.get("filter") or {}, sort_keys=True))
+            count = len(change.memory_ids or request.get("ids") or [])
+            verb = "permanently delete" if request.get("hard_delete") else "forget"
+            if content is not None:
+                more = f" (+{count - 1} more)" if count > 1 else ""
+                text = f"{verb}: “{_first_line(content)}”{more}"
+            else:
+                ids = request.get("ids") or []
+                text = (f"{verb} {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}: {', '.join(ids[:3])}" if ids
+                        else f"{verb} memories matching " + json.dumps(request.get("filter") or {}, sort_keys=True))
         elif change.operation == "merge":
-            text = (f"merge {len(request.get('duplicates') or [])} into {request.get('canonical', '?')} "
-                    f"({request.get('strategy', 'keep_canonical')})")
+            count = len(request.get("duplicates") or [])
+            into = f"“{_first_line(content)}”" if content is not None else request.get("canonical", "?")
+            text = f"merge {count} memor{'y' if count == 1 else 'ies'} into {into} ({request.get('strategy', 'keep_canonical')})"
         elif change.operation == "expire":
             text = f"{request.get('action', 'forget')} memories where " + json.dumps(request.get("policy") or {},
                                                                                       sort_keys=True)
@@ -136,6 +148,22 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
                 else f"delete {request.get('path', '?')}"
         previews[change.id] = {"text": text, "type": memory_type}
     return previews
+
+
+def _preview_target(change: Any) -> str | None:
+    """The memory whose content a queue row shows: the staged (or quarantined) one, the first
+    forgotten, the canonical."""
+    if change.operation in ("remember", "quarantine", "forget") and change.memory_ids:
+        return change.memory_ids[0]
+    if change.operation == "merge":
+        return (change.request or {}).get("canonical")
+    return None
+
+
+def _first_line(text: str, limit: int = 80) -> str:
+    """The first non-blank line, cut to `limit` characters (… when cut), so a summary fits one row."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return line[:limit] + ("…" if len(line) > limit else "")
 
 
 def still_pending(ctx: AppContext, tenant_id: str, change_ids: Sequence[str]) -> set[str]:

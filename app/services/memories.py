@@ -27,6 +27,7 @@ from app.db.models import Memory
 from app.errors import Conflict, Forbidden, NotFound, PayloadTooLarge, SecretLeakage, ValidationFailed
 from app.observability import metrics
 from app.repos import audit_reads
+from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
@@ -241,6 +242,7 @@ def apply_forget(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
     ids = [m.id for m in rows]
     if hard:
         repo.hard_delete(session, tenant_id=tenant_id, ids=ids, at=now)
+        changes_repo.erase_decided_views(session, tenant_id=tenant_id, memory_ids=ids)
     else:
         repo.end(session, tenant_id=tenant_id, ids=ids, status="forgotten", at=now)
 

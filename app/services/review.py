@@ -15,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from app.core import diff as textdiff
+from app.core import fsm, jsontext
 from app.core.access import agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
@@ -44,8 +45,28 @@ def change_json(change: Change) -> dict[str, Any]:
         "decided_by": change.decided_by, "reason": change.reason, "approvals": list(change.approvals),
         "approvals_required": change.approvals_required, "policy_rule": change.policy_rule,
         "redactions": list(change.redactions), "risk_flags": list(change.risk_flags),
-        "risk_level": change.risk_level,
+        "risk_level": change.risk_level, "agent_reason": agent_reason(change),
+        "decided_by_name": _reviewer_name(change),
     }
+
+
+REASONED_OPERATIONS = ("forget", "merge", "expire")
+
+
+def agent_reason(change) -> str | None:
+    """Why the agent asked for a forget, merge or expire (its request's `reason`), or None."""
+    reason = (change.request or {}).get("reason") if change.operation in REASONED_OPERATIONS else None
+    return reason if isinstance(reason, str) and reason.strip() else None
+
+
+def _reviewer_name(change) -> str | None:
+    """The name of the person (or key) that decided, as kept with the decision."""
+    reviewer = (getattr(change, "decided_view", None) or {}).get("reviewer") or {}
+    if reviewer.get("name"):
+        return reviewer["name"]
+    # Decided before decisions kept their reviewer: the approval entry of the decider names them.
+    last = next((a for a in reversed(change.approvals or []) if a.get("by") == change.decided_by), {})
+    return last.get("name") or None
 
 
 def load_change(session, tenant_id: str, change_id: str, may_see: AgentCheck, *, lock: bool = False) -> Change:
@@ -57,8 +78,61 @@ def load_change(session, tenant_id: str, change_id: str, may_see: AgentCheck, *,
 
 
 def get_change(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
+    """One change (`GET /v1/changes/{id}`): its contract shape, plus what the reviewer saw when it was
+    decided (`diff`, and for a remember the `proposed` memory as proposed), or for a pending remember
+    the `proposed` memory as staged."""
     with ctx.db.sessions() as session:
-        return change_json(load_change(session, tenant_id, change_id, may_see))
+        change = load_change(session, tenant_id, change_id, may_see)
+        body = {**change_json(change), "result": change.result}
+        decided = decided_diff(change)
+        if decided is not None:
+            body["diff"] = decided
+            if decided.get("proposed"):
+                body["proposed"] = _proposed_fields(decided["proposed"])
+        elif change.status == "pending" and change.operation == "remember":
+            body["proposed"] = _proposed_fields(_brief(_staged_memory(session, change)))
+        return body
+
+
+def _proposed_fields(brief: dict[str, Any]) -> dict[str, Any]:
+    return {k: brief.get(k) for k in ("content", "metadata", "tags", "type")}
+
+
+def decided_diff(change) -> dict[str, Any] | None:
+    """The diff its reviewer saw when the change was decided; None while pending, for decisions made
+    before it was kept, and once a hard delete erased a memory it quoted (see `decided_erased`)."""
+    view = change.decided_view or {}
+    diff = view.get("diff")
+    if not isinstance(diff, dict):
+        return None
+    # A plain approval keeps only what was proposed (it quoted no diff): the usual keys read as empty.
+    return {**_EMPTY_REMEMBER_DIFF, **diff} if diff.get("operation") == "remember" else diff
+
+
+_EMPTY_REMEMBER_DIFF = {"similar": [], "closest": None, "segments": [], "strong_match": False, "fingerprint": "",
+                        "flags": {"duplicate": False, "contradiction": None}}
+
+
+def decided_erased(change) -> bool:
+    """Whether a hard delete erased the copy of what this change's reviewer saw."""
+    return bool((change.decided_view or {}).get("erased"))
+
+
+def _snapshot(diff: dict[str, Any], actor: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """What a decided change keeps of the diff its reviewer was shown, and the ids of the memories
+    whose content that copy holds. A hard delete keeps no content of what it deletes."""
+    diff = {k: v for k, v in diff.items() if not k.startswith("_")}
+    if diff.get("operation") == "forget" and diff.get("hard_delete"):
+        diff["affected"] = [{**m, "content": None, "metadata": {}, "tags": []} for m in diff.get("affected") or []]
+    refs = [m["id"] for key in ("similar", "affected", "before") for m in diff.get(key) or []
+            if m.get("content") is not None]
+    refs += [diff[key]["id"] for key in ("proposed", "closest", "after") if isinstance(diff.get(key), dict)]
+    return {"diff": diff, "reviewer": _reviewer(actor)}, sorted(set(refs))
+
+
+def _reviewer(actor: dict[str, Any]) -> dict[str, Any]:
+    """Who decided, as a decided change keeps it (a person's username is their display name)."""
+    return {"kind": actor.get("kind"), "id": actor.get("id"), "name": actor.get("name")}
 
 
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,
@@ -87,6 +161,7 @@ def _fingerprint(parts: Any) -> str:
 
 def _brief(memory: Memory, similarity: float | None = None) -> dict[str, Any]:
     item = {"id": memory.id, "content": memory.content, "type": memory.type, "tags": list(memory.tags),
+            "source": memory.source,
             "metadata": memory.metadata_, "confidence": float(memory.confidence), "user_id": memory.user_id,
             "created_at": format_ts(memory.created_at), "updated_at": format_ts(memory.updated_at)}
     if similarity is not None:
@@ -151,8 +226,38 @@ def _remember_diff(session, change: Change) -> dict[str, Any]:
             body["flags"]["contradiction"] = {"memory_id": near.id, "frame": found.frame, "old_value": found.old_value,
                                               "new_value": found.new_value, "kind": found.kind}
             break
+    if memory.type == "procedural":
+        body["fsm"] = _fsm_diff(memory, [m for m, _ in neighbours])
+        if body["fsm"] and _changes_transitions(body["fsm"]):
+            body["flags"]["duplicate"] = False  # a procedure that does something else is no duplicate
+    # The word diff (and "both stay live") is only meaningful against a memory about the same thing.
+    body["strong_match"] = closest is not None and (
+        textdiff.is_strong_match(closest[1]) or body["flags"]["duplicate"]
+        or (body["flags"]["contradiction"] or {}).get("memory_id") == closest[0].id)
     body["_state"] = [(memory.id, memory.updated_at, memory.status)] + [(m.id, m.updated_at) for m, _ in neighbours]
     return body
+
+
+def _fsm_diff(memory: Memory, neighbours: list[Memory]) -> dict[str, Any] | None:
+    """A procedure's transition table against the live procedure of the same name among `neighbours`
+    (`against` names it; None when it is new: every transition is then added)."""
+    name = _fsm_name(memory.content)
+    live = next((m for m in neighbours if m.type == "procedural" and name is not None
+                 and _fsm_name(m.content) == name), None)
+    table = fsm.transition_table_diff(live.content if live else None, memory.content or "")
+    return {**table, "against": live.id if live else None} if table is not None else None
+
+
+def _fsm_name(content: str | None) -> str | None:
+    try:
+        doc = jsontext.loads(content or "")
+    except (TypeError, ValueError):
+        return None
+    return doc.get("name") if isinstance(doc, dict) and isinstance(doc.get("name"), str) else None
+
+
+def _changes_transitions(table: dict[str, Any]) -> bool:
+    return any(table[k] for k in ("added", "removed", "changed", "states_added", "states_removed"))
 
 
 def _resolve_targets(session, change: Change, lock: bool = False) -> list[Memory]:
@@ -172,8 +277,12 @@ def _merge_diff(session, change: Change) -> dict[str, Any]:
     by_id = {m.id: m for m in rows}
     missing = [i for i in [canonical, *duplicates] if i not in by_id]
     strategy = request.get("strategy", "keep_canonical")
-    body: dict[str, Any] = {"before": [_brief(m) for m in rows], "missing": missing, "strategy": strategy,
-                            "after": None}
+    similarity = _similar_to(session, change.tenant_id, by_id.get(canonical), duplicates)
+    body: dict[str, Any] = {"before": [{**_brief(m, similarity.get(m.id)), "canonical": m.id == canonical}
+                                       for m in sorted(rows, key=lambda m: (m.id != canonical, m.id))],
+                            "missing": missing, "strategy": strategy, "after": None,
+                            "unrelated": sorted(i for i, s in similarity.items()
+                                                if not textdiff.is_strong_match(s))}
     if not missing:
         plan = mem.plan_merge(rows, canonical, strategy)
         body["after"] = {"id": canonical, "content": plan.content, "tags": plan.tags, "metadata": plan.metadata,
@@ -184,16 +293,35 @@ def _merge_diff(session, change: Change) -> dict[str, Any]:
     return body
 
 
+def _similar_to(session, tenant_id: str, canonical: Memory | None, ids: list[str]) -> dict[str, float]:
+    """Cosine similarity of each of `ids` to the canonical memory (empty when it is gone)."""
+    if canonical is None:
+        return {}
+    embedding = repo.embedding_of(session, tenant_id=tenant_id, memory_id=canonical.id)
+    if embedding is None:
+        return {}
+    pairs = search.fetch_with_similarity(session, tenant_id, ids, [float(x) for x in embedding])
+    return {m.id: round(s, 4) for m, s in pairs}
+
+
 def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
     """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show)."""
     with ctx.db.sessions.begin() as session:
-        return _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+        view = _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+        # A decided change's diff as decided is in `GET /v1/changes/{id}`; this is the live diff only.
+        return {k: v for k, v in view.items() if k in ("change", "diff")}
 
 
 def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:
+    """A change with its live diff while pending; once decided, the diff as its reviewer saw it
+    (`decided_diff`) instead."""
     view = {"change": change_json(change)}
     if change.status == "pending":
         view["diff"] = compute_diff(ctx, session, change)
+    else:
+        view["decided_diff"] = decided_diff(change)
+        view["decided_erased"] = decided_erased(change)
+        view["result"] = change.result
     return view
 
 
@@ -209,6 +337,8 @@ class DecisionRequest:
     supersedes: str | None = None
     confirm_risk: bool = False
     """The reviewer confirms approving a high-risk change (every path must ask for it)."""
+    memory_ids: tuple[str, ...] | None = None
+    """Forget and expire: the memories (among those it would touch) the approval applies to."""
 
 
 CONFIRMED_LEVELS = ("high",)
@@ -256,7 +386,8 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         raise ValidationFailed.at("/reason", "a reason is required to reject")
     approving = request.decision == "approve"
     prepared = None
-    if approving and (request.edits or request.merge_into or request.supersedes or operation == "merge"):
+    if approving and (request.edits or request.merge_into or request.supersedes or request.memory_ids is not None
+                      or operation == "merge"):
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
     elif approving and request.seen_state is None:
         # A plain approval: most likely a staged remember that needs no more approvals.
@@ -272,6 +403,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     _require_pending(change)
     _require_risk_confirmed(change, request)
     prepared = prepared or _Prepared()
+    fresh = None
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
         fresh = compute_diff(ctx, session, change)
         if request.seen_state != fresh["fingerprint"]:
@@ -281,6 +413,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     who = _actor_label(actor)
     now = utcnow()
     if request.decision == "reject":
+        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), actor)
         change.decided_at, change.decided_by, change.reason = now, who, request.reason
         _reject(ctx, session, change, actor, request.reason)
     else:
@@ -292,6 +425,8 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
                              data={"approvals": len(change.approvals), "required": change.approvals_required})
             session.flush()
             return {**change_json(change), "result": None}
+        # What the reviewer saw is kept before the change is applied (applying changes live state).
+        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), actor)
         result = _apply(ctx, session, change, actor, request, prepared)
         # Every column of the change is set together, so it is written in one UPDATE.
         change.approvals = _with_approval(change.approvals, who, actor, now)
@@ -322,7 +457,7 @@ class ChangePage:
     """The signed-in reviewer has given one of the approvals of this still-pending change."""
 
 
-def _approved_by(view: dict[str, Any], user: Reviewer) -> bool:
+def approved_by(view: dict[str, Any], user: Reviewer) -> bool:
     """Whether `user` already approved the pending change in `view` (a second approval must be someone else's)."""
     change, who = view["change"], _actor_label(user.actor)
     return change["status"] == "pending" and _has_approved(change["approvals"], who)
@@ -340,10 +475,18 @@ def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[Tenant
     return role, change
 
 
-def _next_pending(session, role: TenantRole, decided_id: str) -> tuple[str | None, int]:
-    """The next pending change to review (oldest first, not this one) and how many are pending."""
-    rows, total = _list_in(session, role.tenant_id, role.agents, QueueFilter(), 5)
-    return next((c.id for c in rows if c.id != decided_id), None), total
+NEXT_LOOKAHEAD = 25
+"""How many changes at the head of the queue "Next" looks through for one this reviewer has not approved."""
+
+
+def _next_pending(session, role: TenantRole, decided_id: str, flt: QueueFilter | None = None,
+                  user: Reviewer | None = None) -> tuple[str | None, int]:
+    """The next pending change to review in the queue's filter and sort (`flt`; oldest first when
+    None), not this one nor one `user` already approved (its other approval must be someone else's),
+    and how many changes the filter lists."""
+    rows, total = _list_in(session, role.tenant_id, role.agents, flt or QueueFilter(), NEXT_LOOKAHEAD)
+    who = _actor_label(user.actor) if user is not None else None
+    return next((c.id for c in rows if c.id != decided_id and not _has_approved(c.approvals, who)), None), total
 
 
 def _still_live(session, role: TenantRole, memory_id: str, result: dict[str, Any]) -> str | None:
@@ -357,18 +500,19 @@ def _still_live(session, role: TenantRole, memory_id: str, result: dict[str, Any
     return memory_id if found and role.sees_agent(found.agent_id) else None
 
 
-def change_page(ctx: AppContext, user: Reviewer, change_id: str) -> ChangePage:
-    """The change page: the change with its live diff, the next pending change and the queue's count."""
+def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilter | None = None) -> ChangePage:
+    """The change page: the change with its live diff, the next pending change (in the queue's filter
+    and sort `flt`) and the queue's count."""
     with ctx.db.sessions.begin() as session:
         role, change = _locate(session, user, change_id, "read")
-        next_id, pending = _next_pending(session, role, change.id)
+        next_id, pending = _next_pending(session, role, change.id, flt, user)
         view = _view(ctx, session, change)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
-                          approved_by_you=_approved_by(view, user))
+                          approved_by_you=approved_by(view, user))
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
-                   also_live: str | None = None) -> ChangePage:
+                   also_live: str | None = None, flt: QueueFilter | None = None) -> ChangePage:
     """A reviewer's decision from the change page, in one session: find the change, decide it, and
     read what the page shows next (its new state, what the decision did, the next pending change,
     whether `also_live` - the similar memory shown - is still live). A refused decision (409, or 422
@@ -383,17 +527,17 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
             view = _view(ctx, session, change)
-            page = ChangePage(role, change, view, conflict=error, approved_by_you=_approved_by(view, user))
+            page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user))
             session.commit()
             return page
-        view = {"change": {k: v for k, v in result.items() if k != "result"}}
-        if result["status"] == "pending":  # more approvals needed: the diff stays on the page
-            view["diff"] = compute_diff(ctx, session, load_change(session, role.tenant_id, change_id,
-                                                                  role.sees_agent))
-        next_id, pending = _next_pending(session, role, change.id)
+        # Read back as decided (a plain approval wrote it in SQL, past the session's copy): the page
+        # shows the diff as decided, or the live diff while more approvals are needed.
+        session.expire_all()
+        view = _view(ctx, session, load_change(session, role.tenant_id, change_id, role.sees_agent))
+        next_id, pending = _next_pending(session, role, change.id, flt, user)
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
-                          approved_by_you=_approved_by(view, user))
+                          approved_by_you=approved_by(view, user))
         session.commit()
         return page
 
@@ -444,12 +588,15 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
     who, now = _actor_label(actor), utcnow()
     _require_new_reviewer(row.approvals, who)
     memory_id = row.memory_ids[0]
+    reviewer = _reviewer(actor)
     decided = SimpleNamespace(**{
         **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, actor, now),
-        "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason})
+        "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason,
+        "decided_view": {"reviewer": reviewer}})
     memory = changes_repo.approve_staged_remember(
         session, tenant_id=row.tenant_id, change_id=row.id, memory_id=memory_id, now=now,
-        approvals=decided.approvals, result=decided.result, decided_by=who, reason=request.reason)
+        approvals=decided.approvals, result=decided.result, decided_by=who, reason=request.reason,
+        reviewer=reviewer)
     ctx.audit.append(session, tenant_id=row.tenant_id, event_type="memory.committed", actor=actor,
                      subject={"type": "memory", "id": memory.id},
                      data=mem.memory_event(memory, change_id=row.id, edited=False))
@@ -519,6 +666,8 @@ def _plan(ctx: AppContext, session, tenant_id: str, change_id: str, may_see: Age
           request: DecisionRequest) -> _Prepared:
     prepared = _Prepared()
     change = load_change(session, tenant_id, change_id, may_see)
+    if request.memory_ids is not None and change.operation not in ("forget", "expire"):
+        raise ValidationFailed.at("/memory_ids", "choosing memories applies to forget and expire changes only")
     if change.operation == "remember" and not (request.edits or request.merge_into):
         return prepared  # a plain approval: nothing to validate or embed
     if change.operation == "remember":
@@ -597,13 +746,21 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
 
     if change.operation in ("forget", "expire"):
         rows = _resolve_targets(session, change, lock=True)
+        kept: list[str] = []
+        if request.memory_ids is not None:
+            unknown = sorted(set(request.memory_ids) - {m.id for m in rows})
+            if unknown:
+                raise ValidationFailed.at("/memory_ids", "not among the memories this change would touch: "
+                                          + ", ".join(unknown[:10]))
+            kept = [m.id for m in rows if m.id not in request.memory_ids]
+            rows = [m for m in rows if m.id in request.memory_ids]
         if change.operation == "forget":
             mem.apply_forget(ctx, session, tenant_id, actor, rows, hard=bool(change.request.get("hard_delete")),
                              reason=change.request.get("reason"), change_id=change.id)
         else:
             mem.apply_expire(ctx, session, tenant_id, actor, rows, change.request.get("action", "forget"),
                              change_id=change.id)
-        return {"affected": [m.id for m in rows]}
+        return {"affected": [m.id for m in rows], **({"kept": kept} if kept else {})}
     if change.operation in ("workspace_write", "workspace_delete"):
         return workspace.apply_change(ctx, session, change, actor)
     if change.operation in recover.RECOVER_OPERATIONS:

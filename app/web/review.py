@@ -18,6 +18,7 @@ from starlette.routing import Route
 from app.contracts import default_contracts
 from app.core import jsontext
 from app.core.cursor import encode_cursor, pack, unpack
+from app.core.diff import STRONG_MATCH_COSINE
 from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
@@ -129,7 +130,7 @@ async def new_rows(request: Request):
         "gone": [i for i in listed if i not in pending],
         "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "previews": previews,
         "now": utcnow(), "fresh": True, "sla": sla,
-        "position": "afterbegin" if flt.sort == "newest" else "beforeend",
+        "position": "afterbegin" if flt.sort == "newest" else "beforeend", "qs": tenant_query(role.tenant_name, shown),
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows) or since)}"})
 
 
@@ -155,7 +156,7 @@ async def bulk(request: Request):
     confirmed, confirm_risk = form.get("confirmed") == "1", _ticked(form, "confirm_risk")
     # The batch is planned up front only to show it or to find risk left unconfirmed; each change is
     # planned again below anyway, just before its decision.
-    plans = [] if confirmed and confirm_risk else await run_in_threadpool(_plans, ctx, role, ids)
+    plans = [] if confirmed and confirm_risk else await run_in_threadpool(_plans, ctx, role, ids, user)
     risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
     if not confirmed or (risky and not confirm_risk):
         message = "Some selected changes carry medium or high risk: tick the confirmation to approve them." \
@@ -170,7 +171,7 @@ async def bulk(request: Request):
     for change_id in ids:
         # Each change is planned again just before its decision: an earlier one in the batch may have
         # changed live memory (a new neighbour, a superseded fact). What was confirmed must still hold.
-        plan = (await run_in_threadpool(_plans, ctx, role, [change_id]))[0]
+        plan = (await run_in_threadpool(_plans, ctx, role, [change_id], user))[0]
         shown = form.get(f"plan:{change_id}")
         if plan.get("error"):
             outcomes.append({"id": change_id, "ok": False, "status": plan["error"], "gone": plan["gone"]})
@@ -185,9 +186,10 @@ async def bulk(request: Request):
     return await _bulk_done(request, role, outcomes)
 
 
-def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
+def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
     """What approving each selected change would do now: its live diff, risk level and preselected
-    outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is skipped."""
+    outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is
+    skipped (gone, or already approved by this `user`: its other approval must be someone else's)."""
     plans = []
     for change_id in ids:
         try:
@@ -200,6 +202,10 @@ def _plans(ctx, role, ids: list[str]) -> list[dict[str, Any]]:
         change, diff = view["change"], view.get("diff")
         if diff is None:
             plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
+            continue
+        if review.approved_by(view, user):
+            plans.append({"id": change_id, "error": "you already approved it; another reviewer must give the "
+                          "next approval", "gone": False})
             continue
         risk = risk_of(SimpleNamespace(**change))
         supersedes = _contradicted(diff, risk)
@@ -255,43 +261,81 @@ def _contradicted(diff: dict[str, Any] | None, risk: dict[str, Any]) -> str | No
 
 
 EXCERPT_CHARS = 160
+QUOTED_FIELDS = ("content", "source")
+"""Fields of the proposed memory whose flagged text is quoted beside the flag (others are named)."""
 
 
 def _evidence(flag: dict[str, Any], proposed: dict[str, Any]) -> list[dict[str, Any]]:
-    """A flag's evidence spans, each with the flagged text when it is in the proposed content."""
+    """A flag's evidence spans, each with the flagged text when it is in a quoted field."""
     spots = []
     for item in flag.get("evidence") or []:
         if not isinstance(item, dict):
             continue
         start, end, field = item.get("start"), item.get("end"), str(item.get("field", ""))
         excerpt = None
-        if field == "content" and isinstance(start, int) and isinstance(end, int) and 0 <= start <= end:
-            excerpt = str(proposed.get("content") or "")[start:min(end, start + EXCERPT_CHARS)] or None
+        if field in QUOTED_FIELDS and isinstance(start, int) and isinstance(end, int) and 0 <= start <= end:
+            excerpt = str(proposed.get(field) or "")[start:min(end, start + EXCERPT_CHARS)] or None
         spots.append({"field": field, "start": start, "end": end, "excerpt": excerpt})
     return spots
 
 
-def _body_context(page: review.ChangePage, **extra: Any) -> dict[str, Any]:
-    """Everything the change page shows: the change, its live diff, risk flags and what approve would do."""
+def highlighted(content: str, flags: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`content` cut where flag evidence in it starts and ends: pieces `{text, flags}`, `flags` naming
+    the flags whose evidence covers the piece (empty for plain text). Joining the texts gives `content`."""
+    spans = [(e["start"], min(e["end"], len(content)), str(f["name"])) for f in flags for e in f.get("spots", [])
+             if e["field"] == "content" and isinstance(e["start"], int) and isinstance(e["end"], int)
+             and 0 <= e["start"] < min(e["end"], len(content))]
+    cuts = sorted({0, len(content), *[s for s, _, _ in spans], *[e for _, e, _ in spans]})
+    pieces = []
+    for start, end in zip(cuts, cuts[1:]):
+        names = sorted({name for s, e, name in spans if s <= start and end <= e})
+        pieces.append({"text": content[start:end], "flags": names})
+    return pieces
+
+
+def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """Everything the change page shows: the change, its live diff, risk flags and what approve would do.
+    `shown` is the queue's filter and sort the page was opened with (kept in its links and forms)."""
     view, role = page.view, page.role
-    diff = view.get("diff")
+    diff, decided = view.get("diff"), view.get("decided_diff")
     risk = risk_of(page.change)
-    proposed = (diff or {}).get("proposed") or {}
+    proposed = (diff or decided or {}).get("proposed") or {}
     risk["flags"] = [{**flag, "spots": _evidence(flag, proposed)} for flag in risk["flags"]]
-    context = {"role": role, "view": view, "change": view["change"], "diff": diff, "risk": risk,
+    if proposed:
+        proposed["pieces"] = highlighted(str(proposed.get("content") or ""), risk["flags"])
+    change = view["change"]
+    # A decided change, opened later, says what its decision did as the page that decided it did.
+    result = None if change["status"] == "pending" else {**change, "result": view.get("result") or {}}
+    context = {"role": role, "view": view, "change": change, "diff": diff, "risk": risk,
+               "decided_diff": decided, "decided_erased": view.get("decided_erased", False),
+               "strong_match_cosine": STRONG_MATCH_COSINE,
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
-               "result": None, "next_id": None, "total": None, "also_live": None, "pending": None,
-               "confirm_needed": review.needs_confirmation(view["change"]["risk_level"]),
-               "approved_by_you": page.approved_by_you}
+               "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
+               "confirm_needed": review.needs_confirmation(change["risk_level"]),
+               "approved_by_you": page.approved_by_you, "just_decided": False,
+               "qs": tenant_query(role.tenant_name, shown or {})}
     context.update(extra)
     return context
 
 
 async def detail(request: Request):
+    """One change. The queue's filter and sort ride along in the query string, so "Next" and the
+    way back keep them."""
     user = current_user(request)
+    flt, shown = _filters(request)
     page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
-                                   request.path_params["change_id"])
-    return render(request, "review/detail.html", _body_context(page, pending=page.pending))
+                                   request.path_params["change_id"], flt)
+    return render(request, "review/detail.html", _body_context(page, pending=page.pending, shown=shown))
+
+
+async def peek(request: Request):
+    """A queue row opened in place (`review/_peek.html`): the change's content, flags, the closest
+    memory when it is about the same thing, and approve/reject that stay on the queue."""
+    user = current_user(request)
+    flt, shown = _filters(request)
+    page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
+                                   request.path_params["change_id"], flt)
+    return render(request, "review/_peek.html", _body_context(page, shown=shown))
 
 
 def _ticked(form, name: str) -> bool:
@@ -321,6 +365,16 @@ def _edits(form) -> dict[str, Any] | None:
     return edits
 
 
+def _chosen_memories(form) -> tuple[str, ...] | None:
+    """The memories ticked inside a multi-memory forget or expire (None: the page offered no choice)."""
+    if form.get("choose_memories") != "1":
+        return None
+    chosen = tuple(dict.fromkeys(str(i) for i in form.getlist("memory_id")[:1000]))
+    if not chosen:
+        raise ValidationFailed.at("/memory_ids", "tick at least one memory to approve, or reject the change")
+    return chosen
+
+
 async def decide(request: Request):
     """Approve or reject one change, in one service call that also reads what the page shows next.
     htmx gets the change's body re-rendered with its new status, what the decision did to live
@@ -335,10 +389,15 @@ async def decide(request: Request):
         edits=_edits(form) if kind == "approve" else None, seen_state=str(form.get("seen_state", "")) or None,
         merge_into=str(form.get("merge_into", "")) or None if kind == "approve" else None,
         supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None,
-        confirm_risk=_ticked(form, "confirm_risk"))
+        confirm_risk=_ticked(form, "confirm_risk"),
+        memory_ids=_chosen_memories(form) if kind == "approve" else None)
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
+    flt, shown = _filters(request)
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
-                                   request.path_params["change_id"], decision, str(form.get("also_live", "")))
+                                   request.path_params["change_id"], decision, str(form.get("also_live", "")), flt)
+    in_row = is_htmx(request) and form.get("from_queue") == "1"  # decided from a queue row opened in place
+    if in_row:
+        template = "review/_peek.html"
     if page.conflict is not None:
         details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
         if isinstance(page.conflict, ConfirmationRequired):
@@ -347,13 +406,18 @@ async def decide(request: Request):
             message = "Live memory changed while you were reviewing: this is the fresh diff. Review it again."
         else:
             message = page.conflict.message
-        return render(request, template, _body_context(page, message=message), status=page.conflict.status,
-                      headers={"HX-Retarget": "#review-body", "HX-Reswap": "outerHTML"})
+        target = f"#peek-{page.change.id}" if in_row else "#review-body"
+        return render(request, template, _body_context(page, message=message, shown=shown),
+                      status=page.conflict.status, headers={"HX-Retarget": target, "HX-Reswap": "outerHTML"})
+    qs = tenant_query(page.role.tenant_name, shown)
+    if in_row:
+        return render(request, "review/_peek_done.html", _body_context(page, result=page.result, total=page.pending,
+                                                                        shown=shown))
     if not is_htmx(request):
-        return RedirectResponse(f"/review/{page.next_id}" if page.next_id
-                                else f"/review?tenant={page.role.tenant_name}", 303)
+        return RedirectResponse(f"/review/{page.next_id}?{qs}" if page.next_id else f"/review?{qs}", 303)
     return render(request, template, _body_context(page, result=page.result, next_id=page.next_id,
-                                                   total=page.pending, also_live=page.also_live))
+                                                   total=page.pending, also_live=page.also_live,
+                                                   just_decided=True, shown=shown))
 
 
 routes = [
@@ -361,5 +425,6 @@ routes = [
     Route("/review/rows", new_rows, methods=["GET"]),
     Route("/review/bulk", bulk, methods=["POST"]),
     Route("/review/{change_id}", detail, methods=["GET"]),
+    Route("/review/{change_id}/peek", peek, methods=["GET"]),
     Route("/review/{change_id}/{kind:str}", decide, methods=["POST"]),
 ]

@@ -48,6 +48,7 @@ def templates() -> Jinja2Templates:
                                                                      sort_keys=True)
     env.filters["reveal"] = reveal
     env.filters["preview"] = preview
+    env.filters["label"] = label
     env.globals["risk_of"] = risk_of
     env.globals["flag_explanation"] = lambda name: EXPLANATIONS.get(str(name), "")
     env.filters["age"] = age
@@ -76,6 +77,15 @@ def preview(text: object, limit: int = PREVIEW_CHARS) -> Markup:
     first = next((line for line in lines if line.strip()), "").strip()
     cut = len(first) > limit or len([line for line in lines if line.strip()]) > 1
     return reveal(first[:limit]) + (Markup("…") if cut else Markup(""))
+
+
+def label(text: object, limit: int = 80) -> str:
+    """`text` as one line of plain text for elements that hold no markup (an <option>): whitespace
+    runs folded, hidden characters written as their markers, cut to `limit` (… when cut). Plain
+    text: autoescape escapes it where it is shown."""
+    flat = " ".join(str(text or "").split())
+    shown = "".join(marker or piece for piece, marker in reveal_hidden(flat))
+    return shown[:limit] + ("…" if len(shown) > limit else "")
 
 
 def age(then: datetime, now: datetime) -> str:

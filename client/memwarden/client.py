@@ -158,17 +158,20 @@ class _Calls:
         return self._run(_Call("POST", "/v1/memories/forget", ForgetResult.from_json, body))
 
     def merge(self, *, agent_id: str, canonical: str, duplicates: Iterable[str], strategy: str | None = None,
-              approval_required: bool | None = None) -> MergeResult:
-        """Collapse `duplicates` into `canonical` (`keep_canonical`, `merge_content`, `keep_highest_confidence`)."""
+              approval_required: bool | None = None, reason: str | None = None) -> MergeResult:
+        """Collapse `duplicates` into `canonical` (`keep_canonical`, `merge_content`, `keep_highest_confidence`);
+        `reason` is shown to the reviewer when the merge is staged."""
         body = _drop_none({"agent_id": agent_id, "canonical": canonical, "duplicates": list(duplicates),
-                           "strategy": strategy, "approval_required": approval_required})
+                           "strategy": strategy, "approval_required": approval_required, "reason": reason})
         return self._run(_Call("POST", "/v1/memories/merge", MergeResult.from_json, body))
 
     def expire(self, *, agent_id: str, policy: dict[str, Any], action: str | None = None,
-               user_id: str | None = None, approval_required: bool | None = None) -> ExpireResult:
-        """Apply a TTL policy (`older_than_days`, `type`, `confidence_below`, `no_recall_in_days`)."""
+               user_id: str | None = None, approval_required: bool | None = None,
+               reason: str | None = None) -> ExpireResult:
+        """Apply a TTL policy (`older_than_days`, `type`, `confidence_below`, `no_recall_in_days`);
+        `reason` is shown to the reviewer when the expiry is staged."""
         body = _drop_none({"agent_id": agent_id, "policy": policy, "action": action, "user_id": user_id,
-                           "approval_required": approval_required})
+                           "approval_required": approval_required, "reason": reason})
         return self._run(_Call("POST", "/v1/memories/expire", ExpireResult.from_json, body))
 
     def list(self, *, agent_id: str, user_id: str | None = None, type: str | None = None, tag: str | None = None,
@@ -208,11 +211,14 @@ class _Calls:
 
     def approve(self, change_id: str, *, reason: str | None = None, edits: dict[str, Any] | None = None,
                 seen_state: str | None = None, merge_into: str | None = None,
-                supersedes: str | None = None, confirm_risk: bool = False) -> Change:
+                supersedes: str | None = None, confirm_risk: bool = False,
+                memory_ids: Iterable[str] | None = None) -> Change:
         """Approve (needs `review:decide`); `Conflict` if already decided or the state went stale;
-        `ConfirmationRequired` if the change is high risk and `confirm_risk` is not set."""
+        `ConfirmationRequired` if the change is high risk and `confirm_risk` is not set. `memory_ids`
+        applies a forget or expire to those of its memories only."""
         body = _drop_none({"reason": reason, "edits": edits, "seen_state": seen_state, "merge_into": merge_into,
-                           "supersedes": supersedes, "confirm_risk": confirm_risk or None})
+                           "supersedes": supersedes, "confirm_risk": confirm_risk or None,
+                           "memory_ids": list(memory_ids) if memory_ids is not None else None})
         return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/approve", Change.from_json, body))
 
     def reject(self, change_id: str, *, reason: str) -> Change:

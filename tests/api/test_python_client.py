@@ -166,3 +166,18 @@ def test_async_client(live_server, keys):
             assert (await mw.history(saved[0].id)).events[0].type == "memory.remembered"
 
     asyncio.run(scenario())
+
+
+def test_reasons_and_per_memory_approval_round_trip(live_server, keys):
+    with Client(live_server, keys["agent"]) as mw, Client(live_server, keys["reviewer"]) as reviewer:
+        kept = mw.remember(agent_id="bot-r", content="Rosa's note one.")
+        gone = mw.remember(agent_id="bot-r", content="Rosa's note two.")
+        merge = mw.merge(agent_id="bot-r", canonical=kept.id, duplicates=[gone.id], approval_required=True,
+                         reason="same note twice")
+        expire = mw.expire(agent_id="bot-r", policy={"older_than_days": 1}, approval_required=True,
+                           reason="stale notes")
+        for staged, reason in ((merge, "same note twice"), (expire, "stale notes")):
+            assert mw.get_change(staged.change_id).raw["agent_reason"] == reason
+        forget = mw.forget(agent_id="bot-r", ids=[kept.id, gone.id], approval_required=True)
+        done = reviewer.approve(forget.change_id, memory_ids=[gone.id])
+        assert done.status == "approved" and done.raw["result"] == {"affected": [gone.id], "kept": [kept.id]}

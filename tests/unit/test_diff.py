@@ -228,3 +228,10 @@ def test_contradiction_negatives(existing: str, new: str) -> None:
 def test_contradiction_skips_oversized_sentences() -> None:
     long_subject = "Bob " + "very " * 100
     assert detect_contradiction(long_subject + "lives in Berlin", long_subject + "lives in Paris") is None
+
+
+def test_a_strong_match_needs_the_calibrated_cosine():
+    from app.core.diff import STRONG_MATCH_COSINE, is_strong_match
+
+    assert is_strong_match(STRONG_MATCH_COSINE) and is_strong_match(0.93)
+    assert not is_strong_match(STRONG_MATCH_COSINE - 0.01) and not is_strong_match(None)

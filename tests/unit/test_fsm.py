@@ -95,3 +95,54 @@ def test_document_validator_accepts_parsed_objects() -> None:
     problems = validate_fsm_document({**valid_doc(), "initial": "nope"})
     assert problems == [Problem("/initial", "unknown state 'nope'")]
     assert problems[0] == ("/initial", "unknown state 'nope'")
+
+
+# --- transition tables for reviewers ------------------------------------------------------------
+
+from app.core.fsm import transition_table_diff  # noqa: E402
+
+REFUND = {"name": "refund", "initial": "asked", "states": ["asked", "ok", "paid"],
+          "transitions": [{"trigger": "approve", "source": "asked", "dest": "ok", "conditions": "manager"},
+                          {"trigger": "pay", "source": "ok", "dest": "paid"}]}
+
+
+def _with(transitions, states=None) -> str:
+    return json.dumps({**REFUND, "transitions": transitions, "states": states or REFUND["states"]})
+
+
+def test_an_identical_procedure_changes_nothing():
+    table = transition_table_diff(json.dumps(REFUND), json.dumps(REFUND))
+    assert table == {"added": [], "removed": [], "changed": [], "states_added": [], "states_removed": [],
+                     "widens": False}
+
+
+def test_a_wildcard_source_or_a_dropped_guard_widens():
+    wider = _with([{"trigger": "approve", "source": "*", "dest": "ok", "conditions": "manager"},
+                   REFUND["transitions"][1]])
+    assert transition_table_diff(json.dumps(REFUND), wider)["changed"][0]["widens"] is True
+    unguarded = _with([{"trigger": "approve", "source": "asked", "dest": "ok"}, REFUND["transitions"][1]])
+    change = transition_table_diff(json.dumps(REFUND), unguarded)["changed"][0]
+    assert change["before"]["guards"] == ["if manager"] and change["after"]["guards"] == [] and change["widens"]
+
+
+def test_a_narrower_procedure_does_not_widen_and_removals_are_listed():
+    narrower = _with([{"trigger": "approve", "source": "asked", "dest": "ok", "conditions": "manager",
+                       "unless": "frozen"}])
+    table = transition_table_diff(json.dumps(REFUND), narrower)
+    assert table["removed"] == [{"trigger": "pay", "source": ["ok"], "dest": "paid", "guards": []}]
+    assert table["changed"][0]["widens"] is False and table["widens"] is False
+
+
+def test_added_transitions_and_states_widen_and_a_new_procedure_is_all_added():
+    more = _with([*REFUND["transitions"], {"trigger": "skip", "source": ["asked"], "dest": "done"}],
+                 states=[*REFUND["states"], "done"])
+    table = transition_table_diff(json.dumps(REFUND), more)
+    assert [r["trigger"] for r in table["added"]] == ["skip"] and table["states_added"] == ["done"]
+    assert table["widens"] is True
+    fresh = transition_table_diff(None, json.dumps(REFUND))
+    assert len(fresh["added"]) == 2 and fresh["removed"] == []
+
+
+def test_content_that_is_not_an_fsm_object_gives_no_table():
+    assert transition_table_diff(json.dumps(REFUND), "not json") is None
+    assert transition_table_diff("[1, 2]", json.dumps(REFUND)) is None

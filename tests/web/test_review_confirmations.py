@@ -163,3 +163,21 @@ def test_bulk_skips_a_change_whose_outcome_an_earlier_approval_in_the_batch_chan
                  **{f"plan:{madrid}": "store", f"plan:{lisbon}": "store"})
     assert done.status_code == 200 and "changed since you confirmed" in done.text
     assert _status(client, headers, madrid) == "approved" and _status(client, headers, lisbon) == "pending"
+
+
+def test_bulk_approve_skips_a_change_you_already_approved(client, ctx, tenant, make_key):
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "finance-two-person", "match": {"agents": ["finance-*"]}, "action": "require_approval",
+         "approvals_required": 2}]})
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    change_id = _remember(client, headers, "Q4 budget is 1.4M.", agent_id="finance-bot")["change_id"]
+    web_sign_in(client, _user(ctx, tenant, "bulk"), PASSWORD, "/review")
+    page = client.get(f"/review/{change_id}")
+    client.post(f"/review/{change_id}/approve", data={"csrf_token": csrf_token_in(page.text),
+                                                      "seen_state": _fingerprint(page.text)}, headers=HTMX)
+    queue = client.get("/review")
+    summary = _bulk(client, queue.text, [change_id])
+    assert "you already approved it" in summary.text and 'data-testid="bulk-confirm"' not in summary.text
+    done = _bulk(client, queue.text, [change_id], confirmed="1", confirm_risk="1")
+    assert "you already approved it" in done.text
+    assert len(client.get(f"/v1/changes/{change_id}", headers=headers).json()["approvals"]) == 1
