@@ -20,6 +20,7 @@ import time
 
 from app.bench.common import in_process_context, latency_summary, machine, scratch_dir, table, write_json
 from app.config import Settings
+from app.core.timefmt import utcnow
 
 ACTOR = {"kind": "bench", "id": "memwarden-bench"}
 AGENT = "bench-agent"
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
             latency[f"{n}_backends"]["p50_added_ms"] = round(latency[f"{n}_backends"]["p50_ms"] - base, 3)
 
         routed(3)
-        lags_before = len(backends.delivery_lags(ctx, tenant_id=tenant.id))
+        writes_from = utcnow()
         stop = threading.Event()
 
         def deliverer():
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         drained = time.perf_counter() - started
         stop.set()
         worker.join()
-        lags = sorted(backends.delivery_lags(ctx, tenant_id=tenant.id))[lags_before:]
+        lags = backends.delivery_lags(ctx, tenant_id=tenant.id, since=writes_from)
         lag_ms = latency_summary([v * 1000 for v in lags])
         steady = {"writes": args.writes, "backends": 3, "write_seconds": round(write_seconds, 2),
                   "drained_seconds": round(drained, 2), "deliveries_per_second": round(len(lags) / drained, 1),

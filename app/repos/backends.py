@@ -165,8 +165,9 @@ def owe(session: Session, *, backend_id: str, tenant_id: str, memory_ids: Sequen
     session.add_all([BackendDelivery(tenant_id=tenant_id, backend_id=backend_id, memory_id=i) for i in memory_ids])
 
 
-def delivery_lags(session: Session, *, tenant_id: str) -> list[float]:
-    """Seconds from owed to delivered of every delivered row of the tenant (the benchmark's lag)."""
+def delivery_lags(session: Session, *, tenant_id: str, since: datetime) -> list[float]:
+    """Seconds from owed to delivered of the tenant's rows owed since `since` (the benchmark's lag)."""
     lag = func.extract("epoch", BackendDelivery.delivered_at - BackendDelivery.created_at)
     return [float(v) for v in session.scalars(select(lag).where(
-        BackendDelivery.tenant_id == tenant_id, BackendDelivery.status == "delivered"))]
+        BackendDelivery.tenant_id == tenant_id, BackendDelivery.status == "delivered",
+        BackendDelivery.created_at >= since))]

@@ -35,7 +35,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -258,10 +258,10 @@ def status(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:
                 for name, pending, failed, oldest in repo.backlog(session, tenant_id=tenant_id)]
 
 
-def delivery_lags(ctx: AppContext, *, tenant_id: str) -> list[float]:
-    """Seconds from owed to delivered of each delivered row of the tenant."""
+def delivery_lags(ctx: AppContext, *, tenant_id: str, since: datetime) -> list[float]:
+    """Seconds from owed to delivered of each delivered row of the tenant owed since `since`."""
     with ctx.db.sessions() as session:
-        return repo.delivery_lags(session, tenant_id=tenant_id)
+        return repo.delivery_lags(session, tenant_id=tenant_id, since=since)
 
 
 def deliveries_of(ctx: AppContext, principal: Principal, memory_id: str) -> dict[str, Any]:
