@@ -78,7 +78,8 @@ class Hit:
 
 
 class Store(Protocol):
-    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str: ...
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True,
+            write_key: str = "") -> str: ...
     def delete(self, ref: str, snap_agent: str, snap_user: str | None) -> None: ...
     def find(self, snap: Snapshot) -> str | None: ...
     def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]: ...
@@ -106,14 +107,16 @@ class MemwardenStore:
 
         self.client = Client(url, api_key, timeout=timeout, retry=RetryPolicy(max_retries=0))
 
-    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str:
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True, write_key: str = "") -> str:
         from memwarden import errors
 
         try:
+            # One key per delivery: its retries and a redo after a crash are answered with the first
+            # write; a later delivery of the same memory (a resync) writes afresh.
             result = self.client.remember(
                 agent_id=snap.agent_id, user_id=snap.user_id, content=snap.content, type=snap.type,
                 metadata=snap.store_metadata(), tags=list(snap.tags), source=snap.source,
-                idempotency_key=f"router-{snap.id}-{snap.digest[:32]}")
+                idempotency_key=f"router-{write_key or snap.id}-{snap.digest[:32]}")
             if result.status != "live":
                 raise StoreError(f"the remote server staged the write for its own review ({result.change_id})")
             if existing_ref and existing_ref != result.id:
@@ -186,7 +189,7 @@ class Mem0Store:
         """mem0 2.x takes the entity ids as keywords of `add` and inside `filters` of reads."""
         return {"agent_id": agent_id, **({"user_id": user_id} if user_id else {})}
 
-    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str:
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True, write_key: str = "") -> str:
         if existing_ref:
             self.delete(existing_ref, snap.agent_id, snap.user_id)
         found = self.find(snap) if maybe_written else None
@@ -258,7 +261,7 @@ class MemorywireStore:
         except Exception as exc:
             raise StoreError(f"memorywire store failed: {type(exc).__name__}: {exc}") from exc
 
-    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True) -> str:
+    def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True, write_key: str = "") -> str:
         from memorywire.models import RememberRequest
 
         if existing_ref:

@@ -367,7 +367,8 @@ def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
             elif snap is not None:
                 # Only a delivery leased before (its holder may have died after writing) looks for
                 # an earlier write; a first claim goes straight to the write.
-                action, ref = "put", store.put(snap, record[0] if record else None, maybe_written=row.claims > 1)
+                action, ref = "put", store.put(snap, record[0] if record else None, maybe_written=row.claims > 1,
+                                               write_key=f"{backend.id}-{row.id}")
             elif record is not None:
                 store.delete(record[0], agent, user)
                 action, ref = "delete", None

@@ -231,3 +231,34 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
             assert ids[0] not in [h["id"] for h in answer["hits"]] and answer["dropped_ungoverned"] == 0
     finally:
         stop_server(proc)
+
+
+def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(settings, committed_ctx):
+    from app.services import backends
+
+    front, front_key = _tenant_with_key(committed_ctx, "front")
+    _, back_key = _tenant_with_key(committed_ctx, "back")
+    proc, base_url = start_server(settings, **FAST)
+    try:
+        _route(committed_ctx, front, base_url, back_key)
+        with httpx.Client(base_url=base_url, timeout=30) as http:
+            ids = [_remember(http, front_key, f"Drift fact {i}: locker {i} holds the first-aid kit.")["id"]
+                   for i in range(3)]
+            _wait(lambda: all(_delivered(http, front_key, i) for i in ids), what="deliveries")
+            clean = backends.drift(committed_ctx, tenant_id=front.id, name="second")
+            assert clean["problems"] == [] and clean["store_checked"] == 3 and clean["records"] == 3
+
+            lost = _delivered(http, front_key, ids[0])["backend_ref"]  # someone deletes it in the store itself
+            assert http.post("/v1/memories/forget", headers=_bearer(back_key),
+                             json={"agent_id": "bot", "ids": [lost]}).status_code == 200
+            report = backends.drift(committed_ctx, tenant_id=front.id, name="second")
+            assert report["problems"] == [{"memory_id": ids[0], "reason": "missing_in_store", "backend_ref": lost}]
+
+            backends.drift(committed_ctx, tenant_id=front.id, name="second", resync=True)
+            _wait(lambda: backends.status(committed_ctx, tenant_id=front.id)[0]["pending"] == 0,
+                  what="the resync's redelivery")
+            assert backends.drift(committed_ctx, tenant_id=front.id, name="second")["problems"] == []
+            held = _held_by(http, back_key)
+            assert sorted(m["metadata"]["memwarden_id"] for m in held) == sorted(ids)
+    finally:
+        stop_server(proc)
