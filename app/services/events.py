@@ -33,6 +33,7 @@ CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
     "memory.written", "memory.compacted", "workspace.updated",
     "change.proposed", "change.approved", "change.rejected", "audit.chain_broken", "review.sla_breached",
+    "integrity.mismatch",
 })
 FORBIDDEN_KEYS = frozenset({"content", "metadata", "secret"})
 

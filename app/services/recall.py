@@ -41,7 +41,7 @@ from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import recall_tracking
+from app.services import integrity, recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -95,9 +95,11 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
             hits.append((fused_score * memory.score_multiplier, similarity, memory))
         hits.sort(key=lambda h: (-h[0], -h[1], h[2].id))
         hits = hits[:k]
-        if scope.as_of is None and hits:
+        mismatched = integrity.served_mismatches(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
+        if scope.as_of is None and hits and not mismatched:
             _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
         session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
+    integrity.refuse_mismatched(ctx, principal.tenant_id, mismatched)
     return {
         "hits": [{**entry_json(m), "score": round(score, 6), "similarity": round(sim, 6)} for score, sim, m in hits],
         "fusion": method,
