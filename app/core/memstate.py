@@ -13,9 +13,9 @@ Two keys, so the digest neither leaks content nor outlives crypto-shredding:
   the chain by hand cannot vouch for a row they edited.
 
 Values are normalised to what PostgreSQL gives back, so a digest made from the row being written
-equals one made from the row read later: REAL columns as float32, timestamps in UTC to the
-microsecond, JSON numbers with integral floats as integers (jsonb reads `1e+20` back as an
-integer), and missing server defaults as their defaults.
+equals one made from the row read later: REAL columns as float32, timestamps as whole
+microseconds since the epoch, metadata keys sorted and integral floats as integers (jsonb reorders
+keys and reads `1e+20` back as an integer), and missing server defaults as their defaults.
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ import hashlib
 import hmac
 import json
 import struct
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 STATE_VERSION = 1
 _TENANT_LABEL = b"memwarden/state-digest/v1\x00"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+_FLOAT32 = struct.Struct("<f")
 
-# The columns a state covers besides the payload (content, metadata, tags), with the value a
-# missing attribute (a server default not yet read back) stands for.
-STATE_COLUMNS: dict[str, Any] = {
-    "id": None, "agent_id": None, "user_id": None, "type": None, "status": None, "source": None,
-    "confidence": 1.0, "score_multiplier": 1.0, "expires_at": None, "created_at": None, "live_from": None,
-    "ended_at": None, "updated_at": None, "hard_deleted": False, "merged_into": None, "superseded_by": None,
-}
-PAYLOAD_COLUMNS = ("content", "metadata_", "tags", "digest_key")
+STATE_FIELDS = ("v", "id", "agent_id", "user_id", "type", "status", "source", "confidence", "score_multiplier",
+                "expires_at", "created_at", "live_from", "ended_at", "updated_at", "hard_deleted", "merged_into",
+                "superseded_by", "payload")
+"""What a state covers, in the order `state_of` lists it (timestamps as microseconds since the epoch;
+`payload` is the keyed digest of content, metadata and tags)."""
 
 
 def tenant_state_key(server_key: bytes, tenant_id: str) -> bytes:
@@ -56,14 +56,11 @@ def _json_number(value: Any) -> Any:
 
 
 def _float32(value: Any, default: float) -> str:
-    value = default if value is None else float(value)
-    return repr(struct.unpack("<f", struct.pack("<f", value))[0])
+    return repr(_FLOAT32.unpack(_FLOAT32.pack(default if value is None else float(value)))[0])
 
 
-def _instant(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds")
+def _instant(value: datetime | None) -> int | None:
+    return None if value is None else (value - _EPOCH) // _MICROSECOND
 
 
 def content_hmac(digest_key: bytes | None, content: str | None) -> str | None:
@@ -71,7 +68,7 @@ def content_hmac(digest_key: bytes | None, content: str | None) -> str | None:
     `content_digest`); None once the key or the content is gone."""
     if digest_key is None or content is None:
         return None
-    return hmac.new(bytes(digest_key), content.encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(bytes(digest_key), content.encode(), "sha256").hex()
 
 
 def payload_digest(digest_key: bytes | None, content: str | None, metadata: Any, tags: Any) -> str | None:
@@ -81,30 +78,36 @@ def payload_digest(digest_key: bytes | None, content: str | None, metadata: Any,
         return None
     body = json.dumps([content, _json_number(metadata or {}), list(tags or [])], sort_keys=True,
                       separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(bytes(digest_key), body.encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(bytes(digest_key), body.encode(), "sha256").hex()
 
 
-def state_of(row: Any, **overrides: Any) -> dict[str, Any]:
-    """The state a row holds (any object with the `Memory` attribute names: an ORM object or a
-    plain row), with `overrides` for columns an UPDATE is about to set. Holds no text: the
-    payload is only present as its keyed digest."""
-    def get(name: str, default: Any = None) -> Any:
-        value = overrides[name] if name in overrides else getattr(row, name, default)
-        return default if value is None else value
+class _After:
+    """A row seen through the columns an UPDATE is about to set."""
 
-    state: dict[str, Any] = {"v": STATE_VERSION}
-    for name, default in STATE_COLUMNS.items():
-        state[name] = get(name, default)
-    state["confidence"] = _float32(state["confidence"], 1.0)
-    state["score_multiplier"] = _float32(state["score_multiplier"], 1.0)
-    for name in ("expires_at", "created_at", "live_from", "ended_at", "updated_at"):
-        state[name] = _instant(state[name])
-    state["hard_deleted"] = bool(state["hard_deleted"])
-    state["payload"] = payload_digest(get("digest_key"), get("content"), get("metadata_"), get("tags"))
-    return state
+    __slots__ = ("_row", "_values")
+
+    def __init__(self, row: Any, values: dict[str, Any]):
+        self._row, self._values = row, values
+
+    def __getattr__(self, name: str) -> Any:
+        values = self._values
+        return values[name] if name in values else getattr(self._row, name)
 
 
-def state_digest(tenant_key: bytes, state: dict[str, Any]) -> str:
+def state_of(row: Any, **overrides: Any) -> list[Any]:
+    """The state a row holds, as `STATE_FIELDS` lists it (`row`: any object with the `Memory`
+    attribute names, an ORM object or a plain row), with `overrides` for columns an UPDATE is about
+    to set. Holds no text: the payload is only present as its keyed digest. Missing server
+    defaults (None) count as their defaults."""
+    r = _After(row, overrides) if overrides else row
+    return [STATE_VERSION, r.id, r.agent_id, r.user_id, r.type, r.status, r.source,
+            _float32(r.confidence, 1.0), _float32(r.score_multiplier, 1.0), _instant(r.expires_at),
+            _instant(r.created_at), _instant(r.live_from), _instant(r.ended_at), _instant(r.updated_at),
+            bool(r.hard_deleted), r.merged_into, r.superseded_by,
+            payload_digest(r.digest_key, r.content, r.metadata_, r.tags)]
+
+
+def state_digest(tenant_key: bytes, state: list[Any]) -> str:
     """HMAC-SHA256 of a state (`state_of`) under the tenant's state key."""
-    body = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hmac.new(tenant_key, body.encode(), hashlib.sha256).hexdigest()
+    return hmac.digest(tenant_key, json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode(),
+                       "sha256").hex()

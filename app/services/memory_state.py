@@ -34,5 +34,5 @@ class StateKeys:
     def record(self, tenant_id: str, row: Any, **overrides: Any) -> dict[str, Any]:
         """What an audit entry about a memory records of the state it leaves: the digest, and the
         status in clear (no content; it lets a mismatch say "status changed")."""
-        status = overrides.get("status", getattr(row, "status", None))
+        status = overrides["status"] if "status" in overrides else row.status
         return {"digest": self.digest(tenant_id, row, **overrides), "status": status}
