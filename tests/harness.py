@@ -182,6 +182,9 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         # edit chains under it, and a signature over their tampered state would race their asserts;
         # tests of the cadence itself pass their own interval.
         "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS": "86400",
+        # Likewise the memory state check: the chain tests append entries about memories that never
+        # existed, which a round over every tenant would report; its own tests pass an interval.
+        "MEMWARDEN_STATE_CHECK_INTERVAL_SECONDS": "0",
         **extra,
     })
     return env

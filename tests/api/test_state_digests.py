@@ -144,3 +144,30 @@ def test_fail_closed_reads_refuse_a_mismatched_row_with_409(client, ctx, tenant,
         payload = session.scalar(text("SELECT payload FROM events WHERE tenant_id = :t AND type = 'integrity.mismatch'"),
                                  {"t": tenant.id})
     assert payload["memoryId"] == bad and payload["reason"] == "content_changed"
+
+
+def test_a_baseline_vouches_once_for_memories_audited_before_state_digests(client, ctx, tenant, agent, auditor):
+    """A memory whose audit entries predate state digests is `no_state_recorded` until `memwarden audit
+    baseline-state` records its current state; a row with no audit entry at all is never vouched for."""
+    current = remember(client, agent, "Dora's office is on floor 3.")["id"]
+    old, stray = new_id("mem"), new_id("mem")
+    with ctx.db.sessions.begin() as session:  # what a remember wrote before migration 0023: no `state`
+        for memory_id in (old, stray):
+            session.execute(text(
+                "INSERT INTO memories (id, tenant_id, agent_id, type, content, status, live_from, digest_key)"
+                " VALUES (:id, :t, 'agent-a', 'semantic', 'Dora likes tea.', 'live', now(), :k)"),
+                {"id": memory_id, "t": tenant.id, "k": b"k" * 32})
+        ctx.audit.append(session, tenant_id=tenant.id, event_type="memory.remembered", actor=ADMIN,
+                         subject={"type": "memory", "id": old}, data={"agent_id": "agent-a"})
+    reasons = {m["memory_id"]: m["reason"] for m in state_check(client, auditor)["mismatches"]}
+    assert reasons == {old: "no_state_recorded", stray: "no_audit_event"}
+
+    assert integrity.baseline(ctx, tenant.id, actor=ADMIN) == 1
+    reasons = {m["memory_id"]: m["reason"] for m in state_check(client, auditor)["mismatches"]}
+    assert reasons == {stray: "no_audit_event"}  # the baselined memory and the current one are intact
+    assert current not in reasons
+    assert integrity.baseline(ctx, tenant.id, actor=ADMIN) == 0  # once: nothing left to vouch for
+    with ctx.db.sessions() as session:
+        types = session.scalars(text("SELECT event_type FROM audit_entries WHERE subject_id = :m ORDER BY seq"),
+                                {"m": old}).all()
+    assert types == ["memory.remembered", "memory.state_baseline"]
