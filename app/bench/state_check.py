@@ -7,9 +7,9 @@ One process, one fresh embedded PostgreSQL:
   embeddings, since the check never reads them), then `integrity.check_tenant` over it, several
   times: rows per second, and the same with one row tampered (the report still lists it).
 * **Fail-closed recall.** A scope of real memories (bundled embedder) recalled with
-  `MEMWARDEN_INTEGRITY_FAIL_CLOSED` off and on, alternating round by round (ABBA), so a busy box
+  `MEMWARDEN_INTEGRITY_FAIL_CLOSED` off and on, alternating recall by recall (ABBA), so a busy box
   slows both alike; the difference is the per-recall cost of the check (one statement: the hits'
-  rows beside their latest audit entries, and a digest per hit).
+  rows beside their latest audit entries, and a digest per hit), which is also timed alone.
 """
 
 from __future__ import annotations
@@ -103,9 +103,9 @@ def _recalls(ctx, tenant_id: str, scope: int, per_round: int, rounds: int) -> di
     plain, closed = ctx.settings, ctx.settings.with_changes(integrity_fail_closed=True)
     samples: dict[str, list[float]] = {"off": [], "on": []}
     for r in range(rounds):
-        for variant in (("off", "on") if r % 2 == 0 else ("on", "off")):
-            ctx.settings = closed if variant == "on" else plain
-            for n in range(per_round):
+        for n in range(per_round):  # the variants alternate recall by recall (ABBA), so load drift hits both
+            for variant in (("off", "on") if (r + n) % 2 == 0 else ("on", "off")):
+                ctx.settings = closed if variant == "on" else plain
                 started = time.perf_counter()
                 hits = recall.recall(ctx, principal, {"agent_id": "recall-agent", "k": 5,
                                                       "query": f"who owns {topics[n % len(topics)]}?"})["hits"]
