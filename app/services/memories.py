@@ -86,8 +86,8 @@ def state_record(ctx: AppContext, memory: Memory, after: dict[str, Any] | None =
     return ctx.state_keys.record(memory.tenant_id, memory, **(after or {}))
 
 
-def _ended(status: str, at: datetime, **extra: Any) -> dict[str, Any]:
-    """The columns `repo.end` sets."""
+def ended_columns(status: str, at: datetime, **extra: Any) -> dict[str, Any]:
+    """The columns `repo.end` sets (the `after` of the entry recording that end)."""
     return {"status": status, "ended_at": at, "updated_at": at, **extra}
 
 
@@ -244,9 +244,10 @@ def apply_forget(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
     """Forget locked live rows, one audit event each (used directly and when a change is approved)."""
     now = utcnow()
     for memory in rows:
+        # The columns repo.hard_delete (or repo.end) sets: the state this entry leaves.
         after = ({"content": None, "metadata_": {}, "tags": [], "digest_key": None, "hard_deleted": True,
                   "status": "forgotten", "ended_at": memory.ended_at or now, "updated_at": now}
-                 if hard else _ended("forgotten", now))
+                 if hard else ended_columns("forgotten", now))
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.hard_deleted" if hard else "memory.forgotten",
                          actor=actor, subject={"type": "memory", "id": memory.id},
                          data=memory_event(ctx, memory, after, reason_given=bool(reason), change_id=change_id))
@@ -381,7 +382,7 @@ def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Sc
                          data={"canonical": canonical_id, "strategy": strategy, "change_id": change_id,
                                "content_digest": content_digest(by_id[dup]),
                                "state": state_record(ctx, by_id[dup],
-                                                     _ended("merged", now, merged_into=canonical_id))})
+                                                     ended_columns("merged", now, merged_into=canonical_id))})
     return canonical
 
 
@@ -432,7 +433,7 @@ def apply_expire(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
     ids = [m.id for m in rows]
     for memory in rows:
         after = ({"score_multiplier": DEMOTE_MULTIPLIER, "updated_at": now} if action == "demote"
-                 else _ended("forgotten" if action == "forget" else "archived", now))
+                 else ended_columns("forgotten" if action == "forget" else "archived", now))
         ctx.audit.append(session, tenant_id=tenant_id, event_type=f"memory.expired.{action}", actor=actor,
                          subject={"type": "memory", "id": memory.id},
                          data=memory_event(ctx, memory, after, action=action, change_id=change_id))

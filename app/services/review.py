@@ -647,8 +647,7 @@ def _committed(ctx: AppContext, session, change: Change, actor: dict, request: D
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
                          subject={"type": "memory", "id": old[0].id},
                          data={"superseded_by": memory.id, "change_id": change.id,
-                               "state": mem.state_record(ctx, old[0], {
-                                   "status": "superseded", "ended_at": ended, "updated_at": ended,
-                                   "superseded_by": memory.id})})
+                               "state": mem.state_record(ctx, old[0], mem.ended_columns(
+                                   "superseded", ended, superseded_by=memory.id))})
         result["superseded"] = old[0].id
     return result
