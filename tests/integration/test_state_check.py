@@ -221,3 +221,12 @@ def test_the_periodic_check_raises_an_event_a_webhook_and_a_banner(committed_ctx
             open_alarms = conn.scalar(text("SELECT count(*) FROM integrity_alarms WHERE tenant_id = :t"
                                            " AND cleared_at IS NULL"), {"t": tenant.id})
     assert open_alarms == 0
+
+
+def test_the_cli_baseline_vouches_for_nothing_already_bound_and_state_needs_a_tenant(settings, server, tenant):
+    done = cli(settings, "baseline-state", "--tenant", tenant.name)
+    assert done.returncode == 0 and "baselined 0 memories" in done.stdout, done.stderr[-2000:]
+    done = cli(settings, "verify", "--state")
+    assert done.returncode == 2 and "--state needs --tenant" in done.stderr
+    done = cli(settings, "verify", "--tenant", tenant.name, "--state")
+    assert done.returncode == 0 and "state intact: 4 memories" in done.stdout, done.stdout
