@@ -4,7 +4,9 @@ Exit codes: 0 intact, 1 tampered or truncated (prints the first bad sequence num
 reason code), 2 unusable input. `verify --witness FILE` also holds the chain to the last
 checkpoint in the audit witness file; `export` of a chain that does not verify exits 1.
 `verify --tenant` of a chain that does not verify also opens its alarm (writes refused);
-`clear-alarm` closes it once the repaired chain verifies.
+`clear-alarm` closes it once the repaired chain verifies. `verify --tenant T --state` also holds
+every stored memory to its last audited state (exit 1 on a mismatch); `baseline-state` records the
+state of memories written before state digests existed, once.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if args.tenant:
         return _verify_database(args, settings)
+    if args.state:
+        print("error: --state needs --tenant T (it checks the database's memories)", file=sys.stderr)
+        return 2
     if not args.file:
         print("error: give an export FILE or --tenant T", file=sys.stderr)
         return 2
@@ -117,8 +122,48 @@ def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
         if isinstance(witnessed, int):
             return witnessed
         held.append(witnessed)
-    return _report(ctx.audit.verify_and_alarm(ctx.db.sessions, chain_id, "verification", held), args.json,
-                   {"chain_id": chain_id})
+    report = ctx.audit.verify_and_alarm(ctx.db.sessions, chain_id, "verification", held)
+    if not args.state:
+        return _report(report, args.json, {"chain_id": chain_id})
+    if chain_id == SYSTEM_CHAIN:
+        print("unusable: --state checks a tenant's memories; the system chain has none", file=sys.stderr)
+        return 2
+    return _state_report(ctx, report, chain_id, args.json)
+
+
+def _state_report(ctx, chain_report, chain_id: str, as_json: bool) -> int:
+    """`verify --tenant T --state`: the chain verified, then every memory held to its last audited
+    state. Exit 1 when either fails (a state check over a tampered chain proves nothing)."""
+    from app.services import integrity
+    from app.services.audit import tenant_of
+
+    state = integrity.run_check(ctx, tenant_of(chain_id), {"kind": "cli", "id": "audit-verify-state"}, "cli")
+    code = max(EXIT[chain_report.status], 0 if state.ok else 1)
+    if as_json:
+        print(json.dumps({**chain_report.to_json(), "chain_id": chain_id, "state": state.to_json()}, sort_keys=True))
+        return code
+    _report(chain_report, False)
+    if state.ok:
+        print(f"state intact: {state.checked} memories match their last audited state "
+              f"({state.to_json()['rows_per_second']} rows/s)")
+    else:
+        print(f"state mismatch: {state.mismatch_count} of {state.checked} memories differ from their last audited state")
+        for m in state.mismatches:
+            print(f"  {m.memory_id}: expected seq {m.expected_seq if m.expected_seq is not None else '-'}: {m.reason} "
+                  f"(audited {m.audited_status or '-'}, row {m.status or 'missing'})")
+    return code
+
+
+def cmd_baseline_state(args: argparse.Namespace, settings: Settings) -> int:
+    """Vouch once for memories written before state digests existed (`integrity.baseline`)."""
+    from app.services import integrity
+    from app.services.tenants import resolve_tenant
+
+    ctx = open_context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    done = integrity.baseline(ctx, tenant.id, actor={"kind": "cli", "id": "audit-baseline-state"})
+    print(f"baselined {done} memories of {args.tenant}: their current state is now their audited state")
+    return 0
 
 
 def _witnessed(args: argparse.Namespace, origin: str, vkeys: list[str] | None) -> str | int:
@@ -195,6 +240,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="the audit witness file (MEMWARDEN_AUDIT_WITNESS_FILE): the chain must extend the "
                              "last checkpoint witnessed there (catches rewrites and truncation below it)")
     verify.add_argument("--tenant", help="verify this tenant's chain in the database instead")
+    verify.add_argument("--state", action="store_true",
+                        help="with --tenant: also hold every stored memory to its last audited state "
+                             "(exit 1 on any edited, flipped, inserted or deleted row)")
     verify.add_argument("--json", action="store_true", help="machine-readable report")
     verify.set_defaults(func=cmd_verify)
 
@@ -202,6 +250,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "clear its alarm so its tenant accepts writes again")
     clear.add_argument("--tenant", required=True, help="tenant name or id, or `system`")
     clear.set_defaults(func=cmd_clear_alarm)
+
+    baseline = audit.add_parser("baseline-state", help="once, after upgrading: record the current state of "
+                                                        "memories written before state digests existed")
+    baseline.add_argument("--tenant", required=True, help="tenant name or id")
+    baseline.set_defaults(func=cmd_baseline_state)
 
     audit.add_parser("public-key", help="print the checkpoint verifier key").set_defaults(func=cmd_public_key)
     cli_reads.register(audit)

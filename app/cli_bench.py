@@ -18,6 +18,7 @@ BENCHMARKS: list[str] = [
     "app.bench.review",      # memwarden bench review     — queue/detail render and approvals at 100k pending
     "app.bench.audit",       # memwarden bench audit      — durable audit appends/s, offline verify events/s
     "app.bench.audit_guards",  # memwarden bench audit-guards — cost of the fail-closed audit checks, A/B
+    "app.bench.state_check",  # memwarden bench state-check — state check rows/s at 100k, fail-closed recall cost
     "app.bench.screening",   # memwarden bench screening  — poisoned writes caught vs benign staged, labelled corpus
     "app.bench.compare",     # memwarden bench compare    — side by side with memorywire, interleaved pairs
     "app.bench.import_",     # memwarden bench import     — `memwarden import` rate at N mem0 memories

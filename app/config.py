@@ -76,6 +76,19 @@ class Settings:
         "MEMWARDEN_AUDIT_VERIFY_INTERVAL_SECONDS", 3_600,
         "Fully verify every audit chain this often (0 disables); a chain that does not verify is closed "
         "to writes (409 `audit_chain_broken`) until `memwarden audit clear-alarm`.")
+    state_key_file: Path | None = _setting(
+        "MEMWARDEN_STATE_KEY_FILE", None,
+        "Key of the memory state digests the audit log records (`audit verify --state`); generated once into "
+        "the data dir when unset. Keep it out of the database owner's reach: who holds it and can append to "
+        "the audit chain can vouch for a forged row.")
+    state_check_interval_seconds: int = _setting(
+        "MEMWARDEN_STATE_CHECK_INTERVAL_SECONDS", 3_600,
+        "Check every stored memory against its last audited state this often (0 disables); the first "
+        "mismatch raises an `integrity.mismatch` event, its webhooks and a banner for the tenant's admins.")
+    integrity_fail_closed: bool = _setting(
+        "MEMWARDEN_INTEGRITY_FAIL_CLOSED", False,
+        "Check each memory a read returns (get, list, recall) against its last audited state; a mismatch "
+        "is not served: 409 `integrity_mismatch`, reported like the periodic check's.")
     audit_witness_file: Path | None = _setting(
         "MEMWARDEN_AUDIT_WITNESS_FILE", None,
         "Append-only JSON-lines file, outside the data dir, that receives every signed audit checkpoint; "
@@ -208,6 +221,19 @@ class Settings:
             except ValueError:
                 raise ValueError(f"MEMWARDEN_TRUSTED_PROXIES: {entry!r} is not an IP address or CIDR") from None
         return {"proxy_headers": True, "forwarded_allow_ips": ",".join(trusted) or "127.0.0.1"}
+
+    def resolved_state_key(self) -> bytes:
+        """The server's state-digest key (32 bytes): the configured file's, else a file generated
+        once into the data dir (hex text)."""
+        path = Path(self.state_key_file) if self.state_key_file else self.data_path / "state-digest-key"
+        raw = _read_or_create(path, lambda: secrets.token_hex(32).encode()).strip()
+        try:
+            key = bytes.fromhex(raw.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            key = raw
+        if len(key) < 16:
+            raise ValueError(f"{path}: a state key needs at least 16 bytes")
+        return key
 
     def resolved_signing_key_file(self) -> Path:
         """The checkpoint signing key file, generated (Ed25519 PEM) when absent."""

@@ -98,6 +98,14 @@ class AuditChainBroken(AppError):
     code, status = "audit_chain_broken", 409
 
 
+class IntegrityMismatch(AppError):
+    """A stored memory differs from its last audited state (`app.services.integrity`); with
+    `MEMWARDEN_INTEGRITY_FAIL_CLOSED` such a memory is not served. `details` names the memory, the
+    audit seq whose state it should hold and why it does not (never content)."""
+
+    code, status = "integrity_mismatch", 409
+
+
 class PayloadTooLarge(AppError):
     code, status = "payload_too_large", 413
 

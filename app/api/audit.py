@@ -11,7 +11,7 @@ from app.api.jsonio import json_response
 from app.api.routing import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
-from app.services import decisions, read_audit
+from app.services import decisions, integrity, read_audit
 from app.services.audit import chain_for, list_checkpoints
 
 
@@ -58,6 +58,12 @@ async def access_log(request: Request, principal: Principal):
     return json_response(page)
 
 
+async def state_check(request: Request, principal: Principal):
+    ctx = ctx_of(request)
+    report = await run_in_threadpool(integrity.run_check, ctx, principal.tenant_id, principal.actor, "api")
+    return json_response({"chain_id": chain_for(principal.tenant_id), **report.to_json()})
+
+
 async def public_key(request: Request, principal: Principal | None):
     ctx = ctx_of(request)
     if "application/json" in request.headers.get("accept", ""):
@@ -78,6 +84,9 @@ routes = [
     ApiRoute("/v1/audit/access", access_log, method="GET",
              summary="The read access log: who was returned which memories, newest read first",
              scope="audit:read", request="access.query", tag="audit", responses={200: "access.response"}),
+    ApiRoute("/v1/audit/state-check", state_check, method="GET",
+             summary="Hold every stored memory to its last audited state (edited, flipped, inserted, deleted rows)",
+             scope="audit:read", responses={200: "state-check.response"}, tag="audit"),
     ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",
              scope=None, tag="audit", public=True,
              responses={200: {"text/plain": None, "application/json": "public-key.response"}}),

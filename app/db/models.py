@@ -304,7 +304,7 @@ class MemoryBackend(Base):
     __tablename__ = "memory_backends"
     id: Mapped[str] = mapped_column(Text, primary_key=True)
     """`mbk_…`."""
-    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
     name: Mapped[str] = mapped_column(Text)
     kind: Mapped[str] = mapped_column(Text)
     """`mem0`, `memwarden` (another server, over HTTP) or `memorywire` (a MemoryStore by import path)."""
@@ -326,9 +326,11 @@ class BackendDelivery(Base):
     delivery job works off, and its log. The job syncs the memory's state at delivery time."""
 
     __tablename__ = "backend_deliveries"
+    __table_args__ = (ForeignKeyConstraint(["backend_id", "tenant_id"], ["memory_backends.id", "memory_backends.tenant_id"],
+                                           ondelete="CASCADE"),)
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
-    tenant_id: Mapped[str] = mapped_column(Text)
-    backend_id: Mapped[str] = mapped_column(ForeignKey("memory_backends.id", ondelete="CASCADE"))
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    backend_id: Mapped[str] = mapped_column(Text)
     memory_id: Mapped[str] = mapped_column(Text)
     status: Mapped[str] = mapped_column(Text, server_default="pending")
     """pending → delivered, or failed after the last attempt."""
@@ -347,9 +349,11 @@ class BackendRecord(Base):
     """What a backend holds for a memory: its own id for it and the digest of what was delivered."""
 
     __tablename__ = "backend_records"
-    backend_id: Mapped[str] = mapped_column(ForeignKey("memory_backends.id", ondelete="CASCADE"), primary_key=True)
+    __table_args__ = (ForeignKeyConstraint(["backend_id", "tenant_id"], ["memory_backends.id", "memory_backends.tenant_id"],
+                                           ondelete="CASCADE"),)
+    backend_id: Mapped[str] = mapped_column(Text, primary_key=True)
     memory_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(Text)
+    tenant_id: Mapped[str] = mapped_column(Text, primary_key=True)
     backend_ref: Mapped[str] = mapped_column(Text)
     content_digest: Mapped[str] = mapped_column(Text)
     delivered_at: Mapped[datetime] = mapped_column(server_default=func.now())

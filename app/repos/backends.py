@@ -47,10 +47,10 @@ def owe_existing(session: Session, *, backend_id: str, tenant_id: str, agents_li
     return result.rowcount
 
 
-def reset_failed(session: Session, *, backend_id: str, at: datetime) -> int:
+def reset_failed(session: Session, *, tenant_id: str, backend_id: str, at: datetime) -> int:
     """Owe again the deliveries to a backend that gave up."""
     return session.execute(update(BackendDelivery).where(
-        BackendDelivery.backend_id == backend_id, BackendDelivery.status == "failed",
+        BackendDelivery.tenant_id == tenant_id, BackendDelivery.backend_id == backend_id, BackendDelivery.status == "failed",
     ).values(status="pending", attempt=0, next_attempt_at=at)).rowcount
 
 
@@ -73,8 +73,8 @@ def memory_state(session: Session, *, tenant_id: str, memory_id: str) -> Memory 
     return session.scalars(select(Memory).where(Memory.tenant_id == tenant_id, Memory.id == memory_id)).first()
 
 
-def record_of(session: Session, *, backend_id: str, memory_id: str) -> BackendRecord | None:
-    return session.get(BackendRecord, (backend_id, memory_id))
+def record_of(session: Session, *, tenant_id: str, backend_id: str, memory_id: str) -> BackendRecord | None:
+    return session.get(BackendRecord, (backend_id, memory_id, tenant_id))
 
 
 def save_record(session: Session, *, backend_id: str, memory_id: str, tenant_id: str, backend_ref: str,
@@ -82,24 +82,27 @@ def save_record(session: Session, *, backend_id: str, memory_id: str, tenant_id:
     values = {"backend_id": backend_id, "memory_id": memory_id, "tenant_id": tenant_id,
               "backend_ref": backend_ref, "content_digest": content_digest, "delivered_at": at}
     session.execute(pg_insert(BackendRecord).values(**values).on_conflict_do_update(
-        index_elements=["backend_id", "memory_id"],
+        index_elements=["backend_id", "memory_id", "tenant_id"],
         set_={"backend_ref": backend_ref, "content_digest": content_digest, "delivered_at": at}))
 
 
-def drop_record(session: Session, *, backend_id: str, memory_id: str) -> None:
-    session.execute(delete(BackendRecord).where(BackendRecord.backend_id == backend_id,
+def drop_record(session: Session, *, tenant_id: str, backend_id: str, memory_id: str) -> None:
+    session.execute(delete(BackendRecord).where(BackendRecord.tenant_id == tenant_id,
+                                                BackendRecord.backend_id == backend_id,
                                                 BackendRecord.memory_id == memory_id))
 
 
-def record_attempt(session: Session, *, delivery_id: int, values: dict[str, Any]) -> None:
-    session.execute(update(BackendDelivery).where(BackendDelivery.id == delivery_id).values(**values))
+def record_attempt(session: Session, *, tenant_id: str, delivery_id: int, values: dict[str, Any]) -> None:
+    session.execute(update(BackendDelivery).where(BackendDelivery.tenant_id == tenant_id,
+                                                  BackendDelivery.id == delivery_id).values(**values))
 
 
-def governed_refs(session: Session, *, backend_id: str, refs: Sequence[str]) -> dict[str, BackendRecord]:
+def governed_refs(session: Session, *, tenant_id: str, backend_id: str, refs: Sequence[str]) -> dict[str, BackendRecord]:
     """The records of a backend's own ids (what its search returned), by backend id."""
     if not refs:
         return {}
-    rows = session.scalars(select(BackendRecord).where(BackendRecord.backend_id == backend_id,
+    rows = session.scalars(select(BackendRecord).where(BackendRecord.tenant_id == tenant_id,
+                                                       BackendRecord.backend_id == backend_id,
                                                        BackendRecord.backend_ref.in_(list(refs))))
     return {r.backend_ref: r for r in rows}
 
@@ -142,10 +145,10 @@ def backlog(session: Session, *, tenant_id: str) -> list:
         .group_by(MemoryBackend.name).order_by(MemoryBackend.name)).all()
 
 
-def records_of_backend(session: Session, *, backend_id: str) -> dict[str, BackendRecord]:
+def records_of_backend(session: Session, *, tenant_id: str, backend_id: str) -> dict[str, BackendRecord]:
     """Every record of one backend by memory id (the drift check's ledger side)."""
     return {r.memory_id: r for r in session.scalars(select(BackendRecord).where(
-        BackendRecord.backend_id == backend_id))}
+        BackendRecord.tenant_id == tenant_id, BackendRecord.backend_id == backend_id))}
 
 
 def live_ids_for_agents(session: Session, *, tenant_id: str, agents_like: str) -> dict[str, Memory]:
@@ -154,10 +157,10 @@ def live_ids_for_agents(session: Session, *, tenant_id: str, agents_like: str) -
         Memory.tenant_id == tenant_id, Memory.status == "live", Memory.agent_id.like(agents_like)))}
 
 
-def pending_memory_ids(session: Session, *, backend_id: str) -> set[str]:
+def pending_memory_ids(session: Session, *, tenant_id: str, backend_id: str) -> set[str]:
     """Memories with a delivery to the backend still owed."""
     return set(session.scalars(select(BackendDelivery.memory_id).where(
-        BackendDelivery.backend_id == backend_id, BackendDelivery.status == "pending")))
+        BackendDelivery.tenant_id == tenant_id, BackendDelivery.backend_id == backend_id, BackendDelivery.status == "pending")))
 
 
 def owe(session: Session, *, backend_id: str, tenant_id: str, memory_ids: Sequence[str]) -> None:

@@ -137,7 +137,9 @@ _APPROVE_STAGED = text("""
     WITH went_live AS (
         UPDATE memories SET status = 'live', live_from = :now, updated_at = :now
         WHERE id = :memory_id AND tenant_id = :tenant
-        RETURNING id, tenant_id, agent_id, user_id, type, content, tags, metadata AS metadata_, node_id, digest_key
+        RETURNING id, tenant_id, agent_id, user_id, type, content, tags, metadata AS metadata_, node_id, digest_key,
+                  status, source, confidence, score_multiplier, expires_at, created_at, live_from, ended_at,
+                  updated_at, hard_deleted, merged_into, superseded_by
     ), decided AS (
         UPDATE changes SET status = 'approved', approvals = :approvals, result = :result, decided_at = :now,
                            decided_by = :decided_by, reason = :reason, decided_refs = ARRAY[:memory_id],

@@ -177,12 +177,6 @@ def embedding_of(session: Session, *, tenant_id: str, memory_id: str):
     return session.scalar(select(Memory.embedding).where(Memory.id == memory_id, Memory.tenant_id == tenant_id))
 
 
-def set_status(session: Session, *, tenant_id: str, ids: Sequence[str], status: str, at: datetime) -> None:
-    """Move the tenant's rows `ids` to `status` (a staged row rejected or withdrawn)."""
-    session.execute(update(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
-                    .values(status=status, updated_at=at).execution_options(synchronize_session=False))
-
-
 def update_returning(session: Session, *, tenant_id: str, memory_id: str, **values: Any) -> Memory:
     """Set columns of the tenant's memory in one statement and return the row as it now is."""
     return session.scalars(update(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)

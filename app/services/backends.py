@@ -11,7 +11,9 @@ is retried with exponential backoff (`MEMWARDEN_BACKEND_RETRY_BASE_SECONDS`, 4×
 capped by `MEMWARDEN_BACKEND_RETRY_MAX_SECONDS`) until `MEMWARDEN_BACKEND_MAX_ATTEMPTS`, then the delivery is `failed` and shown
 to admins (`memwarden backend status`; `memwarden backend retry` owes them again). Every outcome is
 an audit event (`backend.delivered`, `backend.retry`, `backend.gave_up`) naming the memory, the
-backend and a digest, never content.
+backend and a digest, never content. Their subject type is `memory_delivery` (with the memory's id,
+so they show in its history): they change no memory row, and the state check holds each row to the
+latest entry whose subject is the memory itself.
 
 Exactly once, under crashes: a delivery row is leased before the store is called and only marked
 delivered after the store answered and its id was recorded. A process killed in between leaves the
@@ -174,7 +176,7 @@ def retry_failed(ctx: AppContext, *, tenant_name: str, name: str, actor: dict[st
         backend = repo.by_name(session, tenant_id=tenant.id, name=name)
         if backend is None:
             raise NotFound(f"tenant {tenant_name} has no backend named {name}")
-        count = repo.reset_failed(session, backend_id=backend.id, at=utcnow())
+        count = repo.reset_failed(session, tenant_id=tenant.id, backend_id=backend.id, at=utcnow())
         ctx.audit.append(session, tenant_id=tenant.id, event_type="backend.retry_requested", actor=actor,
                          subject={"type": "backend", "id": backend.id}, data={"name": name, "deliveries": count})
     return count
@@ -209,8 +211,8 @@ def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -
         if backend is None:
             raise NotFound(f"no backend named {name}")
         live = repo.live_ids_for_agents(session, tenant_id=tenant_id, agents_like=backend.agents_like)
-        records = repo.records_of_backend(session, backend_id=backend.id)
-        owed = repo.pending_memory_ids(session, backend_id=backend.id)
+        records = repo.records_of_backend(session, tenant_id=tenant_id, backend_id=backend.id)
+        owed = repo.pending_memory_ids(session, tenant_id=tenant_id, backend_id=backend.id)
         snaps = {i: Snapshot.of(m) for i, m in live.items()}
     problems = []
     for memory_id in sorted(set(live) - set(records) - owed):
@@ -242,7 +244,7 @@ def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -
         with ctx.db.sessions.begin() as session:
             for problem in problems:
                 if problem["reason"] in ("missing_in_store", "content_changed_in_store"):
-                    repo.drop_record(session, backend_id=backend.id, memory_id=problem["memory_id"])
+                    repo.drop_record(session, tenant_id=tenant_id, backend_id=backend.id, memory_id=problem["memory_id"])
             repo.owe(session, backend_id=backend.id, tenant_id=tenant_id,
                      memory_ids=sorted({p["memory_id"] for p in problems}))
     return {"backend": name, "live_in_memwarden": len(live), "records": len(records), "owed": len(owed),
@@ -354,7 +356,7 @@ def _deliver_batch(ctx: AppContext, backends: dict[str, MemoryBackend], claimed:
 def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
     with ctx.db.sessions() as session:
         memory = repo.memory_state(session, tenant_id=row.tenant_id, memory_id=row.memory_id)
-        record = repo.record_of(session, backend_id=backend.id, memory_id=row.memory_id)
+        record = repo.record_of(session, tenant_id=row.tenant_id, backend_id=backend.id, memory_id=row.memory_id)
         record = (record.backend_ref, record.content_digest) if record else None
         live = memory is not None and memory.status == "live" and memory.content is not None
         snap = Snapshot.of(memory) if live else None
@@ -382,12 +384,12 @@ def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
             repo.save_record(session, backend_id=backend.id, memory_id=row.memory_id, tenant_id=row.tenant_id,
                              backend_ref=ref, content_digest=snap.digest, at=utcnow())
         elif action == "delete":
-            repo.drop_record(session, backend_id=backend.id, memory_id=row.memory_id)
-        repo.record_attempt(session, delivery_id=row.id, values={
+            repo.drop_record(session, tenant_id=row.tenant_id, backend_id=backend.id, memory_id=row.memory_id)
+        repo.record_attempt(session, tenant_id=row.tenant_id, delivery_id=row.id, values={
             "status": "delivered", "attempt": row.attempt + 1, "action": action, "error": None,
             "delivered_at": utcnow()})
         ctx.audit.append(session, tenant_id=row.tenant_id, event_type="backend.delivered", actor=SYSTEM_ACTOR,
-                         subject={"type": "memory", "id": row.memory_id},
+                         subject={"type": "memory_delivery", "id": row.memory_id},
                          data={"backend_id": backend.id, "action": action, "attempt": row.attempt + 1,
                                "store_digest": snap.digest if snap is not None else None})
 
@@ -400,12 +402,12 @@ def _failed(ctx: AppContext, backend: MemoryBackend, row, exc: Exception) -> Non
     log.log(logging.WARNING if give_up else logging.INFO, "delivery of %s to backend %s failed (attempt %d%s): %s",
             row.memory_id, backend.name, attempt, ", giving up" if give_up else "", error)
     with ctx.db.sessions.begin() as session:
-        repo.record_attempt(session, delivery_id=row.id, values={
+        repo.record_attempt(session, tenant_id=row.tenant_id, delivery_id=row.id, values={
             "status": "failed" if give_up else "pending", "attempt": attempt, "error": error,
             "next_attempt_at": utcnow() + timedelta(seconds=delay)})
         ctx.audit.append(session, tenant_id=row.tenant_id,
                          event_type="backend.gave_up" if give_up else "backend.retry", actor=SYSTEM_ACTOR,
-                         subject={"type": "memory", "id": row.memory_id},
+                         subject={"type": "memory_delivery", "id": row.memory_id},
                          data={"backend_id": backend.id, "attempt": attempt,
                                "error_kind": type(exc).__name__})
 
@@ -433,7 +435,8 @@ def fused_recall(ctx: AppContext, principal: Principal, body: dict[str, Any], lo
     rankings = []
     with ctx.db.sessions() as session:
         for backend, hits in results:
-            records = repo.governed_refs(session, backend_id=backend.id, refs=[h.ref for h in hits])
+            records = repo.governed_refs(session, tenant_id=principal.tenant_id, backend_id=backend.id,
+                                          refs=[h.ref for h in hits])
             memories = repo.visible_by_ids(session, scope=Scope(principal.tenant_id, agent_id, user_id),
                                            filters=filters, ids=[r.memory_id for r in records.values()])
             governed = {}

@@ -1,5 +1,5 @@
-"""Periodic jobs: the audit checkpoint cadence, the full audit verification and the events of audit
-chain alarms, webhook deliveries, review-SLA breach announcements, memory compaction, and purging expired idempotency keys and idle
+"""Periodic jobs: the audit checkpoint cadence, the full audit verification, the memory state
+check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, memory compaction, and purging expired idempotency keys and idle
 rate-limit buckets.
 
 Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from app.repos import audit_reads
-from app.services import audit_alarms, backends, idempotency, rate_limits, read_budgets, review_sla, webhooks
+from app.services import audit_alarms, backends, idempotency, integrity, rate_limits, read_budgets, review_sla, webhooks
 from app.services.context import AppContext
 from app.services.leader import Leadership
 
@@ -35,9 +35,11 @@ def checkpoint_unsigned(ctx: AppContext) -> int:
 
 
 def _announce_and_deliver(ctx: AppContext) -> None:
-    """Write the `audit.chain_broken` event of each new audit chain alarm, then deliver due webhooks
-    (that event's among them): an alarm reaches the event log and webhooks within a round."""
+    """Write the `audit.chain_broken` event of each new audit chain alarm and the `integrity.mismatch`
+    event of each new integrity alarm, then deliver due webhooks (theirs among them): an alarm
+    reaches the event log and webhooks within a round."""
     audit_alarms.announce(ctx)
+    integrity.announce(ctx)
     webhooks.deliver_due(ctx)
 
 
@@ -82,6 +84,8 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
     if ctx.settings.audit_verify_interval_seconds > 0:
         jobs.append((ctx.settings.audit_verify_interval_seconds, lambda: audit_alarms.verify_chains(ctx),
                      "audit-verification"))
+    if ctx.settings.state_check_interval_seconds > 0:
+        jobs.append((ctx.settings.state_check_interval_seconds, lambda: integrity.check_all(ctx), "state-check"))
     if ctx.settings.compaction_interval_seconds > 0:
         from app.services import compaction
 

@@ -13,6 +13,7 @@ from app.services.audit import AuditLog
 
 if TYPE_CHECKING:
     from app.embeddings import Embedder
+    from app.services.memory_state import StateKeys
 
 
 @dataclass
@@ -38,6 +39,13 @@ class AppContext:
         from app.embeddings import get_embedder
 
         return get_embedder(self.settings.embedder)
+
+    @cached_property
+    def state_keys(self) -> "StateKeys":
+        """The key of memory state digests (`MEMWARDEN_STATE_KEY_FILE`), read on first use."""
+        from app.services.memory_state import StateKeys
+
+        return StateKeys(self.settings.resolved_state_key())
 
     def with_database(self, db: Database) -> "AppContext":
         """This context with another `Database` (e.g. one bound to a request's unit of work);

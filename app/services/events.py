@@ -34,6 +34,7 @@ EVENT_TYPES = frozenset({
     "memory.written", "memory.compacted", "workspace.updated",
     "change.proposed", "change.approved", "change.rejected", "audit.chain_broken", "review.sla_breached",
     "read_budget.exceeded",
+    "integrity.mismatch",
 })
 FORBIDDEN_KEYS = frozenset({"content", "metadata", "secret"})
 

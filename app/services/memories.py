@@ -7,14 +7,13 @@ per-memory key that a hard delete destroys.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from app.core import memstate
 from app.core.access import Principal
 from app.core.cursor import encode_cursor
 from app.core.fsm import validate_fsm
@@ -31,7 +30,7 @@ from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import events, read_budgets, recall_tracking, screening, staging
+from app.services import events, integrity, read_budgets, recall_tracking, screening, staging
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
@@ -65,19 +64,32 @@ def entry_json(memory: Memory) -> dict[str, Any]:
 
 def content_digest(memory: Memory) -> str | None:
     """HMAC-SHA256 of the content under the memory's own key (what the audit log records)."""
-    if memory.content is None or memory.digest_key is None:
-        return None
-    return hmac.new(memory.digest_key, memory.content.encode(), hashlib.sha256).hexdigest()
+    return memstate.content_hmac(memory.digest_key, memory.content)
 
 
-def memory_event(memory: Memory, **extra: Any) -> dict[str, Any]:
-    """Audit data about a memory: identifiers and digests, never its text, tags or metadata."""
+def memory_event(ctx: AppContext, memory: Memory, after: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """Audit data about a memory: identifiers and digests, never its text, tags or metadata.
+
+    `state` holds the digest of the state this entry leaves the row in (`app.core.memstate`) and
+    its status: the row as it is, or with `after` (the columns an UPDATE issued next sets). Every
+    entry whose subject is a memory carries one: the state check holds each row to its latest."""
     data = {"agent_id": memory.agent_id, "user_id": memory.user_id, "memory_type": memory.type,
             "content_digest": content_digest(memory),
             "content_bytes": len(memory.content.encode()) if memory.content is not None else None,
-            "tag_count": len(memory.tags), "metadata_keys": len(memory.metadata_ or {})}
+            "tag_count": len(memory.tags), "metadata_keys": len(memory.metadata_ or {}),
+            "state": state_record(ctx, memory, after)}
     data.update(extra)
     return data
+
+
+def state_record(ctx: AppContext, memory: Memory, after: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `state` of an audit entry about `memory` (with `after` applied): digest and status."""
+    return ctx.state_keys.record(memory.tenant_id, memory, **(after or {}))
+
+
+def ended_columns(status: str, at: datetime, **extra: Any) -> dict[str, Any]:
+    """The columns `repo.end` sets (the `after` of the entry recording that end)."""
+    return {"status": status, "ended_at": at, "updated_at": at, **extra}
 
 
 def require_agent(principal: Principal, agent_id: str) -> None:
@@ -159,7 +171,9 @@ def get_memory(ctx: AppContext, principal: Principal, memory_id: str, as_of: Any
         memory = repo.get_visible(session, scope=Scope(principal.tenant_id, as_of=as_of_dt), memory_id=memory_id)
         if memory is None or not principal.may_act_for(memory.agent_id):
             raise NotFound("memory not found")
+        mismatched = integrity.served_mismatches(ctx, session, principal.tenant_id, [memory.id])
         entry = entry_json(memory)
+    integrity.refuse_mismatched(ctx, principal.tenant_id, mismatched)
     read_budgets.account(ctx, principal, operation="get", agent_id=entry["agent_id"], memory_ids=[memory_id],
                          query={"id": memory_id, "as_of": as_of})
     return entry
@@ -174,8 +188,10 @@ def list_memories(ctx: AppContext, principal: Principal, query: dict[str, Any]) 
     with ctx.db.sessions() as session:
         rows = repo.page(session, scope=scope, limit=limit + 1, after=after, type_=query.get("type"),
                          tag=query.get("tag"))
-    more = len(rows) > limit
-    rows = rows[:limit]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        mismatched = integrity.served_mismatches(ctx, session, principal.tenant_id, [m.id for m in rows])
+    integrity.refuse_mismatched(ctx, principal.tenant_id, mismatched)
     cursor = encode_cursor(rows[-1].created_at, rows[-1].id) if more else None
     read_budgets.account(ctx, principal, operation="list", agent_id=query["agent_id"],
                          memory_ids=[m.id for m in rows], query=query)
@@ -236,9 +252,13 @@ def apply_forget(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
     """Forget locked live rows, one audit event each (used directly and when a change is approved)."""
     now = utcnow()
     for memory in rows:
+        # The columns repo.hard_delete (or repo.end) sets: the state this entry leaves.
+        after = ({"content": None, "metadata_": {}, "tags": [], "digest_key": None, "hard_deleted": True,
+                  "status": "forgotten", "ended_at": memory.ended_at or now, "updated_at": now}
+                 if hard else ended_columns("forgotten", now))
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.hard_deleted" if hard else "memory.forgotten",
                          actor=actor, subject={"type": "memory", "id": memory.id},
-                         data=memory_event(memory, reason_given=bool(reason), change_id=change_id))
+                         data=memory_event(ctx, memory, after, reason_given=bool(reason), change_id=change_id))
     ids = [m.id for m in rows]
     if hard:
         repo.hard_delete(session, tenant_id=tenant_id, ids=ids, at=now)
@@ -363,13 +383,15 @@ def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Sc
     session.flush()
     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
                      subject={"type": "memory", "id": canonical_id},
-                     data=memory_event(canonical, strategy=strategy, duplicates=duplicates, change_id=change_id))
+                     data=memory_event(ctx, canonical, strategy=strategy, duplicates=duplicates, change_id=change_id))
     events.memory_written(session, canonical)
     for dup in duplicates:
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged_into", actor=actor,
                          subject={"type": "memory", "id": dup},
                          data={"canonical": canonical_id, "strategy": strategy, "change_id": change_id,
-                               "content_digest": content_digest(by_id[dup])})
+                               "content_digest": content_digest(by_id[dup]),
+                               "state": state_record(ctx, by_id[dup],
+                                                     ended_columns("merged", now, merged_into=canonical_id))})
     return canonical
 
 
@@ -419,9 +441,11 @@ def apply_expire(ctx: AppContext, session, tenant_id: str, actor: dict, rows: li
     now = utcnow()
     ids = [m.id for m in rows]
     for memory in rows:
+        after = ({"score_multiplier": DEMOTE_MULTIPLIER, "updated_at": now} if action == "demote"
+                 else ended_columns("forgotten" if action == "forget" else "archived", now))
         ctx.audit.append(session, tenant_id=tenant_id, event_type=f"memory.expired.{action}", actor=actor,
                          subject={"type": "memory", "id": memory.id},
-                         data=memory_event(memory, action=action, change_id=change_id))
+                         data=memory_event(ctx, memory, after, action=action, change_id=change_id))
     if action == "forget":
         repo.end(session, tenant_id=tenant_id, ids=ids, status="forgotten", at=now)
     elif action == "archive":
@@ -486,6 +510,7 @@ def prepare_remember(ctx: AppContext, principal: Principal, body: dict[str, Any]
         ended_at=(ended_at or updated_at) if status in ENDED_STATUSES else None, expires_at=expires_at,
         run_id=body.get("run_id"), node_id=body.get("node_id"), digest_key=os.urandom(32),
         merged_into=merged_into, superseded_by=superseded_by, written_by=principal.key_id,
+        score_multiplier=1.0, hard_deleted=False,  # set here, so the state digest reads no server default
     )
     prepared = PreparedWrite(memory, clean.redactions, bool(body.get("approval_required")) or status == "pending",
                              rules.policy, rules.protection)
@@ -552,19 +577,19 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
             memory_ids=[memory.id], decision=decision, redactions=write.redactions, screening=flags,
             change_id=memory.change_id)
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged", actor=principal.actor,
-                         subject=subject, data=memory_event(memory, change_id=change.id, **audit_extra))
+                         subject=subject, data=memory_event(ctx, memory, change_id=change.id, **audit_extra))
         return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
                              "review_url": staging.review_url(change.id), "redactions": write.redactions},
                        [memory.id])
     if memory.status == "live":
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
                          actor=principal.actor, subject=subject,
-                         data=memory_event(memory, redaction_labels=labels, risk_flags=flags.names,
+                         data=memory_event(ctx, memory, redaction_labels=labels, risk_flags=flags.names,
                                            risk_level=flags.risk, **audit_extra))
         events.memory_written(session, memory)
         return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
                              "redactions": write.redactions}, [memory.id])
     ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.restored", actor=principal.actor,
-                     subject=subject, data=memory_event(memory, status=memory.status, redaction_labels=labels,
+                     subject=subject, data=memory_event(ctx, memory, None, status=memory.status, redaction_labels=labels,
                                                         **audit_extra))
     return Outcome(200, {"id": memory.id, "status": memory.status}, [memory.id])

@@ -41,7 +41,7 @@ from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import backends, read_budgets, recall_tracking
+from app.services import backends, integrity, read_budgets, recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -98,9 +98,11 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         supporting: dict[str, list[str]] | None = None
         if body.get("hops"):
             hits, supporting = _graph_boost(session, principal.tenant_id, hits, body["hops"])
-        if scope.as_of is None and hits:
+        mismatched = integrity.served_mismatches(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
+        if scope.as_of is None and hits and not mismatched:
             _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
         session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
+    integrity.refuse_mismatched(ctx, principal.tenant_id, mismatched)
     out = []
     for score, sim, memory in hits:
         out.append({**entry_json(memory), "score": round(score, 6), "similarity": round(sim, 6)})

@@ -31,7 +31,7 @@ from app.repos.recovery import Window
 from app.services import events, staging
 from app.services.audit import actor_label, chain_for
 from app.services.context import AppContext
-from app.services.memories import apply_forget, memory_event
+from app.services.memories import apply_forget, memory_event, state_record
 
 KINDS = ("key", "agent", "source")
 RULE = "recover"
@@ -196,7 +196,7 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
             memory.status, memory.updated_at = "pending", utcnow()
             ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.quarantined", actor=actor,
                              subject={"type": "memory", "id": memory.id},
-                             data=memory_event(memory, change_id=change.id, recover_id=recover_id))
+                             data=memory_event(ctx, memory, change_id=change.id, recover_id=recover_id))
             quarantined.append(change.id)
         reverts = []
         for ending, memory in plan.revert:
@@ -208,7 +208,7 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
             ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.revert_offered", actor=actor,
                              subject={"type": "memory", "id": memory.id},
                              data={"change_id": change.id, "recover_id": recover_id, "reverts": ending.event_type,
-                                   "reverts_seq": ending.seq})
+                                   "reverts_seq": ending.seq, "state": state_record(ctx, memory)})
             reverts.append(change.id)
         session.flush()
         return _report(target, plan, dry_run=False, recover_id=recover_id, quarantine_changes=quarantined,
@@ -256,7 +256,7 @@ def approve(ctx: AppContext, session, change: Change, actor: dict[str, Any]) -> 
     session.flush()
     ctx.audit.append(session, tenant_id=change.tenant_id, event_type=event, actor=actor,
                      subject={"type": "memory", "id": memory.id},
-                     data=memory_event(memory, change_id=change.id, recover_id=change.request.get("recover_id")))
+                     data=memory_event(ctx, memory, change_id=change.id, recover_id=change.request.get("recover_id")))
     events.memory_written(session, memory)
     return {"memory_id": memory.id, "status": "live"}
 

@@ -599,7 +599,7 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
         reviewer=reviewer)
     ctx.audit.append(session, tenant_id=row.tenant_id, event_type="memory.committed", actor=actor,
                      subject={"type": "memory", "id": memory.id},
-                     data=mem.memory_event(memory, change_id=row.id, edited=False))
+                     data=mem.memory_event(ctx, memory, change_id=row.id, edited=False))
     events.memory_written(session, memory)
     _record_approval(ctx, session, decided, actor, request)
     return {**change_json(decided), "result": decided.result}
@@ -616,10 +616,19 @@ def withdraw(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str
             raise Forbidden("a recover's changes are decided by a reviewer; the agent cannot withdraw them")
         change.status, change.decided_at, change.decided_by = "withdrawn", utcnow(), _actor_label(actor)
         if change.operation == "remember":
-            repo.set_status(session, tenant_id=tenant_id, ids=change.memory_ids, status="withdrawn", at=utcnow())
+            memory = _staged_memory(session, change, lock=True)
+            memory.status, memory.updated_at = "withdrawn", utcnow()
+            _staged_memory_ended(ctx, session, memory, "memory.withdrawn", change, actor)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="change.withdrawn", actor=actor,
                          subject={"type": "change", "id": change.id}, data={"operation": change.operation})
         return change_json(change)
+
+
+def _staged_memory_ended(ctx: AppContext, session, memory: Memory, event_type: str, change, actor: dict) -> None:
+    """Record a staged memory's end (rejected, withdrawn): its state is bound to the log like any other."""
+    ctx.audit.append(session, tenant_id=change.tenant_id, event_type=event_type, actor=actor,
+                     subject={"type": "memory", "id": memory.id},
+                     data=mem.memory_event(ctx, memory, change_id=change.id))
 
 
 def _actor_label(actor: dict[str, Any]) -> str:
@@ -631,6 +640,7 @@ def _reject(ctx: AppContext, session, change: Change, actor: dict, reason: str |
     if change.operation == "remember":
         memory = _staged_memory(session, change, lock=True)
         memory.status, memory.updated_at = "rejected", utcnow()
+        _staged_memory_ended(ctx, session, memory, "memory.rejected", change, actor)
     elif change.operation in recover.RECOVER_OPERATIONS:
         recover.reject(ctx, session, change, actor, reason)
     ctx.audit.append(session, tenant_id=change.tenant_id, event_type="change.rejected", actor=actor,
@@ -739,8 +749,14 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
         session.flush()
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
                          subject={"type": "memory", "id": target.id},
-                         data=mem.memory_event(target, strategy="merge_content", duplicates=[memory.id],
+                         data=mem.memory_event(ctx, target, strategy="merge_content", duplicates=[memory.id],
                                                change_id=change.id))
+        # The staged row's own end, as a merge records each duplicate's (its state is bound to the log).
+        ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged_into", actor=actor,
+                         subject={"type": "memory", "id": memory.id},
+                         data={"canonical": target.id, "strategy": "merge_content", "change_id": change.id,
+                               "content_digest": mem.content_digest(memory),
+                               "state": mem.state_record(ctx, memory)})
         events.memory_written(session, target)
         return {"memory_id": target.id, "merged_into": target.id}
 
@@ -785,16 +801,19 @@ def _committed(ctx: AppContext, session, change: Change, actor: dict, request: D
     tenant_id = change.tenant_id
     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.committed", actor=actor,
                      subject={"type": "memory", "id": memory.id},
-                     data=mem.memory_event(memory, change_id=change.id, edited=edited))
+                     data=mem.memory_event(ctx, memory, change_id=change.id, edited=edited))
     events.memory_written(session, memory)
     result: dict[str, Any] = {"memory_id": memory.id}
     if request.supersedes:
         old = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.supersedes])
         if not old:
             raise NotFound("memory to supersede not found")
-        repo.end(session, tenant_id=tenant_id, ids=[old[0].id], status="superseded", at=utcnow(), superseded_by=memory.id)
+        ended = utcnow()
+        repo.end(session, tenant_id=tenant_id, ids=[old[0].id], status="superseded", at=ended, superseded_by=memory.id)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
                          subject={"type": "memory", "id": old[0].id},
-                         data={"superseded_by": memory.id, "change_id": change.id})
+                         data={"superseded_by": memory.id, "change_id": change.id,
+                               "state": mem.state_record(ctx, old[0], mem.ended_columns(
+                                   "superseded", ended, superseded_by=memory.id))})
         result["superseded"] = old[0].id
     return result

@@ -18,6 +18,7 @@ from app.core.timefmt import utcnow
 from app.db.models import User, UserRole
 from app.errors import Conflict, Forbidden, NotFound, RateLimited, ValidationFailed
 from app.repos import audit_alarms as alarms_repo
+from app.repos import memory_state as state_repo
 from app.repos import login_throttle as throttle_repo
 from app.repos import users as users_repo
 from app.services.context import AppContext
@@ -59,6 +60,8 @@ class Reviewer:
     roles: tuple[TenantRole, ...]
     alarms: tuple[dict, ...] = ()
     """Open audit chain alarms of the tenants where this person has the audit power (a banner on every page)."""
+    integrity_alarms: tuple[dict, ...] = ()
+    """Open integrity alarms (memories that differ from their audited state) of those tenants (a banner too)."""
 
     @property
     def actor(self) -> dict[str, str]:
@@ -296,7 +299,10 @@ def load_reviewer(ctx: AppContext, session_id: str) -> Reviewer | None:
         names = {r.tenant_id: r.tenant_name for r in tenant_roles if r.can("audit")}
         alarms = tuple({"tenant_name": names[a.tenant_id], "first_bad_seq": a.first_bad_seq, "reason": a.reason,
                         "detected_at": a.detected_at} for a in alarms_repo.open_alarms_of(session, list(names)))
-        return Reviewer(user.id, user.username, session_id, tenant_roles, alarms)
+        integrity = tuple({"tenant_name": names[a.tenant_id], "memory_id": a.memory_id, "expected_seq": a.expected_seq,
+                           "reason": a.reason, "mismatches": a.mismatches, "detected_at": a.detected_at}
+                          for a in state_repo.open_alarms_of(session, list(names)))
+        return Reviewer(user.id, user.username, session_id, tenant_roles, alarms, integrity)
 
 
 def sign_out(ctx: AppContext, reviewer: Reviewer, *, everywhere: bool = False) -> None:

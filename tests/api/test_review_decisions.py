@@ -114,7 +114,7 @@ def test_merge_into_existing_memory(client, ctx, tenant, agent, reviewer):
     entry = client.get(f"/v1/memories/{target}", headers=agent).json()
     assert entry["content"] == "Bella speaks French.\nBella also speaks Italian."
     assert_error(client.get(f"/v1/memories/{staged['id']}", headers=agent), 404, "not_found")
-    assert _audit_types(ctx, tenant.id)[-2:] == ["memory.merged", "change.approved"]
+    assert _audit_types(ctx, tenant.id)[-3:] == ["memory.merged", "memory.merged_into", "change.approved"]
 
 
 def test_two_person_rule_needs_two_distinct_reviewers(client, ctx, tenant, agent, make_key):

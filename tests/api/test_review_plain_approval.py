@@ -53,7 +53,7 @@ def _rows(ctx, tenant_id, change_id, memory_id):
 def _normalised(value, change_id, memory_id):
     """`value` with this change's own ids, digests and times replaced, so two approvals compare."""
     if isinstance(value, dict):
-        return {k: ("<varies>" if k in ("content_digest", "at", "memoryRef") and v is not None else
+        return {k: ("<varies>" if k in ("content_digest", "digest", "at", "memoryRef") and v is not None else
                     _normalised(v, change_id, memory_id)) for k, v in value.items()}
     if isinstance(value, list):
         return [_normalised(v, change_id, memory_id) for v in value]

@@ -5,6 +5,7 @@ The outbox is filled by a trigger on `memories`, so every path that makes a memo
 live memory or ends one (remember, approve, edit, merge, supersede, forget, expire, delete, import,
 compaction, recover) owes a delivery in its own transaction without each service remembering to.
 Pending rows (the review sentinel) owe nothing: a backend only ever receives governed content.
+Every key includes `tenant_id`, the distribution column under Citus (docs/scale-out.md).
 
 Revision ID: 0027
 """
@@ -32,15 +33,15 @@ def upgrade() -> None:
             timeout_ms integer NOT NULL DEFAULT 2000,
             enabled boolean NOT NULL DEFAULT true,
             created_at timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (id),
+            PRIMARY KEY (id, tenant_id),
             UNIQUE (tenant_id, name)
         )""")
     op.execute("CREATE INDEX memory_backends_tenant ON memory_backends (tenant_id) WHERE enabled")
     op.execute("""
         CREATE TABLE backend_deliveries (
-            id bigserial PRIMARY KEY,
+            id bigserial NOT NULL,
             tenant_id text NOT NULL,
-            backend_id text NOT NULL REFERENCES memory_backends(id) ON DELETE CASCADE,
+            backend_id text NOT NULL,
             memory_id text NOT NULL,
             status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
             attempt integer NOT NULL DEFAULT 0,
@@ -49,22 +50,25 @@ def upgrade() -> None:
             error text,
             next_attempt_at timestamptz NOT NULL DEFAULT now(),
             created_at timestamptz NOT NULL DEFAULT now(),
-            delivered_at timestamptz
+            delivered_at timestamptz,
+            PRIMARY KEY (id, tenant_id),
+            FOREIGN KEY (backend_id, tenant_id) REFERENCES memory_backends(id, tenant_id) ON DELETE CASCADE
         )""")
     op.execute("CREATE INDEX backend_deliveries_due ON backend_deliveries (next_attempt_at, id) "
                "WHERE status = 'pending'")
     op.execute("CREATE INDEX backend_deliveries_memory ON backend_deliveries (tenant_id, memory_id, id DESC)")
     op.execute("""
         CREATE TABLE backend_records (
-            backend_id text NOT NULL REFERENCES memory_backends(id) ON DELETE CASCADE,
+            backend_id text NOT NULL,
             memory_id text NOT NULL,
             tenant_id text NOT NULL,
             backend_ref text NOT NULL,
             content_digest text NOT NULL,
             delivered_at timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (backend_id, memory_id)
+            PRIMARY KEY (backend_id, memory_id, tenant_id),
+            FOREIGN KEY (backend_id, tenant_id) REFERENCES memory_backends(id, tenant_id) ON DELETE CASCADE
         )""")
-    op.execute("CREATE UNIQUE INDEX backend_records_ref ON backend_records (backend_id, backend_ref)")
+    op.execute("CREATE UNIQUE INDEX backend_records_ref ON backend_records (backend_id, backend_ref, tenant_id)")
     # One delivery owed per backend that takes the memory's agent, whenever the row's live state
     # changes: it becomes live, a live row's content/metadata/tags/type/expiry change, or it stops
     # being live (or goes). The delivery job reads the row's state when it runs, so a burst of
