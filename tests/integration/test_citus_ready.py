@@ -23,10 +23,14 @@ _TABLES = text("""
 # Every PK / UNIQUE / FK constraint, and every unique index that backs no constraint.
 _KEYS = text("""
     SELECT cl.relname AS tbl, con.conname AS name, con.contype::text AS kind,
-           array(SELECT a.attname FROM unnest(con.conkey) k
-                 JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k)::text[] AS cols,
-           array(SELECT a.attname FROM unnest(con.confkey) k
-                 JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k)::text[] AS ref_cols,
+           -- WITH ORDINALITY: a foreign key's columns pair up by position, which a plain join to
+           -- pg_attribute does not keep.
+           array(SELECT a.attname FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, ord)
+                 JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum
+                 ORDER BY k.ord)::text[] AS cols,
+           array(SELECT a.attname FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, ord)
+                 JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.attnum
+                 ORDER BY k.ord)::text[] AS ref_cols,
            (SELECT relname FROM pg_class WHERE oid = con.confrelid) AS ref_table
     FROM pg_constraint con JOIN pg_class cl ON cl.oid = con.conrelid
     JOIN pg_namespace n ON n.oid = cl.relnamespace
