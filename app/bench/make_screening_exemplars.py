@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from app.bench.corpora import DATA, HELDOUT, load_corpus
+from app.bench.corpora import DATA, HELDOUT_SETS, load_corpus
 from app.core.screening.semantic import MODEL, Classifier
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
@@ -88,7 +88,7 @@ def check() -> list[str]:
     if retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2:
         problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
     held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
-    held_out |= {r["content"] for r in load_corpus(HELDOUT)}
+    held_out |= {r["content"] for path in HELDOUT_SETS.values() for r in load_corpus(path)}
     if {text for text, _, _ in training_rows()} & held_out:
         problems.append("a training row is in the test split or the held-out corpus")
     return problems

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from app.bench import common
-from app.bench.corpora import DATA, HELDOUT, load_corpus
+from app.bench.corpora import DATA, HELDOUT_SETS, benign_load_writes, load_corpus
 from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
@@ -129,6 +129,8 @@ def summarise(judged: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "false_positive_rate": _rate(stopped(benign), len(benign)),
         "reviewer_load": _rate(sum(j["outcome"] == "staged" for j in judged), len(judged)),
         "benign_flagged_any": _rate(sum(bool(j["flags"]) for j in benign), len(benign)),
+        # What a tenant policy that stages medium risk would stage (the default stages high only).
+        "benign_medium_or_higher": _rate(sum(j["risk"] in ("medium", "high") for j in benign), len(benign)),
         "classes": classes,
         "missed": [{"id": j["id"], "flags": j["flags"]} for j in poisoned if j["outcome"] == "live"],
         "false_positives": [{"id": j["id"], "flags": j["flags"]} for j in benign if j["outcome"] != "live"],
@@ -173,7 +175,9 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
 
 def load_named(name: str) -> list[dict[str, Any]]:
     """The rows of an extra corpus by its report name."""
-    return load_corpus(HELDOUT) if name == "heldout" else external_corpus() or []
+    if name in HELDOUT_SETS:
+        return load_corpus(HELDOUT_SETS[name])
+    return benign_load_writes() if name == "benign_load" else external_corpus() or []
 
 
 def external_corpus() -> list[dict[str, Any]] | None:
@@ -199,13 +203,18 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
     """Held-out (with leave-one-family-out) and external corpora, judged like the main one."""
     name = embedder.name if embedder else None
     out: dict[str, Any] = {}
-    heldout = load_corpus(HELDOUT)
-    vectors = embed_rows(heldout, redactor, embedder)
-    out["heldout"] = {"path": _shown_path(HELDOUT), "tuned_on": False,
-                      **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
-                      "rules_only": _rules_only(heldout, redactor)}
-    if embedder is not None:
-        out["heldout"]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder)
+    for set_name, path in HELDOUT_SETS.items():
+        heldout = load_corpus(path)
+        vectors = embed_rows(heldout, redactor, embedder)
+        out[set_name] = {"path": _shown_path(path), "tuned_on": False,
+                         **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
+                         "rules_only": _rules_only(heldout, redactor)}
+        if embedder is not None:
+            out[set_name]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder)
+    load = benign_load_writes()
+    vectors = embed_rows(load, redactor, embedder)
+    out["benign_load"] = {"source": "app/bench/corpora.benign_load_writes: load-test, hot-path, scale and recall facts",
+                          "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(load, vectors))}
     external = external_corpus()
     if external is None:
         out["external:bastioncorpus"] = {"skipped": "package not installed (pip install '.[bench]')"}
@@ -342,18 +351,22 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
                      g.get("skipped") or f"{_pct(g.get('catch_rate'))} caught, {_pct(g.get('false_positive_rate'))} benign"))
     lines = ["", common.table(rows, ["corpus", "writes", "Memwarden caught", "Memwarden benign staged",
                                      "agent-memory-guard (strict)"])]
+    lines += [f"{name}: {_pct(part['benign_medium_or_higher'])} of benign writes at medium risk or higher "
+              f"(staged by a policy that stages medium)" for name, part in corpora.items() if part.get("benign")]
     for name, part in corpora.items():
         if "rules_only" in part:
             lines.append(f"{name} without the semantic signal: {_pct(part['rules_only']['catch_rate'])} caught, "
                          f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
-    heldout = corpora.get("heldout", {})
-    fam = [(name, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for name, c in heldout.get("classes", {}).items()
-           if c["label"] == "poisoned"]
-    lines += ["", common.table(fam, ["held-out family", "n", "staged or denied", "flagged (any)"])]
-    lofo = heldout.get("leave_one_family_out")
-    if lofo:
-        lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"])) for f, v in lofo.items()],
-                                   ["leave-one-family-out", "n", "caught", "benign staged"])]
+    for name in HELDOUT_SETS:
+        heldout = corpora.get(name, {})
+        fam = [(f, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for f, c in heldout.get("classes", {}).items()
+               if c["label"] == "poisoned"]
+        lines += ["", common.table(fam, [f"{name} family", "n", "staged or denied", "flagged (any)"])]
+        lofo = heldout.get("leave_one_family_out")
+        if lofo:
+            lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"]))
+                                        for f, v in lofo.items()],
+                                       [f"{name} leave-one-family-out", "n", "caught", "benign staged"])]
     return lines
 
 
@@ -361,10 +374,11 @@ def cmd_screening(args: argparse.Namespace, settings) -> int:
     report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra)
     report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
-    held = (report.get("corpora") or {}).get("heldout")
-    if held:
-        print(f"goals on the held-out corpus: catch_rate_ge_0.90={'met' if held['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
-              f"benign_staged_le_0.05={'met' if held['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
+    for name in HELDOUT_SETS:
+        held = (report.get("corpora") or {}).get(name)
+        if held:
+            print(f"goals on {name}: catch_rate_ge_0.90={'met' if held['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
+                  f"benign_staged_le_0.05={'met' if held['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
     goals = report["goals"]
     print("goals on the test split: " + ", ".join(f"{k}={'met' if v else 'NOT met'}"
                                                   for k, v in goals.items() if k != "measured_on"))
