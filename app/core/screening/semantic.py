@@ -12,8 +12,8 @@ talk, lessons, code notes, logs and IDs).
 Score: one logistic classifier over two feature sets, trained together:
 
 * the 384-d embedding (what the text is about, and its tone);
-* the text's distinct lower-case words, hashed into ``2**14`` buckets and scaled to unit length
-  (which words it uses: the embedding blurs "send me" and "send them" together). Only the first
+* the text's distinct lower-case words, hashed into ``2**14`` buckets and scaled to length
+  ``LEXICAL_WEIGHT`` (which words it uses: the embedding blurs "send me" and "send them" together). Only the first
   ``LEXICAL_CHARS`` characters are read, as the embedder reads only the start of a long text.
 
 The probability that the write is an attack is one 384-element dot product plus one weight per
@@ -47,6 +47,9 @@ NAME = "semantic_attack"
 MODEL = Path(__file__).resolve().parent / "data" / "semantic_model.npz"
 LEXICAL_BUCKETS = 1 << 14
 LEXICAL_CHARS = 4096
+#: The length of the word vector beside the unit embedding: 3 made cross-validation on the training
+#: rows catch the most attacks at 2 % benign (0.75 against 0.68 at 1 and 0.59 without words).
+LEXICAL_WEIGHT = 3.0
 _WORD = re.compile(r"[a-z0-9_']+")
 
 
@@ -57,11 +60,11 @@ def lexical_buckets(content: str) -> np.ndarray:
 
 
 def lexical_vector(content: str) -> np.ndarray:
-    """``lexical_buckets`` as a dense unit vector (what the trainer fits on)."""
+    """``lexical_buckets`` as a dense vector of length ``LEXICAL_WEIGHT`` (what the trainer fits on)."""
     vector = np.zeros(LEXICAL_BUCKETS, dtype=np.float64)
     buckets = lexical_buckets(content)
     if len(buckets):
-        vector[buckets] = 1.0 / np.sqrt(len(buckets))
+        vector[buckets] = LEXICAL_WEIGHT / np.sqrt(len(buckets))
     return vector
 
 
@@ -81,7 +84,7 @@ class Classifier:
         """P(attack) for one embedding and the text it embeds."""
         v = np.asarray(getattr(vector, "to_numpy", lambda: vector)(), dtype=np.float32).reshape(-1)
         buckets = lexical_buckets(content)
-        words = float(self.lexical[buckets].sum()) / np.sqrt(len(buckets)) if len(buckets) else 0.0
+        words = LEXICAL_WEIGHT * float(self.lexical[buckets].sum()) / np.sqrt(len(buckets)) if len(buckets) else 0.0
         return float(1.0 / (1.0 + np.exp(-(float(self.weights @ v) + words + self.bias))))
 
     def severity(self, probability: float) -> str | None:
