@@ -203,6 +203,7 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
     """Held-out (with leave-one-family-out) and external corpora, judged like the main one."""
     name = embedder.name if embedder else None
     out: dict[str, Any] = {}
+    left_out = family_classifiers(embedder) if embedder is not None else {}
     for set_name, path in HELDOUT_SETS.items():
         heldout = load_corpus(path)
         vectors = embed_rows(heldout, redactor, embedder)
@@ -210,7 +211,8 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
                          **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
                          "rules_only": _rules_only(heldout, redactor)}
         if embedder is not None:
-            out[set_name]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder)
+            out[set_name]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder.name,
+                                                                              left_out)
     load = benign_load_writes()
     vectors = embed_rows(load, redactor, embedder)
     out["benign_load"] = {"source": "app/bench/corpora.benign_load_writes: load-test, hot-path, scale and recall facts",
@@ -233,19 +235,24 @@ def _rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any
     return {"catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"]}
 
 
-def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder) -> dict:
-    """Per attack family with exemplars: the catch rate with the semantic classifier retrained without
-    that family's exemplars (rules unchanged), and the benign staged rate under that classifier."""
+def family_classifiers(embedder) -> dict[str, semantic.Classifier]:
+    """Per attack family with exemplars: the semantic classifier retrained (and recalibrated) without
+    that family's exemplars; built once per run and used on every held-out set."""
     from app.bench.make_screening_exemplars import exemplars, train
 
     families = sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
     cache: dict[str, Any] = {}
+    return {family: train(embedder, skip_family=family, cache=cache) for family in families}
+
+
+def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder: str,
+                         classifiers: dict[str, semantic.Classifier]) -> dict:
+    """Per attack family: the catch rate with the classifier trained without that family (rules
+    unchanged), and the benign staged rate under that classifier."""
     result = {}
-    for family in families:
-        classifier = train(embedder, skip_family=family, cache=cache)
+    for family, classifier in classifiers.items():
         chosen = [(r, v) for r, v in zip(rows, vectors) if r["class"] == family or r["label"] == "benign"]
-        judged = [judge(r, redactor, v, embedder.name, classifier) for r, v in chosen]
-        part = summarise(judged)
+        part = summarise(judge(r, redactor, v, embedder, classifier) for r, v in chosen)
         result[family] = {"n": part["poisoned"], "catch_rate": part["catch_rate"],
                           "benign_staged": part["false_positive_rate"],
                           "missed": [m["id"] for m in part["missed"]]}
