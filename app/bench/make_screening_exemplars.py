@@ -113,7 +113,7 @@ def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | Non
 
 def check() -> list[str]:
     """Problems with the shipped classifier: not what retraining gives, or trained on held-out text."""
-    from app.bench.screening import external_corpus
+    from app.bench.screening import amsb_corpus, external_corpus
     from app.core.screening import semantic
 
     problems = []
@@ -124,7 +124,7 @@ def check() -> list[str]:
         problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
     held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
     held_out |= {r["content"] for path in HELDOUT_SETS.values() for r in load_corpus(path)}
-    held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or [])}
+    held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
     if {text for text, _, _ in training_rows()} & held_out:
         problems.append("a training row is in the test split, a held-out or external corpus or the load writes")
     return problems

@@ -177,7 +177,36 @@ def load_named(name: str) -> list[dict[str, Any]]:
     """The rows of an extra corpus by its report name."""
     if name in HELDOUT_SETS:
         return load_corpus(HELDOUT_SETS[name])
-    return benign_load_writes() if name == "benign_load" else external_corpus() or []
+    if name == "benign_load":
+        return benign_load_writes()
+    return (amsb_corpus() if name == AMSB else external_corpus()) or []
+
+
+AMSB = "external:agent-memory-guard-amsb"
+
+
+def amsb_corpus() -> list[dict[str, Any]] | None:
+    """agent-memory-guard's own benchmark scenarios (AMSB, ``agent_memory_guard.bench.scenarios``,
+    Apache-2.0) as writes: each step's value is the content and its dotted key becomes nested
+    metadata (``identity.role`` -> ``{"identity": {"role": value}}``, the nearest thing a memory has
+    to a key); a scenario is one row per step (all of them single-step today). None when absent."""
+    try:
+        from agent_memory_guard.bench.scenarios import default_corpus
+    except ImportError:
+        return None
+    rows = []
+    for scenario in default_corpus():
+        for i, step in enumerate(scenario.steps):
+            metadata: dict[str, Any] = {}
+            node = metadata
+            *parents, leaf = step.key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = step.value
+            rows.append({"id": f"amsb-{scenario.id}-{i}", "class": scenario.category, "split": "external",
+                         "type": "semantic", "label": "poisoned" if scenario.malicious else "benign",
+                         "content": step.value, "metadata": metadata, "guard_key": step.key})
+    return rows
 
 
 def external_corpus() -> list[dict[str, Any]] | None:
@@ -226,6 +255,15 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
             "package": f"bastioncorpus {_version('bastioncorpus')} (PyPI, MIT licence), corpus/injections.jsonl",
             "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(external, vectors)),
             "rules_only": _rules_only(external, redactor)}
+    amsb = amsb_corpus()
+    if amsb is None:
+        out[AMSB] = {"skipped": "agent-memory-guard not installed (pip install '.[bench]')"}
+    else:
+        vectors = embed_rows(amsb, redactor, embedder)
+        out[AMSB] = {"package": f"agent-memory-guard {_version('agent-memory-guard')} (PyPI, Apache-2.0), "
+                                "agent_memory_guard/bench/scenarios.py",
+                     "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(amsb, vectors)),
+                     "rules_only": _rules_only(amsb, redactor)}
     return out
 
 
@@ -269,11 +307,11 @@ def guard_baseline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     totals = {"poisoned": 0, "benign": 0}
     for row in rows:
         guard = MemoryGuard(policy=Policy.strict())
-        value: Any = row["content"]
-        if row.get("tags") or row.get("metadata"):
+        key, value = row.get("guard_key", "memory.note"), row["content"]  # AMSB rows: the scenario's own key
+        if "guard_key" not in row and (row.get("tags") or row.get("metadata")):
             value = {"content": row["content"], "tags": row.get("tags", []), "metadata": row.get("metadata", {})}
         try:
-            action = guard.write("memory.note", value)
+            action = guard.write(key, value)
         except PolicyViolation:
             action = Action.BLOCK
         totals[row["label"]] += 1
