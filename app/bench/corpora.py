@@ -6,7 +6,8 @@ semantic classifier's trainer, which must read the same rows (and keep out of th
 ``HELDOUT_FRESH`` was written and committed before the classifier was retrained on its larger
 training set, and nothing has been tuned on it. ``benign_load_writes`` gathers the ordinary writes
 the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
-all benign: screening must not flag them."""
+all benign: screening must not flag them. The external corpora come from installed packages (the
+``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
 
 from __future__ import annotations
 
@@ -50,3 +51,53 @@ def benign_load_writes(seed: int = 7) -> list[dict[str, Any]]:
                   if fact.get("type") != "procedural"]
     return [{"id": f"load-{kind}-{i}", "class": f"benign_{kind}", "label": "benign", "split": "load",
              "type": "semantic", "content": text} for i, (kind, text) in enumerate(texts)]
+
+
+CANARY = "CANARY-7Q2X"
+"""What the external corpus's ``{canary}`` placeholders are filled with."""
+
+
+AMSB = "external:agent-memory-guard-amsb"
+
+
+def amsb_corpus() -> list[dict[str, Any]] | None:
+    """agent-memory-guard's own benchmark scenarios (AMSB, ``agent_memory_guard.bench.scenarios``,
+    Apache-2.0) as writes: each step's value is the content and its dotted key becomes nested
+    metadata (``identity.role`` -> ``{"identity": {"role": value}}``, the nearest thing a memory has
+    to a key); a scenario is one row per step (all of them single-step today). None when absent."""
+    try:
+        from agent_memory_guard.bench.scenarios import default_corpus
+    except ImportError:
+        return None
+    rows = []
+    for scenario in default_corpus():
+        for i, step in enumerate(scenario.steps):
+            metadata: dict[str, Any] = {}
+            node = metadata
+            *parents, leaf = step.key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = step.value
+            rows.append({"id": f"amsb-{scenario.id}-{i}", "class": scenario.category, "split": "external",
+                         "type": "semantic", "label": "poisoned" if scenario.malicious else "benign",
+                         "content": step.value, "metadata": metadata, "guard_key": step.key})
+    return rows
+
+
+def external_corpus() -> list[dict[str, Any]] | None:
+    """bastioncorpus's labelled rows as writes (None when the package is not installed)."""
+    try:
+        from importlib import resources
+
+        text = (resources.files("bastioncorpus") / "corpus" / "injections.jsonl").read_text(encoding="utf-8")
+    except (ImportError, FileNotFoundError, ModuleNotFoundError):
+        return None
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        rows.append({"id": f"bastion-{item['id']}", "class": item["category"], "split": "external", "type": "semantic",
+                     "label": "poisoned" if item["label"] == "malicious" else "benign",
+                     "content": str(item["text"]).replace("{canary}", CANARY)})
+    return rows

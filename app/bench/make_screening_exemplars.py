@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from app.bench.corpora import DATA, HELDOUT_SETS, benign_load_writes, load_corpus
+from app.bench.corpora import DATA, HELDOUT_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
 from app.core.screening.semantic import MODEL, Classifier, lexical_vector
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
@@ -113,7 +113,6 @@ def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | Non
 
 def check() -> list[str]:
     """Problems with the shipped classifier: not what retraining gives, or trained on held-out text."""
-    from app.bench.screening import amsb_corpus, external_corpus
     from app.core.screening import semantic
 
     problems = []

@@ -33,14 +33,13 @@ Writes are embedded with the local model (as `remember` does) so the semantic si
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
 from app.bench import common
-from app.bench.corpora import DATA, HELDOUT_SETS, benign_load_writes, load_corpus
+from app.bench.corpora import AMSB, DATA, HELDOUT_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
 from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
@@ -48,8 +47,6 @@ from app.core.screening import screen, semantic
 from app.core.screening.hostile import HOSTILE
 from app.services.screening import ALLOWED_SOURCES
 
-CANARY = "CANARY-7Q2X"
-"""What the external corpus's ``{canary}`` placeholders are filled with."""
 GOAL_CATCH, GOAL_BENIGN_STAGED = 0.90, 0.05
 SPLITS = ("dev", "test", "all")
 
@@ -180,52 +177,6 @@ def load_named(name: str) -> list[dict[str, Any]]:
     if name == "benign_load":
         return benign_load_writes()
     return (amsb_corpus() if name == AMSB else external_corpus()) or []
-
-
-AMSB = "external:agent-memory-guard-amsb"
-
-
-def amsb_corpus() -> list[dict[str, Any]] | None:
-    """agent-memory-guard's own benchmark scenarios (AMSB, ``agent_memory_guard.bench.scenarios``,
-    Apache-2.0) as writes: each step's value is the content and its dotted key becomes nested
-    metadata (``identity.role`` -> ``{"identity": {"role": value}}``, the nearest thing a memory has
-    to a key); a scenario is one row per step (all of them single-step today). None when absent."""
-    try:
-        from agent_memory_guard.bench.scenarios import default_corpus
-    except ImportError:
-        return None
-    rows = []
-    for scenario in default_corpus():
-        for i, step in enumerate(scenario.steps):
-            metadata: dict[str, Any] = {}
-            node = metadata
-            *parents, leaf = step.key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = step.value
-            rows.append({"id": f"amsb-{scenario.id}-{i}", "class": scenario.category, "split": "external",
-                         "type": "semantic", "label": "poisoned" if scenario.malicious else "benign",
-                         "content": step.value, "metadata": metadata, "guard_key": step.key})
-    return rows
-
-
-def external_corpus() -> list[dict[str, Any]] | None:
-    """bastioncorpus's labelled rows as writes (None when the package is not installed)."""
-    try:
-        from importlib import resources
-
-        text = (resources.files("bastioncorpus") / "corpus" / "injections.jsonl").read_text(encoding="utf-8")
-    except (ImportError, FileNotFoundError, ModuleNotFoundError):
-        return None
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        rows.append({"id": f"bastion-{item['id']}", "class": item["category"], "split": "external", "type": "semantic",
-                     "label": "poisoned" if item["label"] == "malicious" else "benign",
-                     "content": str(item["text"]).replace("{canary}", CANARY)})
-    return rows
 
 
 def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
