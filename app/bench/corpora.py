@@ -1,18 +1,103 @@
 """The screening benchmark's labelled corpora in this package's data folder: the generated
-corpus (dev and test splits) and the hand-written held-out set. Shared by the benchmark and the
-semantic classifier's trainer, which must read the same rows."""
+corpus (dev and test splits) and the hand-written held-out sets. Shared by the benchmark and the
+semantic classifier's trainer, which must read the same rows (and keep out of the held-out ones).
+
+``HELDOUT`` was written first and has since been read while shaping the detectors;
+``HELDOUT_FRESH`` was written and committed before the classifier was retrained on its larger
+training set, and nothing has been tuned on it. ``benign_load_writes`` gathers the ordinary writes
+the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
+all benign: screening must not flag them. The external corpora come from installed packages (the
+``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 DATA = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
 HELDOUT = Path(__file__).resolve().parent / "data" / "screening_heldout.jsonl"
+HELDOUT_FRESH = Path(__file__).resolve().parent / "data" / "screening_heldout_fresh.jsonl"
+#: Report name -> file of every held-out set (never trained or tuned on).
+HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH}
+CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration.json"
+#: memorywire's microbenchmark facts, kept next to the checkout (``../shared/bench``) rather than in it.
+MEMORYWIRE = next((p / "shared" / "bench" / "memorywire-microbench.json" for p in Path(__file__).resolve().parents[3:5]
+                   if (p / "shared" / "bench" / "memorywire-microbench.json").exists()), None)
 
 
 def load_corpus(path: str | Path = DATA) -> list[dict[str, Any]]:
     """The labelled writes, one JSON object per line."""
     with Path(path).open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
+
+
+def benign_load_writes(seed: int = 7) -> list[dict[str, Any]]:
+    """Benign writes as the other benchmarks and load tests make them (deterministic for ``seed``):
+    "Load fact N: item <hex>" (the load-shedding test), the hot-path facts, the scale generator's
+    memories, and the recall corpora's facts (``calibration.json``; memorywire's when present)."""
+    from app.bench import hotpath, scale
+
+    rng = random.Random(seed)
+    texts = [("load_fact", f"Load fact {i}: item {rng.getrandbits(128):032x}.") for i in range(200)]
+    texts += [("hotpath", fact.format(u=user, n=n)) for n, (fact, user) in
+              enumerate((f, u) for f in hotpath.FACTS for u in ("Ana", "Reviewed", "Kofi", "Mei"))]
+    texts += [("scale", row.memory.content) for row in scale.plan(seed, 300, 3, 20, 0)]
+    texts += [("calibration", fact["content"]) for fact in json.loads(CALIBRATION.read_text(encoding="utf-8"))["facts"]
+              if fact.get("type") != "procedural"]
+    if MEMORYWIRE is not None:
+        texts += [("memorywire", fact["content"]) for fact in json.loads(MEMORYWIRE.read_text(encoding="utf-8"))["facts"]
+                  if fact.get("type") != "procedural"]
+    return [{"id": f"load-{kind}-{i}", "class": f"benign_{kind}", "label": "benign", "split": "load",
+             "type": "semantic", "content": text} for i, (kind, text) in enumerate(texts)]
+
+
+CANARY = "CANARY-7Q2X"
+"""What the external corpus's ``{canary}`` placeholders are filled with."""
+
+
+AMSB = "external:agent-memory-guard-amsb"
+
+
+def amsb_corpus() -> list[dict[str, Any]] | None:
+    """agent-memory-guard's own benchmark scenarios (AMSB, ``agent_memory_guard.bench.scenarios``,
+    Apache-2.0) as writes: each step's value is the content and its dotted key becomes nested
+    metadata (``identity.role`` -> ``{"identity": {"role": value}}``, the nearest thing a memory has
+    to a key); a scenario is one row per step (all of them single-step today). None when absent."""
+    try:
+        from agent_memory_guard.bench.scenarios import default_corpus
+    except ImportError:
+        return None
+    rows = []
+    for scenario in default_corpus():
+        for i, step in enumerate(scenario.steps):
+            metadata: dict[str, Any] = {}
+            node = metadata
+            *parents, leaf = step.key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = step.value
+            rows.append({"id": f"amsb-{scenario.id}-{i}", "class": scenario.category, "split": "external",
+                         "type": "semantic", "label": "poisoned" if scenario.malicious else "benign",
+                         "content": step.value, "metadata": metadata, "guard_key": step.key})
+    return rows
+
+
+def external_corpus() -> list[dict[str, Any]] | None:
+    """bastioncorpus's labelled rows as writes (None when the package is not installed)."""
+    try:
+        from importlib import resources
+
+        text = (resources.files("bastioncorpus") / "corpus" / "injections.jsonl").read_text(encoding="utf-8")
+    except (ImportError, FileNotFoundError, ModuleNotFoundError):
+        return None
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        item = json.loads(line)
+        rows.append({"id": f"bastion-{item['id']}", "class": item["category"], "split": "external", "type": "semantic",
+                     "label": "poisoned" if item["label"] == "malicious" else "benign",
+                     "content": str(item["text"]).replace("{canary}", CANARY)})
+    return rows

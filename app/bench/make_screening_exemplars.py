@@ -4,11 +4,15 @@
 
 Training data: the hand-written exemplars (``app/core/screening/data/exemplars.jsonl``: varied
 human sentences per attack family and ordinary memories that resemble them, written for
-Memwarden, no templates) plus the **dev** split of the generated corpus (its injection and exfiltration rows and all its
+Memwarden, no templates, never derived from a held-out corpus) plus the **dev** split of the generated corpus (its injection and exfiltration rows and all its
 benign rows, redacted as ``remember`` screens them) (never its test split,
 never a held-out corpus). Vectors: the local all-MiniLM-L6-v2 embedder, the one ``remember``
-uses. Model: L2-regularised logistic regression by full-batch gradient descent (deterministic).
-Rerun after editing the exemplars or changing the local model.
+uses, and the hashed words of each text (``semantic.lexical_vector``). Model: L2-regularised
+logistic regression by full-batch gradient descent (deterministic), run in its dual form (on the
+rows' Gram matrix: the same steps, since every step's weights are a combination of the rows, but
+fast with 16 768 features). Thresholds: 5-fold cross-validation over the same rows gives every row
+a probability from a model that did not see it; medium and high are where 5 % and 2 % of the benign
+rows would be flagged. Rerun after editing the exemplars or changing the local model.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from app.bench.corpora import DATA, HELDOUT, load_corpus
-from app.core.screening.semantic import MODEL, Classifier
+from app.bench.corpora import DATA, HELDOUT_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
+from app.core.screening.semantic import MODEL, Classifier, lexical_vector
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
 L2, STEPS, RATE = 1e-3, 3000, 2.0
+FOLDS, MEDIUM_BENIGN, HIGH_BENIGN = 5, 0.05, 0.02
+"""Cross-validation folds, and the shares of benign training rows the medium and high thresholds let through."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 
 
@@ -46,17 +52,43 @@ def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]
     return rows
 
 
-def fit(vectors: np.ndarray, labels: Sequence[bool], model: str) -> Classifier:
-    """Logistic regression on unit vectors (deterministic: zero start, fixed steps)."""
+def fit(vectors: np.ndarray, texts: Sequence[str], labels: Sequence[bool], model: str,
+        calibrate: bool = True) -> Classifier:
+    """Logistic regression on [unit embedding, hashed words] (deterministic: zero start, fixed steps),
+    with thresholds from ``FOLDS``-fold cross-validation when ``calibrate`` (else 0.5 for both)."""
     y = np.asarray(labels, dtype=np.float64)
-    x = np.asarray(vectors, dtype=np.float64)
-    w, b = np.zeros(x.shape[1]), 0.0
+    features = np.hstack([np.asarray(vectors, dtype=np.float64), np.stack([lexical_vector(t) for t in texts])])
+    weights, bias = _descend(features, y)
+    medium = high = 0.5
+    if calibrate:
+        medium, high = thresholds(features, y)
+    dims = np.asarray(vectors).shape[1]
+    return Classifier(weights[:dims].astype(np.float32), weights[dims:].astype(np.float32), bias, model, medium, high)
+
+
+def _descend(features: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Gradient descent on the L2-regularised logistic loss, in the dual: weights = features.T @ alpha."""
+    gram = features @ features.T
+    alpha, bias = np.zeros(len(y)), 0.0
     for _ in range(STEPS):
-        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))
-        g = p - y
-        w -= RATE * (x.T @ g / len(y) + L2 * w)
-        b -= RATE * float(g.mean())
-    return Classifier(w.astype(np.float32), float(b), model)
+        gradient = 1.0 / (1.0 + np.exp(-(gram @ alpha + bias))) - y
+        alpha -= RATE * (gradient / len(y) + L2 * alpha)
+        bias -= RATE * float(gradient.mean())
+    return features.T @ alpha, bias
+
+
+def thresholds(features: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(medium, high): the out-of-fold probabilities above which ``MEDIUM_BENIGN`` and ``HIGH_BENIGN``
+    of the benign rows lie (fixed fold assignment, so retraining reproduces them)."""
+    order = np.random.default_rng(1).permutation(len(y))
+    held = np.zeros(len(y))
+    for fold in np.array_split(order, FOLDS):
+        train_rows = np.setdiff1d(order, fold)
+        weights, bias = _descend(features[train_rows], y[train_rows])
+        held[fold] = 1.0 / (1.0 + np.exp(-(features[fold] @ weights + bias)))
+    benign = np.sort(held[y == 0])[::-1]
+    at = lambda share: float(benign[min(int(share * len(benign)), len(benign) - 1)]) + 1e-6  # noqa: E731
+    return at(MEDIUM_BENIGN), at(HIGH_BENIGN)
 
 
 def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.ndarray] | None = None) -> Classifier:
@@ -65,8 +97,8 @@ def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.nda
 
     embedder = embedder or LocalMiniLMEmbedder()
     rows = training_rows(skip_family)
-    vectors = embed_all(embedder, [r[0] for r in rows], cache)
-    return fit(vectors, [r[1] for r in rows], embedder.name)
+    texts = [r[0] for r in rows]
+    return fit(embed_all(embedder, texts, cache), texts, [r[1] for r in rows], embedder.name)
 
 
 def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
@@ -85,12 +117,15 @@ def check() -> list[str]:
 
     problems = []
     shipped, retrained = semantic.load(), train()
-    if retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2:
+    if (retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2
+            or float(np.abs(retrained.lexical - shipped.lexical).max()) >= 1e-2
+            or abs(retrained.medium - shipped.medium) >= 1e-2 or abs(retrained.high - shipped.high) >= 1e-2):
         problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
     held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
-    held_out |= {r["content"] for r in load_corpus(HELDOUT)}
+    held_out |= {r["content"] for path in HELDOUT_SETS.values() for r in load_corpus(path)}
+    held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
     if {text for text, _, _ in training_rows()} & held_out:
-        problems.append("a training row is in the test split or the held-out corpus")
+        problems.append("a training row is in the test split, a held-out or external corpus or the load writes")
     return problems
 
 
@@ -105,8 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = check()
         print("\n".join(problems) or "ok: the shipped classifier matches its training data")
         return 1 if problems else 0
-    train().save()
-    print(f"trained on {len(training_rows())} rows -> {MODEL}")
+    classifier = train()
+    classifier.save()
+    print(f"trained on {len(training_rows())} rows -> {MODEL} "
+          f"(medium at {classifier.medium:.3f}, high at {classifier.high:.3f})")
     return 0
 
 

@@ -33,14 +33,13 @@ Writes are embedded with the local model (as `remember` does) so the semantic si
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable
 
 from app.bench import common
-from app.bench.corpora import DATA, HELDOUT, load_corpus
+from app.bench.corpora import AMSB, DATA, HELDOUT_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
 from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
@@ -48,8 +47,6 @@ from app.core.screening import screen, semantic
 from app.core.screening.hostile import HOSTILE
 from app.services.screening import ALLOWED_SOURCES
 
-CANARY = "CANARY-7Q2X"
-"""What the external corpus's ``{canary}`` placeholders are filled with."""
 GOAL_CATCH, GOAL_BENIGN_STAGED = 0.90, 0.05
 SPLITS = ("dev", "test", "all")
 
@@ -129,6 +126,8 @@ def summarise(judged: Iterable[dict[str, Any]]) -> dict[str, Any]:
         "false_positive_rate": _rate(stopped(benign), len(benign)),
         "reviewer_load": _rate(sum(j["outcome"] == "staged" for j in judged), len(judged)),
         "benign_flagged_any": _rate(sum(bool(j["flags"]) for j in benign), len(benign)),
+        # What a tenant policy that stages medium risk would stage (the default stages high only).
+        "benign_medium_or_higher": _rate(sum(j["risk"] in ("medium", "high") for j in benign), len(benign)),
         "classes": classes,
         "missed": [{"id": j["id"], "flags": j["flags"]} for j in poisoned if j["outcome"] == "live"],
         "false_positives": [{"id": j["id"], "flags": j["flags"]} for j in benign if j["outcome"] != "live"],
@@ -173,39 +172,31 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
 
 def load_named(name: str) -> list[dict[str, Any]]:
     """The rows of an extra corpus by its report name."""
-    return load_corpus(HELDOUT) if name == "heldout" else external_corpus() or []
-
-
-def external_corpus() -> list[dict[str, Any]] | None:
-    """bastioncorpus's labelled rows as writes (None when the package is not installed)."""
-    try:
-        from importlib import resources
-
-        text = (resources.files("bastioncorpus") / "corpus" / "injections.jsonl").read_text(encoding="utf-8")
-    except (ImportError, FileNotFoundError, ModuleNotFoundError):
-        return None
-    rows = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        item = json.loads(line)
-        rows.append({"id": f"bastion-{item['id']}", "class": item["category"], "split": "external", "type": "semantic",
-                     "label": "poisoned" if item["label"] == "malicious" else "benign",
-                     "content": str(item["text"]).replace("{canary}", CANARY)})
-    return rows
+    if name in HELDOUT_SETS:
+        return load_corpus(HELDOUT_SETS[name])
+    if name == "benign_load":
+        return benign_load_writes()
+    return (amsb_corpus() if name == AMSB else external_corpus()) or []
 
 
 def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
     """Held-out (with leave-one-family-out) and external corpora, judged like the main one."""
     name = embedder.name if embedder else None
     out: dict[str, Any] = {}
-    heldout = load_corpus(HELDOUT)
-    vectors = embed_rows(heldout, redactor, embedder)
-    out["heldout"] = {"path": _shown_path(HELDOUT), "tuned_on": False,
-                      **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
-                      "rules_only": _rules_only(heldout, redactor)}
-    if embedder is not None:
-        out["heldout"]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder)
+    left_out = family_classifiers(embedder) if embedder is not None else {}
+    for set_name, path in HELDOUT_SETS.items():
+        heldout = load_corpus(path)
+        vectors = embed_rows(heldout, redactor, embedder)
+        out[set_name] = {"path": _shown_path(path), "tuned_on": False,
+                         **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
+                         "rules_only": _rules_only(heldout, redactor)}
+        if embedder is not None:
+            out[set_name]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder.name,
+                                                                              left_out)
+    load = benign_load_writes()
+    vectors = embed_rows(load, redactor, embedder)
+    out["benign_load"] = {"source": "app/bench/corpora.benign_load_writes: load-test, hot-path, scale and recall facts",
+                          "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(load, vectors))}
     external = external_corpus()
     if external is None:
         out["external:bastioncorpus"] = {"skipped": "package not installed (pip install '.[bench]')"}
@@ -215,6 +206,15 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
             "package": f"bastioncorpus {_version('bastioncorpus')} (PyPI, MIT licence), corpus/injections.jsonl",
             "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(external, vectors)),
             "rules_only": _rules_only(external, redactor)}
+    amsb = amsb_corpus()
+    if amsb is None:
+        out[AMSB] = {"skipped": "agent-memory-guard not installed (pip install '.[bench]')"}
+    else:
+        vectors = embed_rows(amsb, redactor, embedder)
+        out[AMSB] = {"package": f"agent-memory-guard {_version('agent-memory-guard')} (PyPI, Apache-2.0), "
+                                "agent_memory_guard/bench/scenarios.py",
+                     "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(amsb, vectors)),
+                     "rules_only": _rules_only(amsb, redactor)}
     return out
 
 
@@ -224,19 +224,24 @@ def _rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any
     return {"catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"]}
 
 
-def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder) -> dict:
-    """Per attack family with exemplars: the catch rate with the semantic classifier retrained without
-    that family's exemplars (rules unchanged), and the benign staged rate under that classifier."""
+def family_classifiers(embedder) -> dict[str, semantic.Classifier]:
+    """Per attack family with exemplars: the semantic classifier retrained (and recalibrated) without
+    that family's exemplars; built once per run and used on every held-out set."""
     from app.bench.make_screening_exemplars import exemplars, train
 
     families = sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
     cache: dict[str, Any] = {}
+    return {family: train(embedder, skip_family=family, cache=cache) for family in families}
+
+
+def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder: str,
+                         classifiers: dict[str, semantic.Classifier]) -> dict:
+    """Per attack family: the catch rate with the classifier trained without that family (rules
+    unchanged), and the benign staged rate under that classifier."""
     result = {}
-    for family in families:
-        classifier = train(embedder, skip_family=family, cache=cache)
+    for family, classifier in classifiers.items():
         chosen = [(r, v) for r, v in zip(rows, vectors) if r["class"] == family or r["label"] == "benign"]
-        judged = [judge(r, redactor, v, embedder.name, classifier) for r, v in chosen]
-        part = summarise(judged)
+        part = summarise(judge(r, redactor, v, embedder, classifier) for r, v in chosen)
         result[family] = {"n": part["poisoned"], "catch_rate": part["catch_rate"],
                           "benign_staged": part["false_positive_rate"],
                           "missed": [m["id"] for m in part["missed"]]}
@@ -253,11 +258,11 @@ def guard_baseline(rows: list[dict[str, Any]]) -> dict[str, Any]:
     totals = {"poisoned": 0, "benign": 0}
     for row in rows:
         guard = MemoryGuard(policy=Policy.strict())
-        value: Any = row["content"]
-        if row.get("tags") or row.get("metadata"):
+        key, value = row.get("guard_key", "memory.note"), row["content"]  # AMSB rows: the scenario's own key
+        if "guard_key" not in row and (row.get("tags") or row.get("metadata")):
             value = {"content": row["content"], "tags": row.get("tags", []), "metadata": row.get("metadata", {})}
         try:
-            action = guard.write("memory.note", value)
+            action = guard.write(key, value)
         except PolicyViolation:
             action = Action.BLOCK
         totals[row["label"]] += 1
@@ -342,18 +347,22 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
                      g.get("skipped") or f"{_pct(g.get('catch_rate'))} caught, {_pct(g.get('false_positive_rate'))} benign"))
     lines = ["", common.table(rows, ["corpus", "writes", "Memwarden caught", "Memwarden benign staged",
                                      "agent-memory-guard (strict)"])]
+    lines += [f"{name}: {_pct(part['benign_medium_or_higher'])} of benign writes at medium risk or higher "
+              f"(staged by a policy that stages medium)" for name, part in corpora.items() if part.get("benign")]
     for name, part in corpora.items():
         if "rules_only" in part:
             lines.append(f"{name} without the semantic signal: {_pct(part['rules_only']['catch_rate'])} caught, "
                          f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
-    heldout = corpora.get("heldout", {})
-    fam = [(name, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for name, c in heldout.get("classes", {}).items()
-           if c["label"] == "poisoned"]
-    lines += ["", common.table(fam, ["held-out family", "n", "staged or denied", "flagged (any)"])]
-    lofo = heldout.get("leave_one_family_out")
-    if lofo:
-        lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"])) for f, v in lofo.items()],
-                                   ["leave-one-family-out", "n", "caught", "benign staged"])]
+    for name in HELDOUT_SETS:
+        heldout = corpora.get(name, {})
+        fam = [(f, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for f, c in heldout.get("classes", {}).items()
+               if c["label"] == "poisoned"]
+        lines += ["", common.table(fam, [f"{name} family", "n", "staged or denied", "flagged (any)"])]
+        lofo = heldout.get("leave_one_family_out")
+        if lofo:
+            lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"]))
+                                        for f, v in lofo.items()],
+                                       [f"{name} leave-one-family-out", "n", "caught", "benign staged"])]
     return lines
 
 
@@ -361,10 +370,11 @@ def cmd_screening(args: argparse.Namespace, settings) -> int:
     report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra)
     report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
-    held = (report.get("corpora") or {}).get("heldout")
-    if held:
-        print(f"goals on the held-out corpus: catch_rate_ge_0.90={'met' if held['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
-              f"benign_staged_le_0.05={'met' if held['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
+    for name in HELDOUT_SETS:
+        held = (report.get("corpora") or {}).get(name)
+        if held:
+            print(f"goals on {name}: catch_rate_ge_0.90={'met' if held['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
+                  f"benign_staged_le_0.05={'met' if held['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
     goals = report["goals"]
     print("goals on the test split: " + ", ".join(f"{k}={'met' if v else 'NOT met'}"
                                                   for k, v in goals.items() if k != "measured_on"))

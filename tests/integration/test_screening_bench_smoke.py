@@ -91,5 +91,11 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
         assert 0 <= family["catch_rate"] <= 1 and family["n"] > 0
     external = report["corpora"]["external:bastioncorpus"]
     assert "skipped" in external or external["writes"] > 100
-    assert set(report["agent_memory_guard"]) >= {"generated_test", "heldout"}
-    assert "held-out family" in printed and "agent-memory-guard" in printed
+    fresh = report["corpora"]["heldout_fresh"]
+    assert fresh["tuned_on"] is False and fresh["poisoned"] >= 90 and fresh["benign"] >= 100
+    load = report["corpora"]["benign_load"]
+    assert load["poisoned"] == 0 and load["benign"] >= 500 and 0 <= load["benign_medium_or_higher"] <= 1
+    assert set(report["agent_memory_guard"]) >= {"generated_test", "heldout", "heldout_fresh"}
+    amsb = report["corpora"]["external:agent-memory-guard-amsb"]
+    assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
+    assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed

@@ -51,9 +51,9 @@ EXPLANATIONS = {
     protected.NAME: "The write claims or changes who the agent is or what it may do: its role, permissions, "
                     "identity, system prompt, safety rules or trusted sources (in the text, a tag or a "
                     "metadata key, or a protected workspace file).",
-    semantic.NAME: "The meaning of the whole text is close to known memory-poisoning attempts (standing "
-                   "instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool misuse), "
-                   "even though it may match no rule; read it as a whole.",
+    semantic.NAME: "The meaning and wording of the whole text are close to known memory-poisoning attempts "
+                   "(standing instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool "
+                   "misuse, hidden markup), even though it may match no rule; read it as a whole.",
 }
 
 

@@ -3,26 +3,38 @@
 The rule detectors match shapes of sentences; a paraphrase with none of those shapes passes them.
 This signal reuses the embedding ``remember`` computes anyway (all-MiniLM-L6-v2, 384-d,
 normalised) and scores it with a small classifier (``data/semantic_model.npz``) trained on labelled
-exemplars written for it (``data/exemplars.jsonl``): short human sentences per attack family (standing instructions for future turns, exfiltration and beacons,
-privilege and identity claims, fake lessons, cross-user bridges, tool-misuse directives, hidden
-markup) and ordinary memories that look similar (preferences, reminders, lessons, contacts).
+exemplars written for it (``data/exemplars.jsonl``): varied human sentences per attack family
+(standing instructions for future turns, exfiltration and beacons, privilege and identity claims,
+fake lessons, cross-user bridges, tool-misuse directives, hidden markup) and ordinary memories that
+look similar (preferences, tasks that send or delete things, facts about who is an admin, security
+talk, lessons, code notes, logs and IDs).
 
-Score: a logistic classifier over the 384-d vector (384 weights and a bias, trained at build time
-on the exemplars and the dev split of the generated corpus, L2-regularised): the probability that
-the write is an attack. One 384-element dot product: microseconds.
+Score: one logistic classifier over two feature sets, trained together:
+
+* the 384-d embedding (what the text is about, and its tone);
+* the text's distinct lower-case words, hashed into ``2**14`` buckets and scaled to length
+  ``LEXICAL_WEIGHT`` (which words it uses: the embedding blurs "send me" and "send them" together). Only the first
+  ``LEXICAL_CHARS`` characters are read, as the embedder reads only the start of a long text.
+
+The probability that the write is an attack is one 384-element dot product plus one weight per
+distinct word: tens of microseconds. The two thresholds (medium, high) ship in the model file; the
+trainer picks them by 5-fold cross-validation on the training data only, as the probabilities at
+which 5 % and 2 % of its benign rows would be flagged, never on held-out data
+(``python -m app.bench.make_screening_exemplars``; see docs/benchmarks.md).
 
 It runs only when the embedding came from the model the exemplars were embedded with (another
 embedder's vectors are not comparable) and is skipped for procedural (FSM JSON) writes. Evidence
 is the whole content: the signal says "this reads like an attack", not which words.
-Known limits: English exemplars; an attack family with no exemplar is caught only by the rules;
-short texts embed noisily; a preference phrased as an order sits close to a standing instruction.
-Thresholds were chosen on 5-fold cross-validation over the training data (exemplars and dev
-split), never on held-out data (see docs/benchmarks.md).
+Known limits: English exemplars; an attack family with no exemplar is caught only by the rules
+(leave-one-family-out figures in docs/benchmarks.md); short texts embed noisily; a preference
+phrased as an order sits close to a standing instruction.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,40 +45,67 @@ from app.core.screening.flags import RiskFlag, Span
 
 NAME = "semantic_attack"
 MODEL = Path(__file__).resolve().parent / "data" / "semantic_model.npz"
-#: Attack probabilities at which the flag is medium / high. High was chosen where 5-fold
-#: cross-validation on the training data staged under 2 % of benign writes.
-MEDIUM, HIGH = 0.6, 0.8
+LEXICAL_BUCKETS = 1 << 14
+LEXICAL_CHARS = 4096
+#: The length of the word vector beside the unit embedding: 3 made cross-validation on the training
+#: rows catch the most attacks at 2 % benign (0.75 against 0.68 at 1 and 0.59 without words).
+LEXICAL_WEIGHT = 3.0
+_WORD = re.compile(r"[a-z0-9_']+")
+
+
+def lexical_buckets(content: str) -> np.ndarray:
+    """The hash buckets of the distinct lower-case words in the start of ``content`` (linear time)."""
+    words = set(_WORD.findall(content[:LEXICAL_CHARS].lower()))
+    return np.fromiter(sorted({zlib.crc32(w.encode()) & (LEXICAL_BUCKETS - 1) for w in words}), dtype=np.int64)
+
+
+def lexical_vector(content: str) -> np.ndarray:
+    """``lexical_buckets`` as a dense vector of length ``LEXICAL_WEIGHT`` (what the trainer fits on)."""
+    vector = np.zeros(LEXICAL_BUCKETS, dtype=np.float64)
+    buckets = lexical_buckets(content)
+    if len(buckets):
+        vector[buckets] = LEXICAL_WEIGHT / np.sqrt(len(buckets))
+    return vector
 
 
 @dataclass(frozen=True)
 class Classifier:
-    """A linear attack classifier over unit embeddings of one model."""
+    """A linear attack classifier over one model's unit embeddings and the text's hashed words,
+    with the probabilities at which it flags medium and high."""
 
     weights: np.ndarray
+    lexical: np.ndarray
     bias: float
     model: str
+    medium: float
+    high: float
 
-    def probability(self, vector: Any) -> float:
-        """P(attack) for one embedding."""
+    def probability(self, vector: Any, content: str = "") -> float:
+        """P(attack) for one embedding and the text it embeds."""
         v = np.asarray(getattr(vector, "to_numpy", lambda: vector)(), dtype=np.float32).reshape(-1)
-        return float(1.0 / (1.0 + np.exp(-(float(self.weights @ v) + self.bias))))
+        buckets = lexical_buckets(content)
+        words = LEXICAL_WEIGHT * float(self.lexical[buckets].sum()) / np.sqrt(len(buckets)) if len(buckets) else 0.0
+        return float(1.0 / (1.0 + np.exp(-(float(self.weights @ v) + words + self.bias))))
+
+    def severity(self, probability: float) -> str | None:
+        """The flag severity for an attack probability, or None below the medium threshold."""
+        if probability >= self.high:
+            return "high"
+        return "medium" if probability >= self.medium else None
 
     def save(self, path: Path = MODEL) -> None:
-        np.savez(path, weights=self.weights.astype(np.float32), bias=np.float32(self.bias), model=np.array(self.model))
+        np.savez(path, weights=self.weights.astype(np.float32), lexical=self.lexical.astype(np.float32),
+                 bias=np.float32(self.bias), model=np.array(self.model),
+                 thresholds=np.array([self.medium, self.high], dtype=np.float32))
 
 
 @functools.cache
 def load() -> Classifier:
     """The shipped classifier (read once per process)."""
     with np.load(MODEL, allow_pickle=False) as data:
-        return Classifier(data["weights"].astype(np.float32), float(data["bias"]), str(data["model"]))
-
-
-def severity(probability: float) -> str | None:
-    """The flag severity for an attack probability, or None below the medium threshold."""
-    if probability >= HIGH:
-        return "high"
-    return "medium" if probability >= MEDIUM else None
+        medium, high = (float(t) for t in data["thresholds"])
+        return Classifier(data["weights"].astype(np.float32), data["lexical"].astype(np.float32), float(data["bias"]),
+                          str(data["model"]), medium, high)
 
 
 def detect(content: str, embedding: Sequence[float] | None, embedder: str | None,
@@ -77,8 +116,8 @@ def detect(content: str, embedding: Sequence[float] | None, embedder: str | None
     classifier = classifier or load()
     if embedder != classifier.model:
         return None
-    probability = classifier.probability(embedding)
-    level = severity(probability)
+    probability = classifier.probability(embedding, content)
+    level = classifier.severity(probability)
     if level is None:
         return None
     return RiskFlag(NAME, level, probability, (Span("content", 0, len(content)),))
