@@ -128,6 +128,12 @@ def test_no_critical_or_serious_axe_violation_on_any_page_at_1366_and_390(page, 
     signed_out.route(world.base_url + AXE_PATH, lambda route: route.fulfill(
         status=200, content_type="text/javascript", body=axe_source))
     audit_pages(signed_out, world.base_url, ["/login", "/"], found)
+    signed_out.goto(world.base_url + "/login")
+    signed_out.get_by_label("Username").fill("nobody")
+    signed_out.get_by_label("Password").fill("wrong-password-long-enough")
+    signed_out.get_by_test_id("login-submit").click()
+    expect(signed_out.get_by_role("alert")).to_be_visible()
+    check_current(signed_out, world.base_url, "/login refused @ 390px", found)
     anonymous.close()
 
     sign_in(page, world.base_url, world.reviewer("admin"))
