@@ -173,3 +173,17 @@ def test_no_critical_or_serious_axe_violation_on_any_page_at_1366_and_390(page, 
         check_current(page, world.base_url, f"/review bulk approve plan @ {viewport['width']}px", found)
 
     assert found == {}, "axe-core critical/serious violations:\n" + _report(found)
+
+
+def test_the_memory_history_table_scrolls_by_keyboard_on_a_phone(page, world):
+    memory = world.remember("Ines's favourite colour is teal.")
+    sign_in(page, world.base_url, world.reviewer("auditor"))
+    page.set_viewport_size(VIEWPORTS[1])
+    page.goto(f"{world.base_url}/memories/{memory['id']}")
+    history = page.get_by_role("region", name="History")
+    expect(history.get_by_test_id("memory-history")).to_be_visible()
+    assert history.evaluate("el => el.scrollWidth > el.clientWidth"), "the history table no longer needs scrolling at 390 px"
+    history.focus()
+    expect(history).to_be_focused()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("el => el.scrollLeft > 0", arg=history.element_handle())
