@@ -136,4 +136,34 @@
     var next = document.getElementById("next-change");
     if (next) next.focus();
   });
+
+  // Live updates (app/web/review_stream.py). Once the event stream is open the queue's 2 s poller
+  // is not needed: the stream re-reads the current view on every change. Without EventSource (or
+  // until it connects) the poller keeps the queue current.
+  document.addEventListener("htmx:sseOpen", function () {
+    var poller = document.getElementById("queue-poller");
+    if (poller) poller.remove();
+  });
+  // Re-reading the view would drop ticked rows and rows opened in place: wait until they are gone.
+  document.addEventListener("htmx:confirm", function (event) {
+    if (event.target.id !== "queue-refresher") return;
+    var busy = document.querySelector('#queue-rows input[name="change_id"]:checked, #queue-rows [id^="peek-"]');
+    if (busy) { event.preventDefault(); event.target.dataset.stale = "1"; }
+  });
+  // Another reviewer decided the change this page shows: its banner came in; the decision
+  // controls go, since deciding again could only fail.
+  document.addEventListener("htmx:sseMessage", function (event) {
+    if (!event.target || event.target.id !== "live-banner") return;
+    var controls = document.querySelectorAll("#review-body form button, #review-body form input, " +
+      "#review-body form textarea, #review-body form select");
+    Array.prototype.forEach.call(controls, function (el) { el.disabled = true; });
+  });
+  // "N s ago" keeps counting on the live banner.
+  setInterval(function () {
+    Array.prototype.forEach.call(document.querySelectorAll("time[data-ago]"), function (el) {
+      var seconds = Math.max(0, Math.round((Date.now() - Date.parse(el.getAttribute("datetime"))) / 1000));
+      el.textContent = seconds < 60 ? seconds + " s ago" : seconds < 3600 ? Math.floor(seconds / 60) + " min ago"
+        : Math.floor(seconds / 3600) + " h ago";
+    });
+  }, 1000);
 })();

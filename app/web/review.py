@@ -113,6 +113,8 @@ async def queue(request: Request):
         "next_url": f"/review?{tenant_query(role.tenant_name, shown, after=next_cursor)}" if next_cursor else None,
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows))}" if polls else None,
         "qs": tenant_query(role.tenant_name, shown),
+        # What the live stream re-reads on each change: this very view (sort, filters, page).
+        "self_url": f"/review?{tenant_query(role.tenant_name, shown, after=after_param or '')}",
     }
     return render(request, "review/queue.html", context)
 
