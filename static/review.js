@@ -139,17 +139,37 @@
 
   // Live updates (app/web/review_stream.py). Once the event stream is open the queue's 2 s poller
   // is not needed: the stream re-reads the current view on every change. Without EventSource (or
-  // until it connects) the poller keeps the queue current.
-  document.addEventListener("htmx:sseOpen", function () {
+  // until it connects) the poller keeps the queue current. A reconnect may have missed events, so
+  // it re-reads the view once.
+  function refreshQueue() {
+    var refresher = document.getElementById("queue-refresher");
+    if (refresher) htmx.trigger(refresher, "sse:change");
+  }
+  document.addEventListener("htmx:sseOpen", function (event) {
     var poller = document.getElementById("queue-poller");
     if (poller) poller.remove();
+    if (event.target.dataset.live) refreshQueue();
+    event.target.dataset.live = "open";
   });
-  // Re-reading the view would drop ticked rows and rows opened in place: wait until they are gone.
+  // Re-reading the view would drop ticked rows and rows opened in place: it waits until they are
+  // gone (a decision settled, a box unticked), then catches up.
+  function queueBusy() {
+    return document.querySelector('#queue-rows input[name="change_id"]:checked, #queue-rows [id^="peek-"]');
+  }
   document.addEventListener("htmx:confirm", function (event) {
-    if (event.target.id !== "queue-refresher") return;
-    var busy = document.querySelector('#queue-rows input[name="change_id"]:checked, #queue-rows [id^="peek-"]');
-    if (busy) { event.preventDefault(); event.target.dataset.stale = "1"; }
+    if (event.target.id !== "queue-refresher" || !queueBusy()) return;
+    event.preventDefault();
+    event.target.dataset.stale = "1";
   });
+  function catchUp() {
+    var refresher = document.getElementById("queue-refresher");
+    if (refresher && refresher.dataset.stale && !queueBusy()) {
+      delete refresher.dataset.stale;
+      refreshQueue();
+    }
+  }
+  document.addEventListener("htmx:afterSettle", catchUp);
+  document.addEventListener("change", catchUp);
   // Another reviewer decided the change this page shows: its banner came in; the decision
   // controls go, since deciding again could only fail.
   document.addEventListener("htmx:sseMessage", function (event) {
