@@ -62,3 +62,15 @@ def test_oldest_first_queue_shows_a_new_change_through_the_stream(page, world):
     expect(rows.nth(1)).to_have_attribute("data-change-id", staged["change_id"])
     expect(page.get_by_test_id("queue-total")).to_contain_text("2 pending")
     assert page.evaluate("() => window.__marker") == marker
+
+
+def test_without_eventsource_the_queue_falls_back_to_polling(page, world):
+    page.add_init_script("delete window.EventSource")
+    sign_in(page, world.base_url, world.reviewer())
+    expect(page.get_by_test_id("queue-empty")).to_be_visible()
+    page.wait_for_timeout(1500)
+    expect(page.locator("#queue-poller")).to_have_count(1)  # no stream opened: the poller stays
+    assert page.locator('[data-live="open"]').count() == 0
+    staged = world.remember("Fay's badge number changed.", staged=True)
+    expect(page.locator(f'[data-testid="change-row"][data-change-id="{staged["change_id"]}"]')).to_be_visible(
+        timeout=10_000)
