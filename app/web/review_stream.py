@@ -11,8 +11,9 @@ reviewer may see:
   HTML banner ("rejected by <name> N s ago") that the change page swaps in.
 
 Never memory content: only ids, the operation, the status and the deciding reviewer's display name.
-The stream ends after MAX_SECONDS so a signed-out or demoted reviewer's stream does not outlive
-their session: the browser reconnects (with Last-Event-ID) and is authenticated afresh.
+Every SESSION_CHECK_SECONDS the stream re-reads the reviewer's session and role: it ends once they
+sign out (or the session is revoked or idle, or they lose the tenant), and a changed agent
+allow-list applies to the events that follow.
 """
 
 from __future__ import annotations
@@ -34,13 +35,13 @@ from starlette.routing import Route
 from app.core.timefmt import utcnow
 from app.errors import AppError, ValidationFailed
 from app.services import events, review
-from app.services.users import Reviewer, TenantRole
+from app.services.users import Reviewer, TenantRole, role_if_signed_in
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import templates
 
 HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 1.0
-MAX_SECONDS = 300.0
+SESSION_CHECK_SECONDS = 5.0
 BATCH = 200
 CHANGE_EVENTS = {"change.proposed": "pending", "change.approved": "approved", "change.rejected": "rejected"}
 CHANGE_ID = re.compile(r"^chg_[0-9a-z]{1,64}$")
@@ -82,10 +83,10 @@ async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int
     ctx = request.app.state.ctx
     hub = getattr(request.app.state, "event_hub", None)
     subscription = hub.subscribe(role.tenant_id, None) if hub is not None else None
-    started = last_write = time.monotonic()
+    last_write = last_check = time.monotonic()
     yield "retry: 2000\n\n"
     try:
-        while time.monotonic() - started < MAX_SECONDS:
+        while True:
             if subscription is not None:
                 subscription.wake.clear()  # before reading: a wake-up during the read triggers another read
             try:
@@ -109,9 +110,14 @@ async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int
                 continue
             if subscription is not None and hub.listening:
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(subscription.wake.wait(), HEARTBEAT_SECONDS)
+                    await asyncio.wait_for(subscription.wake.wait(), SESSION_CHECK_SECONDS)
             else:
                 await asyncio.sleep(POLL_SECONDS)
+            if time.monotonic() - last_check >= SESSION_CHECK_SECONDS:
+                fresh = await run_in_threadpool(role_if_signed_in, ctx, user.session_id, role.tenant_id)
+                if fresh is None or not fresh.can("read"):
+                    return
+                role, last_check = fresh, time.monotonic()
             if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
                 yield ": keepalive\n\n"
                 last_write = time.monotonic()

@@ -126,3 +126,27 @@ def test_stream_sends_ids_not_content_only_for_visible_agents_and_the_banner(liv
         assert len(narrow_events) == 1 and helper_change in narrow_events[0][1], narrow_events
         assert _drain(outsider_sink, 1, seconds=1) == []
     http.close()
+
+
+def test_stream_ends_soon_after_the_reviewer_signs_out(live_server, live_tenant, committed_ctx):
+    client = _browser(live_server, _reviewer(committed_ctx, live_tenant))
+    with contextlib.closing(client):
+        ended = threading.Event()
+
+        def read():
+            with contextlib.suppress(httpx.HTTPError):
+                with client.stream("GET", "/review/stream", params={"tenant": live_tenant.name},
+                                   timeout=httpx.Timeout(5, read=60)) as response:
+                    assert response.status_code == 200
+                    for _ in response.iter_lines():
+                        pass
+                ended.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        assert not ended.wait(2)  # open, waiting for events
+        page = client.get("/review", params={"tenant": live_tenant.name})
+        signed_out = client.post("/logout", data={"csrf_token": csrf_token_in(page.text)}, follow_redirects=False)
+        assert signed_out.status_code in (200, 303)
+        assert ended.wait(15), "the stream outlived its session"
+        assert client.get("/review/stream", params={"tenant": live_tenant.name},
+                          follow_redirects=False).status_code == 303
