@@ -5,7 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from e2e.helpers import open_change, sign_in
+from app.services import review
+from e2e.helpers import ACTOR, open_change, sign_in
 
 pytestmark = pytest.mark.e2e
 
@@ -74,3 +75,17 @@ def test_without_eventsource_the_queue_falls_back_to_polling(page, world):
     staged = world.remember("Fay's badge number changed.", staged=True)
     expect(page.locator(f'[data-testid="change-row"][data-change-id="{staged["change_id"]}"]')).to_be_visible(
         timeout=10_000)
+
+
+def test_without_eventsource_the_change_page_polls_for_the_banner(page, world):
+    page.add_init_script("delete window.EventSource")
+    staged = world.remember("Gil's parking pass expires in May.", staged=True)
+    sign_in(page, world.base_url, world.reviewer())
+    open_change(page, world.base_url, staged["change_id"])
+    marker = _marked(page)
+    review.decide(world.ctx, tenant_id=world.tenant.id, change_id=staged["change_id"], actor=ACTOR,
+                  may_see=lambda agent: True, request=review.DecisionRequest(decision="reject", reason="elsewhere"))
+    banner = page.get_by_test_id("live-decided")
+    expect(banner).to_contain_text("Rejected by", timeout=10_000)
+    expect(page.get_by_test_id("approve")).to_be_disabled()
+    assert page.evaluate("() => window.__marker") == marker

@@ -175,14 +175,24 @@
   if (!window.EventSource) {
     setInterval(function () { if (!document.getElementById("queue-poller")) refreshQueue(); }, 10000);
   }
-  // Another reviewer decided the change this page shows: its banner came in; the decision
-  // controls go, since deciding again could only fail.
-  document.addEventListener("htmx:sseMessage", function (event) {
-    if (!event.target || event.target.id !== "live-banner") return;
+  // Another reviewer decided the change this page shows: its banner came in (from the stream, or
+  // without EventSource from polling it every 5 s); the decision controls go, since deciding
+  // again could only fail.
+  function decidedElsewhere(target) {
+    if (!target || target.id !== "live-banner" || !target.textContent.trim()) return;
     var controls = document.querySelectorAll("#review-body form button, #review-body form input, " +
       "#review-body form textarea, #review-body form select");
     Array.prototype.forEach.call(controls, function (el) { el.disabled = true; });
-  });
+  }
+  document.addEventListener("htmx:sseMessage", function (event) { decidedElsewhere(event.target); });
+  document.addEventListener("htmx:afterSwap", function (event) { decidedElsewhere(event.target); });
+  var live = document.getElementById("review-live");
+  if (!window.EventSource && live && live.dataset.fallback) {
+    var banner = setInterval(function () {
+      if (document.getElementById("live-banner").textContent.trim()) { clearInterval(banner); return; }
+      htmx.ajax("GET", live.dataset.fallback, {target: "#live-banner", swap: "innerHTML"});
+    }, 5000);
+  }
   // "N s ago" keeps counting on the live banner.
   setInterval(function () {
     Array.prototype.forEach.call(document.querySelectorAll("time[data-ago]"), function (el) {

@@ -29,11 +29,11 @@ from typing import AsyncIterator
 from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import StreamingResponse
+from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from app.core.timefmt import utcnow
-from app.errors import AppError, ValidationFailed
+from app.errors import AppError, NotFound, ValidationFailed
 from app.services import events, review
 from app.services.users import Reviewer, TenantRole, role_if_signed_in
 from app.web.auth import current_user, pick_tenant
@@ -146,4 +146,17 @@ async def stream(request: Request):
                              headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
 
 
-routes = [Route("/review/stream", stream, methods=["GET"])]
+async def banner(request: Request):
+    """`GET /review/{id}/live`: the change page's banner, for browsers without EventSource that poll
+    it; 204 while the change is pending (or decided by this reviewer, or not theirs to see)."""
+    user = current_user(request)
+    role = pick_tenant(request, user, "read")
+    change_id = request.path_params["change_id"]
+    if not CHANGE_ID.match(change_id):
+        raise NotFound("change not found")
+    html = await run_in_threadpool(_banner, request.app.state.ctx, role, user, change_id)
+    return HTMLResponse(html) if html else Response(status_code=204)
+
+
+routes = [Route("/review/stream", stream, methods=["GET"]),
+          Route("/review/{change_id}/live", banner, methods=["GET"])]

@@ -125,6 +125,15 @@ def test_stream_sends_ids_not_content_only_for_visible_agents_and_the_banner(liv
         narrow_events = _drain(narrow_sink, 2, seconds=3)
         assert len(narrow_events) == 1 and helper_change in narrow_events[0][1], narrow_events
         assert _drain(outsider_sink, 1, seconds=1) == []
+
+        # The same banner for browsers without EventSource, which poll it.
+        live = f"/review/{watched}/live"
+        assert f"Rejected by {alice}" in bob_client.get(live, params={"tenant": live_tenant.name}).text
+        assert alice_client.get(live, params={"tenant": live_tenant.name}).status_code == 204  # her own decision
+        assert narrow_client.get(live, params={"tenant": live_tenant.name}).status_code == 204  # not her agent
+        pending = bob_client.get(f"/review/{helper_change}/live", params={"tenant": live_tenant.name})
+        assert pending.status_code == 204
+        assert bob_client.get("/review/chg_NOPE/live", params={"tenant": live_tenant.name}).status_code == 404
     http.close()
 
 
