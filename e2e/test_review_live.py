@@ -56,9 +56,14 @@ def test_oldest_first_queue_shows_a_new_change_through_the_stream(page, world):
     expect(page.locator('#queue-live[data-live="open"]')).to_have_count(1, timeout=10_000)
     expect(page.locator("#queue-poller")).to_have_count(0)
     marker = _marked(page)
+    page.keyboard.press("j")  # keyboard review is on the first row
+    expect(page.locator('[data-testid="change-row"].selected')).to_have_count(1)
     staged = world.remember("Evan now parks in bay 14.", staged=True)
     rows = page.locator('[data-testid="change-row"]')
     expect(rows).to_have_count(2, timeout=5_000)
+    # The re-read view keeps the row keyboard review was on, focused.
+    expect(rows.nth(0).locator("a.preview")).to_be_focused()
+    expect(rows.nth(1).get_by_test_id("new-badge")).to_be_visible()
     expect(rows.nth(0)).to_have_attribute("data-change-id", first["change_id"])
     expect(rows.nth(1)).to_have_attribute("data-change-id", staged["change_id"])
     expect(page.get_by_test_id("queue-total")).to_contain_text("2 pending")

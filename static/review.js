@@ -156,10 +156,26 @@
   function queueBusy() {
     return document.querySelector('#queue-rows input[name="change_id"]:checked, #queue-rows [id^="peek-"]');
   }
+  var focusedRow = null;  // the row keyboard review is on, found again in the re-read view
   document.addEventListener("htmx:confirm", function (event) {
-    if (event.target.id !== "queue-refresher" || !queueBusy()) return;
-    event.preventDefault();
-    event.target.dataset.stale = "1";
+    if (event.target.id !== "queue-refresher") return;
+    if (queueBusy()) {
+      event.preventDefault();
+      event.target.dataset.stale = "1";
+      return;
+    }
+    var row = currentRow();
+    focusedRow = row ? row.dataset.changeId : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!focusedRow) return;
+    var row = document.querySelector('[data-testid="change-row"][data-change-id="' + focusedRow + '"]');
+    focusedRow = null;
+    if (row && !currentRow()) {
+      row.classList.add("selected");
+      row.setAttribute("aria-selected", "true");
+      (row.querySelector("a.preview") || row).focus();
+    }
   });
   function catchUp() {
     var refresher = document.getElementById("queue-refresher");
