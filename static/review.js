@@ -213,8 +213,8 @@
   setInterval(function () {
     Array.prototype.forEach.call(document.querySelectorAll("time[data-ago]"), function (el) {
       var seconds = Math.max(0, Math.round((Date.now() - Date.parse(el.getAttribute("datetime"))) / 1000));
-      el.textContent = seconds < 60 ? seconds + " s ago" : seconds < 3600 ? Math.floor(seconds / 60) + " min ago"
-        : Math.floor(seconds / 3600) + " h ago";
+      el.textContent = (seconds < 60 ? seconds + " s" : seconds < 3600 ? Math.floor(seconds / 60) + " min"
+        : seconds < 86400 ? Math.floor(seconds / 3600) + " h" : Math.floor(seconds / 86400) + " d") + " ago";
     });
   }, 1000);
 })();

@@ -23,7 +23,6 @@ import contextlib
 import json
 import re
 import time
-from datetime import datetime
 from typing import AsyncIterator
 
 from sqlalchemy.exc import OperationalError
@@ -32,12 +31,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from app.core.timefmt import utcnow
+from app.core.timefmt import parse_ts, utcnow
 from app.errors import AppError, NotFound, ValidationFailed
 from app.services import events, review
 from app.services.users import Reviewer, TenantRole, role_if_signed_in
 from app.web.auth import current_user, pick_tenant
-from app.web.templating import templates
+from app.web.templating import age, templates
 
 HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 1.0
@@ -51,18 +50,6 @@ def _message(name: str, data: str, event_id: int) -> str:
     return f"id: {event_id}\nevent: {name}\ndata: {data}\n\n"
 
 
-def ago(then: datetime | str | None, now: datetime) -> str:
-    """'N s ago' (minutes, hours past a minute, an hour) for a decision time."""
-    if isinstance(then, str):
-        then = datetime.fromisoformat(then.replace("Z", "+00:00"))
-    seconds = max(0, int((now - then).total_seconds())) if then else 0
-    if seconds < 60:
-        return f"{seconds} s ago"
-    if seconds < 3600:
-        return f"{seconds // 60} min ago"
-    return f"{seconds // 3600} h ago"
-
-
 def _banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> str | None:
     """The change page's banner for a decision by another reviewer, on one line (None: pending, or
     decided by this user, whose own page already shows it)."""
@@ -74,7 +61,7 @@ def _banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> str | None
         return None
     html = templates().env.get_template("review/_live_banner.html").render(
         status=change["status"], name=change["decided_by_name"] or change["decided_by"] or "another reviewer",
-        decided_at=change["decided_at"], ago=ago(change["decided_at"], utcnow()))
+        decided_at=change["decided_at"], ago=f"{age(parse_ts(change['decided_at']), utcnow())} ago")
     return " ".join(html.split("\n"))  # one `data:` line; the banner's text has no meaningful newlines
 
 
