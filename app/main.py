@@ -34,6 +34,7 @@ from app.web import home, login
 from app.web import memories as memory_pages
 from app.web import oidc as oidc_pages
 from app.web import review as review_pages
+from app.web import review_stream
 from app.web.auth import LoginRequired, SessionCookies, WebAuth, login_redirect
 from app.web.csrf import CsrfProtect, CsrfTokens
 
@@ -86,6 +87,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         *home.routes,
         *login.routes,
         *oidc_pages.routes,
+        *review_stream.routes,  # before /review/{change_id}
         *review_pages.routes,
         *memory_pages.routes,
         *audit_pages.routes,

@@ -136,4 +136,85 @@
     var next = document.getElementById("next-change");
     if (next) next.focus();
   });
+
+  // Live updates (app/web/review_stream.py). Once the event stream is open the queue's 2 s poller
+  // is not needed: the stream re-reads the current view on every change. Without EventSource (or
+  // until it connects) the poller keeps the queue current. A reconnect may have missed events, so
+  // it re-reads the view once.
+  function refreshQueue() {
+    var refresher = document.getElementById("queue-refresher");
+    if (refresher) htmx.trigger(refresher, "sse:change");
+  }
+  document.addEventListener("htmx:sseOpen", function (event) {
+    var poller = document.getElementById("queue-poller");
+    if (poller) poller.remove();
+    if (event.target.dataset.live) refreshQueue();
+    event.target.dataset.live = "open";
+  });
+  // Re-reading the view would drop ticked rows and rows opened in place: it waits until they are
+  // gone (a decision settled, a box unticked), then catches up.
+  function queueBusy() {
+    return document.querySelector('#queue-rows input[name="change_id"]:checked, #queue-rows [id^="peek-"]');
+  }
+  var focusedRow = null;  // the row keyboard review is on, found again in the re-read view
+  document.addEventListener("htmx:confirm", function (event) {
+    if (event.target.id !== "queue-refresher") return;
+    if (queueBusy()) {
+      event.preventDefault();
+      event.target.dataset.stale = "1";
+      return;
+    }
+    var row = currentRow();
+    focusedRow = row ? row.dataset.changeId : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!focusedRow) return;
+    var row = document.querySelector('[data-testid="change-row"][data-change-id="' + focusedRow + '"]');
+    focusedRow = null;
+    if (row && !currentRow()) {
+      row.classList.add("selected");
+      row.setAttribute("aria-selected", "true");
+      (row.querySelector("a.preview") || row).focus();
+    }
+  });
+  function catchUp() {
+    var refresher = document.getElementById("queue-refresher");
+    if (refresher && refresher.dataset.stale && !queueBusy()) {
+      delete refresher.dataset.stale;
+      refreshQueue();
+    }
+  }
+  document.addEventListener("htmx:afterSettle", catchUp);
+  document.addEventListener("change", catchUp);
+  // Without EventSource, views the 2 s poller does not cover (a middle page, newest first past
+  // page 1) are re-read every 10 s instead.
+  if (!window.EventSource) {
+    setInterval(function () { if (!document.getElementById("queue-poller")) refreshQueue(); }, 10000);
+  }
+  // Another reviewer decided the change this page shows: its banner came in (from the stream, or
+  // without EventSource from polling it every 5 s); the decision controls go, since deciding
+  // again could only fail.
+  function decidedElsewhere(target) {
+    if (!target || target.id !== "live-banner" || !target.textContent.trim()) return;
+    var controls = document.querySelectorAll("#review-body form button, #review-body form input, " +
+      "#review-body form textarea, #review-body form select");
+    Array.prototype.forEach.call(controls, function (el) { el.disabled = true; });
+  }
+  document.addEventListener("htmx:sseMessage", function (event) { decidedElsewhere(event.target); });
+  document.addEventListener("htmx:afterSwap", function (event) { decidedElsewhere(event.target); });
+  var live = document.getElementById("review-live");
+  if (!window.EventSource && live && live.dataset.fallback) {
+    var banner = setInterval(function () {
+      if (document.getElementById("live-banner").textContent.trim()) { clearInterval(banner); return; }
+      htmx.ajax("GET", live.dataset.fallback, {target: "#live-banner", swap: "innerHTML"});
+    }, 5000);
+  }
+  // "N s ago" keeps counting on the live banner.
+  setInterval(function () {
+    Array.prototype.forEach.call(document.querySelectorAll("time[data-ago]"), function (el) {
+      var seconds = Math.max(0, Math.round((Date.now() - Date.parse(el.getAttribute("datetime"))) / 1000));
+      el.textContent = (seconds < 60 ? seconds + " s" : seconds < 3600 ? Math.floor(seconds / 60) + " min"
+        : seconds < 86400 ? Math.floor(seconds / 3600) + " h" : Math.floor(seconds / 86400) + " d") + " ago";
+    });
+  }, 1000);
 })();

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
 from app.db.models import Event
@@ -21,6 +21,11 @@ def after(session: Session, *, tenant_id: str, after_id: int, limit: int) -> lis
     return session.execute(
         select(Event.id, Event.type, Event.payload, Event.created_at)
         .where(Event.tenant_id == tenant_id, Event.id > after_id).order_by(Event.id).limit(limit)).all()
+
+
+def latest_id(session: Session, *, tenant_id: str) -> int:
+    """The tenant's newest event id (0 when it has none)."""
+    return session.execute(select(func.max(Event.id)).where(Event.tenant_id == tenant_id)).scalar() or 0
 
 
 async def listen(conn, *, channel: str) -> None:

@@ -35,7 +35,8 @@ class Subscription:
     revoked (then `revoked` is true and the stream must end)."""
 
     tenant_id: str
-    key_id: str
+    key_id: str | None
+    """None for a signed-in reviewer's page stream (no key to watch; it ends on its own)."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     revoked: bool = False
 
@@ -49,7 +50,7 @@ class EventHub:
         self._tasks: list[asyncio.Task] = []
         self.listening = False
 
-    def subscribe(self, tenant_id: str, key_id: str) -> Subscription:
+    def subscribe(self, tenant_id: str, key_id: str | None) -> Subscription:
         """Register a stream of `tenant_id` read with key `key_id` (starts the listener and the
         revocation watch on first use)."""
         if not self._tasks:
@@ -80,7 +81,8 @@ class EventHub:
     async def _watch_revocations(self) -> None:
         while True:
             await asyncio.sleep(REVOCATION_CHECK_SECONDS)
-            subscriptions = [s for waiters in self._waiters.values() for s in waiters if not s.revoked]
+            subscriptions = [s for waiters in self._waiters.values() for s in waiters
+                             if not s.revoked and s.key_id is not None]
             if not subscriptions:
                 continue
             try:

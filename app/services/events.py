@@ -121,3 +121,9 @@ def read_after(sessions, tenant_id: str, after: int, limit: int) -> list[StoredE
     with sessions() as session:
         rows = events_repo.after(session, tenant_id=tenant_id, after_id=after, limit=limit)
     return [StoredEvent(r.id, r.type, r.payload, r.created_at) for r in rows]
+
+
+def latest_id(sessions, tenant_id: str) -> int:
+    """The tenant's newest event id (0: none yet): where a stream that replays nothing starts."""
+    with sessions() as session:
+        return events_repo.latest_id(session, tenant_id=tenant_id)

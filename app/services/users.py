@@ -305,6 +305,19 @@ def load_reviewer(ctx: AppContext, session_id: str) -> Reviewer | None:
         return Reviewer(user.id, user.username, session_id, tenant_roles, alarms, integrity)
 
 
+def role_if_signed_in(ctx: AppContext, session_id: str, tenant_id: str) -> TenantRole | None:
+    """The session's user's current role in `tenant_id`, or None once the session is signed out,
+    revoked or idle. Unlike `load_reviewer` it does not touch the session: an open page's live
+    stream asking is not the reviewer being active."""
+    with ctx.db.sessions() as session:
+        row = users_repo.live_web_session(session, session_id=session_id, idle=SESSION_IDLE)
+        if row is None:
+            return None
+        roles = users_repo.roles_with_tenant_names(session, user_id=row[1].id)
+    return next((TenantRole(r[0].tenant_id, r[1], r[0].role, tuple(r[0].agents)) for r in roles
+                 if r[0].tenant_id == tenant_id), None)
+
+
 def sign_out(ctx: AppContext, reviewer: Reviewer, *, everywhere: bool = False) -> None:
     with ctx.db.sessions.begin() as session:
         now = utcnow()

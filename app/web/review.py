@@ -96,6 +96,15 @@ def _newest(rows: list[Change]) -> str:
     return _cursor(max(rows, key=lambda c: (c.submitted_at, c.id))) if rows else ""
 
 
+def _arrived(request: Request, rows: list[Change]) -> set[str]:
+    """Rows the live refresh brings that the page did not show before (it sends the ids it shows),
+    marked new as the poller marks them."""
+    if not is_htmx(request) or request.query_params.get("refresh") != "1":
+        return set()
+    shown = set(request.query_params.getlist("shown")[:PAGE])
+    return {c.id for c in rows if c.id not in shown}
+
+
 async def queue(request: Request):
     flt, shown = _filters(request)
     after_param = request.query_params.get("after")
@@ -109,10 +118,13 @@ async def queue(request: Request):
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "total": total, "filters": shown,
         "previews": previews, "operations": OPERATIONS, "types": TYPES, "sorts": SORTS, "risks": RISKS,
         "sort": flt.sort, "can_decide": role.can("decide"), "now": utcnow(), "fresh": False, "sla": sla,
+        "arrived": _arrived(request, rows),
         "sla_text": format_duration(sla),
         "next_url": f"/review?{tenant_query(role.tenant_name, shown, after=next_cursor)}" if next_cursor else None,
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows))}" if polls else None,
         "qs": tenant_query(role.tenant_name, shown),
+        # What the live stream re-reads on each change: this very view (sort, filters, page).
+        "self_url": f"/review?{tenant_query(role.tenant_name, shown, after=after_param or '')}",
     }
     return render(request, "review/queue.html", context)
 
@@ -129,7 +141,7 @@ async def new_rows(request: Request):
     return render(request, "review/_new_rows.html", {
         "gone": [i for i in listed if i not in pending],
         "rows": rows, "total": total, "role": role, "can_decide": role.can("decide"), "previews": previews,
-        "now": utcnow(), "fresh": True, "sla": sla,
+        "now": utcnow(), "fresh": True, "arrived": set(), "sla": sla,
         "position": "afterbegin" if flt.sort == "newest" else "beforeend", "qs": tenant_query(role.tenant_name, shown),
         "poll_url": f"/review/rows?{tenant_query(role.tenant_name, shown, since=_newest(rows) or since)}"})
 

@@ -1,0 +1,149 @@
+"""`GET /review/stream`: the review pages' live updates as Server-Sent Events (signed-in reviewers).
+
+The queue and change pages connect to it with the htmx SSE extension (same origin, so the CSP's
+`connect-src 'self'` allows it); pages without EventSource keep polling. It follows the tenant's
+event log from the newest event at connect time (or from `Last-Event-ID` after a reconnect), woken
+by the process's event hub, and sends for each `change.proposed|approved|rejected` whose agent the
+reviewer may see:
+
+- `event: change`, `data: {"changeId", "operation", "status"}`: the queue re-reads its current view.
+- with `?change=<id>` and that change decided by someone else, `event: decided`, `data:` a one-line
+  HTML banner ("rejected by <name> N s ago") that the change page swaps in.
+
+Never memory content: only ids, the operation, the status and the deciding reviewer's display name.
+Every SESSION_CHECK_SECONDS the stream re-reads the reviewer's session and role: it ends once they
+sign out (or the session is revoked or idle, or they lose the tenant), and a changed agent
+allow-list applies to the events that follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import time
+from typing import AsyncIterator
+
+from sqlalchemy.exc import OperationalError
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from app.core.timefmt import parse_ts, utcnow
+from app.errors import AppError, NotFound, ValidationFailed
+from app.services import events, review
+from app.services.users import Reviewer, TenantRole, role_if_signed_in
+from app.web.auth import current_user, pick_tenant
+from app.web.templating import age, templates
+
+HEARTBEAT_SECONDS = 15.0
+POLL_SECONDS = 1.0
+SESSION_CHECK_SECONDS = 5.0
+BATCH = 200
+CHANGE_EVENTS = {"change.proposed": "pending", "change.approved": "approved", "change.rejected": "rejected"}
+CHANGE_ID = re.compile(r"^chg_[0-9a-z]{1,64}$")
+
+
+def _message(name: str, data: str, event_id: int) -> str:
+    return f"id: {event_id}\nevent: {name}\ndata: {data}\n\n"
+
+
+def _banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> str | None:
+    """The change page's banner for a decision by another reviewer, on one line (None: pending, or
+    decided by this user, whose own page already shows it)."""
+    try:
+        change = review.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
+    except AppError:
+        return None
+    if change["status"] == "pending" or change["decided_by"] == f"user:{user.user_id}":
+        return None
+    html = templates().env.get_template("review/_live_banner.html").render(
+        status=change["status"], name=change["decided_by_name"] or change["decided_by"] or "another reviewer",
+        decided_at=change["decided_at"], ago=f"{age(parse_ts(change['decided_at']), utcnow())} ago")
+    return " ".join(html.split("\n"))  # one `data:` line; the banner's text has no meaningful newlines
+
+
+async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int,
+                  change_id: str | None) -> AsyncIterator[str]:
+    ctx = request.app.state.ctx
+    hub = getattr(request.app.state, "event_hub", None)
+    subscription = hub.subscribe(role.tenant_id, None) if hub is not None else None
+    last_write = last_check = time.monotonic()
+    yield "retry: 2000\n\n"
+    try:
+        while True:
+            if subscription is not None:
+                subscription.wake.clear()  # before reading: a wake-up during the read triggers another read
+            try:
+                rows = await run_in_threadpool(events.read_after, ctx.db.sessions, role.tenant_id, after, BATCH)
+            except OperationalError:  # database gone: end; the browser reconnects with Last-Event-ID
+                return
+            for event in rows:
+                after = event.id
+                status = CHANGE_EVENTS.get(event.type)
+                if status is None or not event.visible_to(role.sees_agent):
+                    continue
+                subject = str(event.payload.get("changeId", ""))
+                data = {"changeId": subject, "operation": event.payload.get("operation"), "status": status}
+                yield _message("change", json.dumps(data, separators=(",", ":")), event.id)
+                if change_id == subject and status != "pending":
+                    banner = await run_in_threadpool(_banner, ctx, role, user, change_id)
+                    if banner:
+                        yield _message("decided", banner, event.id)
+                last_write = time.monotonic()
+            if len(rows) == BATCH:
+                continue
+            if subscription is not None and hub.listening:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(subscription.wake.wait(), SESSION_CHECK_SECONDS)
+            else:
+                await asyncio.sleep(POLL_SECONDS)
+            if time.monotonic() - last_check >= SESSION_CHECK_SECONDS:
+                fresh = await run_in_threadpool(role_if_signed_in, ctx, user.session_id, role.tenant_id)
+                if fresh is None or not fresh.can("read"):
+                    return
+                role, last_check = fresh, time.monotonic()
+            if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
+                yield ": keepalive\n\n"
+                last_write = time.monotonic()
+    finally:
+        if subscription is not None:
+            hub.unsubscribe(subscription)
+
+
+def _start(request: Request, tenant_id: str) -> int:
+    """Where to resume: the browser's Last-Event-ID after a reconnect, else the newest event now."""
+    header = request.headers.get("last-event-id", "").strip()
+    if header.isascii() and header.isdigit() and len(header) <= 18:
+        return int(header)
+    return events.latest_id(request.app.state.ctx.db.sessions, tenant_id)
+
+
+async def stream(request: Request):
+    """The signed-in reviewer's live feed of the tenant's review queue (see the module doc)."""
+    user = current_user(request)
+    role = pick_tenant(request, user, "read")
+    change_id = request.query_params.get("change") or None
+    if change_id is not None and not CHANGE_ID.match(change_id):
+        raise ValidationFailed.at("/change", "not a change id")
+    after = await run_in_threadpool(_start, request, role.tenant_id)
+    return StreamingResponse(_follow(request, role, user, after, change_id), media_type="text/event-stream",
+                             headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
+
+
+async def banner(request: Request):
+    """`GET /review/{id}/live`: the change page's banner, for browsers without EventSource that poll
+    it; 204 while the change is pending (or decided by this reviewer, or not theirs to see)."""
+    user = current_user(request)
+    role = pick_tenant(request, user, "read")
+    change_id = request.path_params["change_id"]
+    if not CHANGE_ID.match(change_id):
+        raise NotFound("change not found")
+    html = await run_in_threadpool(_banner, request.app.state.ctx, role, user, change_id)
+    return HTMLResponse(html) if html else Response(status_code=204)
+
+
+routes = [Route("/review/stream", stream, methods=["GET"]),
+          Route("/review/{change_id}/live", banner, methods=["GET"])]
