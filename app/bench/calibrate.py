@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,6 +56,9 @@ class QueryStats:
     best: float
     best_id: str
     gold: dict[str, float]
+    keyword_full: bool = False
+    """Some memory in scope holds every word of the query (recall's keyword evidence, which
+    passes the gate whatever the lift)."""
 
     @property
     def gold_min(self) -> float:
@@ -62,6 +66,30 @@ class QueryStats:
 
     def lift(self, beta: float, prior_rows: float) -> float:
         return self.best - beta * self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
+
+
+# PostgreSQL's English stop words that appear in questions; with the suffix stripping below, an
+# approximation of `to_tsvector('english', ...)` good enough for short questions and facts.
+STOP_WORDS = frozenset(
+    "a about an and are as at be been by can could did do does doing for from had has have he her "
+    "him his how i if in into is it its me my no not of on or our she should so than that the their "
+    "them then there these they this those to too was we were what when where which who whom why "
+    "will with would you your any all".split())
+
+
+def lexemes(text: str) -> set[str]:
+    """The content words of `text`, crudely stemmed (what a full-text match would compare)."""
+    out = set()
+    for word in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower()):
+        word = word.split("'")[0]
+        if word in STOP_WORDS:
+            continue
+        for suffix in ("ing", "es", "ed", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out
 
 
 def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> list[QueryStats]:
@@ -73,9 +101,11 @@ def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> lis
         sims = fact_vecs[scope] @ qv
         by_id = {facts[i]["id"]: float(s) for i, s in zip(scope, sims)}
         best = int(np.argmax(sims))
+        words = lexemes(q["query"])
+        full = bool(words) and any(words <= lexemes(facts[i]["content"]) for i in scope)
         out.append(QueryStats(q["query"], q.get("user_id"), not q["gold_ids"], len(scope), float(sims.mean()),
                               float(sims[best]), facts[scope[best]]["id"],
-                              {g: by_id[g] for g in q["gold_ids"]}))
+                              {g: by_id[g] for g in q["gold_ids"]}, full))
     return out
 
 
@@ -84,7 +114,7 @@ def evaluate(stats: Sequence[QueryStats], floor: float, gate: float | None = Non
     """How many labelled queries keep all their gold, and how many probes come back empty."""
     kept = empty = 0
     for s in stats:
-        passes = gate is None or s.lift(beta, prior_rows) >= gate
+        passes = gate is None or s.lift(beta, prior_rows) >= gate or s.keyword_full
         if s.probe:
             empty += int(not (passes and s.best >= floor))
         else:
@@ -102,9 +132,10 @@ LIFT_GRID = np.round(np.arange(-0.2, 0.8 + 1e-9, STEP), 3)
 
 def _arrays(stats: Sequence[QueryStats]):
     probe = np.array([s.probe for s in stats])
+    keyword_full = np.array([s.keyword_full for s in stats])
     best = np.array([s.best for s in stats])
     gold_min = np.array([np.inf if s.probe else s.gold_min for s in stats])
-    return probe, best, gold_min
+    return probe, best, gold_min, keyword_full
 
 
 def _smooth(handled: np.ndarray) -> np.ndarray:
@@ -122,7 +153,7 @@ def _smooth(handled: np.ndarray) -> np.ndarray:
 
 def fit_floor(stats: Sequence[QueryStats]) -> dict[str, Any]:
     """Rule 1: a cosine floor alone."""
-    probe, best, gold_min = _arrays(stats)
+    probe, best, gold_min, _ = _arrays(stats)
     kept = (gold_min[None, :] >= FLOOR_GRID[:, None]) & ~probe[None, :]
     empty = (best[None, :] < FLOOR_GRID[:, None]) & probe[None, :]
     handled = (kept | empty).sum(axis=1)
@@ -149,11 +180,11 @@ def _plateau(grid: np.ndarray, handled: np.ndarray, i: int) -> list[float]:
 
 def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequence[float] = BETAS) -> dict[str, Any]:
     """Rule 2: per-hit cosine floor + per-query lift gate; exhaustive over (beta, gate, floor)."""
-    probe, best, gold_min = _arrays(stats)
+    probe, best, gold_min, keyword_full = _arrays(stats)
     chosen = None
     for beta in betas:
         lifts = np.array([s.lift(beta, prior_rows) for s in stats])
-        passes = lifts[None, :] >= LIFT_GRID[:, None]                      # [gate, query]
+        passes = (lifts[None, :] >= LIFT_GRID[:, None]) | keyword_full     # [gate, query]
         kept = passes[:, None, :] & (gold_min[None, None, :] >= FLOOR_GRID[None, :, None]) & ~probe
         empty = ~(passes[:, None, :] & (best[None, None, :] >= FLOOR_GRID[None, :, None])) & probe
         handled = (kept | empty).sum(axis=2)                                # [gate, floor]

@@ -46,9 +46,9 @@ from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
 # Calibrated by `memwarden bench calibrate` (see the module docstring); keep in step with it.
-DEFAULT_MIN_SCORE = 0.285
-DEFAULT_MIN_LIFT = 0.365
-LIFT_BETA = 0.5
+DEFAULT_MIN_SCORE = 0.215
+DEFAULT_MIN_LIFT = 0.185
+LIFT_BETA = 1.0
 LIFT_PRIOR_ROWS = 2.0
 RRF_K = 60
 WEIGHTS = (0.7, 0.3)  # vector, keyword — for fusion="weighted"
@@ -75,14 +75,12 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
 
     with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:
         vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True)
-        keyword = search.KeywordResult([])
-        if not gated or answerable(vector.hits, vector.stats):  # else nothing in scope answers it
-            # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
-            # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
-            keyword = search.keyword_search(session, scope, filters, body["query"], pool,
-                                            query_vec if vector.stats.exact else None, fetch=query_vec)
-        else:
-            vector.hits = []
+        # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
+        # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
+        keyword = search.keyword_search(session, scope, filters, body["query"], pool,
+                                        query_vec if vector.stats.exact else None, fetch=query_vec)
+        if gated and not (keyword.full_match or answerable(vector.hits, vector.stats)):
+            vector.hits, keyword = [], search.KeywordResult([])  # nothing in scope answers it
         fused = _fuse(method, vector.hits, keyword.hits)
         distances = {**keyword.distances, **dict(vector.hits)}
         rows = {**keyword.rows, **vector.rows}
