@@ -64,8 +64,18 @@ class QueryStats:
     def gold_min(self) -> float:
         return min(self.gold.values()) if self.gold else float("nan")
 
+    def shrunk_mean(self, prior_rows: float) -> float:
+        return self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
+
     def lift(self, beta: float, prior_rows: float) -> float:
-        return self.best - beta * self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
+        return self.best - beta * self.shrunk_mean(prior_rows)
+
+    def passes(self, gate: float | None, beta: float, prior_rows: float, generic: tuple[float, float] | None) -> bool:
+        """Through the gate: keyword evidence, the lift, or (when fitted) the generic path."""
+        if gate is None or self.keyword_full or self.lift(beta, prior_rows) >= gate:
+            return True
+        mean = self.shrunk_mean(prior_rows)
+        return generic is not None and mean < generic[0] and self.best - mean >= generic[1]
 
 
 # PostgreSQL's English stop words that appear in questions; with the suffix stripping below, an
@@ -110,11 +120,11 @@ def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> lis
 
 
 def evaluate(stats: Sequence[QueryStats], floor: float, gate: float | None = None, beta: float = 0.0,
-             prior_rows: float = 2.0) -> dict[str, int]:
+             prior_rows: float = 2.0, generic: tuple[float, float] | None = None) -> dict[str, int]:
     """How many labelled queries keep all their gold, and how many probes come back empty."""
     kept = empty = 0
     for s in stats:
-        passes = gate is None or s.lift(beta, prior_rows) >= gate or s.keyword_full
+        passes = s.passes(gate, beta, prior_rows, generic)
         if s.probe:
             empty += int(not (passes and s.best >= floor))
         else:
@@ -213,6 +223,46 @@ def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequen
             "result": evaluate(stats, floor, gate, beta, prior_rows)}
 
 
+GENERIC_BETAS = tuple(round(b, 1) for b in np.arange(0.3, 0.71, 0.1))
+GENERIC_MEANS = np.round(np.arange(0.05, 0.30 + 1e-9, 0.01), 3)
+GAP_GRID = np.round(np.arange(0.05, 0.40 + 1e-9, STEP), 3)
+GENERIC_FLOORS = np.round(np.arange(0.15, 0.35 + 1e-9, 0.01), 3)
+
+
+def fit_generic(stats: Sequence[QueryStats], prior_rows: float = 2.0) -> dict[str, Any]:
+    """Rule 3: rule 2's floor and lift gate, plus a generic path: a query whose (shrunk) scope mean
+    is under `max_mean` (it shares nothing with the scope, e.g. "the user" over facts naming Ada)
+    passes when best - mean >= `min_gap`. Exhaustive over (beta, max_mean, floor) with the
+    (gate, gap) plane smoothed like rule 2; gate and gap taken mid-plateau."""
+    probe, best, gold_min, keyword_full = _arrays(stats)
+    mean = np.array([s.shrunk_mean(prior_rows) for s in stats])
+    gap = (best - mean)[None, :] >= GAP_GRID[:, None]                       # [gap, query]
+    chosen = None
+    for beta in GENERIC_BETAS:
+        lifted = (best - beta * mean)[None, :] >= LIFT_GRID[:, None]        # [gate, query]
+        for max_mean in GENERIC_MEANS:
+            generic = gap & (mean < max_mean)
+            passes = lifted[:, None, :] | generic[None, :, :] | keyword_full   # [gate, gap, query]
+            for floor in GENERIC_FLOORS:
+                handled = ((passes & (gold_min >= floor) & ~probe) |
+                           (~(passes & (best >= floor)) & probe)).sum(axis=2)
+                smooth = _smooth(handled)
+                g, c = np.unravel_index(int(np.argmax(smooth)), smooth.shape)
+                key = (float(smooth[g, c]), float(floor), -abs(beta - 0.5))
+                if chosen is None or key > chosen[0]:
+                    chosen = (key, float(beta), float(max_mean), float(floor), g, c, handled)
+    _, beta, max_mean, floor, g, c, handled = chosen
+    gate_plateau = _plateau(LIFT_GRID, handled[:, c], g)
+    gate = _centre(gate_plateau)
+    g = int(np.argmin(np.abs(LIFT_GRID - gate)))
+    gap_plateau = _plateau(GAP_GRID, handled[g], c)
+    min_gap = _centre(gap_plateau)
+    return {"rule": "floor+gate+generic", "beta": beta, "prior_rows": prior_rows,
+            "min_lift": gate, "min_lift_plateau": gate_plateau, "min_score": floor,
+            "generic_max_mean": max_mean, "generic_min_gap": min_gap, "generic_min_gap_plateau": gap_plateau,
+            "result": evaluate(stats, floor, gate, beta, prior_rows, (max_mean, min_gap))}
+
+
 def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
     """Leave one scope out: fit on the others, score the held-out scope; summed over scopes."""
     total = {"handled": 0, "of": 0, "gold_kept": 0, "labelled": 0, "probes_empty": 0, "probes": 0}
@@ -220,8 +270,9 @@ def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
         train = [s for s in stats if str(s.user_id) != scope]
         test = [s for s in stats if str(s.user_id) == scope]
         fitted = fit(train)
+        generic = (fitted["generic_max_mean"], fitted["generic_min_gap"]) if "generic_min_gap" in fitted else None
         result = evaluate(test, fitted["min_score"], fitted.get("min_lift"), fitted.get("beta", 0.0),
-                          fitted.get("prior_rows", 2.0))
+                          fitted.get("prior_rows", 2.0), generic)
         for key in total:
             total[key] += result[key]
     return total
@@ -235,11 +286,15 @@ def _dist(values: Sequence[float]) -> dict[str, float]:
 
 def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
     stats = query_stats(embedder, data["facts"], data["queries"])
-    floor_rule, gate_rule = fit_floor(stats), fit_gate(stats)
-    floor_rule["cross_validated"] = cross_validate(stats, fit_floor)
-    gate_rule["cross_validated"] = cross_validate(stats, fit_gate)
-    chosen = gate_rule if gate_rule["cross_validated"]["handled"] > floor_rule["cross_validated"]["handled"] else floor_rule
-    beta, prior = gate_rule["beta"], gate_rule["prior_rows"]
+    rules = {"floor": fit_floor(stats), "floor+gate": fit_gate(stats), "floor+gate+generic": fit_generic(stats)}
+    for name, fit in (("floor", fit_floor), ("floor+gate", fit_gate), ("floor+gate+generic", fit_generic)):
+        rules[name]["cross_validated"] = cross_validate(stats, fit)
+    # The simplest rule wins ties: a rule ships only when it handles more queries cross-validated.
+    chosen = rules["floor"]
+    for rule in (rules["floor+gate"], rules["floor+gate+generic"]):
+        if rule["cross_validated"]["handled"] > chosen["cross_validated"]["handled"]:
+            chosen = rule
+    beta, prior = chosen.get("beta", rules["floor+gate"]["beta"]), rules["floor+gate"]["prior_rows"]
     labelled = [s for s in stats if not s.probe]
     probes = [s for s in stats if s.probe]
     return {
@@ -253,7 +308,7 @@ def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
             f"labelled_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in labelled]),
             f"probe_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in probes]),
         },
-        "rules": {"floor": floor_rule, "floor+gate": gate_rule},
+        "rules": rules,
         "chosen": chosen,
         "queries": [{**asdict(s), "lift": round(s.lift(beta, prior), 4)} for s in stats],
     }
@@ -265,8 +320,11 @@ def summary(report: dict[str, Any]) -> str:
         r, cv = rule["result"], rule["cross_validated"]
         span = lambda p: f"[{p[0]:.3f}, {p[1]:.3f}]"  # noqa: E731
         params = (f"min_score={rule['min_score']:.3f} (optimal {span(rule['plateau'])})" if name == "floor" else
-                  f"min_score={rule['min_score']:.3f} (optimal {span(rule['min_score_plateau'])}), "
-                  f"beta={rule['beta']}, min_lift={rule['min_lift']:.3f} (optimal {span(rule['min_lift_plateau'])})")
+                  f"min_score={rule['min_score']:.3f}"
+                  + (f" (optimal {span(rule['min_score_plateau'])})" if "min_score_plateau" in rule else "")
+                  + f", beta={rule['beta']}, min_lift={rule['min_lift']:.3f} (optimal {span(rule['min_lift_plateau'])})"
+                  + (f", generic: mean<{rule['generic_max_mean']:.2f}, gap>={rule['generic_min_gap']:.3f} "
+                     f"(optimal {span(rule['generic_min_gap_plateau'])})" if "generic_min_gap" in rule else ""))
         rows.append((name, params, f"{r['handled']}/{r['of']} ({r['gold_kept']}/{r['labelled']} gold, "
                      f"{r['probes_empty']}/{r['probes']} empty)",
                      f"{cv['handled']}/{cv['of']} ({cv['gold_kept']} gold, {cv['probes_empty']} empty)"))
@@ -281,7 +339,8 @@ def current_defaults() -> dict[str, float]:
     from app.services import recall
 
     return {name: getattr(recall, name) for name in ("DEFAULT_MIN_SCORE", "DEFAULT_MIN_LIFT", "LIFT_BETA",
-                                                     "LIFT_PRIOR_ROWS") if hasattr(recall, name)}
+                                                     "LIFT_PRIOR_ROWS", "GENERIC_MAX_MEAN", "GENERIC_MIN_GAP")
+            if hasattr(recall, name)}
 
 
 def cmd_calibrate(args: argparse.Namespace, settings) -> int:
@@ -292,8 +351,10 @@ def cmd_calibrate(args: argparse.Namespace, settings) -> int:
     chosen = report["chosen"]
     defaults = current_defaults()
     wanted = {"DEFAULT_MIN_SCORE": chosen["min_score"]}
-    if chosen["rule"] == "floor+gate":
+    if chosen["rule"] != "floor":
         wanted.update(DEFAULT_MIN_LIFT=chosen["min_lift"], LIFT_BETA=chosen["beta"], LIFT_PRIOR_ROWS=chosen["prior_rows"])
+    if "generic_min_gap" in chosen:
+        wanted.update(GENERIC_MAX_MEAN=chosen["generic_max_mean"], GENERIC_MIN_GAP=chosen["generic_min_gap"])
     report["recall_defaults"] = {"current": defaults, "calibrated": wanted,
                                  "up_to_date": all(abs(defaults.get(k, -9) - v) < 1e-9 for k, v in wanted.items())}
     report["command"] = "memwarden bench calibrate" + (f" --out {args.out}" if args.out else "")
