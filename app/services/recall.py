@@ -13,7 +13,7 @@ Relevance, so that a no-match query comes back empty instead of returning the k 
 - The generic path through the gate: a question that shares nothing with the scope ("what does
   the user eat?" over "Ada is vegetarian…" and Ada's other facts: shrunk mean under
   GENERIC_MAX_MEAN) passes when its best similarity is GENERIC_MIN_GAP above that mean (0.30
-  against 0.06 here). One straight line in (best, mean) cannot serve both kinds of question: low
+  against 0.05 here). One straight line in (best, mean) cannot serve both kinds of question: low
   enough for generic questions (best 0.2-0.5), it lets through questions naming a person whose
   answer is not stored (best 0.45-0.6, but mean 0.25-0.45).
 - Keyword evidence passes the gate whatever the lift: a memory in scope (among the keyword
