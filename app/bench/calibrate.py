@@ -1,7 +1,7 @@
 """`memwarden bench calibrate`: the default relevance floor, fitted on Memwarden's own labelled set.
 
 Data: `app/bench/data/calibration.json` (written for Memwarden, never the memorywire corpus): facts
-across ten scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
+across fourteen scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
 scoped to its `user_id` (null = the whole agent), as recall scopes them.
 
 For every query, with the real embedder (in-process, no database; cosine = dot product of the
@@ -17,14 +17,18 @@ then the two numbers recall's defaults act on:
   rows of similarity 0 keep tiny scopes (1-3 memories) from gating themselves out.
 
 A labelled query is handled when the gate lets it through and every gold memory clears the
-floor; a probe is handled when it comes back empty. Two rules are fitted by exhaustive search,
+floor; a probe is handled when it comes back empty. Three rules are fitted by exhaustive search,
 maximising handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice
 lands on a wide plateau, not on a knife edge one query could flip), then taking the middle of that
 plateau (the floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory
-the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone; (2) floor + gate, with beta
-on a 0.1 grid. Leave-one-scope-out cross-validation (fit on nine scopes, score the tenth)
-estimates how each rule does on data it was not fitted on. Recall ships rule (2) when its
-cross-validated score is higher; the chosen values are written to `app/services/recall.py` by hand.
+the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone;
+(2) floor + gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid;
+(3) rule 2 plus a generic path: a query whose shrunk scope mean is under a bound (it shares
+nothing with the scope, e.g. "the user" over facts naming Ada) passes when its best similarity is
+a gap above that mean. Leave-one-scope-out cross-validation (fit on the other scopes, score the
+held-out one) estimates how each rule does on data it was not fitted on. Recall ships the rule
+with the best cross-validated score (a more complex one only when strictly better); the chosen
+values are written to `app/services/recall.py` by hand.
 """
 
 from __future__ import annotations

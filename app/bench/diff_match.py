@@ -13,8 +13,8 @@ Labelled pairs, all from Memwarden's own data (never memorywire's corpus):
   prompt injection diffed against an unrelated fact).
 
 The threshold is the centre of the cosine range that best separates them (balanced accuracy). With
-the local MiniLM embedder: 0.59-0.60, so 0.6; it shows 34 of the 40 related pairs and hides 766 of the
-774 unrelated ones. The 6 related pairs below it are `benign_update` rows that add another fact about
+the local MiniLM embedder: 0.60, so 0.6; it shows 34 of the 40 related pairs and hides 800 of the
+810 unrelated ones. The 6 related pairs below it are `benign_update` rows that add another fact about
 the user rather than change one ("User likes jazz." beside "User likes hiking in Lisbon."): hiding
 their diff is right. A contradiction the detector flags is diffed whatever its cosine.
 """
