@@ -1,7 +1,7 @@
 """`memwarden bench calibrate`: the default relevance floor, fitted on Memwarden's own labelled set.
 
 Data: `app/bench/data/calibration.json` (written for Memwarden, never the memorywire corpus): facts
-across ten scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
+across fourteen scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
 scoped to its `user_id` (null = the whole agent), as recall scopes them.
 
 For every query, with the real embedder (in-process, no database; cosine = dot product of the
@@ -17,20 +17,25 @@ then the two numbers recall's defaults act on:
   rows of similarity 0 keep tiny scopes (1-3 memories) from gating themselves out.
 
 A labelled query is handled when the gate lets it through and every gold memory clears the
-floor; a probe is handled when it comes back empty. Two rules are fitted by exhaustive search,
+floor; a probe is handled when it comes back empty. Three rules are fitted by exhaustive search,
 maximising handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice
 lands on a wide plateau, not on a knife edge one query could flip), then taking the middle of that
 plateau (the floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory
-the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone; (2) floor + gate, with beta
-on a 0.1 grid. Leave-one-scope-out cross-validation (fit on nine scopes, score the tenth)
-estimates how each rule does on data it was not fitted on. Recall ships rule (2) when its
-cross-validated score is higher; the chosen values are written to `app/services/recall.py` by hand.
+the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone;
+(2) floor + gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid;
+(3) rule 2 plus a generic path: a query whose shrunk scope mean is under a bound (it shares
+nothing with the scope, e.g. "the user" over facts naming Ada) passes when its best similarity is
+a gap above that mean. Leave-one-scope-out cross-validation (fit on the other scopes, score the
+held-out one) estimates how each rule does on data it was not fitted on. Recall ships the rule
+with the best cross-validated score (a more complex one only when strictly better); the chosen
+values are written to `app/services/recall.py` by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -55,13 +60,50 @@ class QueryStats:
     best: float
     best_id: str
     gold: dict[str, float]
+    keyword_full: bool = False
+    """Some memory in scope holds every word of the query (recall's keyword evidence, which
+    passes the gate whatever the lift)."""
 
     @property
     def gold_min(self) -> float:
         return min(self.gold.values()) if self.gold else float("nan")
 
+    def shrunk_mean(self, prior_rows: float) -> float:
+        return self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
+
     def lift(self, beta: float, prior_rows: float) -> float:
-        return self.best - beta * self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
+        return self.best - beta * self.shrunk_mean(prior_rows)
+
+    def passes(self, gate: float | None, beta: float, prior_rows: float, generic: tuple[float, float] | None) -> bool:
+        """Through the gate: keyword evidence, the lift, or (when fitted) the generic path."""
+        if gate is None or self.keyword_full or self.lift(beta, prior_rows) >= gate:
+            return True
+        mean = self.shrunk_mean(prior_rows)
+        return generic is not None and mean < generic[0] and self.best - mean >= generic[1]
+
+
+# PostgreSQL's English stop words that appear in questions; with the suffix stripping below, an
+# approximation of `to_tsvector('english', ...)` good enough for short questions and facts.
+STOP_WORDS = frozenset(
+    "a about an and are as at be been by can could did do does doing for from had has have he her "
+    "him his how i if in into is it its me my no not of on or our she should so than that the their "
+    "them then there these they this those to too was we were what when where which who whom why "
+    "will with would you your any all".split())
+
+
+def lexemes(text: str) -> set[str]:
+    """The content words of `text`, crudely stemmed (what a full-text match would compare)."""
+    out = set()
+    for word in re.findall(r"[a-z0-9]+(?:'[a-z]+)?", text.lower()):
+        word = word.split("'")[0]
+        if word in STOP_WORDS:
+            continue
+        for suffix in ("ing", "es", "ed", "s"):
+            if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+        out.add(word)
+    return out
 
 
 def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> list[QueryStats]:
@@ -73,18 +115,20 @@ def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> lis
         sims = fact_vecs[scope] @ qv
         by_id = {facts[i]["id"]: float(s) for i, s in zip(scope, sims)}
         best = int(np.argmax(sims))
+        words = lexemes(q["query"])
+        full = bool(words) and any(words <= lexemes(facts[i]["content"]) for i in scope)
         out.append(QueryStats(q["query"], q.get("user_id"), not q["gold_ids"], len(scope), float(sims.mean()),
                               float(sims[best]), facts[scope[best]]["id"],
-                              {g: by_id[g] for g in q["gold_ids"]}))
+                              {g: by_id[g] for g in q["gold_ids"]}, full))
     return out
 
 
 def evaluate(stats: Sequence[QueryStats], floor: float, gate: float | None = None, beta: float = 0.0,
-             prior_rows: float = 2.0) -> dict[str, int]:
+             prior_rows: float = 2.0, generic: tuple[float, float] | None = None) -> dict[str, int]:
     """How many labelled queries keep all their gold, and how many probes come back empty."""
     kept = empty = 0
     for s in stats:
-        passes = gate is None or s.lift(beta, prior_rows) >= gate
+        passes = s.passes(gate, beta, prior_rows, generic)
         if s.probe:
             empty += int(not (passes and s.best >= floor))
         else:
@@ -102,9 +146,10 @@ LIFT_GRID = np.round(np.arange(-0.2, 0.8 + 1e-9, STEP), 3)
 
 def _arrays(stats: Sequence[QueryStats]):
     probe = np.array([s.probe for s in stats])
+    keyword_full = np.array([s.keyword_full for s in stats])
     best = np.array([s.best for s in stats])
     gold_min = np.array([np.inf if s.probe else s.gold_min for s in stats])
-    return probe, best, gold_min
+    return probe, best, gold_min, keyword_full
 
 
 def _smooth(handled: np.ndarray) -> np.ndarray:
@@ -122,7 +167,7 @@ def _smooth(handled: np.ndarray) -> np.ndarray:
 
 def fit_floor(stats: Sequence[QueryStats]) -> dict[str, Any]:
     """Rule 1: a cosine floor alone."""
-    probe, best, gold_min = _arrays(stats)
+    probe, best, gold_min, _ = _arrays(stats)
     kept = (gold_min[None, :] >= FLOOR_GRID[:, None]) & ~probe[None, :]
     empty = (best[None, :] < FLOOR_GRID[:, None]) & probe[None, :]
     handled = (kept | empty).sum(axis=1)
@@ -149,11 +194,11 @@ def _plateau(grid: np.ndarray, handled: np.ndarray, i: int) -> list[float]:
 
 def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequence[float] = BETAS) -> dict[str, Any]:
     """Rule 2: per-hit cosine floor + per-query lift gate; exhaustive over (beta, gate, floor)."""
-    probe, best, gold_min = _arrays(stats)
+    probe, best, gold_min, keyword_full = _arrays(stats)
     chosen = None
     for beta in betas:
         lifts = np.array([s.lift(beta, prior_rows) for s in stats])
-        passes = lifts[None, :] >= LIFT_GRID[:, None]                      # [gate, query]
+        passes = (lifts[None, :] >= LIFT_GRID[:, None]) | keyword_full     # [gate, query]
         kept = passes[:, None, :] & (gold_min[None, None, :] >= FLOOR_GRID[None, :, None]) & ~probe
         empty = ~(passes[:, None, :] & (best[None, None, :] >= FLOOR_GRID[None, :, None])) & probe
         handled = (kept | empty).sum(axis=2)                                # [gate, floor]
@@ -182,6 +227,46 @@ def fit_gate(stats: Sequence[QueryStats], prior_rows: float = 2.0, betas: Sequen
             "result": evaluate(stats, floor, gate, beta, prior_rows)}
 
 
+GENERIC_BETAS = tuple(round(b, 1) for b in np.arange(0.3, 0.71, 0.1))
+GENERIC_MEANS = np.round(np.arange(0.05, 0.30 + 1e-9, 0.01), 3)
+GAP_GRID = np.round(np.arange(0.05, 0.40 + 1e-9, STEP), 3)
+GENERIC_FLOORS = np.round(np.arange(0.15, 0.35 + 1e-9, 0.01), 3)
+
+
+def fit_generic(stats: Sequence[QueryStats], prior_rows: float = 2.0) -> dict[str, Any]:
+    """Rule 3: rule 2's floor and lift gate, plus a generic path: a query whose (shrunk) scope mean
+    is under `max_mean` (it shares nothing with the scope, e.g. "the user" over facts naming Ada)
+    passes when best - mean >= `min_gap`. Exhaustive over (beta, max_mean, floor) with the
+    (gate, gap) plane smoothed like rule 2; gate and gap taken mid-plateau."""
+    probe, best, gold_min, keyword_full = _arrays(stats)
+    mean = np.array([s.shrunk_mean(prior_rows) for s in stats])
+    gap = (best - mean)[None, :] >= GAP_GRID[:, None]                       # [gap, query]
+    chosen = None
+    for beta in GENERIC_BETAS:
+        lifted = (best - beta * mean)[None, :] >= LIFT_GRID[:, None]        # [gate, query]
+        for max_mean in GENERIC_MEANS:
+            generic = gap & (mean < max_mean)
+            passes = lifted[:, None, :] | generic[None, :, :] | keyword_full   # [gate, gap, query]
+            for floor in GENERIC_FLOORS:
+                handled = ((passes & (gold_min >= floor) & ~probe) |
+                           (~(passes & (best >= floor)) & probe)).sum(axis=2)
+                smooth = _smooth(handled)
+                g, c = np.unravel_index(int(np.argmax(smooth)), smooth.shape)
+                key = (float(smooth[g, c]), float(floor), -abs(beta - 0.5))
+                if chosen is None or key > chosen[0]:
+                    chosen = (key, float(beta), float(max_mean), float(floor), g, c, handled)
+    _, beta, max_mean, floor, g, c, handled = chosen
+    gate_plateau = _plateau(LIFT_GRID, handled[:, c], g)
+    gate = _centre(gate_plateau)
+    g = int(np.argmin(np.abs(LIFT_GRID - gate)))
+    gap_plateau = _plateau(GAP_GRID, handled[g], c)
+    min_gap = _centre(gap_plateau)
+    return {"rule": "floor+gate+generic", "beta": beta, "prior_rows": prior_rows,
+            "min_lift": gate, "min_lift_plateau": gate_plateau, "min_score": floor,
+            "generic_max_mean": max_mean, "generic_min_gap": min_gap, "generic_min_gap_plateau": gap_plateau,
+            "result": evaluate(stats, floor, gate, beta, prior_rows, (max_mean, min_gap))}
+
+
 def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
     """Leave one scope out: fit on the others, score the held-out scope; summed over scopes."""
     total = {"handled": 0, "of": 0, "gold_kept": 0, "labelled": 0, "probes_empty": 0, "probes": 0}
@@ -189,8 +274,9 @@ def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
         train = [s for s in stats if str(s.user_id) != scope]
         test = [s for s in stats if str(s.user_id) == scope]
         fitted = fit(train)
+        generic = (fitted["generic_max_mean"], fitted["generic_min_gap"]) if "generic_min_gap" in fitted else None
         result = evaluate(test, fitted["min_score"], fitted.get("min_lift"), fitted.get("beta", 0.0),
-                          fitted.get("prior_rows", 2.0))
+                          fitted.get("prior_rows", 2.0), generic)
         for key in total:
             total[key] += result[key]
     return total
@@ -204,11 +290,15 @@ def _dist(values: Sequence[float]) -> dict[str, float]:
 
 def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
     stats = query_stats(embedder, data["facts"], data["queries"])
-    floor_rule, gate_rule = fit_floor(stats), fit_gate(stats)
-    floor_rule["cross_validated"] = cross_validate(stats, fit_floor)
-    gate_rule["cross_validated"] = cross_validate(stats, fit_gate)
-    chosen = gate_rule if gate_rule["cross_validated"]["handled"] > floor_rule["cross_validated"]["handled"] else floor_rule
-    beta, prior = gate_rule["beta"], gate_rule["prior_rows"]
+    rules = {"floor": fit_floor(stats), "floor+gate": fit_gate(stats), "floor+gate+generic": fit_generic(stats)}
+    for name, fit in (("floor", fit_floor), ("floor+gate", fit_gate), ("floor+gate+generic", fit_generic)):
+        rules[name]["cross_validated"] = cross_validate(stats, fit)
+    # The simplest rule wins ties: a rule ships only when it handles more queries cross-validated.
+    chosen = rules["floor"]
+    for rule in (rules["floor+gate"], rules["floor+gate+generic"]):
+        if rule["cross_validated"]["handled"] > chosen["cross_validated"]["handled"]:
+            chosen = rule
+    beta, prior = chosen.get("beta", rules["floor+gate"]["beta"]), rules["floor+gate"]["prior_rows"]
     labelled = [s for s in stats if not s.probe]
     probes = [s for s in stats if s.probe]
     return {
@@ -222,7 +312,7 @@ def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
             f"labelled_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in labelled]),
             f"probe_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in probes]),
         },
-        "rules": {"floor": floor_rule, "floor+gate": gate_rule},
+        "rules": rules,
         "chosen": chosen,
         "queries": [{**asdict(s), "lift": round(s.lift(beta, prior), 4)} for s in stats],
     }
@@ -234,8 +324,11 @@ def summary(report: dict[str, Any]) -> str:
         r, cv = rule["result"], rule["cross_validated"]
         span = lambda p: f"[{p[0]:.3f}, {p[1]:.3f}]"  # noqa: E731
         params = (f"min_score={rule['min_score']:.3f} (optimal {span(rule['plateau'])})" if name == "floor" else
-                  f"min_score={rule['min_score']:.3f} (optimal {span(rule['min_score_plateau'])}), "
-                  f"beta={rule['beta']}, min_lift={rule['min_lift']:.3f} (optimal {span(rule['min_lift_plateau'])})")
+                  f"min_score={rule['min_score']:.3f}"
+                  + (f" (optimal {span(rule['min_score_plateau'])})" if "min_score_plateau" in rule else "")
+                  + f", beta={rule['beta']}, min_lift={rule['min_lift']:.3f} (optimal {span(rule['min_lift_plateau'])})"
+                  + (f", generic: mean<{rule['generic_max_mean']:.2f}, gap>={rule['generic_min_gap']:.3f} "
+                     f"(optimal {span(rule['generic_min_gap_plateau'])})" if "generic_min_gap" in rule else ""))
         rows.append((name, params, f"{r['handled']}/{r['of']} ({r['gold_kept']}/{r['labelled']} gold, "
                      f"{r['probes_empty']}/{r['probes']} empty)",
                      f"{cv['handled']}/{cv['of']} ({cv['gold_kept']} gold, {cv['probes_empty']} empty)"))
@@ -250,7 +343,8 @@ def current_defaults() -> dict[str, float]:
     from app.services import recall
 
     return {name: getattr(recall, name) for name in ("DEFAULT_MIN_SCORE", "DEFAULT_MIN_LIFT", "LIFT_BETA",
-                                                     "LIFT_PRIOR_ROWS") if hasattr(recall, name)}
+                                                     "LIFT_PRIOR_ROWS", "GENERIC_MAX_MEAN", "GENERIC_MIN_GAP")
+            if hasattr(recall, name)}
 
 
 def cmd_calibrate(args: argparse.Namespace, settings) -> int:
@@ -261,8 +355,10 @@ def cmd_calibrate(args: argparse.Namespace, settings) -> int:
     chosen = report["chosen"]
     defaults = current_defaults()
     wanted = {"DEFAULT_MIN_SCORE": chosen["min_score"]}
-    if chosen["rule"] == "floor+gate":
+    if chosen["rule"] != "floor":
         wanted.update(DEFAULT_MIN_LIFT=chosen["min_lift"], LIFT_BETA=chosen["beta"], LIFT_PRIOR_ROWS=chosen["prior_rows"])
+    if "generic_min_gap" in chosen:
+        wanted.update(GENERIC_MAX_MEAN=chosen["generic_max_mean"], GENERIC_MIN_GAP=chosen["generic_min_gap"])
     report["recall_defaults"] = {"current": defaults, "calibrated": wanted,
                                  "up_to_date": all(abs(defaults.get(k, -9) - v) < 1e-9 for k, v in wanted.items())}
     report["command"] = "memwarden bench calibrate" + (f" --out {args.out}" if args.out else "")

@@ -13,8 +13,8 @@ Labelled pairs, all from Memwarden's own data (never memorywire's corpus):
   prompt injection diffed against an unrelated fact).
 
 The threshold is the centre of the cosine range that best separates them (balanced accuracy). With
-the local MiniLM embedder: 0.59-0.60, so 0.6; it shows 34 of the 40 related pairs and hides 766 of the
-774 unrelated ones. The 6 related pairs below it are `benign_update` rows that add another fact about
+the local MiniLM embedder: 0.60, so 0.6; it shows 34 of the 40 related pairs and hides 800 of the
+810 unrelated ones. The 6 related pairs below it are `benign_update` rows that add another fact about
 the user rather than change one ("User likes jazz." beside "User likes hiking in Lisbon."): hiding
 their diff is right. A contradiction the detector flags is diffed whatever its cosine.
 """
@@ -37,12 +37,19 @@ RELATED_CLASSES = ("contradiction", "benign_update")
 GRID = np.round(np.arange(0.0, 1.0 + 1e-9, 0.01), 2)
 
 
+def distinct_facts() -> list[dict[str, Any]]:
+    """The calibration facts, less the scopes written as near-duplicates on one topic (`same_topic`,
+    for recall's gate): their pairs are neither unrelated nor an update of one another."""
+    facts = json.loads(CALIBRATION.read_text(encoding="utf-8"))["facts"]
+    return [f for f in facts if not f.get("same_topic")]
+
+
 def labelled_pairs() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
     """(related pairs, unrelated same-scope pairs, other writes to pair with their nearest fact)."""
     rows = [r for r in load_corpus(DATA) + load_corpus(HELDOUT) if r.get("type", "semantic") != "procedural"]
     related = [(r["content"], r["live"][-1]) for r in rows if r["class"] in RELATED_CLASSES and r.get("live")]
     unrelated = [(r["content"], r["live"][0]) for r in rows if r["class"] in RELATED_CLASSES and r.get("live")]
-    facts = json.loads(CALIBRATION.read_text(encoding="utf-8"))["facts"]
+    facts = distinct_facts()
     by_user: dict[Any, list[str]] = {}
     for fact in facts:
         by_user.setdefault(fact.get("user_id"), []).append(fact["content"])
@@ -55,7 +62,7 @@ def labelled_pairs() -> tuple[list[tuple[str, str]], list[tuple[str, str]], list
 def measure(embedder) -> dict[str, Any]:
     """Cosines of the labelled pairs, the fitted threshold and how the current one does."""
     related, unrelated, others = labelled_pairs()
-    facts = [f["content"] for f in json.loads(CALIBRATION.read_text(encoding="utf-8"))["facts"]]
+    facts = [f["content"] for f in distinct_facts()]
 
     def cosines(pairs):
         if not pairs:

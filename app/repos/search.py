@@ -260,6 +260,8 @@ class KeywordResult:
     rows: dict[str, Any] = field(default_factory=dict)
     distances: dict[str, float] = field(default_factory=dict)
     """With `fetch`: each hit's row and cosine distance to `fetch`'s query vector."""
+    full_match: bool = False
+    """Some returned row holds every word of the query (a full-text AND match)."""
 
 
 def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
@@ -276,14 +278,17 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
     anded = func.plainto_tsquery(literal_column("'english'::regconfig"), query)
     tsquery = cast(func.replace(cast(anded, Text), " & ", " | "), TSQUERY)
     rank = func.ts_rank_cd(Memory.content_tsv, tsquery)
+    # Rows holding every query word rank at the top (ts_rank_cd counts the words matched), so
+    # checking the n returned is enough and costs nothing on a large scope's many OR-matches.
+    full = Memory.content_tsv.op("@@")(anded).label("full")
     tie = Memory.embedding.cosine_distance(query_vec) if query_vec is not None else Memory.id
     if fetch is None:
-        stmt = _base(scope, filters).add_columns(rank.label("rank"))
+        stmt = _base(scope, filters).add_columns(rank.label("rank"), full)
     else:
         distance = Memory.embedding.cosine_distance(fetch).label("distance")
         if query_vec is not None:
             tie = distance  # the same vector: bind it once
-        stmt = apply_filters(select(*ENTRY_COLUMNS, rank.label("rank"), distance).where(visible(scope)), **filters)
+        stmt = apply_filters(select(*ENTRY_COLUMNS, rank.label("rank"), distance, full).where(visible(scope)), **filters)
     matches = Memory.content_tsv.op("@@")(tsquery)
     if scope.agent_id is None:
         stmt = stmt.where(matches)
@@ -297,10 +302,11 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
             cast(literal(scope.agent_id), Text), func.to_tsvector(literal_column("'english'::regconfig"), query))
         stmt = stmt.where(matches.is_(True), row_words.op("&&")(query_words))
     rows = session.execute(stmt.order_by(rank.desc(), tie, Memory.id).limit(n)).all()
+    full_match = any(r.full for r in rows)
     if fetch is None:
-        return KeywordResult([(r.id, float(r.rank)) for r in rows])
+        return KeywordResult([(r.id, float(r.rank)) for r in rows], full_match=full_match)
     return KeywordResult([(r.id, float(r.rank)) for r in rows], {r.id: r for r in rows},
-                         {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows})
+                         {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows}, full_match)
 
 
 def fetch_with_similarity(session: Session, tenant_id: str, ids: Sequence[str],
