@@ -1,6 +1,6 @@
 """`memwarden bench router`: what memory backends cost recall, and how fast the outbox delivers.
 
-One process, one fresh embedded PostgreSQL, real stores: mem0 2.x in process (Qdrant in memory)
+One process, one fresh embedded PostgreSQL, real stores: mem0 2.x in process (its vectors in pgvector)
 and two memorywire `PgVectorStore`s (asyncpg, their own schemas in the same PostgreSQL), all three
 embedding with the same int8 MiniLM as Memwarden. An agent holds `--memories` memories.
 
@@ -65,7 +65,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for i in range(args.memories):
             memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)})
         dsn = urls.admin_url.replace("postgresql+psycopg://", "postgresql://")
-        specs = [("mem0", "mem0", {"factory": "app.bench.router_stores:mem0_memory"}),
+        specs = [("mem0", "mem0", {"factory": "app.bench.router_stores:mem0_memory",
+                                   "factory_args": {"dsn": dsn, "collection": "bench_mem0"}}),
                  ("wire-a", "memorywire", {"factory": "app.bench.router_stores:pgvector_store",
                                            "factory_args": {"dsn": dsn, "schema": "bench_wire_a"}}),
                  ("wire-b", "memorywire", {"factory": "app.bench.router_stores:pgvector_store",

@@ -1,5 +1,6 @@
 """Store factories for memory backends in benchmarks and tests (`--factory app.bench.router_stores:…`):
-mem0's `Memory` on an in-memory Qdrant and memorywire's `PgVectorStore` in the test database, both embedding
+mem0's `Memory` and memorywire's `PgVectorStore`, both on PostgreSQL (so every process of a test's
+servers sees the same store), both embedding
 with Memwarden's own int8 MiniLM so no model is downloaded."""
 
 from __future__ import annotations
@@ -20,15 +21,22 @@ def embed(text: str) -> list[float]:
     return _embedder().embed([text])[0].tolist()
 
 
-def mem0_memory():
-    """mem0 2.x `Memory`: Qdrant in memory, history in a temp dir, the LLM never called (infer off)."""
+def mem0_memory(dsn: str | None = None, collection: str = "memwarden"):
+    """mem0 2.x `Memory`, its LLM never called (infer off): vectors in PostgreSQL (pgvector, the
+    collection `collection` in `dsn`) so every process of a deployment sees one store, or, without
+    a `dsn`, in an in-memory Qdrant of this process alone; history in a temp dir."""
     os.environ.setdefault("MEM0_TELEMETRY", "False")
     from mem0 import Memory
 
     home = tempfile.mkdtemp(prefix="mem0-")
+    if dsn:
+        vectors = {"provider": "pgvector", "config": {"connection_string": dsn, "collection_name": collection,
+                                                      "embedding_model_dims": 384, "hnsw": False}}
+    else:
+        vectors = {"provider": "qdrant", "config": {"collection_name": collection, "embedding_model_dims": 384,
+                                                    "on_disk": False, "path": os.path.join(home, "qdrant")}}
     memory = Memory.from_config({
-        "vector_store": {"provider": "qdrant", "config": {"collection_name": "memwarden", "embedding_model_dims": 384,
-                                                          "on_disk": False, "path": os.path.join(home, "qdrant")}},
+        "vector_store": vectors,
         "embedder": {"provider": "openai", "config": {"api_key": "unused", "embedding_dims": 384}},
         "llm": {"provider": "openai", "config": {"api_key": "unused"}},
         "history_db_path": os.path.join(home, "history.db"),
@@ -44,11 +52,8 @@ def mem0_memory():
     return memory
 
 
-def pgvector_store(dsn: str | None = None, schema: str | None = None):
-    """memorywire's PostgreSQL + pgvector store in its own schema (arguments, else
-    MEMWARDEN_TEST_MEMORYWIRE_DSN and MEMWARDEN_TEST_MEMORYWIRE_SCHEMA)."""
+def pgvector_store(dsn: str, schema: str = "memorywire"):
+    """memorywire's PostgreSQL + pgvector store, in its own schema of `dsn`'s database."""
     from memorywire.store.pgvector_adapter import PgVectorStore
 
-    return PgVectorStore(dsn or os.environ["MEMWARDEN_TEST_MEMORYWIRE_DSN"],
-                         schema=schema or os.environ.get("MEMWARDEN_TEST_MEMORYWIRE_SCHEMA", "memorywire"),
-                         embedder=embed)
+    return PgVectorStore(dsn, schema=schema, embedder=embed)

@@ -146,8 +146,13 @@ def store(live_server, committed_ctx, routing):
     tenant = create_tenant(committed_ctx, name=f"mw-conformance-{uuid.uuid4().hex[:8]}", actor=actor)
     key = create_key(committed_ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", agents="*", actor=actor)
     if routing == "routed-to-mem0":
+        # mem0's vectors in the test's PostgreSQL: every serving process that may deliver sees them.
+        dsn = (committed_ctx.settings.migration_database_url or committed_ctx.settings.database_url).replace(
+            "postgresql+psycopg://", "postgresql://")
         backends.add_backend(committed_ctx, tenant_name=tenant.name, name="mem0", kind="mem0",
-                             options={"factory": "app.bench.router_stores:mem0_memory"}, actor=actor)
+                             options={"factory": "app.bench.router_stores:mem0_memory",
+                                      "factory_args": {"dsn": dsn, "collection": f"mem0_{uuid.uuid4().hex[:8]}"}},
+                             actor=actor)
     elif routing == "routed-to-memwarden":
         other = create_tenant(committed_ctx, name=f"mw-conformance-far-{uuid.uuid4().hex[:8]}", actor=actor)
         far_key = create_key(committed_ctx, tenant_id=other.id, scopes="memory:read,memory:write", agents="*",

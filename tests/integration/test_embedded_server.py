@@ -96,7 +96,7 @@ def test_serve_demo_seeds_a_tenant_a_sign_in_and_a_key(tmp_path):
         redacted = [c for c in changes["items"] if c["redactions"]]
         assert len(redacted) == 1 and redacted[0]["redactions"][0]["label"] == "aws_access_key"
         risky = [c for c in changes["items"] if c["risk_level"] == "high"]
-        assert [f["name"] for f in risky[0]["risk_flags"]][:1] == ["prompt_injection"] and len(risky) == 1
+        assert "prompt_injection" in [f["name"] for f in risky[0]["risk_flags"]] and len(risky) == 1
         with httpx.Client(base_url=base) as browser:
             page = browser.get("/login")
             csrf = page.text.split('name="csrf_token" value="')[1].split('"')[0]

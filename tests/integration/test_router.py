@@ -37,6 +37,11 @@ def _route(ctx, tenant, base_url: str, backend_key: str, name: str = "second") -
                          options={"url": base_url}, secret=backend_key, timeout_ms=3000, actor=ACTOR)
 
 
+def _store_dsn(settings) -> str:
+    """The test database as a plain libpq URL, for stores that keep their data in PostgreSQL."""
+    return (settings.migration_database_url or settings.database_url).replace("postgresql+psycopg://", "postgresql://")
+
+
 def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -196,13 +201,17 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
     from app.services import backends
 
     front, front_key = _tenant_with_key(committed_ctx, "front")
-    for name, kind in (("mem0", "mem0"), ("wire", "memorywire")):
-        factory = "app.bench.router_stores:mem0_memory" if kind == "mem0" else "app.bench.router_stores:pgvector_store"
+    # Both stores live in the test's PostgreSQL, so whichever serving process leads the delivery job
+    # (the session's live server may, too) writes where this test's server reads.
+    dsn = _store_dsn(settings)
+    stores = {"mem0": ("mem0", {"factory": "app.bench.router_stores:mem0_memory",
+                                "factory_args": {"dsn": dsn, "collection": unique("mem0").replace("-", "_")}}),
+              "wire": ("memorywire", {"factory": "app.bench.router_stores:pgvector_store",
+                                      "factory_args": {"dsn": dsn, "schema": unique("mw").replace("-", "_")}})}
+    for name, (kind, options) in stores.items():
         backends.add_backend(committed_ctx, tenant_name=front.name, name=name, kind=kind, agents="bot",
-                             options={"factory": factory}, timeout_ms=5000, actor=ACTOR)
-    dsn = (settings.migration_database_url or settings.database_url).replace("postgresql+psycopg://", "postgresql://")
-    proc, base_url = start_server(settings, MEMWARDEN_TEST_MEMORYWIRE_DSN=dsn,
-                                  MEMWARDEN_TEST_MEMORYWIRE_SCHEMA=unique("mw").replace("-", "_"), **FAST)
+                             options=options, timeout_ms=5000, actor=ACTOR)
+    proc, base_url = start_server(settings, **FAST)
     try:
         with httpx.Client(base_url=base_url, timeout=30) as http:
             facts = ["Ada is vegetarian and loves lentil soup.", "Ada's train leaves at 7:40 from platform 2.",
