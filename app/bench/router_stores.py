@@ -30,7 +30,14 @@ def mem0_memory(dsn: str | None = None, collection: str = "memwarden"):
 
     home = tempfile.mkdtemp(prefix="mem0-")
     if dsn:
-        vectors = {"provider": "pgvector", "config": {"connection_string": dsn, "collection_name": collection,
+        # Its own schema: mem0 creates its tables wherever search_path points first, and they are
+        # not Memwarden's (the schema checks of the suite look at `public`).
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE SCHEMA IF NOT EXISTS mem0")
+        scoped = dsn + ("&" if "?" in dsn else "?") + "options=-csearch_path%3Dmem0%2Cpublic"
+        vectors = {"provider": "pgvector", "config": {"connection_string": scoped, "collection_name": collection,
                                                       "embedding_model_dims": 384, "hnsw": False}}
     else:
         vectors = {"provider": "qdrant", "config": {"collection_name": collection, "embedding_model_dims": 384,
