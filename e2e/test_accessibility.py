@@ -11,20 +11,16 @@ and the page loads it under the real policy like any of its own scripts.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from e2e.helpers import open_change, sign_in
+from tests.upstream import npm_package
 
 pytestmark = pytest.mark.e2e
 
 PACKAGE = "axe-core@4.11.1"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memwarden" / "axe-core-4.11.1"
 AXE_PATH = "/__e2e__/axe.min.js"  # a path the app does not serve: only Playwright's route answers it
 VIEWPORTS = ({"width": 1366, "height": 900}, {"width": 390, "height": 844})
 BLOCKING = ("critical", "serious")
@@ -44,24 +40,10 @@ RUN_AXE = """async () => {
 }"""
 
 
-def _unavailable(message: str):
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def axe_source() -> str:
     """axe.min.js from the npm package, installed once with npm into a cache directory."""
-    script = CACHE / "node_modules" / "axe-core" / "axe.min.js"
-    if not script.exists():
-        if shutil.which("node") is None or shutil.which("npm") is None:
-            _unavailable("Node.js and npm are needed to install axe-core for the accessibility test")
-        CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", "--no-save",
-                               PACKAGE], capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not script.exists():
-            _unavailable(f"npm could not install {PACKAGE}: {done.stderr.strip()[-500:]}")
+    script = npm_package(PACKAGE, "node_modules/axe-core/axe.min.js") / "node_modules" / "axe-core" / "axe.min.js"
     return script.read_text(encoding="utf-8")
 
 

@@ -1,13 +1,14 @@
-"""Peers' own published files (test suites, schemas) from their source distributions on PyPI.
+"""Peers' own published files: test suites and schemas from their source distributions on PyPI
+(fetched with pip), and npm packages (installed with npm) that tests run or inject.
 
-Fetched with pip (the ordinary client) into a cache shared across runs, so a suite runs the
-peer's files exactly as published, for the version installed here or any pinned one. Offline
-without a cached copy, the caller's module is skipped; under CI (`CI` set) that is a failure.
+Both go into a cache shared across runs, so a suite runs the peer's files exactly as published.
+Offline without a cached copy, the caller is skipped; under CI (`CI` set) that is a failure.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -15,7 +16,30 @@ from pathlib import Path
 
 import pytest
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memwarden" / "upstream-tests"
+MEMWARDEN_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memwarden"
+CACHE = MEMWARDEN_CACHE / "upstream-tests"
+
+
+def unavailable(message: str) -> None:
+    """Skip the caller (fail under CI: what CI cannot run it must not pass silently)."""
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def npm_package(package: str, installed: str) -> Path:
+    """The cache directory holding npm `package` (`name@version`), installed there once; `installed`
+    is a path inside it that exists once the install worked (e.g. `node_modules/.bin/tool`)."""
+    cache = MEMWARDEN_CACHE / package.lstrip("@").replace("/", "-").replace("@", "-")
+    if not (cache / installed).exists():
+        if shutil.which("node") is None or shutil.which("npm") is None:
+            unavailable(f"Node.js and npm are needed to install {package}")
+        cache.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(["npm", "install", "--prefix", str(cache), "--no-audit", "--no-fund", "--no-save",
+                               package], capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not (cache / installed).exists():
+            unavailable(f"npm could not install {package}: {done.stderr.strip()[-500:]}")
+    return cache
 
 
 def sdist(distribution: str, version: str) -> Path:

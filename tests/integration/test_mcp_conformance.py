@@ -15,18 +15,16 @@ either direction fails the test until EXPECTED and the README's compatibility ta
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.auth_proxy import start_auth_proxy
+from tests.upstream import npm_package
 
 # 0.1.14 and later import `globSync` from `fs`, which needs Node 22; the machine's Node is 20.
 PACKAGE = "@modelcontextprotocol/conformance@0.1.13"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memwarden" / "mcp-conformance-0.1.13"
 
 EXPECTED = {
     "server-initialize": {"server-initialize": "SUCCESS"},
@@ -39,25 +37,10 @@ EXPECTED = {
 }
 
 
-def _unavailable(message: str):
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def runner() -> Path:
     """The conformance runner, installed once with npm into a cache directory."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        _unavailable("Node.js and npm are needed for the MCP conformance suite")
-    binary = CACHE / "node_modules" / ".bin" / "conformance"
-    if not binary.exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", "--no-save",
-                               PACKAGE], capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not binary.exists():
-            _unavailable(f"npm could not install {PACKAGE}: {done.stderr.strip()[-500:]}")
-    return binary
+    return npm_package(PACKAGE, "node_modules/.bin/conformance") / "node_modules" / ".bin" / "conformance"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -20,32 +19,18 @@ import pytest
 
 from app.local_server import free_port
 from tests.harness import csrf_token_in, start_server, stop_server, unique
+from tests.upstream import npm_package
 
 PACKAGE = "oidc-provider@9.13.3"
-CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memwarden" / "oidc-provider-9.13.3"
 SCRIPT = Path(__file__).resolve().parents[1] / "oidc" / "provider.mjs"
 ACTOR = {"kind": "test", "id": "pytest"}
 RUN = unique("o")  # group names and emails of this run, so no other tenant's rule matches them
 
 
-def _unavailable(message: str):
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module")
 def provider_script() -> Path:
     """provider.mjs beside an npm-installed oidc-provider (ES modules resolve from the script's folder)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        _unavailable("Node.js and npm are needed to run the OpenID provider")
-    if not (CACHE / "node_modules" / "oidc-provider" / "package.json").exists():
-        CACHE.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund", "--no-save",
-                               PACKAGE], capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            _unavailable(f"npm could not install {PACKAGE}: {done.stderr.strip()[-500:]}")
-    target = CACHE / "provider.mjs"
+    target = npm_package(PACKAGE, "node_modules/oidc-provider/package.json") / "provider.mjs"
     shutil.copyfile(SCRIPT, target)
     return target
 
