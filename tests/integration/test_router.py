@@ -7,6 +7,7 @@ a backend that is down for a while and a `kill -9` of `serve` lose nothing and d
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 
@@ -28,6 +29,24 @@ def _tenant_with_key(ctx, prefix: str, scopes: str = "memory:read,memory:write,r
 
     tenant = create_tenant(ctx, name=unique(prefix), actor=ACTOR)
     return tenant, create_key(ctx, tenant_id=tenant.id, scopes=scopes, agents="*", actor=ACTOR).token
+
+
+@pytest.fixture
+def pair(committed_ctx):
+    """(the routed tenant, its key, the key of the tenant standing in for a second Memwarden)."""
+    front, front_key = _tenant_with_key(committed_ctx, "front")
+    _, back_key = _tenant_with_key(committed_ctx, "back")
+    return front, front_key, back_key
+
+
+@contextlib.contextmanager
+def _serving(settings, **env):
+    """A live `serve` with the brisk delivery settings, stopped afterwards; yields its base URL."""
+    proc, base_url = start_server(settings, **FAST, **env)
+    try:
+        yield base_url
+    finally:
+        stop_server(proc)
 
 
 def _route(ctx, tenant, base_url: str, backend_key: str, name: str = "second") -> None:
@@ -80,11 +99,9 @@ def _delivered(http: httpx.Client, key: str, memory_id: str) -> dict | None:
     return rows[0] if rows and rows[0]["status"] == "delivered" else None
 
 
-def test_governed_writes_reach_the_backend_and_forget_follows(settings, committed_ctx):
-    front, front_key = _tenant_with_key(committed_ctx, "front")
-    _, back_key = _tenant_with_key(committed_ctx, "back")
-    proc, base_url = start_server(settings, **FAST)
-    try:
+def test_governed_writes_reach_the_backend_and_forget_follows(settings, committed_ctx, pair):
+    front, front_key, back_key = pair
+    with _serving(settings) as base_url:
         _route(committed_ctx, front, base_url, back_key)
         with httpx.Client(base_url=base_url, timeout=30) as http:
             live = _remember(http, front_key, "Ada is vegetarian and cycles to work.")
@@ -112,15 +129,11 @@ def test_governed_writes_reach_the_backend_and_forget_follows(settings, committe
             delivered = [e["data"] for e in trail if e["type"] == "backend.delivered"]
             assert [d["action"] for d in delivered] == ["put", "delete"]
             assert all("content" not in d for d in delivered)
-    finally:
-        stop_server(proc)
 
 
-def test_recall_fuses_both_stores_and_drops_what_the_backend_holds_ungoverned(settings, committed_ctx):
-    front, front_key = _tenant_with_key(committed_ctx, "front")
-    _, back_key = _tenant_with_key(committed_ctx, "back")
-    proc, base_url = start_server(settings, **FAST)
-    try:
+def test_recall_fuses_both_stores_and_drops_what_the_backend_holds_ungoverned(settings, committed_ctx, pair):
+    front, front_key, back_key = pair
+    with _serving(settings) as base_url:
         _route(committed_ctx, front, base_url, back_key)
         with httpx.Client(base_url=base_url, timeout=30) as http:
             mine = _remember(http, front_key, "Ada is vegetarian; she never eats meat or fish.")
@@ -137,13 +150,10 @@ def test_recall_fuses_both_stores_and_drops_what_the_backend_holds_ungoverned(se
                 other = http.post("/v1/memories/recall", headers=_bearer(front_key),
                                   json={"agent_id": "bot", "query": "what does Ada eat?", "fusion": fusion}).json()
                 assert [h["id"] for h in other["hits"]] == [mine["id"]] and other["fusion"] == fusion
-    finally:
-        stop_server(proc)
 
 
-def test_a_backend_down_for_a_while_loses_and_duplicates_nothing(settings, committed_ctx):
-    front, front_key = _tenant_with_key(committed_ctx, "front")
-    _, back_key = _tenant_with_key(committed_ctx, "back")
+def test_a_backend_down_for_a_while_loses_and_duplicates_nothing(settings, committed_ctx, pair):
+    front, front_key, back_key = pair
     proc, base_url = start_server(settings, **FAST)
     down_port = free_port()
     second = None
@@ -168,9 +178,8 @@ def test_a_backend_down_for_a_while_loses_and_duplicates_nothing(settings, commi
             stop_server(second)
 
 
-def test_kill_9_during_delivery_loses_and_duplicates_nothing(settings, committed_ctx):
-    front, front_key = _tenant_with_key(committed_ctx, "front")
-    _, back_key = _tenant_with_key(committed_ctx, "back")
+def test_kill_9_during_delivery_loses_and_duplicates_nothing(settings, committed_ctx, pair):
+    front, front_key, back_key = pair
     port = free_port()
     proc, base_url = start_server(settings, port=port, **FAST)
     try:
@@ -242,13 +251,11 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
         stop_server(proc)
 
 
-def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(settings, committed_ctx):
+def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(settings, committed_ctx, pair):
     from app.services import backends
 
-    front, front_key = _tenant_with_key(committed_ctx, "front")
-    _, back_key = _tenant_with_key(committed_ctx, "back")
-    proc, base_url = start_server(settings, **FAST)
-    try:
+    front, front_key, back_key = pair
+    with _serving(settings) as base_url:
         _route(committed_ctx, front, base_url, back_key)
         with httpx.Client(base_url=base_url, timeout=30) as http:
             ids = [_remember(http, front_key, f"Drift fact {i}: locker {i} holds the first-aid kit.")["id"]
@@ -269,5 +276,3 @@ def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(set
             assert backends.drift(committed_ctx, tenant_id=front.id, name="second")["problems"] == []
             held = _held_by(http, back_key)
             assert sorted(m["metadata"]["memwarden_id"] for m in held) == sorted(ids)
-    finally:
-        stop_server(proc)
