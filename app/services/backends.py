@@ -136,13 +136,19 @@ def _tenant(session: Session, tenant_name: str):
     return tenant
 
 
+def _named(session: Session, tenant_name: str, name: str):
+    """(tenant, its backend called `name`); NotFound for either."""
+    tenant = _tenant(session, tenant_name)
+    backend = repo.by_name(session, tenant_id=tenant.id, name=name)
+    if backend is None:
+        raise NotFound(f"tenant {tenant_name} has no backend named {name}")
+    return tenant, backend
+
+
 def remove_backend(ctx: AppContext, *, tenant_name: str, name: str, actor: dict[str, Any]) -> None:
     """Stop routing to a backend (its outbox and records go; what it stores stays there)."""
     with ctx.db.sessions.begin() as session:
-        tenant = _tenant(session, tenant_name)
-        backend = repo.by_name(session, tenant_id=tenant.id, name=name)
-        if backend is None:
-            raise NotFound(f"tenant {tenant_name} has no backend named {name}")
+        tenant, backend = _named(session, tenant_name, name)
         repo.remove(session, backend)
         tenant_repo.touch(session, tenant_id=tenant.id)
         ctx.audit.append(session, tenant_id=tenant.id, event_type="backend.removed", actor=actor,
@@ -154,10 +160,7 @@ def set_enabled(ctx: AppContext, *, tenant_name: str, name: str, enabled: bool, 
     """Pause (or resume) a backend: while disabled it is owed nothing and recall leaves it out.
     Memories that changed meanwhile are owed to it on resume, so it catches up."""
     with ctx.db.sessions.begin() as session:
-        tenant = _tenant(session, tenant_name)
-        backend = repo.by_name(session, tenant_id=tenant.id, name=name)
-        if backend is None:
-            raise NotFound(f"tenant {tenant_name} has no backend named {name}")
+        tenant, backend = _named(session, tenant_name, name)
         if backend.enabled == enabled:
             return
         backend.enabled = enabled
@@ -172,10 +175,7 @@ def set_enabled(ctx: AppContext, *, tenant_name: str, name: str, enabled: bool, 
 def retry_failed(ctx: AppContext, *, tenant_name: str, name: str, actor: dict[str, Any]) -> int:
     """Owe again every delivery to the backend that gave up; returns how many."""
     with ctx.db.sessions.begin() as session:
-        tenant = _tenant(session, tenant_name)
-        backend = repo.by_name(session, tenant_id=tenant.id, name=name)
-        if backend is None:
-            raise NotFound(f"tenant {tenant_name} has no backend named {name}")
+        tenant, backend = _named(session, tenant_name, name)
         count = repo.reset_failed(session, tenant_id=tenant.id, backend_id=backend.id, at=utcnow())
         ctx.audit.append(session, tenant_id=tenant.id, event_type="backend.retry_requested", actor=actor,
                          subject={"type": "backend", "id": backend.id}, data={"name": name, "deliveries": count})
