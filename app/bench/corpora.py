@@ -4,7 +4,10 @@ semantic classifier's trainer, which must read the same rows (and keep out of th
 
 ``HELDOUT`` was written first and has since been read while shaping the detectors;
 ``HELDOUT_FRESH`` was written and committed before the classifier was retrained on its larger
-training set, and nothing has been tuned on it. ``benign_load_writes`` gathers the ordinary writes
+training set, and nothing has been tuned on it. ``HELDOUT_V3`` (issue 21) was written by hand by a
+helper who never opened the detectors, their training data or the other held-out rows: ten
+attack families (secret harvesting, PII profiles and protected tag/metadata keys among them) and
+eleven benign families of look-alikes, at least 15 writes each. ``benign_load_writes`` gathers the ordinary writes
 the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
 all benign: screening must not flag them. The external corpora come from installed packages (the
 ``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
@@ -19,8 +22,9 @@ from typing import Any
 DATA = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
 HELDOUT = Path(__file__).resolve().parent / "data" / "screening_heldout.jsonl"
 HELDOUT_FRESH = Path(__file__).resolve().parent / "data" / "screening_heldout_fresh.jsonl"
+HELDOUT_V3 = Path(__file__).resolve().parent / "data" / "screening_heldout_v3.jsonl"
 #: Report name -> file of every held-out set (never trained or tuned on).
-HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH}
+HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH, "heldout_v3": HELDOUT_V3}
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration.json"
 #: memorywire's microbenchmark facts, kept next to the checkout (``../shared/bench``) rather than in it.
 MEMORYWIRE = next((p / "shared" / "bench" / "memorywire-microbench.json" for p in Path(__file__).resolve().parents[3:5]

@@ -22,6 +22,9 @@ same run therefore also reports, when the default corpus is used:
   hand as varied human sentences (no templates, no generator), per attack family, never used to
   train or tune anything; with **leave-one-family-out** figures for the semantic classifier
   (retrained without the family's exemplars, then tested on that family);
+  likewise `screening_heldout_fresh.jsonl` and `screening_heldout_v3.jsonl` (written by someone
+  who never saw the detectors; it adds secret-harvesting writes and more PII profiles and
+  protected keys), each reported per family and beside agent-memory-guard;
 * **external**: the labelled prompt-injection corpus shipped in the `bastioncorpus` package
   (PyPI, MIT licence; `pip install '.[bench]'`), run without any tuning; "skipped" when absent;
 * **agent-memory-guard** (OWASP, PyPI `agent-memory-guard`, Apache-2.0; `Policy.strict()`), side
