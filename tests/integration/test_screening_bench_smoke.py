@@ -28,9 +28,10 @@ def bench_screening(tmp_path: Path, rows: list[dict[str, Any]]) -> tuple[dict[st
     """`memwarden bench screening --data ROWS --out …` in its own process: (report, stdout)."""
     data, out = tmp_path / "corpus.jsonl", tmp_path / "screening.json"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    # Generous: each run also judges three held-out sets with leave-one-family-out (3+ min on a busy box).
     done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", "--data", str(data), "--out", str(out)],
                           cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
-                          timeout=300)
+                          timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text()), done.stdout
 
@@ -93,9 +94,13 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     assert "skipped" in external or external["writes"] > 100
     fresh = report["corpora"]["heldout_fresh"]
     assert fresh["tuned_on"] is False and fresh["poisoned"] >= 90 and fresh["benign"] >= 100
+    v3 = report["corpora"]["heldout_v3"]  # written without sight of the detectors (issue 21)
+    assert v3["tuned_on"] is False and v3["poisoned"] >= 200 and v3["benign"] >= 200
+    assert {"secret_harvest", "pii_profile", "protected_keys"} <= set(v3["classes"])
     load = report["corpora"]["benign_load"]
     assert load["poisoned"] == 0 and load["benign"] >= 500 and 0 <= load["benign_medium_or_higher"] <= 1
-    assert set(report["agent_memory_guard"]) >= {"generated_test", "heldout", "heldout_fresh"}
+    assert set(report["agent_memory_guard"]) >= {"generated_test", "heldout", "heldout_fresh", "heldout_v3"}
     amsb = report["corpora"]["external:agent-memory-guard-amsb"]
     assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
     assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed
+    assert "heldout_v3 family" in printed and "goals on heldout_v3" in printed
