@@ -423,6 +423,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
             ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
                              subject={"type": "change", "id": change.id},
                              data={"approvals": len(change.approvals), "required": change.approvals_required})
+            events.change_event(session, change, "approval_recorded")  # other reviewers' pages follow it
             session.flush()
             return {**change_json(change), "result": None}
         # What the reviewer saw is kept before the change is applied (applying changes live state).
@@ -621,6 +622,7 @@ def withdraw(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str
             _staged_memory_ended(ctx, session, memory, "memory.withdrawn", change, actor)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="change.withdrawn", actor=actor,
                          subject={"type": "change", "id": change.id}, data={"operation": change.operation})
+        events.change_event(session, change, "withdrawn")
         return change_json(change)
 
 
