@@ -32,6 +32,8 @@ class QueueFilter:
     sort: str = "oldest"  # "oldest" | "newest" | "risk" (highest risk first, then oldest)
     overdue: bool = False
     """Only changes waiting longer than the tenant's review SLA (no SLA: no narrowing)."""
+    not_approved_by: str | None = None
+    """Leave out changes this approver (an actor label, `user:<id>`) has already approved."""
 
 
 def risk_rank():
@@ -81,6 +83,8 @@ def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: 
         sla = select(func.coalesce(Tenant.settings["review_sla_seconds"].as_integer(), 0)).where(
             Tenant.id == tenant_id).scalar_subquery()
         conds.append(Change.submitted_at < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, sla))
+    if flt.not_approved_by:
+        conds.append(~Change.approvals.contains([{"by": flt.not_approved_by}]))
     if flt.memory_type:
         conds.append(Change.memory_ids.overlap(
             select(func.array_agg(Memory.id)).where(Memory.tenant_id == tenant_id, Memory.type == flt.memory_type,
