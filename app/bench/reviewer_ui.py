@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,6 +45,7 @@ PASSWORD = "bench-reviewer-ui-password"
 REJECT_REASON = "poisoned"
 FLOWS = ("single", "keyboard", "bulk")
 TIMEOUT_MS = 30_000
+QUEUE_URL = re.compile(r"/review(\?|$)")
 
 # The seeded mix, in submission order (it repeats): each kind's text, its expected risk, and what the
 # ground truth decides. The first three cover approve-with-supersede, approve-with-confirmation and
@@ -191,7 +193,19 @@ def _on_change(page, items: dict[str, Item]) -> Item:
     """The seeded change the page now shows (its review body carries the id)."""
     body = page.locator("#review-body")
     body.wait_for()
-    return items[body.get_attribute("data-change-id")]
+    change_id = body.get_attribute("data-change-id")
+    if change_id not in items:
+        raise RuntimeError(f"Next led to {change_id}, which this flow did not seed")
+    return items[change_id]
+
+
+def _arrived(page, left_behind: str, last: bool) -> None:
+    """Wait until "Next" has left the change just decided: for the next change's page, or after the
+    last one, the queue (a URL check alone would pass at once on the page being left)."""
+    if last:
+        page.wait_for_url(QUEUE_URL)
+    else:
+        page.locator(f'#review-body:not([data-change-id="{left_behind}"])').wait_for()
 
 
 def _decided(page, item: Item) -> None:
@@ -220,12 +234,8 @@ def single_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> Flo
         _decided(page, item)
         result.decisions += 1
         result.approved += item.decision == "approve"
-        following = page.get_by_test_id("next-change")
-        inputs.click(following)
-        if result.decisions < len(items):
-            page.wait_for_url(f"**/review/chg_*")
-        else:
-            page.get_by_test_id("queue-total").wait_for()
+        inputs.click(page.get_by_test_id("next-change"))
+        _arrived(page, item.change_id, last=result.decisions == len(items))
         now = time.perf_counter()
         result.seconds.append(now - started)
         started = now
@@ -258,10 +268,7 @@ def keyboard_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> F
         result.decisions += 1
         result.approved += item.decision == "approve"
         inputs.press(page, "n")
-        if result.decisions < len(items):
-            page.wait_for_url(f"**/review/chg_*")
-        else:
-            page.get_by_test_id("queue-total").wait_for()
+        _arrived(page, item.change_id, last=result.decisions == len(items))
         now = time.perf_counter()
         result.seconds.append(now - started)
         started = now
