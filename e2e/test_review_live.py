@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from app.services import review
+from app.services.tenant_config import set_policy
 from e2e.helpers import ACTOR, open_change, sign_in
 
 pytestmark = pytest.mark.e2e
@@ -94,3 +95,79 @@ def test_without_eventsource_the_change_page_polls_for_the_banner(page, world):
     expect(banner).to_contain_text("Rejected by", timeout=10_000)
     expect(page.get_by_test_id("approve")).to_be_disabled()
     assert page.evaluate("() => window.__marker") == marker
+
+
+def _queue_row(page, change_id: str):
+    return page.locator(f'[data-testid="change-row"][data-change-id="{change_id}"]')
+
+
+def test_a_withdrawn_change_leaves_other_reviewers_queue_and_page_live(browser, world):
+    staged = world.remember("Hana's desk moved to floor 3.", staged=True)
+    context = browser.new_context()
+    try:
+        queue, change = context.new_page(), context.new_page()
+        sign_in(queue, world.base_url, world.reviewer())
+        expect(_queue_row(queue, staged["change_id"])).to_have_count(1)
+        open_change(change, world.base_url, staged["change_id"])
+        expect(queue.locator('#queue-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+        expect(change.locator('#review-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+        markers = _marked(queue), _marked(change)
+
+        withdrawn = world.http.post(f"/v1/changes/{staged['change_id']}/withdraw")
+        assert withdrawn.status_code == 200, withdrawn.text
+
+        banner = change.get_by_test_id("live-decided")
+        expect(banner).to_contain_text("Withdrawn by the agent", timeout=5_000)
+        expect(banner).to_contain_text(re.compile(r"\d+ s ago"))
+        expect(banner).to_have_attribute("data-status", "withdrawn")
+        expect(change.get_by_test_id("approve")).to_be_disabled()
+        expect(_queue_row(queue, staged["change_id"])).to_have_count(0, timeout=5_000)
+        expect(queue.get_by_test_id("queue-total")).to_have_text("0 pending")
+        assert (queue.evaluate("() => window.__marker"), change.evaluate("() => window.__marker")) == markers
+    finally:
+        context.close()
+
+
+def test_the_first_of_two_approvals_shows_live_and_the_second_reviewer_can_approve(browser, world):
+    set_policy(world.ctx, tenant_id=world.tenant.id, actor=ACTOR, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    staged = world.remember("The vault door code rotates weekly.", agent="pair-bot", staged=True)
+    alice, bob = world.reviewer(), world.reviewer()
+    alice_context, bob_context = browser.new_context(), browser.new_context()
+    try:
+        bob_queue, bob_page = bob_context.new_page(), bob_context.new_page()
+        sign_in(bob_queue, world.base_url, bob)
+        expect(_queue_row(bob_queue, staged["change_id"]).locator('td[data-label="Approvals"]')).to_have_text("0/2")
+        open_change(bob_page, world.base_url, staged["change_id"])
+        expect(bob_page.get_by_test_id("approvals-needed")).to_contain_text("has 0")
+        expect(bob_queue.locator('#queue-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+        expect(bob_page.locator('#review-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+        markers = _marked(bob_queue), _marked(bob_page)
+
+        alice_page = alice_context.new_page()
+        sign_in(alice_page, world.base_url, alice)
+        open_change(alice_page, world.base_url, staged["change_id"])
+        alice_page.get_by_test_id("approve").click()
+        expect(alice_page.get_by_test_id("decided")).to_have_attribute("data-status", "pending")
+        # Alice's own page says so already: her stream sends her no banner about her own approval.
+        expect(alice_page.get_by_test_id("live-approval")).to_have_count(0)
+
+        banner = bob_page.get_by_test_id("live-approval")
+        expect(banner).to_contain_text(f"Approved by {alice} (1 of 2)", timeout=5_000)
+        expect(banner).to_contain_text(re.compile(r"\d+ s ago"))
+        # The page re-read the still-pending change: one approval given, Bob's would be the last.
+        expect(bob_page.get_by_test_id("approvals")).to_contain_text("1 of 2")
+        expect(bob_page.get_by_test_id("approvals")).to_contain_text(alice)
+        expect(bob_page.get_by_test_id("approvals-needed")).to_have_count(0)
+        expect(bob_page.get_by_test_id("live-decided")).to_have_count(0)
+        expect(_queue_row(bob_queue, staged["change_id"]).locator('td[data-label="Approvals"]')).to_have_text(
+            "1/2", timeout=5_000)
+        assert (bob_queue.evaluate("() => window.__marker"), bob_page.evaluate("() => window.__marker")) == markers
+
+        bob_page.get_by_test_id("approve").click()  # still offered, and it works: no stale review
+        expect(bob_page.get_by_test_id("decided")).to_have_attribute("data-status", "approved")
+        change = world.http.get(f"/v1/changes/{staged['change_id']}").json()
+        assert change["status"] == "approved" and [a["name"] for a in change["approvals"]] == [alice, bob]
+    finally:
+        alice_context.close()
+        bob_context.close()

@@ -5,8 +5,9 @@ import re
 
 import pytest
 from playwright.sync_api import expect
+from sqlalchemy import text
 
-from app.services.tenant_config import set_policy
+from app.services.tenant_config import set_policy, set_review_sla
 from e2e.helpers import ACTOR, sign_in
 
 pytestmark = pytest.mark.e2e
@@ -55,6 +56,50 @@ def test_next_keeps_the_sort_and_skips_changes_you_already_approved(page, world)
     page.get_by_test_id("approve").click()
     following = page.get_by_test_id("next-change")
     expect(following).to_have_attribute("href", re.compile(rf"/review/{oldest['change_id']}\?.*sort=newest"))
+
+
+def _backdate(world, change_id: str, hours: float) -> None:
+    """Make a change look submitted `hours` ago (the test owns the database: plain SQL here)."""
+    with world.ctx.db.sessions.begin() as session:
+        session.execute(text("UPDATE changes SET submitted_at = now() - make_interval(secs => :s)"
+                             " WHERE tenant_id = :t AND id = :id"),
+                        {"s": hours * 3600, "t": world.tenant.id, "id": change_id})
+
+
+def test_next_keeps_the_overdue_filter_and_the_sort(page, world):
+    set_policy(world.ctx, tenant_id=world.tenant.id, actor=ACTOR, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    set_review_sla(world.ctx, tenant_id=world.tenant.id, duration="1h", actor=ACTOR)
+    oldest = world.remember("Zora's oldest overdue note.", staged=True)
+    paired = world.remember("Zora's paired overdue note.", agent="pair-bot", staged=True)
+    late = world.remember("Zora's late note.", staged=True)
+    fresh = world.remember("Zora's fresh note.", staged=True)
+    for change, hours in ((oldest, 3), (paired, 2.5), (late, 2)):
+        _backdate(world, change["change_id"], hours)
+    sign_in(page, world.base_url, world.reviewer())
+    page.goto(f"{world.base_url}/review/{paired['change_id']}")
+    page.get_by_test_id("approve").click()  # the first of its two approvals: it stays pending
+    expect(page.get_by_test_id("decided")).to_have_attribute("data-status", "pending")
+
+    page.goto(f"{world.base_url}/review?tenant={world.tenant.name}&sort=newest")
+    page.get_by_test_id("filter-overdue").check()
+    page.get_by_role("button", name="Apply").click()
+    expect(page.get_by_test_id("change-row")).to_have_count(3)  # the fresh note is not overdue
+    row(page, late["change_id"]).get_by_test_id("change-preview").click()
+    expect(page).to_have_url(re.compile(r"overdue=1"))
+    page.get_by_test_id("approve").click()
+    # Newest first the fresh note would come next, and the paired one after it: the overdue filter
+    # leaves the fresh note out, and the paired note is already approved by this reviewer.
+    following = page.get_by_test_id("next-change")
+    expect(following).to_have_attribute("href", re.compile(rf"/review/{oldest['change_id']}\?"))
+    expect(following).to_have_attribute("href", re.compile(r"overdue=1"))
+    expect(following).to_have_attribute("href", re.compile(r"sort=newest"))
+    page.keyboard.press("n")
+    expect(page).to_have_url(re.compile(rf"/review/{oldest['change_id']}\?.*overdue=1"))
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("next-change")).to_have_text("Back to the queue")
+    expect(page.get_by_test_id("next-change")).to_have_attribute("href", re.compile(r"^/review\?.*overdue=1"))
+    assert world.http.get(f"/v1/changes/{fresh['change_id']}").json()["status"] == "pending"
 
 
 def test_each_row_is_one_tab_stop_and_x_selects_it(page, world):

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from app.core.screening.flags import SEVERITIES, level_rank
-from app.db.models import Change, Memory
+from app.db.models import Change, Memory, Tenant
 
 RISK_RANK = {level: level_rank(level) for level in SEVERITIES}  # "none" is 0 (the CASE's else)
 
@@ -30,6 +30,10 @@ class QueueFilter:
     older_than_minutes: int | None = None
     min_risk: str | None = None  # "low" | "medium" | "high": at least this risk level
     sort: str = "oldest"  # "oldest" | "newest" | "risk" (highest risk first, then oldest)
+    overdue: bool = False
+    """Only changes waiting longer than the tenant's review SLA (no SLA: no narrowing)."""
+    not_approved_by: str | None = None
+    """Leave out changes this approver (an actor label, `user:<id>`) has already approved."""
 
 
 def risk_rank():
@@ -75,6 +79,12 @@ def page(session: Session, *, tenant_id: str, flt: QueueFilter, agent_prefixes: 
         conds.append(Change.policy_rule == flt.policy_rule)
     if flt.older_than_minutes:
         conds.append(Change.submitted_at < func.now() - func.make_interval(0, 0, 0, 0, 0, flt.older_than_minutes))
+    if flt.overdue:
+        sla = select(func.coalesce(Tenant.settings["review_sla_seconds"].as_integer(), 0)).where(
+            Tenant.id == tenant_id).scalar_subquery()
+        conds.append(Change.submitted_at < func.now() - func.make_interval(0, 0, 0, 0, 0, 0, sla))
+    if flt.not_approved_by:
+        conds.append(~Change.approvals.contains([{"by": flt.not_approved_by}]))
     if flt.memory_type:
         conds.append(Change.memory_ids.overlap(
             select(func.array_agg(Memory.id)).where(Memory.tenant_id == tenant_id, Memory.type == flt.memory_type,

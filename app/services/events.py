@@ -32,7 +32,8 @@ from app.services.audit import chain_for, chain_work, lock_chain
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
     "memory.written", "memory.compacted", "workspace.updated",
-    "change.proposed", "change.approved", "change.rejected", "audit.chain_broken", "review.sla_breached",
+    "change.proposed", "change.approved", "change.rejected", "change.withdrawn", "change.approval_recorded",
+    "audit.chain_broken", "review.sla_breached",
     "read_budget.exceeded",
     "integrity.mismatch",
 })
@@ -97,7 +98,8 @@ def memory_written(session: Session, memory: Memory) -> None:
 
 
 def change_event(session: Session, change: Change, outcome: str) -> None:
-    """`change.proposed|approved|rejected`: `{changeId, operation, agentId, memoryIds}`."""
+    """`change.proposed|approved|rejected|withdrawn|approval_recorded`: `{changeId, operation, agentId,
+    memoryIds}`. `approval_recorded` is an approval that leaves a change pending (more are required)."""
     emit(session, change.tenant_id, f"change.{outcome}", {
         "changeId": change.id, "operation": change.operation, "agentId": change.agent_id,
         "memoryIds": list(change.memory_ids)})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -423,6 +423,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
             ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
                              subject={"type": "change", "id": change.id},
                              data={"approvals": len(change.approvals), "required": change.approvals_required})
+            events.change_event(session, change, "approval_recorded")  # other reviewers' pages follow it
             session.flush()
             return {**change_json(change), "result": None}
         # What the reviewer saw is kept before the change is applied (applying changes live state).
@@ -484,9 +485,15 @@ def _next_pending(session, role: TenantRole, decided_id: str, flt: QueueFilter |
     """The next pending change to review in the queue's filter and sort (`flt`; oldest first when
     None), not this one nor one `user` already approved (its other approval must be someone else's),
     and how many changes the filter lists."""
-    rows, total = _list_in(session, role.tenant_id, role.agents, flt or QueueFilter(), NEXT_LOOKAHEAD)
+    flt = flt or QueueFilter()
+    rows, total = _list_in(session, role.tenant_id, role.agents, flt, NEXT_LOOKAHEAD)
     who = _actor_label(user.actor) if user is not None else None
-    return next((c.id for c in rows if c.id != decided_id and not _has_approved(c.approvals, who)), None), total
+    found = next((c.id for c in rows if c.id != decided_id and not _has_approved(c.approvals, who)), None)
+    if found is None and who is not None and total > len(rows):
+        # The head of the queue is all approved by this reviewer: ask past it, leaving those out in SQL.
+        rest, _ = _list_in(session, role.tenant_id, role.agents, replace(flt, not_approved_by=who), 2)
+        found = next((c.id for c in rest if c.id != decided_id), None)
+    return found, total
 
 
 def _still_live(session, role: TenantRole, memory_id: str, result: dict[str, Any]) -> str | None:
@@ -621,6 +628,7 @@ def withdraw(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str
             _staged_memory_ended(ctx, session, memory, "memory.withdrawn", change, actor)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="change.withdrawn", actor=actor,
                          subject={"type": "change", "id": change.id}, data={"operation": change.operation})
+        events.change_event(session, change, "withdrawn")
         return change_json(change)
 
 

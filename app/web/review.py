@@ -69,23 +69,21 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
         operation=raw["operation"] if raw["operation"] in OPERATIONS else None,
         memory_type=raw["type"] if raw["type"] in TYPES else None, policy_rule=raw["rule"][:64] or None,
         older_than_minutes=age, min_risk=raw["risk"] if raw["risk"] in RISKS else None,
-        sort=raw["sort"] if raw["sort"] in SORTS else "oldest")
+        sort=raw["sort"] if raw["sort"] in SORTS else "oldest", overdue=raw["overdue"] == "1")
     shown = {k: v for k, v in raw.items() if v}
     if shown.get("sort") == "oldest":
         del shown["sort"]  # the default stays out of URLs
     return flt, shown
 
 
-async def _page(request: Request, flt: review.QueueFilter, after: tuple | None, overdue: bool = False):
+async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
     """The signed-in user's role, one keyset page of pending changes matching `flt` with previews,
-    and the tenant's review SLA in seconds (0: none). With `overdue=1` and an SLA, only changes
+    and the tenant's review SLA in seconds (0: none). With `flt.overdue` and an SLA, only changes
     past it are listed."""
     user = current_user(request)
     role = pick_tenant(request, user, "read")
     ctx = request.app.state.ctx
     sla = await run_in_threadpool(tenant_config.tenant_review_sla, ctx, role.tenant_id)
-    if sla and overdue:
-        flt = replace(flt, older_than_minutes=max(flt.older_than_minutes or 0, sla // 60))
     rows, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
     previews = await run_in_threadpool(browse.queue_previews, ctx, role.tenant_id, rows)
     return user, role, rows, total, previews, sla
@@ -108,8 +106,7 @@ def _arrived(request: Request, rows: list[Change]) -> set[str]:
 async def queue(request: Request):
     flt, shown = _filters(request)
     after_param = request.query_params.get("after")
-    user, role, rows, total, previews, sla = await _page(request, flt, _uncursor(after_param, flt.sort),
-                                                         overdue=bool(shown.get("overdue")))
+    user, role, rows, total, previews, sla = await _page(request, flt, _uncursor(after_param, flt.sort))
     next_cursor = _cursor(rows[-1], flt.sort) if len(rows) == PAGE else None
     # New changes arrive last in oldest-first order and first in newest-first order, so only the
     # page where they belong polls. Under the risk sort they are added at the end, marked new.
@@ -134,8 +131,7 @@ async def new_rows(request: Request):
     meanwhile (by anyone) removed, out of band, with fresh counts."""
     flt, shown = _filters(request)
     since = request.query_params.get("since", "")
-    _, role, rows, total, previews, sla = await _page(request, replace(flt, sort="oldest"), _uncursor(since),
-                                                      overdue=bool(shown.get("overdue")))
+    _, role, rows, total, previews, sla = await _page(request, replace(flt, sort="oldest"), _uncursor(since))
     listed = [i for i in request.query_params.getlist("shown")[:PAGE] if CHANGE_ID.match(i)]
     pending = await run_in_threadpool(browse.still_pending, request.app.state.ctx, role.tenant_id, listed)
     return render(request, "review/_new_rows.html", {

@@ -3,12 +3,14 @@
 The queue and change pages connect to it with the htmx SSE extension (same origin, so the CSP's
 `connect-src 'self'` allows it); pages without EventSource keep polling. It follows the tenant's
 event log from the newest event at connect time (or from `Last-Event-ID` after a reconnect), woken
-by the process's event hub, and sends for each `change.proposed|approved|rejected` whose agent the
-reviewer may see:
+by the process's event hub, and sends for each `change.*` event (proposed, approved, rejected,
+withdrawn, approval_recorded) whose agent the reviewer may see:
 
 - `event: change`, `data: {"changeId", "operation", "status"}`: the queue re-reads its current view.
-- with `?change=<id>` and that change decided by someone else, `event: decided`, `data:` a one-line
-  HTML banner ("rejected by <name> N s ago") that the change page swaps in.
+- with `?change=<id>` and that change decided by someone else (or withdrawn by its agent), `event:
+  decided`, `data:` a one-line HTML banner ("rejected by <name> N s ago") that the change page swaps in;
+  and when another reviewer gives one of several approvals it needs, `event: approval`, a banner
+  ("approved by <name> (1 of 2) N s ago") after which the page re-reads its (still pending) change.
 
 Never memory content: only ids, the operation, the status and the deciding reviewer's display name.
 Every SESSION_CHECK_SECONDS the stream re-reads the reviewer's session and role: it ends once they
@@ -42,7 +44,8 @@ HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 1.0
 SESSION_CHECK_SECONDS = 5.0
 BATCH = 200
-CHANGE_EVENTS = {"change.proposed": "pending", "change.approved": "approved", "change.rejected": "rejected"}
+CHANGE_EVENTS = {"change.proposed": "pending", "change.approved": "approved", "change.rejected": "rejected",
+                 "change.withdrawn": "withdrawn", "change.approval_recorded": "pending"}
 CHANGE_ID = re.compile(r"^chg_[0-9a-z]{1,64}$")
 
 
@@ -51,18 +54,40 @@ def _message(name: str, data: str, event_id: int) -> str:
 
 
 def _banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> str | None:
-    """The change page's banner for a decision by another reviewer, on one line (None: pending, or
-    decided by this user, whose own page already shows it)."""
+    """The change page's banner for a decision by another reviewer or the agent's withdrawal, on one
+    line (None: pending, or decided by this user, whose own page already shows it)."""
     try:
         change = review.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
     except AppError:
         return None
     if change["status"] == "pending" or change["decided_by"] == f"user:{user.user_id}":
         return None
-    html = templates().env.get_template("review/_live_banner.html").render(
-        status=change["status"], name=change["decided_by_name"] or change["decided_by"] or "another reviewer",
-        decided_at=change["decided_at"], ago=f"{age(parse_ts(change['decided_at']), utcnow())} ago")
-    return " ".join(html.split("\n"))  # one `data:` line; the banner's text has no meaningful newlines
+    name = "the agent" if change["status"] == "withdrawn" else \
+        change["decided_by_name"] or change["decided_by"] or "another reviewer"
+    return _one_line("review/_live_banner.html", status=change["status"], name=name,
+                     decided_at=change["decided_at"], ago=f"{age(parse_ts(change['decided_at']), utcnow())} ago")
+
+
+def _approval_banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> str | None:
+    """The change page's banner for another reviewer's approval that leaves the change pending
+    ("approved by X (1 of 2)"); None once decided, or when the approval is this user's own."""
+    try:
+        change = review.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
+    except AppError:
+        return None
+    if change["status"] != "pending" or not change["approvals"]:
+        return None
+    last = change["approvals"][-1]
+    if last.get("by") == f"user:{user.user_id}":
+        return None
+    return _one_line("review/_live_approval.html", name=last.get("name") or last.get("by"), at=last.get("at"),
+                     given=len(change["approvals"]), required=change["approvals_required"],
+                     ago=f"{age(parse_ts(last.get('at')), utcnow())} ago")
+
+
+def _one_line(template: str, **context) -> str:
+    """A template rendered on one line (one `data:` line; the banners' text has no meaningful newlines)."""
+    return " ".join(templates().env.get_template(template).render(**context).split("\n"))
 
 
 async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int,
@@ -92,6 +117,10 @@ async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int
                     banner = await run_in_threadpool(_banner, ctx, role, user, change_id)
                     if banner:
                         yield _message("decided", banner, event.id)
+                elif change_id == subject and event.type == "change.approval_recorded":
+                    banner = await run_in_threadpool(_approval_banner, ctx, role, user, change_id)
+                    if banner:
+                        yield _message("approval", banner, event.id)
                 last_write = time.monotonic()
             if len(rows) == BATCH:
                 continue

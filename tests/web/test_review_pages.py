@@ -243,3 +243,32 @@ def test_change_page_explains_each_flag_in_a_plain_sentence(client, reviewer, ma
     assert 'data-testid="risk-explanation"' in page.text
     assert EXPLANATIONS["protected_memory"].split(":")[0] in page.text
     assert "the user has admin rights" in page.text  # the evidence excerpt, as before
+
+
+def test_next_looks_past_a_queue_head_you_already_approved(client, ctx, tenant, reviewer, make_key, monkeypatch):
+    """"Next" skips the two-person changes this reviewer already approved, however many head the queue
+    (the first look reads only NEXT_LOOKAHEAD rows; past them SQL leaves this reviewer's approvals out)."""
+    from app.services import review
+    from app.services.tenant_config import set_policy
+
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    headers = bearer(make_key())
+
+    def stage(agent: str, content: str) -> str:
+        return client.post("/v1/memories/remember", json={"agent_id": agent, "type": "semantic", "content": content,
+                                                           "approval_required": True}, headers=headers).json()["change_id"]
+
+    paired = [stage("pair-bot", f"Paired fact {i} about the vault.") for i in range(3)]
+    plain, target = stage("helper", "Plain fact about the lobby."), stage("helper", "Target fact about the roof.")
+    monkeypatch.setattr(review, "NEXT_LOOKAHEAD", 2)
+    _sign_in(client, reviewer.username)
+    token = _csrf(client.get("/review").text)
+    for change_id in paired:  # the first of two approvals each: they stay pending, at the head of the queue
+        response = client.post(f"/review/{change_id}/approve", data={"csrf_token": token},
+                               headers={"HX-Request": "true"})
+        assert 'data-status="pending"' in response.text
+    decided = client.post(f"/review/{plain}/approve", data={"csrf_token": token}, headers={"HX-Request": "true"})
+    assert 'data-status="approved"' in decided.text
+    assert re.search(rf'href="/review/{target}\?[^"]*" data-testid="next-change"', decided.text)
+    assert "4 pending" in decided.text  # the count still shows the queue as it is

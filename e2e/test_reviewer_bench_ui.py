@@ -1,0 +1,33 @@
+"""The reviewer benchmark's browser flows (issue 22 item 8) run end to end in Chromium: a scripted
+reviewer works 3 seeded changes per flow (single page, keyboard only, bulk) and every decision lands
+as the ground truth says. The suite runs the benchmark as a command, never importing `app.bench`."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_single_keyboard_and_bulk_flows_decide_every_change_as_the_ground_truth_says():
+    done = subprocess.run([sys.executable, "-m", "app.bench.reviewer_ui", "--n", "3"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["chromium"].split(".")[0].isdigit() and len(report["load_avg"]) == 3
+    for name in ("single", "keyboard", "bulk"):
+        flow = report[name]
+        assert flow["mismatches"] == [], name
+        # The seeded mix: a flagged contradiction (medium), a legitimate high-risk note, an injection.
+        assert flow["risk_levels"] == {"medium": 1, "high": 2}, name
+        assert (flow["decisions"], flow["approved"], flow["rejected"]) == (3, 2, 1), name
+        assert 0 < flow["seconds_per_decision"]["median"] <= flow["seconds_per_decision"]["p95"] < 60, name
+        # At least the decision itself, and the rejection's typed reason ("poisoned", 8 keys).
+        assert flow["inputs_per_decision"] >= 1 + 8 / 3, name
+    assert report["keyboard"]["clicks_per_decision"] == 0
+    # Keyboard: open (j, Enter); a, Space, a on the confirmed high-risk note; r, reason, Tab, Enter; n after each.
+    assert report["keyboard"]["keys_per_decision"] == round((2 + 1 + 3 + (1 + 8 + 2) + 3) / 3, 2)
+    # Bulk approves both in one batch and rejects the third: fewer clicks than deciding one by one.
+    assert report["bulk"]["clicks_per_decision"] < report["single"]["clicks_per_decision"]
