@@ -110,21 +110,21 @@ class ReplicaSet:
         lagging: list[tuple[Replica, Connection]] = []
         try:
             for replica in self._in_turn():
-                conn = self._connect(replica)
+                conn, replayed = self._open(replica, needed)
                 if conn is None:
                     continue
-                if self._replayed(replica, conn, needed):
+                if replayed:
                     return self._served(replica, conn, started)
                 lagging.append((replica, conn))
             polls = iter(_POLL_SECONDS)
             while lagging and time.monotonic() < deadline:
                 time.sleep(min(next(polls, _POLL_SECONDS[-1]), max(0.0, deadline - time.monotonic())))
                 for replica, conn in list(lagging):
-                    if self._replayed(replica, conn, needed):
+                    lags = self._still_lagging(replica, conn, needed)
+                    if lags is not True:
                         lagging.remove((replica, conn))
+                    if lags is None:
                         return self._served(replica, conn, started)
-                    if conn.closed:
-                        lagging.remove((replica, conn))
             metrics.REPLICA_FALLBACKS.labels("lagging" if lagging else "down").inc()
             return None
         finally:
@@ -144,28 +144,48 @@ class ReplicaSet:
         ordered = self.replicas[start % len(self.replicas):] + self.replicas[:start % len(self.replicas)]
         return [replica for replica in ordered if replica.down_until <= now]
 
-    def _connect(self, replica: Replica) -> Connection | None:
-        try:
-            return replica.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-        except DBAPIError as exc:
-            self._mark_down(replica, f"unreachable: {type(exc.orig).__name__}")
-            return None
+    def _open(self, replica: Replica, needed: int) -> tuple[Connection | None, bool]:
+        """An autocommit connection to the replica and whether it has replayed up to `needed`;
+        (None, False) when it is down. A pooled connection that predates a restart of the replica
+        fails its first statement (and invalidates the pool): one more try, on a fresh one."""
+        for attempt in (1, 2):
+            try:
+                conn = replica.engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            except DBAPIError as exc:
+                self._mark_down(replica, f"unreachable: {type(exc.orig).__name__}")
+                return None, False
+            try:
+                return conn, self._replayed(replica, conn, needed)
+            except DBAPIError as exc:
+                if attempt == 2 or not exc.connection_invalidated:
+                    self._mark_down(replica, f"unreachable: {type(exc.orig).__name__}")
+                    return None, False
+        return None, False
 
     def _replayed(self, replica: Replica, conn: Connection, needed: int) -> bool:
-        """Whether the replica has replayed up to `needed`; a connection that fails (or a server
-        that is no standby) closes it and passes the replica over for a while."""
+        """Whether the replica has replayed up to `needed`. A connection that fails is discarded
+        (and the error raised); a server that is no standby is passed over for a while (and its
+        connection closed)."""
         try:
             lsn = replication.replayed_lsn(conn)
-        except DBAPIError as exc:
-            conn.close()
-            self._mark_down(replica, f"unreachable: {type(exc.orig).__name__}")
-            return False
+        except DBAPIError:
+            _discard(conn)
+            raise
         if lsn is None:
             conn.close()
             self._mark_down(replica, "not a standby (promoted?)")
             return False
         replica.problem = None
         return lsn_int(lsn) >= needed
+
+    def _still_lagging(self, replica: Replica, conn: Connection, needed: int) -> bool | None:
+        """While waiting: None once it has replayed `needed`, True while it lags, False when it
+        failed (connection closed, replica passed over)."""
+        try:
+            return None if self._replayed(replica, conn, needed) else not conn.closed
+        except DBAPIError as exc:
+            self._mark_down(replica, f"unreachable: {type(exc.orig).__name__}")
+            return False
 
     def _mark_down(self, replica: Replica, problem: str) -> None:
         if replica.problem != problem:
@@ -191,3 +211,12 @@ class ReplicaSet:
             else:
                 out.append({"name": replica.name, "up": True, "replay_lag_bytes": max(0, primary_lsn - lsn_int(lsn))})
         return out
+
+
+def _discard(conn: Connection) -> None:
+    """Drop a connection whose server went away (closing it normally would raise)."""
+    try:
+        conn.invalidate()
+        conn.close()
+    except Exception:
+        pass
