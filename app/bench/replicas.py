@@ -75,6 +75,28 @@ def _round(ctx, principal, threads: int, seconds: float) -> dict[str, Any]:
     return {"ops_per_second": round(len(samples) / elapsed, 1), "errors": errors[0], **latency_summary(samples)}
 
 
+def _tuples_read(engine) -> int:
+    """Rows the server has read for this database so far (its statistics, flushed about every second)."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return int(conn.scalar(text("SELECT tup_returned + tup_fetched FROM pg_stat_database "
+                                    "WHERE datname = current_database()")))
+
+
+def _measured(ctx, principal, threads: int, seconds: float, primary, replicas: list) -> dict[str, Any]:
+    """One round, with the rows each server read per recall: where the database work went."""
+    before = [_tuples_read(e) for e in (primary, *replicas)]
+    result = _round(ctx, principal, threads, seconds)
+    time.sleep(1.2)  # backends flush their statistics at most once a second
+    after = [_tuples_read(e) for e in (primary, *replicas)]
+    served = max(1, result["n"])
+    result["primary_rows_read_per_recall"] = round((after[0] - before[0]) / served, 1)
+    result["replica_rows_read_per_recall"] = round(sum(a - b for a, b in zip(after[1:], before[1:])) / served, 1)
+    result["loadavg_1"] = round(os.getloadavg()[0], 2)
+    return result
+
+
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.database import make_engine
     from app.db.replicas import Replica, ReplicaSet
@@ -109,11 +131,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                 _round(contexts[n], principal, args.threads, 1.0)
             rounds: dict[int, list[dict[str, Any]]] = {0: [], 1: [], 2: []}
             for n in (0, 1, 2, 2, 1, 0):
-                result = _round(contexts[n], principal, args.threads, args.seconds)
-                result["loadavg_1"] = round(os.getloadavg()[0], 2)
+                result = _measured(contexts[n], principal, args.threads, args.seconds, ctx.db.engine, replica_engines)
                 rounds[n].append(result)
                 print(f"{n} replica(s): {result['ops_per_second']} recalls/s, p50 {result['p50_ms']} ms, "
-                      f"p95 {result['p95_ms']} ms, errors {result['errors']}, load {result['loadavg_1']}", flush=True)
+                      f"p95 {result['p95_ms']} ms, errors {result['errors']}, rows read per recall: primary "
+                      f"{result['primary_rows_read_per_recall']}, replicas {result['replica_rows_read_per_recall']}, "
+                      f"load {result['loadavg_1']}", flush=True)
             for engine in replica_engines:
                 engine.dispose()
         finally:
@@ -122,7 +145,11 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     summary = {f"{n}_replicas": {"ops_per_second": round(sum(r["ops_per_second"] for r in rs) / len(rs), 1),
                                  "p50_ms": round(sum(r["p50_ms"] for r in rs) / len(rs), 3),
                                  "p95_ms": round(sum(r["p95_ms"] for r in rs) / len(rs), 3),
-                                 "errors": sum(r["errors"] for r in rs)}
+                                 "errors": sum(r["errors"] for r in rs),
+                                 "primary_rows_read_per_recall": round(
+                                     sum(r["primary_rows_read_per_recall"] for r in rs) / len(rs), 1),
+                                 "replica_rows_read_per_recall": round(
+                                     sum(r["replica_rows_read_per_recall"] for r in rs) / len(rs), 1)}
                for n, rs in rounds.items()}
     write_json(args.out, {"benchmark": "replicas", "machine": before, "loadavg_after": machine()["loadavg_1_5_15"],
                           "memories": args.memories, "threads": args.threads, "seconds_per_round": args.seconds,

@@ -260,7 +260,7 @@ def make_replicas(primary: Engine, settings: Settings) -> ReplicaSet | None:
     replicas = [Replica(f"replica{n}", make_engine(url, pool_size=settings.db_pool_size,
                                                     pool_timeout=settings.db_pool_timeout_seconds, connect_timeout=2))
                 for n, url in enumerate(urls, start=1)]
-    return ReplicaSet(primary, replicas, max_wait_seconds=settings.replica_max_wait_ms / 1000)
+    return ReplicaSet(primary, replicas, max_wait_seconds=max(0, settings.replica_max_wait_ms) / 1000)
 
 
 def migrate(urls: DatabaseUrls) -> None:
