@@ -7,8 +7,12 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
+import anyio
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from prometheus_client import REGISTRY
 from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
@@ -117,6 +121,18 @@ def _recalled(client, headers, query: str) -> set[str]:
     return {hit["id"] for hit in response.json()["hits"]}
 
 
+def _mcp_remember(base_url: str, headers: dict[str, str], content: str) -> str:
+    """Remember through the MCP endpoint (the tool call path, not a `/v1` route)."""
+    async def run():
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30))
+        async with http, Client(streamable_http_client(f"{base_url}/mcp", http_client=http)) as client:
+            return await client.call_tool("remember", {"agent_id": AGENT, "type": "semantic", "content": content})
+
+    result = anyio.run(run)
+    assert not result.is_error, result.content
+    return result.structured_content["id"]
+
+
 def test_reads_are_served_by_the_replica_and_a_key_reads_its_own_writes(settings, standby, replica_ctx, keys):
     writer, reader = keys
     with TestClient(create_app(settings, ctx=replica_ctx)) as client:
@@ -175,6 +191,18 @@ def test_read_your_writes_holds_across_server_processes(settings, standby, repli
                     assert _listed(here, reader) == {old}
                 assert _listed(other, reader) == {old}  # the other process routes to the replica too
                 assert _listed(other, writer) == {old, new}
+            finally:
+                _set_replay(standby, paused=False)
+
+            # A write through an MCP tool is noted the same way (the replica has replayed the
+            # writer's earlier writes: only this one can make its read wait).
+            _caught_up(settings, standby)
+            _set_replay(standby, paused=True)
+            try:
+                by_mcp = _mcp_remember(base_url, writer, "Grace uses the emacs keybindings everywhere")
+                with TestClient(create_app(settings, ctx=replica_ctx)) as here:
+                    assert _listed(here, writer) == {old, new, by_mcp}
+                    assert _listed(here, reader) == {old, new}
             finally:
                 _set_replay(standby, paused=False)
     finally:
