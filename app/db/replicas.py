@@ -90,8 +90,12 @@ class ReplicaSet:
         """A connection for a read: on a replica that has replayed the caller's last write, else on
         the primary. In autocommit, or (`autocommit=False`) at the engine's isolation level, where
         several statements share one snapshot and server-side cursors (streamed results) work."""
-        conn = self._fresh_replica(self.needed_lsn(tenant_id, key_id))
+        candidates = self._in_turn()
+        # With every replica passed over, not even the key's position is looked up.
+        conn = self._fresh_replica(candidates, self.needed_lsn(tenant_id, key_id)) if candidates else None
         if conn is None:
+            if not candidates:
+                metrics.REPLICA_FALLBACKS.labels("down").inc()
             metrics.REPLICA_READS.labels("primary").inc()
             with self.primary.connect() as primary:
                 yield primary.execution_options(isolation_level="AUTOCOMMIT") if autocommit else primary
@@ -102,14 +106,17 @@ class ReplicaSet:
         try:
             yield conn
         finally:
-            conn.close()
+            try:
+                conn.close()
+            except Exception:  # the replica went away during the read: its error is the one raised
+                _discard(conn)
 
-    def _fresh_replica(self, needed: int) -> Connection | None:
+    def _fresh_replica(self, candidates: list[Replica], needed: int) -> Connection | None:
         started = time.monotonic()
         deadline = started + self.max_wait_seconds
         lagging: list[tuple[Replica, Connection]] = []
         try:
-            for replica in self._in_turn():
+            for replica in candidates:
                 conn, replayed = self._open(replica, needed)
                 if conn is None:
                     continue
