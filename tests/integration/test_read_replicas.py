@@ -4,6 +4,8 @@ writes (the replica's replay is paused to make it lag), and a replica that dies 
 
 from __future__ import annotations
 
+import io
+import json
 import time
 from typing import Iterator
 
@@ -24,6 +26,7 @@ from app.local_server import free_port
 from app.main import create_app
 from app.services.apikeys import create_key
 from app.services.context import AppContext
+from app.services.exporter import export_tenant
 from app.services.tenants import create_tenant
 from tests.harness import bearer, start_server, stop_server, unique
 
@@ -54,9 +57,14 @@ def replica_ctx(settings, standby) -> Iterator[AppContext]:
 
 
 @pytest.fixture
-def keys(committed_ctx):
-    """A fresh tenant's writing key (A) and a read-only key (B), as bearer headers."""
-    tenant = create_tenant(committed_ctx, name=unique("rep"), actor={"kind": "test", "id": "pytest"})
+def rep_tenant(committed_ctx):
+    return create_tenant(committed_ctx, name=unique("rep"), actor={"kind": "test", "id": "pytest"})
+
+
+@pytest.fixture
+def keys(committed_ctx, rep_tenant):
+    """The fresh tenant's writing key (A) and a read-only key (B), as bearer headers."""
+    tenant = rep_tenant
 
     def key(scopes: str) -> dict[str, str]:
         return bearer(create_key(committed_ctx, tenant_id=tenant.id, scopes=scopes, agents="*",
@@ -207,6 +215,33 @@ def test_read_your_writes_holds_across_server_processes(settings, standby, repli
                 _set_replay(standby, paused=False)
     finally:
         stop_server(proc)
+
+
+def test_an_export_reads_a_replica_that_has_replayed_everything(settings, standby, replica_ctx, keys, rep_tenant):
+    """`memwarden export` has no key: it needs everything committed so far, so it is served by a
+    replica that has replayed it all, and by the primary while the replica lags."""
+    writer, _ = keys
+
+    def exported() -> set[str]:
+        out = io.StringIO()
+        export_tenant(replica_ctx, tenant_id=rep_tenant.id, out=out, actor={"kind": "test", "id": "pytest"})
+        return {json.loads(line)["id"] for line in out.getvalue().splitlines()[1:]}
+
+    with TestClient(create_app(settings, ctx=replica_ctx)) as client:
+        old = _remember(client, writer, "Margaret keeps the flight logs in a blue binder")
+        _caught_up(settings, standby)
+        served = _count("memwarden_replica_reads_total", served_by="replica1")
+        assert exported() == {old}
+        assert _count("memwarden_replica_reads_total", served_by="replica1") == served + 1
+
+        _set_replay(standby, paused=True)
+        try:
+            new = _remember(client, writer, "Margaret moved the flight logs to a red binder")
+            lagging = _count("memwarden_replica_fallbacks_total", reason="lagging")
+            assert exported() == {old, new}
+            assert _count("memwarden_replica_fallbacks_total", reason="lagging") == lagging + 1
+        finally:
+            _set_replay(standby, paused=False)
 
 
 def test_a_dead_replica_is_passed_over_and_the_primary_serves(settings, standby, replica_ctx, keys):
