@@ -148,6 +148,15 @@ class Settings:
         "MEMWARDEN_DB_POOL_TIMEOUT_SECONDS", 5,
         "Longest a request waits for a database connection (or a transaction slot) before it is shed "
         "with 503 `unavailable` and `Retry-After`.")
+    read_replica_urls: str = _setting(
+        "MEMWARDEN_READ_REPLICA_URLS", "",
+        "Comma-separated URLs of PostgreSQL streaming replicas (hot standbys of the database, app role) that "
+        "serve reads which tolerate staleness (recall, list, get, export); empty reads from the primary only. "
+        "A key still reads its own writes (docs/replicas.md); a replica that is down is passed over.")
+    replica_max_wait_ms: int = _setting(
+        "MEMWARDEN_REPLICA_MAX_WAIT_MS", 50,
+        "Longest a read waits for a replica to replay the calling key's last write before it is served "
+        "by the primary instead; 0 falls back at once.")
     db_restart_give_up_seconds: int = _setting(
         "MEMWARDEN_DB_RESTART_GIVE_UP_SECONDS", 30,
         "How long `serve` keeps failing to restart its embedded PostgreSQL before `/healthz` answers 503.")

@@ -22,12 +22,15 @@ async def healthz(request: Request):
 
 
 async def readyz(request: Request):
-    """The database answers; 503 `unavailable` otherwise."""
+    """The database answers; 503 `unavailable` otherwise. With read replicas, `replicas` details
+    each one (a replica that is down does not make the server unready: the primary serves)."""
+    ctx = request.app.state.ctx
     try:
-        await run_in_threadpool(health.ping_database, request.app.state.ctx)
+        await run_in_threadpool(health.ping_database, ctx)
     except Exception:
         raise Unavailable("database unreachable") from None
-    return json_response({"status": "ready"})
+    replicas = await run_in_threadpool(health.replica_status, ctx)
+    return json_response({"status": "ready"} if replicas is None else {"status": "ready", "replicas": replicas})
 
 
 routes = [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"])]

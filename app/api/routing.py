@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -16,6 +18,8 @@ from app.core.access import Principal
 from app.core.ids import has_prefix
 from app.errors import Forbidden, NotFound, ValidationFailed
 from app.services.context import AppContext
+
+log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 
@@ -39,6 +43,19 @@ class Operation:
     """Request headers the endpoint reads (documented in OpenAPI, see `app.api.openapi`)."""
 
 
+async def note_key_write(ctx: AppContext, principal: Principal | None) -> None:
+    """After a key's write request has committed (before its answer is sent): with read replicas,
+    the key's later reads wait for a replica that has replayed it (`Database.note_key_write`).
+    Nothing to do, and no thread hop, without replicas. Failing to note it does not fail the
+    committed write: it is logged, and the key may read a replica that lags behind it once."""
+    if principal is None or ctx.db.replicas is None:
+        return
+    try:
+        await run_in_threadpool(ctx.db.note_key_write, principal.tenant_id, principal.key_id)
+    except Exception:
+        log.exception("could not note a key's write for read replicas")
+
+
 class ApiRoute(Route):
     """A Starlette route that checks the caller's scope before the handler runs."""
 
@@ -51,6 +68,7 @@ class ApiRoute(Route):
         (405 with `Allow: POST` for a GET), not a memory called "recall"."""
         self.ids = dict(ids or {})
         idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent
+        writes = method != "GET" and not (scope or "").endswith(":read")  # recall is a POST that reads
         self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public, idempotent,
                                    headers)
 
@@ -59,9 +77,13 @@ class ApiRoute(Route):
             if not public:
                 require_scope(principal, scope)
             reject_unstorable_path_params(req)
-            if idempotent and principal is not None and idempotency.wants_idempotency(req):
-                return await idempotency.run_once(req, principal, ctx_of(req), handler)
-            return await handler(req, principal)
+            try:
+                if idempotent and principal is not None and idempotency.wants_idempotency(req):
+                    return await idempotency.run_once(req, principal, ctx_of(req), handler)
+                return await handler(req, principal)
+            finally:  # also after an error: a failed write may have committed part of its work
+                if writes:
+                    await note_key_write(ctx_of(req), principal)
 
         endpoint.__name__ = handler.__name__
         super().__init__(path, endpoint, methods=[method])

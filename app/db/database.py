@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.embedded import APP_ROLE, EmbeddedServer, start_embedded
+from app.db.replicas import Replica, ReplicaSet
 from app.observability import tracing
 from app.observability.db_pool import InstrumentedQueuePool
 from app.paths import MIGRATIONS_DIR
@@ -43,6 +44,8 @@ class Database:
     sessions: sessionmaker[Session]
     embedded: EmbeddedServer | None = field(default=None, repr=False)
     transaction_slots: anyio.CapacityLimiter | None = field(default=None, repr=False)
+    replicas: ReplicaSet | None = field(default=None, repr=False)
+    """Streaming replicas for reads that tolerate staleness (`stale_reader`); None: primary only."""
 
     def __post_init__(self) -> None:
         if self.transaction_slots is None:  # a unit of work's Database shares its parent's
@@ -51,18 +54,53 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.replicas is not None:
+            self.replicas.dispose()
 
     @contextmanager
     def reader(self) -> Iterator[Connection]:
         """A connection for one-statement reads, in autocommit (no BEGIN/COMMIT round trips).
         When the session factory is bound to an outer connection (the test harness), reads go
         through it instead, so they see that transaction's rows."""
-        if isinstance(self.sessions.kw.get("bind"), Connection):
+        if self._bound():
             with self.sessions.begin() as session:
                 yield session.connection()
             return
         with self.engine.connect() as conn:
             yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    def _bound(self) -> bool:
+        """Sessions bound to an outer connection (a unit of work, the test harness's transaction)."""
+        return isinstance(self.sessions.kw.get("bind"), Connection)
+
+    @contextmanager
+    def stale_reader(self, tenant_id: str, key_id: str | None) -> Iterator[Connection]:
+        """Like `reader`, for a read that tolerates staleness (recall, list, get, export): on a
+        replica that has replayed the key's last write (`app.db.replicas`), else on the primary.
+        `key_id` None (an operator's read): the replica must have replayed everything committed.
+        Never for a read whose answer decides a write: those stay on the primary (`reader`)."""
+        if self.replicas is None or self._bound():
+            with self.reader() as conn:
+                yield conn
+            return
+        with self.replicas.connection(tenant_id, key_id) as conn:
+            yield conn
+
+    @contextmanager
+    def stale_session(self, tenant_id: str, key_id: str | None) -> Iterator[Session]:
+        """An ORM session over `stale_reader`; without replicas, exactly `sessions()`."""
+        if self.replicas is None or self._bound():
+            with self.sessions() as session:
+                yield session
+            return
+        with self.replicas.connection(tenant_id, key_id, autocommit=False) as conn, \
+                Session(bind=conn, expire_on_commit=False) as session:
+            yield session
+
+    def note_key_write(self, tenant_id: str, key_id: str) -> None:
+        """After a key's write request committed: let its later reads on replicas wait for it."""
+        if self.replicas is not None and not self._bound():
+            self.replicas.note_write(tenant_id, key_id)
 
     def unit_of_work(self) -> "UnitOfWork":
         """One transaction around several service calls (see `UnitOfWork`)."""
@@ -176,7 +214,8 @@ def resolve_urls(settings: Settings) -> DatabaseUrls:
     return DatabaseUrls(server.app_url, server.admin_url, server)
 
 
-def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5) -> Engine:
+def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5,
+                connect_timeout: int | None = None) -> Engine:
     """An engine that never logs parameters. No pre-ping (a round trip on every checkout): after a
     database restart the first statement on a stale connection fails, SQLAlchemy invalidates the
     whole pool, and that one request answers 503; the next ones reconnect.
@@ -193,19 +232,35 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5) -> En
     ~10 ms alone, on cores that concurrent requests need anyway.
 
     `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with
-    `Retry-After`, see `app.error_responses.as_app_error`) instead of queueing behind a saturated pool."""
+    `Retry-After`, see `app.error_responses.as_app_error`) instead of queueing behind a saturated pool.
+    `connect_timeout` (seconds) bounds a connection attempt (replicas: an unreachable one is passed over)."""
+    connect_args = {"options": "-c plan_cache_mode=force_custom_plan -c max_parallel_workers_per_gather=0"}
+    if connect_timeout is not None:
+        connect_args["connect_timeout"] = connect_timeout
     engine = create_engine(
         url, poolclass=InstrumentedQueuePool, pool_size=pool_size, max_overflow=pool_size,
         pool_timeout=pool_timeout, pool_recycle=1800,
         hide_parameters=True,
-        connect_args={"options": "-c plan_cache_mode=force_custom_plan -c max_parallel_workers_per_gather=0"},
+        connect_args=connect_args,
     )
     tracing.instrument_engine(engine)  # a span per statement while OpenTelemetry is on
     return engine
 
 
-def make_database(engine: Engine, embedded: EmbeddedServer | None = None) -> Database:
-    return Database(engine, sessionmaker(engine, expire_on_commit=False), embedded)
+def make_database(engine: Engine, embedded: EmbeddedServer | None = None,
+                  replicas: ReplicaSet | None = None) -> Database:
+    return Database(engine, sessionmaker(engine, expire_on_commit=False), embedded, replicas=replicas)
+
+
+def make_replicas(primary: Engine, settings: Settings) -> ReplicaSet | None:
+    """The replicas of `MEMWARDEN_READ_REPLICA_URLS` (named `replica1`, ... in that order), or None."""
+    urls = [url.strip() for url in settings.read_replica_urls.split(",") if url.strip()]
+    if not urls:
+        return None
+    replicas = [Replica(f"replica{n}", make_engine(url, pool_size=settings.db_pool_size,
+                                                    pool_timeout=settings.db_pool_timeout_seconds, connect_timeout=2))
+                for n, url in enumerate(urls, start=1)]
+    return ReplicaSet(primary, replicas, max_wait_seconds=max(0, settings.replica_max_wait_ms) / 1000)
 
 
 def migrate(urls: DatabaseUrls) -> None:
@@ -272,5 +327,5 @@ def open_database(settings: Settings, *, run_migrations: bool = True, wait_secon
                     raise
                 log.warning("database unreachable; retrying")
                 time.sleep(0.5)
-    return make_database(make_engine(urls.app_url, pool_size=settings.db_pool_size,
-                                     pool_timeout=settings.db_pool_timeout_seconds), urls.embedded)
+    engine = make_engine(urls.app_url, pool_size=settings.db_pool_size, pool_timeout=settings.db_pool_timeout_seconds)
+    return make_database(engine, urls.embedded, make_replicas(engine, settings))

@@ -24,7 +24,7 @@ from starlette.requests import Request
 
 from app import __version__
 from app.api.idempotency import answer_once
-from app.api.routing import require_scope
+from app.api.routing import note_key_write, require_scope
 from app.contracts import default_contracts
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
@@ -133,7 +133,18 @@ async def _call(tool: Tool, scope: str | None, request: Request | None, argument
                 meta: dict[str, Any]) -> types.CallToolResult:
     principal, args = _authorised(tool, scope, request, arguments)
     ctx = request.app.state.ctx
-    if tool.read_only or IDEMPOTENCY_META not in meta:
+    if tool.read_only:
+        return tool_result(await run_in_threadpool(tool.run, ctx, principal, args))
+    try:
+        return await _write(tool, ctx, principal, args, arguments, meta)
+    finally:  # a failed write may have committed part of its work (or none: noting it is harmless)
+        await note_key_write(ctx, principal)
+
+
+async def _write(tool: Tool, ctx, principal, args: dict[str, Any], arguments: dict[str, Any],
+                 meta: dict[str, Any]) -> types.CallToolResult:
+    """A write tool's call, once per `Idempotency-Key` meta when the caller sent one."""
+    if IDEMPOTENCY_META not in meta:
         return tool_result(await run_in_threadpool(tool.run, ctx, principal, args))
     key = idempotency.validate_key(meta[IDEMPOTENCY_META], where=f"/_meta/{IDEMPOTENCY_META.replace('/', '~1')}")
     request_fingerprint = idempotency.fingerprint(method="MCP", path=f"tools/{tool.name}", query="",

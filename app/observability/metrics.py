@@ -74,6 +74,21 @@ DB_POOL_WAIT = Histogram(
 DB_POOL_TIMEOUTS = Counter(
     "memwarden_db_pool_timeouts", "Waits for a database connection that hit the pool timeout (request shed).")
 
+REPLICA_READS = Counter(
+    "memwarden_replica_reads",
+    "Reads that tolerate staleness (recall, list, get, export) while replicas are configured, by where they "
+    "were served: a replica's name (`replica1`, ... in MEMWARDEN_READ_REPLICA_URLS order) or `primary`.",
+    ["served_by"])
+REPLICA_FALLBACKS = Counter(
+    "memwarden_replica_fallbacks",
+    "Routed reads the primary served instead of a replica, by reason: `down` (no replica reachable as a "
+    "standby) or `lagging` (none had replayed the key's last write within MEMWARDEN_REPLICA_MAX_WAIT_MS).",
+    ["reason"])
+REPLICA_WAIT = Histogram(
+    "memwarden_replica_wait_seconds",
+    "Time a routed read waited for a replica to replay the calling key's last write (0 when it had).",
+    buckets=POOL_WAIT_BUCKETS)
+
 REVIEWER_KINDS = frozenset({"user", "api_key"})  # actor kinds (ids never: unbounded)
 
 

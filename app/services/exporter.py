@@ -47,7 +47,7 @@ def export_tenant(ctx: AppContext, *, tenant_id: str, out: TextIO, actor: dict[s
 
     emit(json.dumps({"format": EXPORT_FORMAT, "tenant": tenant_id, "exported_at": format_ts(utcnow())}) + "\n")
     exported: list[str] = []
-    with ctx.db.sessions() as session:
+    with ctx.db.stale_session(tenant_id, None) as session:  # a replica that has replayed everything
         for memory in memories_repo.stream_for_export(session, tenant_id=tenant_id, statuses=IMPORTABLE_STATUSES,
                                                       agent_id=agent_id):
             emit(json.dumps(export_line(memory), ensure_ascii=False) + "\n")

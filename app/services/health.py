@@ -19,3 +19,9 @@ def ping_database(ctx: AppContext) -> None:
         except Exception:
             if attempt == 2:
                 raise
+
+
+def replica_status(ctx: AppContext) -> list[dict[str, object]] | None:
+    """Each read replica probed now (up and how far behind, or down and why); None without replicas.
+    A replica that is down leaves the server ready: the primary serves its reads."""
+    return ctx.db.replicas.status() if ctx.db.replicas is not None else None

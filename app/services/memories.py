@@ -167,7 +167,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
 def get_memory(ctx: AppContext, principal: Principal, memory_id: str, as_of: Any = None) -> dict[str, Any]:
     """A visible memory in the key's tenant, for an agent the key may read; 404 otherwise."""
     as_of_dt = _timestamp(as_of, "/as_of") if as_of is not None else None
-    with ctx.db.sessions() as session:
+    with ctx.db.stale_session(principal.tenant_id, principal.key_id) as session:
         memory = repo.get_visible(session, scope=Scope(principal.tenant_id, as_of=as_of_dt), memory_id=memory_id)
         if memory is None or not principal.may_act_for(memory.agent_id):
             raise NotFound("memory not found")
@@ -185,7 +185,7 @@ def list_memories(ctx: AppContext, principal: Principal, query: dict[str, Any]) 
     scope = Scope(principal.tenant_id, query["agent_id"], query.get("user_id"), _as_of(query))
     limit = query.get("limit", 100)
     after = decode_cursor(query["cursor"]) if query.get("cursor") else None
-    with ctx.db.sessions() as session:
+    with ctx.db.stale_session(principal.tenant_id, principal.key_id) as session:
         rows = repo.page(session, scope=scope, limit=limit + 1, after=after, type_=query.get("type"),
                          tag=query.get("tag"))
         more = len(rows) > limit

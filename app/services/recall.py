@@ -84,7 +84,8 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
     query_vec = search.SqlVector(ctx.embedder.embed([body["query"]])[0])
     pool = max(2 * k, 20)
 
-    with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:
+    with ctx.db.stale_reader(principal.tenant_id, principal.key_id) as conn, \
+            Session(bind=conn, expire_on_commit=False) as session:
         vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True)
         # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
         # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
