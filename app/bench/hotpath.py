@@ -9,7 +9,12 @@ process against a fresh embedded PostgreSQL, driven by httpx's ASGI transport on
   server (one on an idle connection sends nothing), split by statement so a regression names it;
 - CPU milliseconds of this process (`time.process_time`, all threads: the event loop, the thread
   pool and the embedder), which other processes' load inflates far less than wall time;
-- optionally a cProfile of the timed requests (`--profile FILE`, cumulative top functions printed).
+- optionally a cProfile of the timed requests (`--profile FILE`, cumulative top functions printed);
+- the floor a request cannot go below here (issue 25), sampled beside every timed request so the
+  same load falls on both: one single-text embedding (wall), a `/healthz` exchange through the same
+  client, and one durable commit (an autocommit statement that takes a transaction id, so its
+  commit record is flushed to the WAL); and each operation's p50/p95 over that floor's p50, and its
+  CPU over the embedder's CPU.
 
 PostgreSQL's own CPU is not in these numbers (another process); round trips stand in for it.
 """
@@ -110,6 +115,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"}
         app = create_app(ctx.settings, ctx=ctx)
         result, profiler, (embed_cpu, screen_cpu) = asyncio.run(_drive(app, ctx, headers, counter, args))
+    floor = result.pop("floor")
     report = {
         "benchmark": "hotpath",
         "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
@@ -119,6 +125,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "embedder_cpu_ms_per_text": embed_cpu,
         "screening_cpu_ms_per_write": screen_cpu,
         **result,
+        "floor": floor,
+        "near_floor": near_floor(result, floor, embed_cpu),
         "machine": common.machine(),
     }
     if profiler:
@@ -127,6 +135,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)
         print(text.getvalue())
     print(json.dumps(report, indent=2))
+    print(floor_table(report))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return report
@@ -179,6 +188,19 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             await stage(i)
         for i in range(args.warmup):
             await approve(i)
+        floor_samples: dict[str, list[float]] = {"embedding_ms": [], "healthz_ms": [], "durable_commit_ms": []}
+
+        async def sample_floor(i: int) -> None:
+            """One sample of each floor part (not counted, not profiled)."""
+            started = time.perf_counter()
+            ctx.embedder.embed([QUERIES[i % len(QUERIES)].format(u=f"Floor{i}")])
+            floor_samples["embedding_ms"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            response = await http.get("/healthz")
+            floor_samples["healthz_ms"].append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, response.text
+            floor_samples["durable_commit_ms"].append(_durable_commit_ms(ctx.db.engine))
+
         result = {}
         for name, op in (("remember", remember), ("recall", recall), ("approve", approve)):
             cpu: list[float] = []
@@ -187,6 +209,7 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             kinds: Counter[str] = Counter()
             counter.take()
             for i in range(args.requests):
+                await sample_floor(i)
                 counter.active = True
                 if profiler:
                     profiler.enable()
@@ -209,7 +232,58 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
                 "wall_ms_in_process": {"p50": round(common.percentile(wall, 50), 3),
                                        "p95": round(common.percentile(wall, 95), 3)},
             }
+        result["floor"] = floor_summary(floor_samples)
     return result, profiler, (_embedder_cpu_ms(ctx), _screening_cpu_ms(ctx))
+
+
+def _durable_commit_ms(engine) -> float:
+    """Wall ms of one durable commit: an autocommit statement that takes a transaction id, so the
+    server writes and flushes a commit record before it answers (one round trip)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        started = time.perf_counter()
+        conn.exec_driver_sql("SELECT txid_current()")
+        return (time.perf_counter() - started) * 1000
+
+
+def floor_summary(samples: dict[str, list[float]]) -> dict[str, Any]:
+    """p50/p95 of each floor part and the floor itself: the sum of the parts' p50s."""
+    parts = {name: {"p50": round(common.percentile(values, 50), 3), "p95": round(common.percentile(values, 95), 3)}
+             for name, values in samples.items()}
+    return {**parts, "samples": len(samples["embedding_ms"]),
+            "floor_ms_p50": round(sum(part["p50"] for part in parts.values()), 3)}
+
+
+GOALS = {"p50_over_floor_max": 1.5, "p95_over_floor_max": 2.0, "remember_cpu_over_embedding_cpu_max": 1.5}
+"""Issue 25, goal 1 ("near the floor")."""
+
+
+def near_floor(result: dict[str, Any], floor: dict[str, Any], embed_cpu: float) -> dict[str, Any]:
+    """Each operation's latency over the floor's p50, remember's CPU over one embedding's, and the goals."""
+    base = floor["floor_ms_p50"]
+    ratios = {op: {p: round(result[op]["wall_ms_in_process"][p] / base, 2) for p in ("p50", "p95")}
+              for op in ("remember", "recall")}
+    cpu_ratio = round(result["remember"]["cpu_ms_per_request"]["p50"] / embed_cpu, 2)
+    goals = {f"{op}_{p}_over_floor_le_{GOALS[f'{p}_over_floor_max']}":
+             ratios[op][p] <= GOALS[f"{p}_over_floor_max"] for op in ratios for p in ("p50", "p95")}
+    goals["remember_cpu_over_embedding_cpu_le_1.5"] = cpu_ratio <= GOALS["remember_cpu_over_embedding_cpu_max"]
+    return {"over_floor": ratios, "remember_cpu_over_embedding_cpu": cpu_ratio, "goals": goals}
+
+
+def floor_table(report: dict[str, Any]) -> str:
+    """The floor, each operation's ratios to it and the goals, as text."""
+    floor, near = report["floor"], report["near_floor"]
+    parts = ", ".join(f"{name} {floor[name]['p50']:.2f}" for name in ("embedding_ms", "healthz_ms",
+                                                                        "durable_commit_ms"))
+    rows = [f"floor p50 {floor['floor_ms_p50']:.2f} ms ({parts}); load {report['machine']['loadavg_1_5_15']}"]
+    for op in ("remember", "recall"):
+        wall, ratio = report[op]["wall_ms_in_process"], near["over_floor"][op]
+        rows.append(f"{op:9} p50 {wall['p50']:7.2f} ms = {ratio['p50']:.2f}x floor   "
+                    f"p95 {wall['p95']:7.2f} ms = {ratio['p95']:.2f}x floor")
+    rows.append(f"remember CPU p50 {report['remember']['cpu_ms_per_request']['p50']:.2f} ms = "
+                f"{near['remember_cpu_over_embedding_cpu']:.2f}x the embedder's {report['embedder_cpu_ms_per_text']:.2f}")
+    missed = [name for name, ok in near["goals"].items() if not ok]
+    rows.append("goal 1 met" if not missed else f"goal 1 missed: {', '.join(missed)}")
+    return "\n".join(rows)
 
 
 def _screening_cpu_ms(ctx, n: int = 200) -> dict[str, float]:
