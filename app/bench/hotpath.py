@@ -74,11 +74,11 @@ class StatementCounter:
             self.kinds[_kind(statement)] += 1
 
     def _commit(self, conn) -> None:
-        # The audit log's commit hook runs first and may already have sent the transaction's audit
-        # INSERTs with its COMMIT in one pipeline (past the statement events): one round trip.
+        # The audit log's commit hook runs first and may already have sent the transaction's deferred
+        # INSERTs (audit entries, events, new memories) with its COMMIT in one pipeline (past the statement events): one round trip.
         if self.active and conn.info.pop(OPEN, False):
             idle = conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
-            self.kinds["COMMIT, pipelined with audit INSERTs" if idle else "COMMIT"] += 1
+            self.kinds["COMMIT, pipelined with deferred INSERTs" if idle else "COMMIT"] += 1
 
     def _rollback(self, conn) -> None:
         if self.active and conn.info.pop(OPEN, False):
