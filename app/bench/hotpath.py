@@ -146,7 +146,7 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
     import anyio.to_thread
     import httpx
 
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile(time.thread_time) if args.profile else None  # CPU of the calling thread, not waits
     if profiler:
         # cProfile sees one thread: run the thread-pool work inline on the event loop's thread.
         async def inline(func, *fargs, **kwargs):
