@@ -55,7 +55,7 @@ class ApiRoute(Route):
         (405 with `Allow: POST` for a GET), not a memory called "recall".
 
         `one_hop`: the handler is called without a principal when the auth middleware deferred the
-        key's verification to it (`app.api.auth.deferred`): it verifies the key, checks `scope`
+        key's verification to it (`DEFERRED_AUTH` in the request's state): it verifies the key, checks `scope`
         and runs its service in one trip to the thread pool instead of two."""
         self.ids = dict(ids or {})
         idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent

@@ -85,7 +85,7 @@ _NEW_ROW_COLUMNS = ("id", "tenant_id", "agent_id", "user_id", "type", "content",
                     "expires_at", "merged_into", "superseded_by", "change_id", "run_id", "node_id", "digest_key",
                     "written_by", "score_multiplier", "hard_deleted")
 _CASTS = {"embedding": "::vector", "tags": "::text[]"}
-_COLUMN_NAMES = [Memory.__table__.c[a].name if a in Memory.__table__.c else "metadata" for a in _NEW_ROW_COLUMNS]
+_COLUMN_NAMES = [Memory.__mapper__.get_property(a).columns[0].name for a in _NEW_ROW_COLUMNS]  # metadata_ → metadata
 NEW_ROWS_SQL = (f"INSERT INTO memories ({', '.join(_COLUMN_NAMES)}) "
                 f"VALUES ({', '.join('%(' + a + ')s' + _CASTS.get(a, '') for a in _NEW_ROW_COLUMNS)})")
 
