@@ -76,14 +76,19 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
 
 async def read_json(request: Request, schema: str | None = None) -> Any:
     """The request's JSON body, validated against `schema` when given."""
-    content_type = request.headers.get("content-type", "")
+    return json_body(request.headers.get("content-type", ""), await request.body(), schema)
+
+
+def json_body(content_type: str, raw: bytes, schema: str | None = None) -> Any:
+    """A JSON body already read (`raw`, sent as `content_type`), validated against `schema` when
+    given: `read_json` for a handler that parses in the thread pool."""
     media = content_type.split(";", 1)[0].strip().lower()
     if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
         raise UnsupportedMediaType(
             "request body must be JSON (Content-Type: application/json)",
             details=[{"path": "/", "message": f"got content type {content_type[:80]!r}"}],
         )
-    value = parse_json_bytes(await request.body())
+    value = parse_json_bytes(raw)
     if schema is not None:
         default_contracts().validate(schema, value)
     return value

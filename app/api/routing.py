@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 
+ONE_HOP: set[tuple[str, str]] = set()
+"""(method, path) of routes whose handler verifies the key itself, in the same thread-pool hop as
+its service (`ApiRoute(one_hop=True)`): the auth middleware defers to them (`app.api.auth`)."""
+
 
 @dataclass(frozen=True)
 class Operation:
@@ -62,10 +66,14 @@ class ApiRoute(Route):
     def __init__(self, path: str, handler: Handler, *, method: str, summary: str, scope: str | None,
                  request: str | None = None, responses: dict[int, Any] | None = None, tag: str = "memory",
                  public: bool = False, idempotent: bool | None = None, headers: tuple[str, ...] = (),
-                 ids: dict[str, str] | None = None):
+                 ids: dict[str, str] | None = None, one_hop: bool = False):
         """`ids`: path parameters that only ever hold a `prefix_…` id (param → prefix). The route
         does not match other values, so `/v1/memories/recall` is the recall route's path alone
-        (405 with `Allow: POST` for a GET), not a memory called "recall"."""
+        (405 with `Allow: POST` for a GET), not a memory called "recall".
+
+        `one_hop`: the handler is called without a principal when the auth middleware deferred the
+        key's verification to it (`DEFERRED_AUTH` in the request's state): it verifies the key, checks `scope`
+        and runs its service in one trip to the thread pool instead of two."""
         self.ids = dict(ids or {})
         idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent
         writes = method != "GET" and not (scope or "").endswith(":read")  # recall is a POST that reads
@@ -74,6 +82,8 @@ class ApiRoute(Route):
 
         async def endpoint(req: Request) -> Response:
             principal = req.scope.get("state", {}).get("principal")
+            if one_hop and principal is None and DEFERRED_AUTH in req.scope.get("state", {}):
+                return await handler(req, None)
             if not public:
                 require_scope(principal, scope)
             reject_unstorable_path_params(req)
@@ -87,6 +97,8 @@ class ApiRoute(Route):
 
         endpoint.__name__ = handler.__name__
         super().__init__(path, endpoint, methods=[method])
+        if one_hop:
+            ONE_HOP.add((method, path))
 
     def matches(self, scope):
         match, child_scope = super().matches(scope)
@@ -98,6 +110,11 @@ class ApiRoute(Route):
                 if not has_prefix(value, prefix) and not unstorable_problems({name: value}):
                     return Match.NONE, {}
         return match, child_scope
+
+
+DEFERRED_AUTH = "memwarden.authenticate"
+"""`scope["state"]` key of the key verification the auth middleware left to a one-hop handler: a
+callable run in the thread pool that returns the Principal or raises the refusal (401, 429, 503)."""
 
 
 def require_scope(principal: Principal | None, scope: str | None) -> None:

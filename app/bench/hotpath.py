@@ -9,7 +9,12 @@ process against a fresh embedded PostgreSQL, driven by httpx's ASGI transport on
   server (one on an idle connection sends nothing), split by statement so a regression names it;
 - CPU milliseconds of this process (`time.process_time`, all threads: the event loop, the thread
   pool and the embedder), which other processes' load inflates far less than wall time;
-- optionally a cProfile of the timed requests (`--profile FILE`, cumulative top functions printed).
+- optionally a cProfile of the timed requests (`--profile FILE`, cumulative top functions printed);
+- the floor a request cannot go below here (issue 25), sampled beside every timed request so the
+  same load falls on both: one single-text embedding (wall), a `/healthz` exchange through the same
+  client, and one durable commit (an autocommit statement that takes a transaction id, so its
+  commit record is flushed to the WAL); and each operation's p50/p95 over that floor's p50, and its
+  CPU over the embedder's CPU.
 
 PostgreSQL's own CPU is not in these numbers (another process); round trips stand in for it.
 """
@@ -69,11 +74,11 @@ class StatementCounter:
             self.kinds[_kind(statement)] += 1
 
     def _commit(self, conn) -> None:
-        # The audit log's commit hook runs first and may already have sent the transaction's audit
-        # INSERTs with its COMMIT in one pipeline (past the statement events): one round trip.
+        # The audit log's commit hook runs first and may already have sent the transaction's deferred
+        # INSERTs (audit entries, events, new memories) with its COMMIT in one pipeline (past the statement events): one round trip.
         if self.active and conn.info.pop(OPEN, False):
             idle = conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
-            self.kinds["COMMIT, pipelined with audit INSERTs" if idle else "COMMIT"] += 1
+            self.kinds["COMMIT, pipelined with deferred INSERTs" if idle else "COMMIT"] += 1
 
     def _rollback(self, conn) -> None:
         if self.active and conn.info.pop(OPEN, False):
@@ -91,8 +96,92 @@ def _kind(statement: str) -> str:
 
 def run(args: argparse.Namespace, settings=None) -> int:
     """`memwarden bench hotpath`: print (and with --out write) the report."""
-    measure(args)
+    measure_http(args) if args.http else measure(args)
     return 0
+
+
+def measure_http(args: argparse.Namespace) -> dict[str, Any]:
+    """Issue 25 goal 1 over real HTTP: `memwarden serve` in its own process on a fresh embedded
+    PostgreSQL, one keep-alive client in this process, remembers and recalls one at a time, each
+    beside a sample of the floor (an embedding by the same model in this process, a `/healthz`
+    exchange over the same connection, a durable commit on the server's database). Server CPU is
+    the serving process's user + system time (`/proc`) over all timed requests of an operation,
+    per request (a mean: the kernel counts it in ticks); the embedder's CPU is measured here."""
+    from app.db.embedded import start_embedded
+    from app.db.database import make_engine
+    from app.embeddings import get_embedder
+
+    common.quiet_http_logs()
+    embedder = get_embedder()
+    with common.scratch_dir() as data_dir, common.serve(data_dir) as server, \
+            common.client(server.base_url, common.provision_via_cli(data_dir)) as http:
+        engine = make_engine(start_embedded(data_dir).app_url, pool_size=1)  # joins the server's cluster
+        floor_samples: dict[str, list[float]] = {"embedding_ms": [], "healthz_ms": [], "durable_commit_ms": []}
+        result: dict[str, Any] = {}
+        try:
+            for i in range(args.warmup):
+                http.post("/v1/memories/remember", json=_remember_body(i)).raise_for_status()
+                http.post("/v1/memories/recall", json=_recall_body(i)).raise_for_status()
+            for name, body in (("remember", _remember_body), ("recall", _recall_body)):
+                wall: list[float] = []
+                cpu = 0.0
+                for i in range(args.requests):
+                    _sample_floor_http(embedder, http, engine, floor_samples, i)
+                    cpu_started, started = _process_cpu_s(server.proc.pid), time.perf_counter()
+                    response = http.post(f"/v1/memories/{name}", json=body(args.warmup + i))
+                    wall.append((time.perf_counter() - started) * 1000)
+                    cpu += _process_cpu_s(server.proc.pid) - cpu_started
+                    assert response.status_code in (200, 201), response.text
+                result[name] = {"requests": args.requests,
+                                "server_cpu_ms_per_request": {"mean": round(cpu * 1000 / args.requests, 3)},
+                                "wall_ms_over_http": {"p50": round(common.percentile(wall, 50), 3),
+                                                      "p95": round(common.percentile(wall, 95), 3)}}
+        finally:
+            engine.dispose()
+    embed_cpu = _embedder_cpu_ms_of(embedder)
+    floor = floor_summary(floor_samples)
+    report = {
+        "benchmark": "hotpath-http",
+        "method": measure_http.__doc__.strip().replace("\n    ", " "),
+        "embedder_cpu_ms_per_text": embed_cpu,
+        **result,
+        "floor": floor,
+        "near_floor": near_floor(result, floor, embed_cpu, wall_key="wall_ms_over_http",
+                                 cpu=("server_cpu_ms_per_request", "mean")),
+        "machine": common.machine(),
+    }
+    print(json.dumps(report, indent=2))
+    print(floor_table(report, wall_key="wall_ms_over_http", cpu=("server_cpu_ms_per_request", "mean")))
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def _remember_body(i: int) -> dict[str, Any]:
+    user = f"user{i % 7}"
+    return {"agent_id": "hot", "user_id": user, "type": "semantic",
+            "content": FACTS[i % len(FACTS)].format(u=user.capitalize(), n=i)}
+
+
+def _recall_body(i: int) -> dict[str, Any]:
+    user = f"user{i % 7}"
+    return {"agent_id": "hot", "user_id": user, "k": 5, "query": QUERIES[i % len(QUERIES)].format(u=user.capitalize())}
+
+
+def _sample_floor_http(embedder, http, engine, samples: dict[str, list[float]], i: int) -> None:
+    started = time.perf_counter()
+    embedder.embed([QUERIES[i % len(QUERIES)].format(u=f"Floor{i}")])
+    samples["embedding_ms"].append((time.perf_counter() - started) * 1000)
+    started = time.perf_counter()
+    http.get("/healthz").raise_for_status()
+    samples["healthz_ms"].append((time.perf_counter() - started) * 1000)
+    samples["durable_commit_ms"].append(_durable_commit_ms(engine))
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -110,6 +199,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {token}"}
         app = create_app(ctx.settings, ctx=ctx)
         result, profiler, (embed_cpu, screen_cpu) = asyncio.run(_drive(app, ctx, headers, counter, args))
+    floor = result.pop("floor")
     report = {
         "benchmark": "hotpath",
         "method": "in-process ASGI app (httpx ASGITransport) on a fresh embedded PostgreSQL, default settings "
@@ -119,6 +209,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "embedder_cpu_ms_per_text": embed_cpu,
         "screening_cpu_ms_per_write": screen_cpu,
         **result,
+        "floor": floor,
+        "near_floor": near_floor(result, floor, embed_cpu),
         "machine": common.machine(),
     }
     if profiler:
@@ -127,6 +219,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.top)
         print(text.getvalue())
     print(json.dumps(report, indent=2))
+    print(floor_table(report))
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return report
@@ -137,7 +230,7 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
     import anyio.to_thread
     import httpx
 
-    profiler = cProfile.Profile() if args.profile else None
+    profiler = cProfile.Profile(time.thread_time) if args.profile else None  # CPU of the calling thread, not waits
     if profiler:
         # cProfile sees one thread: run the thread-pool work inline on the event loop's thread.
         async def inline(func, *fargs, **kwargs):
@@ -179,6 +272,19 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             await stage(i)
         for i in range(args.warmup):
             await approve(i)
+        floor_samples: dict[str, list[float]] = {"embedding_ms": [], "healthz_ms": [], "durable_commit_ms": []}
+
+        async def sample_floor(i: int) -> None:
+            """One sample of each floor part (not counted, not profiled)."""
+            started = time.perf_counter()
+            ctx.embedder.embed([QUERIES[i % len(QUERIES)].format(u=f"Floor{i}")])
+            floor_samples["embedding_ms"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            response = await http.get("/healthz")
+            floor_samples["healthz_ms"].append((time.perf_counter() - started) * 1000)
+            assert response.status_code == 200, response.text
+            floor_samples["durable_commit_ms"].append(_durable_commit_ms(ctx.db.engine))
+
         result = {}
         for name, op in (("remember", remember), ("recall", recall), ("approve", approve)):
             cpu: list[float] = []
@@ -187,6 +293,7 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             kinds: Counter[str] = Counter()
             counter.take()
             for i in range(args.requests):
+                await sample_floor(i)
                 counter.active = True
                 if profiler:
                     profiler.enable()
@@ -209,7 +316,62 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
                 "wall_ms_in_process": {"p50": round(common.percentile(wall, 50), 3),
                                        "p95": round(common.percentile(wall, 95), 3)},
             }
+        result["floor"] = floor_summary(floor_samples)
     return result, profiler, (_embedder_cpu_ms(ctx), _screening_cpu_ms(ctx))
+
+
+def _durable_commit_ms(engine) -> float:
+    """Wall ms of one durable commit: an autocommit statement that takes a transaction id, so the
+    server writes and flushes a commit record before it answers (one round trip)."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        started = time.perf_counter()
+        conn.exec_driver_sql("SELECT txid_current()")
+        return (time.perf_counter() - started) * 1000
+
+
+def floor_summary(samples: dict[str, list[float]]) -> dict[str, Any]:
+    """p50/p95 of each floor part and the floor itself: the sum of the parts' p50s."""
+    parts = {name: {"p50": round(common.percentile(values, 50), 3), "p95": round(common.percentile(values, 95), 3)}
+             for name, values in samples.items()}
+    return {**parts, "samples": len(samples["embedding_ms"]),
+            "floor_ms_p50": round(sum(part["p50"] for part in parts.values()), 3)}
+
+
+GOALS = {"p50_over_floor_max": 1.5, "p95_over_floor_max": 2.0, "remember_cpu_over_embedding_cpu_max": 1.5}
+"""Issue 25, goal 1 ("near the floor")."""
+
+
+def near_floor(result: dict[str, Any], floor: dict[str, Any], embed_cpu: float, *,
+               wall_key: str = "wall_ms_in_process", cpu: tuple[str, str] = ("cpu_ms_per_request", "p50")
+               ) -> dict[str, Any]:
+    """Each operation's latency (`result[op][wall_key]`) over the floor's p50, remember's CPU
+    (`result["remember"][cpu[0]][cpu[1]]`) over one embedding's, and the goals."""
+    base = floor["floor_ms_p50"]
+    ratios = {op: {p: round(result[op][wall_key][p] / base, 2) for p in ("p50", "p95")}
+              for op in ("remember", "recall")}
+    cpu_ratio = round(result["remember"][cpu[0]][cpu[1]] / embed_cpu, 2)
+    goals = {f"{op}_{p}_over_floor_le_{GOALS[f'{p}_over_floor_max']}":
+             ratios[op][p] <= GOALS[f"{p}_over_floor_max"] for op in ratios for p in ("p50", "p95")}
+    goals["remember_cpu_over_embedding_cpu_le_1.5"] = cpu_ratio <= GOALS["remember_cpu_over_embedding_cpu_max"]
+    return {"over_floor": ratios, "remember_cpu_over_embedding_cpu": cpu_ratio, "goals": goals}
+
+
+def floor_table(report: dict[str, Any], *, wall_key: str = "wall_ms_in_process",
+                cpu: tuple[str, str] = ("cpu_ms_per_request", "p50")) -> str:
+    """The floor, each operation's ratios to it and the goals, as text."""
+    floor, near = report["floor"], report["near_floor"]
+    parts = ", ".join(f"{name} {floor[name]['p50']:.2f}" for name in ("embedding_ms", "healthz_ms",
+                                                                        "durable_commit_ms"))
+    rows = [f"floor p50 {floor['floor_ms_p50']:.2f} ms ({parts}); load {report['machine']['loadavg_1_5_15']}"]
+    for op in ("remember", "recall"):
+        wall, ratio = report[op][wall_key], near["over_floor"][op]
+        rows.append(f"{op:9} p50 {wall['p50']:7.2f} ms = {ratio['p50']:.2f}x floor   "
+                    f"p95 {wall['p95']:7.2f} ms = {ratio['p95']:.2f}x floor")
+    rows.append(f"remember CPU {cpu[1]} {report['remember'][cpu[0]][cpu[1]]:.2f} ms = "
+                f"{near['remember_cpu_over_embedding_cpu']:.2f}x the embedder's {report['embedder_cpu_ms_per_text']:.2f}")
+    missed = [name for name, ok in near["goals"].items() if not ok]
+    rows.append("goal 1 met" if not missed else f"goal 1 missed: {', '.join(missed)}")
+    return "\n".join(rows)
 
 
 def _screening_cpu_ms(ctx, n: int = 200) -> dict[str, float]:
@@ -232,9 +394,13 @@ def _screening_cpu_ms(ctx, n: int = 200) -> dict[str, float]:
 
 def _embedder_cpu_ms(ctx, n: int = 50) -> float:
     """CPU ms of one single-text embedding call, what every remember and recall pays once."""
+    return _embedder_cpu_ms_of(ctx.embedder, n)
+
+
+def _embedder_cpu_ms_of(embedder, n: int = 50) -> float:
     started = time.process_time()
     for i in range(n):
-        ctx.embedder.embed([f"calibration sentence number {i} about nothing in particular"])
+        embedder.embed([f"calibration sentence number {i} about nothing in particular"])
     return round((time.process_time() - started) * 1000 / n, 3)
 
 
@@ -245,6 +411,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--profile", help="write a cProfile of the timed requests here")
     parser.add_argument("--top", type=int, default=40, help="profile rows printed")
     parser.add_argument("--out", help="write the JSON report here (e.g. docs/bench/hotpath.json)")
+    parser.add_argument("--http", action="store_true",
+                        help="time remember and recall over HTTP against `memwarden serve` (issue 25 goal 1), "
+                             "with the floor and the server process's CPU, instead of in process")
     parser.set_defaults(func=run)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from psycopg.types.json import Jsonb
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
@@ -14,6 +15,16 @@ from app.db.models import Event
 def insert_many(session: Session, rows: list[dict[str, Any]]) -> None:
     """Insert events (dicts of `tenant_id, id, type, payload, created_at`) in one statement."""
     session.execute(insert(Event), rows)
+
+
+NEW_ROWS_SQL = ("INSERT INTO events (tenant_id, id, type, payload, created_at) "
+                "VALUES (%(tenant_id)s, %(id)s, %(type)s, %(payload)s, %(created_at)s)")
+
+
+def insert_rows(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """`insert_many`'s rows as an INSERT's psycopg text and parameter rows (payload as JSONB), for
+    `app.services.audit.insert_with_commit`."""
+    return NEW_ROWS_SQL, [{**row, "payload": Jsonb(row["payload"])} for row in rows]
 
 
 def after(session: Session, *, tenant_id: str, after_id: int, limit: int) -> list:

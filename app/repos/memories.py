@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
+from pgvector import Vector
+from psycopg.types.json import Jsonb
 from sqlalchemy import Select, and_, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
@@ -73,6 +75,34 @@ def insert(session: Session, memory: Memory) -> Memory:
 def insert_all(session: Session, memories: Sequence[Memory]) -> None:
     session.add_all(memories)
     session.flush()
+
+
+# The columns a new row is written with (`prepare_remember` sets each; the rest take their server
+# defaults), as the psycopg text `insert_rows` returns: sent by the driver in one pipeline with the
+# transaction's COMMIT, past the ORM's unit of work (`app.services.audit.insert_with_commit`).
+_NEW_ROW_COLUMNS = ("id", "tenant_id", "agent_id", "user_id", "type", "content", "metadata_", "tags", "confidence",
+                    "source", "embedding", "status", "created_at", "updated_at", "live_from", "ended_at",
+                    "expires_at", "merged_into", "superseded_by", "change_id", "run_id", "node_id", "digest_key",
+                    "written_by", "score_multiplier", "hard_deleted")
+_CASTS = {"embedding": "::vector", "tags": "::text[]"}
+_COLUMN_NAMES = [Memory.__mapper__.get_property(a).columns[0].name for a in _NEW_ROW_COLUMNS]  # metadata_ → metadata
+NEW_ROWS_SQL = (f"INSERT INTO memories ({', '.join(_COLUMN_NAMES)}) "
+                f"VALUES ({', '.join('%(' + a + ')s' + _CASTS.get(a, '') for a in _NEW_ROW_COLUMNS)})")
+
+
+def insert_rows(memories: Sequence[Memory]) -> tuple[str, list[dict[str, Any]]]:
+    """New rows (transient `Memory` objects, never added to a session) as an INSERT's psycopg text
+    and its parameter rows, for `insert_with_commit`. The embedding goes as pgvector's text (a
+    `SqlVector` rendered it once already); metadata as JSONB."""
+    rows = []
+    for memory in memories:
+        row = {name: getattr(memory, name) for name in _NEW_ROW_COLUMNS}
+        row["metadata_"] = Jsonb(row["metadata_"])
+        if row["embedding"] is not None:
+            row["embedding"] = (row["embedding"] if isinstance(row["embedding"], Vector)
+                                else Vector(row["embedding"])).to_text()
+        rows.append(row)
+    return NEW_ROWS_SQL, rows
 
 
 def tenants_holding(session: Session, *, ids: Sequence[str]) -> dict[str, str]:

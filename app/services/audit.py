@@ -49,7 +49,7 @@ SYSTEM_CHAIN = "system"
 
 # The statements of the append path, built once and run on the session's connection: building and
 # running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
-_AT_COMMIT = "memwarden.audit_rows_at_commit"  # Connection.info key: (transaction, [rows, ...])
+_AT_COMMIT = "memwarden.rows_at_commit"  # Connection.info key: (transaction, [(sql, rows), ...])
 
 
 def chain_for(tenant_id: str | None) -> str:
@@ -130,10 +130,10 @@ class AuditLog:
                          "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
                          "subject_type": subject.get("type"), "subject_id": subject.get("id")})
             checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
-        if checkpoint_due or not commits_at_own_commit(session) or session.in_nested_transaction():
+        if checkpoint_due or not sends_with_commit(session):
             audit_log_repo.insert_entries(conn, rows)  # read back by the checkpoint, or not the last statement
         else:
-            _insert_at_commit(conn, rows)
+            _insert_at_commit(conn, audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
         self._touched.add(chain_id)
         metrics.AUDIT_APPENDS.inc(len(rows))
         if commits_durably(session):
@@ -483,18 +483,33 @@ def _closed(chain_id: str, heads: Row) -> AuditChainBroken:
                  "detail": "the chain's alarm is open: writes are refused until it is cleared"})
 
 
-def _insert_at_commit(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Have `_insert_with_commit` send these audit rows with the transaction's COMMIT."""
+def _insert_at_commit(conn: Connection, sql: str, rows: list[dict[str, Any]]) -> None:
+    """Have `_insert_with_commit` send this INSERT (psycopg text) of `rows` with the transaction's COMMIT."""
     tx = conn.get_transaction()
     deferred = conn.info.get(_AT_COMMIT)
     if deferred is None or deferred[0] is not tx:
         deferred = conn.info[_AT_COMMIT] = (tx, [])
-    deferred[1].append(rows)
+    deferred[1].append((sql, rows))
+
+
+def sends_with_commit(session: Session) -> bool:
+    """Whether INSERTs nothing else in the transaction reads back may wait for its COMMIT and go
+    out in one pipeline with it (`insert_with_commit`): only when the session's commit is the
+    database's, outside a savepoint."""
+    return commits_at_own_commit(session) and not session.in_nested_transaction()
+
+
+def insert_with_commit(session: Session, sql: str, rows: list[dict[str, Any]]) -> None:
+    """Send an INSERT (psycopg text, `rows` as the driver takes them) in one pipeline with the
+    transaction's COMMIT instead of a round trip of its own; only where `sends_with_commit`. An
+    error it meets surfaces at commit, as the COMMIT's own would (the transaction rolls back)."""
+    _insert_at_commit(session.connection(), sql, rows)
 
 
 @event.listens_for(Engine, "commit")
 def _insert_with_commit(conn: Connection) -> None:
-    """Send the transaction's deferred audit INSERTs and its COMMIT in one psycopg pipeline.
+    """Send the transaction's deferred INSERTs (audit entries, and those `insert_with_commit`
+    queued) and its COMMIT in one psycopg pipeline.
 
     Runs as SQLAlchemy is about to commit the connection, after the last flush: the INSERTs are
     still the transaction's own statements, and the COMMIT's reply (after its WAL flush, as
@@ -508,8 +523,8 @@ def _insert_with_commit(conn: Connection) -> None:
     driver = conn.connection.driver_connection
     try:
         with driver.cursor() as cursor, driver.pipeline():
-            for rows in deferred[1]:
-                cursor.executemany(audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
+            for sql, rows in deferred[1]:
+                cursor.executemany(sql, rows)
             cursor.execute("COMMIT", prepare=False)
     except psycopg.Error as exc:
         raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True,

@@ -27,7 +27,7 @@ from app.db.models import Change, Memory
 from app.db.transaction_work import ChainWork
 from app.repos import events as events_repo
 from app.services import refs, webhooks
-from app.services.audit import chain_for, chain_work, lock_chain
+from app.services.audit import chain_for, chain_work, insert_with_commit, lock_chain, sends_with_commit
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -69,7 +69,7 @@ def _queue(session: Session, tenant_id: str) -> list:
 
 def _write_queued(session: Session, work: ChainWork) -> None:
     """Insert the transaction's events of one tenant in one statement (the lock is held, the
-    head known and the NOTIFY sent by `app.services.audit`)."""
+    head known and the NOTIFY sent by `app.services.audit`), sent with the COMMIT when it can be."""
     tenant_id, event_id, rows = work.tenant_id, work.event_id, []
     for type, payload in work.events:
         if callable(payload):
@@ -78,7 +78,10 @@ def _write_queued(session: Session, work: ChainWork) -> None:
         rows.append({"tenant_id": tenant_id, "id": event_id, "type": type, "payload": payload,
                      "created_at": utcnow()})
     work.event_id = event_id
-    events_repo.insert_many(session, rows)
+    if work.has_webhooks or not sends_with_commit(session):  # deliveries are queued after their events
+        events_repo.insert_many(session, rows)
+    else:  # nothing reads them back before the commit: they go out with it
+        insert_with_commit(session, *events_repo.insert_rows(rows))
     if work.has_webhooks:
         for row in rows:
             webhooks.enqueue(session, tenant_id, row["id"], row["type"], row["payload"])

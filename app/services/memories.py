@@ -31,7 +31,7 @@ from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
 from app.services import events, integrity, read_budgets, recall_tracking, screening, staging
-from app.services.audit import chain_for
+from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
 from app.services.tenant_config import TenantRules, redaction_mode, redactor_for, rules_for
@@ -159,7 +159,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Out
                              future_expiry=True)
     embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0])  # bound twice: screening and the insert
     with ctx.db.sessions.begin() as session:
-        return write_prepared(ctx, session, principal, [write], [embedding])[0]
+        return write_prepared(ctx, session, principal, [write], [embedding], at_commit=True)[0]
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -528,11 +528,12 @@ def _decision(principal: Principal, write: PreparedWrite, flags: Screening) -> D
 
 
 def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[PreparedWrite],
-                   embeddings: list[list[float]], **audit_extra: Any) -> list[Outcome]:
+                   embeddings: list[list[float]], *, at_commit: bool = False, **audit_extra: Any) -> list[Outcome]:
     """Screen, decide and insert prepared rows in the caller's transaction (`remember` writes one,
     an import a batch): a staged row gets its change and `memory.staged` (202), a live row
     `memory.remembered` and a `memory.written` event (201), an ended row `memory.restored` (200).
-    `audit_extra` joins each event's data.
+    `audit_extra` joins each event's data. With `at_commit` (the caller reads none of the rows back
+    in its transaction), live rows go out with the COMMIT (`_insert`).
 
     Screening runs against live state before the batch is inserted, so rows of one batch are not
     compared with each other. A policy deny raised by screening flags raises `Forbidden` (the caller's
@@ -560,9 +561,20 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
             else:
                 memory.status = "live"
         decided.append((write, decision, flags))
-    repo.insert_all(session, [w.memory for w in writes])
+    _insert(session, [w.memory for w in writes], at_commit=at_commit)
     return [_audit_written(ctx, session, principal, write, decision, flags, audit_extra)
             for write, decision, flags in decided]
+
+
+def _insert(session, rows: list[Memory], *, at_commit: bool) -> None:
+    """Insert new rows: with `at_commit`, the live ones in one pipeline with the transaction's COMMIT
+    (a round trip and the ORM's unit of work saved: nothing later in a remember's transaction reads
+    them back); the rest, and all when the session's commit is not the database's, at once."""
+    deferred = [m for m in rows if m.status == "live"] if at_commit and sends_with_commit(session) else []
+    if deferred:
+        insert_with_commit(session, *repo.insert_rows(deferred))
+    if len(deferred) < len(rows):
+        repo.insert_all(session, [m for m in rows if m not in deferred])
 
 
 def _audit_written(ctx: AppContext, session, principal: Principal, write: PreparedWrite, decision: Decision | None,

@@ -65,3 +65,45 @@ def test_rate_limit_returns_429_with_retry_after(ctx, make_key):
         response = limited.get("/v1/whoami", headers=bearer(token))
         assert_error(response, 429, "rate_limited")
         assert int(response.headers["retry-after"]) >= 1
+
+
+# Remember and recall verify the key in the same thread-pool hop as their service (one trip, not
+# two): the refusals must come in the order the middleware gives them everywhere else.
+
+BAD_BODY = {"agent_id": 7}  # fails the request schema
+
+
+def test_one_hop_routes_refuse_a_bad_key_before_reading_a_bad_body(client, make_key):
+    token = make_key()
+    forged = token[:-1] + ("A" if token[-1] != "A" else "B")
+    for path in ("/v1/memories/remember", "/v1/memories/recall"):
+        response = client.post(path, json=BAD_BODY, headers=bearer(forged))
+        assert_error(response, 401, "unauthorized")
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        unsupported = client.post(path, content=b"<x/>", headers={**bearer(forged), "content-type": "text/xml"})
+        assert_error(unsupported, 401, "unauthorized")
+
+
+def test_one_hop_routes_check_the_scope_before_the_body(client, make_key):
+    read_only, write_only = make_key(scopes="memory:read"), make_key(scopes="memory:write")
+    assert_error(client.post("/v1/memories/remember", json=BAD_BODY, headers=bearer(read_only)), 403, "forbidden")
+    assert_error(client.post("/v1/memories/recall", json=BAD_BODY, headers=bearer(write_only)), 403, "forbidden")
+    assert client.post("/v1/memories/recall", json=BAD_BODY, headers=bearer(read_only)).status_code == 422
+    assert client.post("/v1/memories/recall", json={"agent_id": "a", "query": "q"},
+                       headers=bearer(read_only)).status_code == 200
+
+
+def test_one_hop_routes_rate_limit_with_retry_after(ctx, make_key):
+    from starlette.testclient import TestClient
+
+    from app.main import create_app
+
+    token = make_key()
+    app = create_app(ctx.settings.with_changes(rate_limit_per_minute=2), ctx=ctx)
+    body = {"agent_id": "a", "query": "where?"}
+    with TestClient(app) as limited:
+        codes = [limited.post("/v1/memories/recall", json=body, headers=bearer(token)).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]
+        response = limited.post("/v1/memories/recall", json=body, headers=bearer(token))
+        assert_error(response, 429, "rate_limited")
+        assert int(response.headers["retry-after"]) >= 1
