@@ -126,38 +126,43 @@ def mine(decisions: Sequence[Decided], min_decisions: int, limit: int = MAX_SUGG
     of any rejection it would otherwise match, and never above ``RISK_CEILING``.
     """
     ceiling_cap = level_rank(RISK_CEILING)
-    approved: dict[tuple, list[int]] = {}
-    rejected: dict[tuple, list[int]] = {}
-    for d in decisions:
-        table = approved if d.status == "approved" else rejected if d.status == "rejected" else None
-        if table is None:
+    approved: dict[tuple, list[list[int]]] = {}  # pattern -> per risk rank, the approvals' indexes
+    rejected: dict[tuple, list[int]] = {}  # pattern -> per risk rank, how many rejections
+    for index, d in enumerate(decisions):
+        if d.status not in ("approved", "rejected"):
             continue
         rank = _rank(d.risk_level)
         for pattern in set(_base_patterns(d)):
-            table.setdefault(pattern, [0] * len(LEVELS))[rank] += 1
-    found: list[tuple[tuple, int, int]] = []
+            if d.status == "approved":
+                approved.setdefault(pattern, [[] for _ in LEVELS])[rank].append(index)
+            else:
+                rejected.setdefault(pattern, [0] * len(LEVELS))[rank] += 1
+    found: list[tuple[tuple, int, frozenset[int]]] = []
     for pattern, by_rank in approved.items():
         contrary = rejected.get(pattern, [0] * len(LEVELS))
         lowest_contrary = next((r for r, n in enumerate(contrary) if n), len(LEVELS))
-        highest_approved = max(r for r, n in enumerate(by_rank) if n)
-        ceiling = min(highest_approved, lowest_contrary - 1, ceiling_cap)
+        # The highest risk a person approved below the first rejection, never above the cap.
+        ceiling = max((r for r, ids in enumerate(by_rank) if ids and r < min(lowest_contrary, ceiling_cap + 1)),
+                      default=-1)
         if ceiling < 0:
             continue
-        support = sum(by_rank[: ceiling + 1])
-        if support >= min_decisions:
-            found.append((pattern, ceiling, support))
-    # General patterns first; drop one a kept pattern covers (its conditions ⊆ ours, ceiling ≥ ours).
-    found.sort(key=lambda f: (len(f[0]), -f[2], f[0]))
-    kept: list[tuple[tuple, int, int]] = []
-    for pattern, ceiling, support in found:
-        if any(set(k) <= set(pattern) and kc >= ceiling for k, kc, _ in kept):
+        covered = frozenset(i for ids in by_rank[: ceiling + 1] for i in ids)
+        if len(covered) >= min_decisions:
+            found.append((pattern, ceiling, covered))
+    # General patterns first. Drop a pattern a kept one covers (its conditions ⊆ ours and its
+    # ceiling ≥ ours), and one resting on exactly the same decisions as a kept one (an agent that
+    # always writes from one source with one tag would otherwise be suggested three times).
+    found.sort(key=lambda f: (len(f[0]), -len(f[2]), f[0]))
+    kept: list[tuple[tuple, int, frozenset[int]]] = []
+    for pattern, ceiling, covered in found:
+        if any((set(k) <= set(pattern) and kc >= ceiling) or kcov == covered for k, kc, kcov in kept):
             continue
-        kept.append((pattern, ceiling, support))
-    kept.sort(key=lambda f: (-f[2], len(f[0]), f[0]))
+        kept.append((pattern, ceiling, covered))
+    kept.sort(key=lambda f: (-len(f[2]), len(f[0]), f[0]))
     out = []
-    for pattern, ceiling, support in kept[:limit]:
+    for pattern, ceiling, covered in kept[:limit]:
         doc = _match_doc(pattern, ceiling)
-        out.append(Suggested(suggestion_id(doc), doc, support, describe(doc)))
+        out.append(Suggested(suggestion_id(doc), doc, len(covered), describe(doc)))
     return out
 
 

@@ -151,7 +151,7 @@ def test_no_learned_rule_waives_high_risk_screening_on_any_path(client, ctx, ten
 
 
 def test_dismissed_stays_hidden_until_evidence_grows(client, learned, agent, reviewer):
-    tag_rule = next(s for s in _suggestions(client, learned["admin"]) if s["match"].get("tags_any") == ["faq"])
+    tag_rule = _by_agent(_suggestions(client, learned["admin"]), "support-bot")
     response = client.post(f"/v1/policy/suggestions/{tag_rule['id']}/dismiss", headers=learned["admin"])
     assert response.status_code == 200 and response.json()["status"] == "dismissed"
     for i in range(3):
