@@ -13,10 +13,12 @@ consistent approvals since it was dismissed (and still no rejection).
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 from app.core.canonical import canonical_json
-from app.core.policy import DEFAULT_POLICY, Policy, PolicyError, Rule, WriteRequest
+from app.core.ids import has_prefix
+from app.core.policy import DEFAULT_POLICY, SCREENING_BASELINE, Policy, PolicyError, Rule, WriteRequest
 from app.core.policy_learning import Suggested, contrary, describe, measure, mine, rule_id_for
 from app.core.screening import LEVELS
 from app.core.timefmt import format_ts, utcnow
@@ -25,6 +27,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.repos import suggestions as repo
 from app.repos import tenants as tenant_repo
 from app.services.context import AppContext
+from app.services.staging import tenant_policy
 
 HISTORY_LIMIT = 20_000
 """Most decisions read as evidence (newest first)."""
@@ -80,6 +83,8 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
 
 
 def _pending_suggestion(session, tenant_id: str, suggestion_id: str) -> PolicySuggestion:
+    if not has_prefix(suggestion_id, "sug"):
+        raise NotFound("suggestion not found")
     row = repo.get(session, tenant_id=tenant_id, suggestion_id=suggestion_id, lock=True)
     if row is None:
         raise NotFound("suggestion not found")
@@ -148,7 +153,7 @@ SAMPLE_FIELDS = ("operation", "agent_id", "type", "source", "tags", "confidence"
                  "approval_required", "hard_delete", "rows_affected")
 
 
-def test_sample(policy: Policy, sample: dict[str, Any]) -> dict[str, Any]:
+def try_sample(policy: Policy, sample: dict[str, Any]) -> dict[str, Any]:
     """Which rule of `policy` decides a sample write, and the outcome (the editor's test box).
     `sample` holds the write's facts (operation, agent_id, type, source, tags, content, risk_level…);
     422 for facts that do not make a write."""
@@ -177,3 +182,35 @@ def test_sample(policy: Policy, sample: dict[str, Any]) -> dict[str, Any]:
     decision, trace = policy.explain(request)
     return {"action": decision.action, "rule_id": decision.rule_id, "learned": decision.learned,
             "approvals_required": decision.approvals_required, "reason": decision.reason, "trace": trace}
+
+
+def policy_of(ctx: AppContext, tenant_id: str) -> Policy:
+    """The tenant's policy as it is evaluated now (its own, else the defaults)."""
+    with ctx.db.sessions() as session:
+        return tenant_policy(session, tenant_id)
+
+
+def rule_list(policy: Policy) -> list[dict[str, Any]]:
+    """The policy as the editor lists it: each rule in order (conditions, action, provenance), then
+    the built-in screening baseline, which no learned rule can waive."""
+    rows = []
+    for rule in (*policy.rules, SCREENING_BASELINE):
+        doc = rule.to_doc()
+        rows.append({"id": rule.id, "action": rule.action, "enabled": rule.enabled,
+                     "description": rule.description, "approvals_required": doc.get("approvals_required"),
+                     "conditions": [(key, ", ".join(map(str, value)) if isinstance(value, list) else str(value))
+                                    for key, value in doc["match"].items()],
+                     "provenance": dict(rule.provenance) if rule.provenance else None,
+                     "built_in": rule is SCREENING_BASELINE})
+    return rows
+
+
+def try_sample_text(ctx: AppContext, tenant_id: str, text: str) -> dict[str, Any]:
+    """The editor's test box: `text` is a sample write as JSON; which rule decides it, and how."""
+    if len(text) > 20_000:
+        raise ValidationFailed.at("/", "the sample write is over 20,000 characters")
+    try:
+        sample = json.loads(text)
+    except ValueError as exc:
+        raise ValidationFailed.at("/", f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+    return try_sample(policy_of(ctx, tenant_id), sample)
