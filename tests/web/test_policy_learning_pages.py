@@ -63,7 +63,7 @@ def test_sample_write_box_names_the_deciding_rule(client, admin):
     assert client.post("/admin/policy/test", data={"sample": "{}"}).status_code == 403  # no CSRF token
 
 
-def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(client, admin, decided):
+def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(client, admin, decided, make_key):
     page = client.get("/admin/suggestions")
     assert page.status_code == 200
     ids = re.findall(r'data-testid="suggestion" data-suggestion-id="([^"]+)"', page.text)
@@ -79,6 +79,12 @@ def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(cl
     assert client.post("/admin/suggestions/sug_nope/dismiss", data={"csrf_token": csrf}, headers=HX).status_code == 404
     admin_page = client.get("/admin").text
     assert 'data-testid="rule-provenance"' in admin_page and ids[0] in admin_page
+    # What the learned rule approves shows as such in the decisions log page.
+    written = client.post("/v1/memories/remember", headers=bearer(make_key()), json={
+        "agent_id": "bot-9", "type": "semantic", "content": "Opening hours: closed on holidays.", "tags": [TAG]})
+    assert written.status_code == 201, written.text
+    log = client.get("/audit/decisions")
+    assert log.status_code == 200 and log.text.count('data-testid="decision-learned"') == 1
 
 
 def test_only_admins_see_suggestions(client, ctx, tenant):
