@@ -126,6 +126,7 @@ def _key(data_dir: Path, scopes: str) -> str:
 
 def run(args: argparse.Namespace, settings) -> int:
     quiet_http_logs()
+    load_before = [round(x, 2) for x in os.getloadavg()]
     rows = stream(args.writes, args.poisoned_share, args.seed)
     half = len(rows) // 2
     extra = {"MEMWARDEN_SUGGEST_MIN_DECISIONS": str(args.min_decisions), "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
@@ -157,7 +158,8 @@ def run(args: argparse.Namespace, settings) -> int:
         for http in (agent, reviewer, admin):
             http.close()
     report: dict[str, Any] = {
-        "benchmark": "reviewer", "machine": machine(), "load_average": [round(x, 2) for x in os.getloadavg()],
+        "benchmark": "reviewer", "machine": machine(), "load_average_before": load_before,
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "writes": len(rows), "poisoned_share": args.poisoned_share, "seed": args.seed,
         "min_decisions": args.min_decisions, "agents": [a for a, _, _ in AGENTS],
         "phase_1_no_learned_rules": before, "learned_rules_accepted": accepted, "phase_2_with_learned_rules": after,

@@ -4,8 +4,9 @@ A *pattern* is a conjunction of facts a staged ``remember`` carried: its agent, 
 of its tags, and a screening-risk ceiling. A pattern is suggested as an auto-approve rule when at
 least ``min_decisions`` writes matching it were approved by a person and none matching it was
 rejected. Patterns that a more general suggested pattern already covers are left out, so the
-list stays short. The screening ceiling never exceeds ``medium``, and the evaluation of a learned
-rule (``app.core.policy.Policy.explain``) refuses to let it waive the high-risk baseline anyway.
+list stays short. The screening ceiling is ``RISK_CEILING`` (``none``: a learned rule approves
+only writes screening raised no flag on), and the evaluation of a learned rule
+(``app.core.policy.Policy.explain``) refuses to let it waive the high-risk baseline anyway.
 
 Each suggestion carries its measured effect on the latest decisions (``measure``): how many of
 them it would have auto-approved, and how many of those were later rejected, forgotten or
@@ -23,8 +24,10 @@ from app.core.ids import format_id
 from app.core.policy import SCREENING_BASELINE, Match, WriteRequest
 from app.core.screening import LEVELS, level_rank
 
-#: Widest screening risk a learned rule may cover (high-risk writes always go to a person).
-RISK_CEILING = "medium"
+#: Widest screening risk a learned rule may cover. A learned rule relaxes review only of writes in
+#: which screening found nothing: a person approving an agent's clean writes says nothing about
+#: its flagged ones (`memwarden bench reviewer` saw medium-risk PII slip through at "medium").
+RISK_CEILING = "none"
 MAX_SUGGESTIONS = 50
 _GLOB_SPECIALS = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
 # Per condition, the longest value the policy schema admits.
@@ -149,13 +152,14 @@ def mine(decisions: Sequence[Decided], min_decisions: int, limit: int = MAX_SUGG
         covered = frozenset(i for ids in by_rank[: ceiling + 1] for i in ids)
         if len(covered) >= min_decisions:
             found.append((pattern, ceiling, covered))
-    # General patterns first. Drop a pattern a kept one covers (its conditions ⊆ ours and its
-    # ceiling ≥ ours), and one resting on exactly the same decisions as a kept one (an agent that
-    # always writes from one source with one tag would otherwise be suggested three times).
+    # General, then best supported, patterns first. Drop a pattern a kept one covers (its conditions
+    # ⊆ ours and its ceiling ≥ ours), and one whose every supporting decision a kept one already
+    # rests on (an agent that always writes from one source with one tag would otherwise be
+    # suggested three times).
     found.sort(key=lambda f: (len(f[0]), -len(f[2]), f[0]))
     kept: list[tuple[tuple, int, frozenset[int]]] = []
     for pattern, ceiling, covered in found:
-        if any((set(k) <= set(pattern) and kc >= ceiling) or kcov == covered for k, kc, kcov in kept):
+        if any((set(k) <= set(pattern) and kc >= ceiling) or covered <= kcov for k, kc, kcov in kept):
             continue
         kept.append((pattern, ceiling, covered))
     kept.sort(key=lambda f: (-len(f[2]), len(f[0]), f[0]))

@@ -31,12 +31,13 @@ def test_needs_min_decisions_and_no_contrary_one():
     assert mine(approvals + [D("rejected")], 5) == []
 
 
-def test_risk_ceiling_stays_below_rejections_and_never_reaches_high():
-    approvals = [D("approved", risk_level="low")] * 3 + [D("approved")] * 3 + [D("approved", risk_level="high")] * 9
-    (only,) = mine(approvals, 6)
-    assert only.match["risk_at_most"] == "low" and only.approved == 6
-    lowered = mine(approvals + [D("rejected", risk_level="low")], 3)[0]
-    assert lowered.match["risk_at_most"] == "none" and lowered.approved == 3
+def test_only_writes_without_screening_flags_are_learned():
+    approvals = [D("approved", risk_level="low")] * 9 + [D("approved")] * 3 + [D("approved", risk_level="medium")] * 9
+    (only,) = mine(approvals, 3)
+    assert only.match["risk_at_most"] == "none" and only.approved == 3
+    assert mine(approvals, 4) == []
+    # A rejection of a flagged write does not contradict approvals of clean ones; of a clean one it does.
+    assert mine(approvals + [D("rejected", risk_level="low")], 3)[0].approved == 3
     assert mine(approvals + [D("rejected")], 3) == []
 
 
