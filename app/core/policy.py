@@ -405,6 +405,10 @@ def semantic_problems(doc: Any) -> list[dict[str, str]]:
             found.append({"path": f"{base}/approvals_required",
                           "message": "approvals_required is only allowed with action require_approval"})
         match = rule.get("match")
+        if "provenance" in rule and (not isinstance(match, dict) or match.get("operations") != ["remember"]):
+            # Learned rules are mined from, and journaled on, remembers only (app.core.policy_learning).
+            found.append({"path": f"{base}/match/operations",
+                          "message": 'a learned rule (with provenance) must match operations ["remember"] only'})
         pattern = match.get("content_pattern") if isinstance(match, dict) else None
         if isinstance(pattern, str):
             problem = regex_problem(pattern)

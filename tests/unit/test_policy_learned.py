@@ -73,3 +73,11 @@ def test_provenance_round_trips_and_is_validated():
     with pytest.raises(PolicyError) as err:
         _policy(_learned_allow() | {"provenance": {"kind": "guessed", "suggestion_id": "sug_1"}})
     assert err.value.problems[0]["path"].startswith("/rules/0/provenance")
+
+
+def test_learned_rules_cover_remembers_only():
+    # Every decision a learned rule makes is journaled on the remember path; no other operation.
+    for match in ({}, {"operations": ["forget"]}, {"operations": ["remember", "forget"]}):
+        with pytest.raises(PolicyError) as err:
+            _policy({"id": "learned-x", "match": match, "action": "allow", "provenance": PROVENANCE})
+        assert err.value.problems[0]["path"] == "/rules/0/match/operations"
