@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from app.services.apikeys import create_key
 from app.services.tenant_config import set_policy
 from e2e.helpers import ACTOR, sign_in
+from e2e.test_accessibility import AXE_PATH, audit_pages, axe_source, check_current  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -33,9 +34,14 @@ def _twenty_approvals(world):
             assert reviewer.post(f"/v1/changes/{change_id}/approve", json={"seen_state": seen}).status_code == 200
 
 
-def test_accept_a_suggestion_then_test_the_rule_list(page, world):
+def test_accept_a_suggestion_then_test_the_rule_list(page, world, axe_source):
     _twenty_approvals(world)
+    page.route(world.base_url + AXE_PATH, lambda route: route.fulfill(
+        status=200, content_type="text/javascript", body=axe_source))
     sign_in(page, world.base_url, world.reviewer("admin"))
+    found: dict = {}
+    audit_pages(page, world.base_url, ["/admin/suggestions"], found)
+    page.set_viewport_size({"width": 1366, "height": 900})
     page.goto(world.base_url + "/admin/suggestions")
     suggestion = page.get_by_test_id("suggestion").first
     expect(suggestion).to_contain_text("tagged faq")
@@ -59,6 +65,7 @@ def test_accept_a_suggestion_then_test_the_rule_list(page, world):
     result = page.get_by_test_id("policy-test-result")
     expect(result).to_have_attribute("data-rule-id", rule_id)
     expect(result).to_have_attribute("data-action", "allow")
+    check_current(page, world.base_url, "/admin with a test result", found)
 
     # A high-risk write is never the learned rule's to approve: it goes to a person.
     page.get_by_test_id("policy-sample").fill(json.dumps({**sample, "risk_level": "high"}))
@@ -66,3 +73,4 @@ def test_accept_a_suggestion_then_test_the_rule_list(page, world):
     result = page.get_by_test_id("policy-test-result")
     expect(result).to_have_attribute("data-action", "require_approval")
     expect(result).not_to_have_attribute("data-rule-id", re.compile("^learned-"))
+    assert found == {}, found  # axe-core: no critical or serious violation on these pages
