@@ -20,6 +20,7 @@ that must be 0, else the command exits 1.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -126,6 +127,8 @@ def _key(data_dir: Path, scopes: str) -> str:
 
 def run(args: argparse.Namespace, settings) -> int:
     quiet_http_logs()
+    if args.browser and importlib.util.find_spec("app.bench.reviewer_ui") is None:
+        raise SystemExit("--browser needs app.bench.reviewer_ui, which is not installed")
     load_before = [round(x, 2) for x in os.getloadavg()]
     rows = stream(args.writes, args.poisoned_share, args.seed)
     half = len(rows) // 2
