@@ -28,6 +28,7 @@ BENCHMARKS: list[str] = [
     "app.bench.router",      # memwarden bench router     — recall cost per memory backend, outbox rate and lag
     "app.bench.read_budget",  # memwarden bench read-budget — distinct memories a normal agent reads, on the corpora
     "app.bench.replicas",    # memwarden bench replicas   — recall throughput with 0, 1 and 2 read replicas
+    "app.bench.reviewer",    # memwarden bench reviewer   — human decisions before/after learned policy rules
 ]
 
 

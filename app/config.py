@@ -185,6 +185,12 @@ class Settings:
     metrics_token: str | None = _setting(
         "MEMWARDEN_METRICS_TOKEN", None,
         "Bearer token a Prometheus scraper sends to `GET /metrics`; unset, `/metrics` is off (404).")
+    suggest_min_decisions: int = _setting(
+        "MEMWARDEN_SUGGEST_MIN_DECISIONS", 20,
+        "Consistent human decisions (and no contrary one) a pattern needs before it is suggested as a policy rule.")
+    suggest_window: int = _setting(
+        "MEMWARDEN_SUGGEST_WINDOW", 1000,
+        "How many of the latest decided changes a suggestion's measured effect is counted over.")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":

@@ -10,6 +10,12 @@ it with an earlier rule (``{"match": {"risk_at_least": "high"}, "action":
 asks for review (``approval_required: true``) always gets it, unless a rule
 denies the write.
 
+A *learned* rule (one with ``provenance``: accepted from a suggestion mined from
+the tenant's own decisions, ``app.services.suggestions``) only relaxes review:
+it never waives the screening baseline (a write the baseline would stage is
+staged even when a learned allow rule matches) and never overrides a deny rule
+listed after it. That guard lives here, in evaluation, so no path can skip it.
+
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
 regexes, ``approvals_required`` only with ``require_approval``).
@@ -56,6 +62,7 @@ _LARGE_REPEAT = 10
 _MATCH_KEYS = (
     "operations", "types", "agents", "sources", "tags_any", "content_pattern",
     "confidence_below", "hard_delete", "rows_affected_above", "paths", "risk_flags", "risk_at_least",
+    "risk_at_most",
 )
 
 
@@ -109,6 +116,8 @@ class Decision:
     approvals_required: int
     rule_id: str | None
     reason: str
+    learned: bool = False
+    """The deciding rule is a learned one (journaled as ``learned_rule`` when it allows a write)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,8 @@ class Match:
     """Matches when the write raised at least one of these screening flags."""
     risk_at_least: str | None = None
     """Matches when the write's screening risk is this level or higher (low / medium / high)."""
+    risk_at_most: str | None = None
+    """Matches when the write's screening risk is this level or lower (none / low / medium / high)."""
     _compiled: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -139,6 +150,7 @@ class Match:
         compiled["tags_any"] = _frozen(self.tags_any)
         compiled["risk_flags"] = _frozen(self.risk_flags)
         compiled["risk_rank"] = None if self.risk_at_least is None else level_rank(self.risk_at_least)
+        compiled["risk_max"] = None if self.risk_at_most is None else level_rank(self.risk_at_most)
         for key in ("agents", "sources", "paths"):
             globs = getattr(self, key)
             compiled[key] = None if globs is None else _compile_globs(globs)
@@ -159,6 +171,7 @@ class Match:
             confidence_below=doc.get("confidence_below"), hard_delete=doc.get("hard_delete"),
             rows_affected_above=doc.get("rows_affected_above"), paths=tup("paths"),
             risk_flags=tup("risk_flags"), risk_at_least=doc.get("risk_at_least"),
+            risk_at_most=doc.get("risk_at_most"),
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -193,6 +206,8 @@ class Match:
             return False
         if c["risk_rank"] is not None and level_rank(req.risk_level) < c["risk_rank"]:
             return False
+        if c["risk_max"] is not None and level_rank(req.risk_level) > c["risk_max"]:
+            return False
         for key, value in (("agents", req.agent_id), ("sources", req.source), ("paths", req.path)):
             globs = c[key]
             if globs is not None and (value is None or not any(g.match(value) for g in globs)):
@@ -215,6 +230,14 @@ class Rule:
     enabled: bool = True
     description: str | None = None
     approvals_required: int = 1
+    provenance: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    """Where a learned rule came from (suggestion id, who accepted it, when, the evidence); ``None``
+    for a rule a person wrote."""
+
+    @property
+    def learned(self) -> bool:
+        """Accepted from a suggestion rather than written by hand."""
+        return self.provenance is not None
 
     @classmethod
     def from_doc(cls, doc: Mapping[str, Any]) -> Rule:
@@ -223,6 +246,7 @@ class Rule:
             id=doc["id"], match=Match.from_doc(doc["match"]), action=doc["action"],
             enabled=doc.get("enabled", True), description=doc.get("description"),
             approvals_required=doc.get("approvals_required", 1),
+            provenance=copy.deepcopy(doc["provenance"]) if "provenance" in doc else None,
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -235,13 +259,16 @@ class Rule:
         doc["action"] = self.action
         if self.action == "require_approval":
             doc["approvals_required"] = self.approvals_required
+        if self.provenance is not None:
+            doc["provenance"] = copy.deepcopy(dict(self.provenance))
         return doc
 
     def decision(self) -> Decision:
         """What this rule decides when it matches."""
-        reason = f"rule {self.id!r}" + (f": {self.description}" if self.description else " matched")
+        kind = "learned rule" if self.learned else "rule"
+        reason = f"{kind} {self.id!r}" + (f": {self.description}" if self.description else " matched")
         approvals = self.approvals_required if self.action == "require_approval" else 0
-        return Decision(self.action, approvals, self.id, reason)
+        return Decision(self.action, approvals, self.id, reason, learned=self.learned)
 
 
 _ALLOW = Decision("allow", 0, None, "no rule matched")
@@ -270,16 +297,48 @@ class Policy:
     def evaluate(self, req: WriteRequest) -> Decision:
         """Decide ``req``: first matching enabled rule, then the screening baseline, else allow.
 
-        The agent's request for review is honoured whenever the outcome would be allow.
+        The agent's request for review is honoured whenever the outcome would be allow. A learned
+        rule never waives the screening baseline nor a later deny rule (see the module docstring).
         """
-        decision = _ALLOW
-        for rule in (*self.rules, SCREENING_BASELINE):
-            if rule.enabled and rule.match.matches(req):
-                decision = rule.decision()
-                break
+        return self.explain(req)[0]
+
+    def explain(self, req: WriteRequest) -> tuple[Decision, list[dict[str, Any]]]:
+        """``evaluate`` plus the trace behind it: each matching rule tried, in order, as
+        ``{"rule", "action", "learned", "outcome"}`` (``decided`` or why it was passed over)."""
+        decision, trace = _ALLOW, []
+        rules = (*self.rules, SCREENING_BASELINE)
+        for index, rule in enumerate(rules):
+            if not (rule.enabled and rule.match.matches(req)):
+                continue
+            step = {"rule": rule.id, "action": rule.action, "learned": rule.learned, "outcome": "decided"}
+            trace.append(step)
+            if rule.learned and rule.action != "deny":
+                overruling = _learned_overruled_by(rules[index + 1:], req)
+                if overruling is not None:
+                    step["outcome"] = f"passed over: a learned rule cannot waive {overruling.id!r}"
+                    decision = overruling.decision()
+                    trace.append({"rule": overruling.id, "action": overruling.action,
+                                  "learned": overruling.learned, "outcome": "decided"})
+                    break
+            decision = rule.decision()
+            break
         if req.approval_required and decision.action == "allow":
-            return _AGENT_REVIEW
-        return decision
+            trace.append({"rule": None, "action": "require_approval", "learned": False,
+                          "outcome": "decided: the agent asked for approval"})
+            return _AGENT_REVIEW, trace
+        return decision, trace
+
+
+def _learned_overruled_by(later: Sequence[Rule], req: WriteRequest) -> Rule | None:
+    """The rule a matching learned rule must give way to: the screening baseline when it matches
+    ``req`` (high-risk writes are always staged), else the first later enabled hand-written deny
+    rule that matches (a learned rule relaxes review; it never grants what a person forbade)."""
+    if SCREENING_BASELINE.match.matches(req):
+        return SCREENING_BASELINE
+    for rule in later:
+        if rule.enabled and not rule.learned and rule.action == "deny" and rule.match.matches(req):
+            return rule
+    return None
 
 
 DEFAULT_POLICY: dict[str, Any] = {
@@ -346,6 +405,10 @@ def semantic_problems(doc: Any) -> list[dict[str, str]]:
             found.append({"path": f"{base}/approvals_required",
                           "message": "approvals_required is only allowed with action require_approval"})
         match = rule.get("match")
+        if "provenance" in rule and (not isinstance(match, dict) or match.get("operations") != ["remember"]):
+            # Learned rules are mined from, and journaled on, remembers only (app.core.policy_learning).
+            found.append({"path": f"{base}/match/operations",
+                          "message": 'a learned rule (with provenance) must match operations ["remember"] only'})
         pattern = match.get("content_pattern") if isinstance(match, dict) else None
         if isinstance(pattern, str):
             problem = regex_problem(pattern)

@@ -429,3 +429,24 @@ class IdempotencyKey(Base):
     body: Mapped[bytes] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     expires_at: Mapped[datetime]
+
+
+class PolicySuggestion(Base):
+    """A policy rule suggested from the tenant's own decisions (migration 0030). The id is derived
+    from the rule's match, so a pattern keeps its id while its evidence changes; `status` is `open`,
+    `accepted` (then `rule_id` names the rule it became) or `dismissed` (then `dismissed_support`
+    is the consistent decisions counted when it was dismissed: it reopens only on materially more)."""
+
+    __tablename__ = "policy_suggestions"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    match: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    action: Mapped[str] = mapped_column(Text)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    status: Mapped[str] = mapped_column(Text, server_default="open")
+    dismissed_support: Mapped[int | None]
+    rule_id: Mapped[str | None] = mapped_column(Text)
+    decided_by: Mapped[str | None] = mapped_column(Text)
+    decided_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())

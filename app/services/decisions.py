@@ -16,13 +16,14 @@ from app.db.models import Change
 from app.errors import ValidationFailed
 from app.repos import changes as changes_repo
 from app.repos.changes import DecisionFilter
+from app.repos.suggestions import LEARNED_DECIDER_PREFIX
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
 
 DEFAULT_LIMIT = 100
 EXPORT_PAGE = 500
 COLUMNS = ("change_id", "status", "agent_id", "operation", "decided_by", "decided_at", "approved_by",
-           "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule")
+           "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule", "learned_rule")
 
 
 def _reviewer_labels(reviewer: str) -> tuple[str, ...]:
@@ -60,7 +61,13 @@ def decision_json(change: Change) -> dict[str, Any]:
             "approved_by": [a.get("by") for a in change.approvals if isinstance(a, dict) and a.get("by")],
             "approvals_required": change.approvals_required, "submitted_by": change.submitted_by,
             "submitted_at": format_ts(change.submitted_at), "risk_level": change.risk_level,
-            "policy_rule": change.policy_rule}
+            "policy_rule": change.policy_rule, "learned_rule": learned_rule(change)}
+
+
+def learned_rule(change: Change) -> str | None:
+    """The learned policy rule that approved `change` on its own, or None for a person's decision."""
+    decider = change.decided_by or ""
+    return change.policy_rule if decider.startswith(LEARNED_DECIDER_PREFIX) else None
 
 
 def list_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter, limit: int = DEFAULT_LIMIT,

@@ -560,6 +560,8 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
                 memory.status, memory.live_from, memory.change_id = "pending", None, new_id("chg")
             else:
                 memory.status = "live"
+                if decision.learned:  # journaled as the learned rule's decision (`_audit_written`)
+                    memory.change_id = new_id("chg")
         decided.append((write, decision, flags))
     _insert(session, [w.memory for w in writes], at_commit=at_commit)
     return [_audit_written(ctx, session, principal, write, decision, flags, audit_extra)
@@ -594,10 +596,17 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
                              "review_url": staging.review_url(change.id), "redactions": write.redactions},
                        [memory.id])
     if memory.status == "live":
+        learned = {}
+        if decision is not None and decision.learned:
+            staging.record_learned_approval(
+                ctx, session, tenant_id=principal.tenant_id, submitted_by=principal.key_id, actor=principal.actor,
+                operation="remember", agent_id=memory.agent_id, user_id=memory.user_id, memory_ids=[memory.id],
+                decision=decision, screening=flags, change_id=memory.change_id)
+            learned = {"learned_rule": decision.rule_id, "change_id": memory.change_id}
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
                          actor=principal.actor, subject=subject,
                          data=memory_event(ctx, memory, redaction_labels=labels, risk_flags=flags.names,
-                                           risk_level=flags.risk, **audit_extra))
+                                           risk_level=flags.risk, **learned, **audit_extra))
         events.memory_written(session, memory)
         return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
                              "redactions": write.redactions}, [memory.id])

@@ -12,10 +12,12 @@ from app.core.access import Principal
 from app.core.ids import new_id
 from app.core.policy import Decision, Policy, WriteRequest, default_policy
 from app.core.screening import Screening
+from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change
 from app.errors import PolicyDenied
 from app.repos import changes as changes_repo
 from app.repos import tenants as tenant_repo
+from app.repos.suggestions import LEARNED_DECIDER_PREFIX
 from app.services import events
 from app.services.context import AppContext
 
@@ -84,6 +86,33 @@ def stage_change_by(ctx: AppContext, session: Session, *, tenant_id: str, submit
                            "reason": decision.reason, "redaction_labels": sorted({r["label"] for r in redactions}),
                            "risk_flags": screening.names, "risk_level": screening.risk})
     events.change_event(session, change, "proposed")
+    return change
+
+
+def record_learned_approval(ctx: AppContext, session: Session, *, tenant_id: str, submitted_by: str,
+                            actor: dict[str, Any], operation: str, agent_id: str, user_id: str | None,
+                            memory_ids: list[str], decision: Decision, screening: Screening | None = None,
+                            change_id: str | None = None) -> Change:
+    """Journal a write a learned rule allowed: an approved change decided by `learned_rule:<rule id>`
+    (so the auditors' decisions log lists it as such) and its `change.approved` audit event naming
+    the rule, both in the write's transaction. The change keeps no request body (nothing to review)."""
+    screening = screening or Screening()
+    now = utcnow()
+    decider = f"{LEARNED_DECIDER_PREFIX}{decision.rule_id}"
+    change = Change(
+        id=change_id or new_id("chg"), tenant_id=tenant_id, agent_id=agent_id, user_id=user_id,
+        operation=operation, status="approved", request={"learned_rule": decision.rule_id}, memory_ids=memory_ids,
+        submitted_by=submitted_by, submitted_at=now, decided_at=now, decided_by=decider, reason=decision.reason,
+        approvals=[{"by": decider, "name": None, "at": format_ts(now)}], approvals_required=1,
+        policy_rule=decision.rule_id, redactions=[],
+        risk_flags=screening.to_json(), risk_level=screening.risk, result={"learned_rule": decision.rule_id},
+    )
+    changes_repo.insert(session, change)
+    ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approved", actor=actor,
+                     subject={"type": "change", "id": change.id},
+                     data={"operation": operation, "agent_id": agent_id, "memory_ids": memory_ids,
+                           "decided_by": decider, "learned_rule": decision.rule_id, "policy_rule": decision.rule_id,
+                           "risk_flags": screening.names, "risk_level": screening.risk})
     return change
 
 

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from app.core.access import SCOPES
 from app.core.durations import format_duration
 from app.errors import AppError, ValidationFailed
-from app.services import apikeys, backends, recover, tenant_admin, tenant_config, users
+from app.services import apikeys, backends, recover, suggestions, tenant_admin, tenant_config, users
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
@@ -30,6 +30,9 @@ SECTIONS = {"users": "admin/_users.html", "keys": "admin/_keys.html", "policy": 
             "redaction": "admin/_redaction.html", "backends": "admin/_backends.html",
             "recover": "admin/_recover.html"}
 EMPTY_RECOVER_FORM = {"kind": "key", "value": "", "since": "", "until": "", "dry_run": True}
+SAMPLE_WRITE = ('{"operation": "remember", "agent_id": "support-bot", "type": "semantic", "source": "zendesk",\n'
+                ' "tags": ["faq"], "risk_level": "none", "content": "The store opens at 9."}')
+EMPTY_POLICY_TEST = {"policy_test": None, "policy_sample": SAMPLE_WRITE}
 
 
 def _load(ctx, role: TenantRole) -> dict[str, Any]:
@@ -46,6 +49,7 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                  for k in keys],
         **tenant_admin.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),
+        "policy_rules": suggestions.rule_list(suggestions.policy_of(ctx, role.tenant_id)),
     }
 
 
@@ -58,7 +62,7 @@ async def _respond(request: Request, user: Reviewer, role: TenantRole, section: 
     data = await run_in_threadpool(_load, request.app.state.ctx, role)
     context = {"role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
                "scopes": SCOPES, "tenant_q": tenant_q, "new_key": None, "policy_problems": [],
-               "recover_form": EMPTY_RECOVER_FORM, "recover_report": None,
+               "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, **EMPTY_POLICY_TEST,
                "notes": {section: {"ok": ok, "error": error}} if (ok or error) else {}, **data, **(extra or {})}
     if error is not None:
         status = error.status
@@ -77,7 +81,7 @@ async def index(request: Request):
     return render(request, "admin/index.html", {
         "role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
         "scopes": SCOPES, "tenant_q": quote(role.tenant_name), "new_key": None, "policy_problems": [],
-        "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "notes": {}, **data})
+        "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "notes": {}, **EMPTY_POLICY_TEST, **data})
 
 
 def _text(form, name: str, limit: int = 1000) -> str:
@@ -159,6 +163,55 @@ async def save_policy(request: Request):
         return await _respond(request, user, role, "policy", error=error,
                               extra={"policy_text": text, "policy_problems": problems})
     return await _respond(request, user, role, "policy", ok="Policy saved; it applies to the next write.")
+
+
+async def test_policy(request: Request):
+    """The editor's test box: which rule decides a sample write, and the outcome (nothing is saved)."""
+    user, role = _role(request)
+    form = await request.form()
+    text = str(form.get("sample", ""))[:20_001]
+    try:
+        result = await run_in_threadpool(suggestions.try_sample_text, request.app.state.ctx, role.tenant_id, text)
+    except ValidationFailed as error:
+        return await _respond(request, user, role, "policy", error=error, extra={"policy_sample": text})
+    return await _respond(request, user, role, "policy", extra={"policy_sample": text, "policy_test": result})
+
+
+async def suggestions_page(request: Request):
+    """Policy rules learned from this tenant's decisions, each with its measured effect."""
+    user, role = _role(request)
+    return await _suggestions_response(request, user, role)
+
+
+async def _suggestions_response(request: Request, user: Reviewer, role: TenantRole, *, ok: str | None = None,
+                                error: AppError | None = None):
+    ctx = request.app.state.ctx
+    items = await run_in_threadpool(suggestions.refresh, ctx, role.tenant_id)
+    context = {"role": role, "tenants": user.tenants_with("admin"), "tenant_q": quote(role.tenant_name),
+               "suggestions": items, "min_decisions": ctx.settings.suggest_min_decisions,
+               "notes": {"suggestions": {"ok": ok, "error": error}} if (ok or error) else {}}
+    template = "admin/_suggestions.html" if wants_fragment(request) else "admin/suggestions.html"
+    return render(request, template, context, status=error.status if error else 200)
+
+
+def _suggestion_action(kind: str):
+    async def handler(request: Request):
+        user, role = _role(request)
+        suggestion_id = request.path_params["suggestion_id"]
+        act = suggestions.accept if kind == "accept" else suggestions.dismiss
+        try:
+            done = await run_in_threadpool(act, request.app.state.ctx, tenant_id=role.tenant_id,
+                                           suggestion_id=suggestion_id, actor=user.actor)
+        except AppError as error:
+            return await _suggestions_response(request, user, role, error=error)
+        if not wants_fragment(request):
+            return RedirectResponse(f"/admin/suggestions?tenant={quote(role.tenant_name)}", status_code=303)
+        ok = (f"Accepted: rule {done['rule_id']} now auto-approves these writes (high-risk ones still go to review)."
+              if kind == "accept" else "Dismissed: it returns only if its evidence grows materially.")
+        return await _suggestions_response(request, user, role, ok=ok)
+
+    handler.__name__ = f"{kind}_suggestion"
+    return handler
 
 
 async def save_review_sla(request: Request):
@@ -265,6 +318,10 @@ routes = [
     Route("/admin/keys", create_key, methods=["POST"]),
     Route("/admin/keys/{key_id}/revoke", revoke_key, methods=["POST"]),
     Route("/admin/policy", save_policy, methods=["POST"]),
+    Route("/admin/policy/test", test_policy, methods=["POST"]),
+    Route("/admin/suggestions", suggestions_page, methods=["GET"]),
+    Route("/admin/suggestions/{suggestion_id}/accept", _suggestion_action("accept"), methods=["POST"]),
+    Route("/admin/suggestions/{suggestion_id}/dismiss", _suggestion_action("dismiss"), methods=["POST"]),
     Route("/admin/review-sla", save_review_sla, methods=["POST"]),
     Route("/admin/redaction", save_redaction, methods=["POST"]),
     Route("/admin/secrets", register_secret, methods=["POST"]),

@@ -1,0 +1,94 @@
+"""The admin's suggestions page (accept / dismiss with CSRF, escaped content) and the policy editor
+as a list of rules with their provenance and a "test against a sample write" box."""
+
+import re
+
+import pytest
+
+from app.services.tenant_config import set_policy
+from app.services.users import create_user
+from tests.harness import bearer, csrf_token_in, web_sign_in
+
+PASSWORD = "correct horse battery"
+ACTOR = {"kind": "test", "id": "t"}
+HX = {"HX-Request": "true"}
+REVIEW_ALL = {"rules": [{"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]}
+TAG = "<i>faq</i>"  # hostile-looking tag: must come back escaped
+
+
+@pytest.fixture
+def admin(client, ctx, tenant):
+    user = create_user(ctx, username=f"adm-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role="admin",
+                       actor=ACTOR)
+    assert web_sign_in(client, user.username, PASSWORD, "/admin").status_code == 303
+    return user
+
+
+@pytest.fixture
+def decided(client, ctx, tenant, make_key):
+    """20 approved remembers with one tag, by two agents (10 each: too few for an agent rule alone),
+    under a review-everything policy."""
+    set_policy(ctx, tenant_id=tenant.id, doc=REVIEW_ALL, actor=ACTOR)
+    agent, reviewer = bearer(make_key()), bearer(make_key(scopes="review:decide,memory:read"))
+    for i in range(20):
+        staged = client.post("/v1/memories/remember", headers=agent, json={
+            "agent_id": f"bot-{i % 2}", "type": "semantic", "content": f"Opening hours fact {i}.", "tags": [TAG]})
+        change_id = staged.json()["change_id"]
+        seen = client.get(f"/v1/changes/{change_id}/diff", headers=reviewer).json()["diff"]["fingerprint"]
+        assert client.post(f"/v1/changes/{change_id}/approve", json={"seen_state": seen},
+                           headers=reviewer).status_code == 200
+
+
+def test_rule_list_shows_every_rule_and_the_built_in_baseline(client, admin):
+    page = client.get("/admin").text
+    ids = re.findall(r'data-testid="policy-rule" data-rule-id="([^"]+)"', page)
+    assert ids == ["hard-delete-review", "bulk-forget-review", "screening-high-risk"]
+    assert 'data-testid="rule-built-in"' in page and 'data-testid="policy-json"' in page
+
+
+def test_sample_write_box_names_the_deciding_rule(client, admin):
+    csrf = csrf_token_in(client.get("/admin").text)
+    tried = client.post("/admin/policy/test", headers=HX, data={
+        "csrf_token": csrf, "sample": '{"operation": "forget", "agent_id": "a", "hard_delete": true}'})
+    assert tried.status_code == 200
+    assert 'data-rule-id="hard-delete-review"' in tried.text and 'data-action="require_approval"' in tried.text
+    risky = client.post("/admin/policy/test", headers=HX, data={
+        "csrf_token": csrf, "sample": '{"agent_id": "<script>x</script>", "risk_level": "high"}'})
+    assert 'data-rule-id="screening-high-risk"' in risky.text
+    assert "<script>x</script>" not in risky.text and "&lt;script&gt;" in risky.text
+    for bad in ("{not json", '{"risk_level": "severe"}', '{"tags": "x"}', '{"operation": "explode"}', "[]",
+                '{"surprise": 1}'):
+        refused = client.post("/admin/policy/test", headers=HX, data={"csrf_token": csrf, "sample": bad})
+        assert refused.status_code == 422 and 'data-testid="admin-error"' in refused.text, bad
+    assert client.post("/admin/policy/test", data={"sample": "{}"}).status_code == 403  # no CSRF token
+
+
+def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(client, admin, decided, make_key):
+    page = client.get("/admin/suggestions")
+    assert page.status_code == 200
+    ids = re.findall(r'data-testid="suggestion" data-suggestion-id="([^"]+)"', page.text)
+    assert ids, page.text
+    assert TAG not in page.text and "&lt;i&gt;faq&lt;/i&gt;" in page.text
+    assert "Would have auto-approved 20 of the last 20" in " ".join(page.text.split())
+    csrf = csrf_token_in(page.text)
+    assert client.post(f"/admin/suggestions/{ids[0]}/accept").status_code == 403
+    accepted = client.post(f"/admin/suggestions/{ids[0]}/accept", data={"csrf_token": csrf}, headers=HX)
+    assert accepted.status_code == 200 and 'data-testid="admin-ok"' in accepted.text
+    assert client.post(f"/admin/suggestions/{ids[0]}/accept", data={"csrf_token": csrf},
+                       headers=HX).status_code == 409
+    assert client.post("/admin/suggestions/sug_nope/dismiss", data={"csrf_token": csrf}, headers=HX).status_code == 404
+    admin_page = client.get("/admin").text
+    assert 'data-testid="rule-provenance"' in admin_page and ids[0] in admin_page
+    # What the learned rule approves shows as such in the decisions log page.
+    written = client.post("/v1/memories/remember", headers=bearer(make_key()), json={
+        "agent_id": "bot-9", "type": "semantic", "content": "Opening hours: closed on holidays.", "tags": [TAG]})
+    assert written.status_code == 201, written.text
+    log = client.get("/audit/decisions")
+    assert log.status_code == 200 and log.text.count('data-testid="decision-learned"') == 1
+
+
+def test_only_admins_see_suggestions(client, ctx, tenant):
+    user = create_user(ctx, username=f"rev-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role="reviewer",
+                       actor=ACTOR)
+    web_sign_in(client, user.username, PASSWORD, "/review")
+    assert client.get("/admin/suggestions").status_code == 403
