@@ -5,7 +5,8 @@
 2. Synthetic but realistic memories (templates below: facts about the people an agent serves, each
    with the question a later turn would ask) are generated with a seeded RNG: `--memories N`
    spread at random over `--agents A` agents (`--users-per-agent` people each), plus, unless
-   `--big-agent 0`, one agent holding `--big-agent M` memories (default 50,000), all interleaved
+   `--big-agent 0`, one agent holding `--big-agent M` memories (default 50,000; `--big-agent
+   10000,100000` makes one agent per size, `agent-big-<size>`), all interleaved
    as they would arrive. Each distinct text is embedded once, in batches with the bundled model
    (the templates repeat, as real facts do: ~30% of 1M rows are distinct texts; a repeated text
    gets the vector it would get on its own, up to float rounding), and the rows are bulk-loaded with
@@ -16,10 +17,10 @@
 3. `memwarden serve` (subprocess) joins the same cluster; `--queries Q` recall requests go over HTTP
    (keep-alive client, after a warm-up) to random agents, and Q more to the big agent. Each asks the
    question of a random stored memory, so found@5 (that memory, or one with the identical text in
-   the same scope, among the hits) is reported as a sanity check, not a quality metric; for the big
-   agent, how much of an exact scan's top 20 the HNSW path returns is measured in process. Scopes
-   up to EXACT_SCAN_MAX (20,000) rows are ranked exactly; the big agent exercises the HNSW
-   iterative-scan path. One query of each kind is replayed in-process under EXPLAIN (ANALYZE,
+   the same scope, among the hits) is reported as a sanity check, not a quality metric; for each
+   big agent, how much of an exact scan's top 20 recall's vector search returns (found@20) is
+   measured in process. Scopes up to EXACT_SCAN_MAX (20,000) rows are ranked exactly; larger ones
+   take the HNSW iterative-scan path. The goal checked (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query of each kind is replayed in-process under EXPLAIN (ANALYZE,
    BUFFERS) and the plans are kept in the report, with how many of the recall counters' row
    updates were HOT.
 
@@ -497,7 +498,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    "seed": args.seed, "embed_batch": args.batch},
     }
     with _data_dir(args) as data_dir:
-        settings = Settings(data_dir=data_dir, rate_limit_per_minute=0)
+        # The in-process EXPLAIN replays a recall under this key too: budgets that never refuse, as the server's.
+        settings = Settings(data_dir=data_dir, rate_limit_per_minute=0, read_budget_per_key=100_000_000,
+                            read_budget_per_agent=100_000_000)
         ctx = AppContext.open(settings)
         try:
             if args.reuse:
