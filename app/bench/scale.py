@@ -210,16 +210,16 @@ class Row:
     id: str = ""
 
 
-def big_agents(sizes: list[int]) -> list[tuple[str, int]]:
+def big_agents(sizes: int | list[int]) -> list[tuple[str, int]]:
     """(agent id, memories) of the large agents: `agent-big` alone (as loads kept before there could
     be several), else `agent-big-<size>` each."""
-    sizes = [s for s in sizes if s > 0]
+    sizes = [s for s in ([sizes] if isinstance(sizes, int) else sizes) if s > 0]
     if len(sizes) == 1:
         return [(BIG_AGENT, sizes[0])]
     return [(f"{BIG_AGENT}-{size}", size) for size in sizes]
 
 
-def plan(seed: int, memories_n: int, agents: int, users_per_agent: int, big: list[int]) -> list[Row]:
+def plan(seed: int, memories_n: int, agents: int, users_per_agent: int, big: int | list[int]) -> list[Row]:
     """Every row to load, interleaved across agents in arrival order."""
     rng = random.Random(seed)
     rows: list[Row] = []
