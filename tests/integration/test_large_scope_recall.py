@@ -101,3 +101,30 @@ def test_a_large_scopes_keyword_leg_ranks_rows_sharing_two_words_first_with_the_
             assert paired.hits == full.hits and paired.full_match == full.full_match
             assert " @> " in sent[1] and len(sent) == (2 if n <= OURS else 3)  # words, pairs (, full match)
     assert {row.agent_id for row in paired.rows.values()} == {"ours"}
+
+
+def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed_ctx, settings, monkeypatch):
+    """Identical texts have identical vectors, which an HNSW graph links poorly; the HNSW path adds
+    every in-scope copy of its candidates' texts, so a fact stored 30 times fills the top 20."""
+    tenant = create_tenant(committed_ctx, name=unique("copies"), actor=ACTOR)
+    rng = np.random.default_rng(11)
+    query = _unit(rng.standard_normal(384))
+    repeated = _unit(query + rng.standard_normal(384) * 0.3)
+    others = _unit(rng.standard_normal((1500, 384)))
+    rows = [{"id": f"mem_{unique('r')}", "agent": "copies" if i % 2 else "elsewhere", "content": "Ada drinks rooibos.",
+             "v": str(repeated.tolist())} for i in range(60)]
+    rows += [{"id": f"mem_{unique('x')}", "agent": "copies", "content": f"Unrelated fact {i}", "v": str(v.tolist())}
+             for i, v in enumerate(others)]
+    with committed_ctx.db.sessions.begin() as session:
+        session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
+                             "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
+                        [{**row, "t": tenant.id} for row in rows])
+    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        found = search.vector_search(session, Scope(tenant.id, "copies", None), {}, search.SqlVector(query.tolist()),
+                                     20, fetch=True)
+    assert not found.stats.exact
+    assert any("<=>" in s and "md5(memories" in s for s in statements)  # the copies are looked up by text digest
+    assert [found.rows[i].content for i, _ in found.hits] == ["Ada drinks rooibos."] * 20
