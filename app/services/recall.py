@@ -90,7 +90,8 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
         # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
         # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
         keyword = search.keyword_search(session, scope, filters, body["query"], pool,
-                                        query_vec if vector.stats.exact else None, fetch=query_vec)
+                                        query_vec if vector.stats.exact else None, fetch=query_vec,
+                                        large=not vector.stats.exact)
         if gated and not (keyword.full_match or answerable(vector.hits, vector.stats)):
             vector.hits, keyword = [], search.KeywordResult([])  # nothing in scope answers it
         fused = _fuse(method, vector.hits, keyword.hits)

@@ -77,7 +77,7 @@ def test_recall_counts_are_batched_and_reach_the_rows(committed_ctx):
     assert count == 3 and last is not None
 
 
-def test_a_stale_scope_size_only_changes_the_plan_never_the_answer(client, ctx, tenant, make_key):
+def test_a_stale_scope_size_only_changes_the_plan_never_the_answer(client, ctx, tenant, make_key, monkeypatch):
     set_policy(ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
     headers = bearer(make_key())
     assert _remember(client, headers, "Carla's bicycle is a green Brompton.").status_code == 201
@@ -86,6 +86,9 @@ def test_a_stale_scope_size_only_changes_the_plan_never_the_answer(client, ctx, 
     key = search.ScopeSizes.key(Scope(tenant.id, "agent-a", None), {
         "types": None, "tags": None, "metadata": None, "fresher_than_days": None})
     search.scope_sizes.put(key, search.EXACT_SCAN_MAX + 5)  # as if another process had grown it
+    stale = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]  # the HNSW path
+    assert [h["id"] for h in stale] == [h["id"] for h in exact]
+    monkeypatch.setattr(search, "LARGE_SCOPE_RECOUNT_S", 0.0)  # a large size is trusted only so long
     recounted = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
     assert [h["id"] for h in recounted] == [h["id"] for h in exact]
     assert search.scope_sizes.get(key) == 1

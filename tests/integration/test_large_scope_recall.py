@@ -3,7 +3,7 @@
 
 import numpy as np
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import Session
 
 from app.repos import search
@@ -82,3 +82,49 @@ def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crow
     assert len(found.hits) == OURS
     assert {row.agent_id for row in found.rows.values()} == {"ours"}
     assert "memories_tsv_live" not in plan  # never the table-wide word index for an agent's scope
+
+
+def test_a_large_scopes_keyword_leg_ranks_rows_sharing_two_words_first_with_the_same_answer(committed_ctx, crowded):
+    """`large`: the rows holding two of the query's words come from pair lookups on the agent-keyed
+    index instead of ranking every row that holds one of them; the top n is the same, and a query
+    whose two-word rows do not fill n falls back to the full match."""
+    tenant_id, query = crowded
+    scope = Scope(tenant_id, "ours", None)
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        for question, n in (("Do we feel calm?", 20), ("Do we feel calm?", OURS + 1), ("Calm about item 7", 5)):
+            statements.clear()
+            paired = search.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
+            sent = list(statements)
+            full = search.keyword_search(session, scope, {}, question, n, fetch=query)
+            assert paired.hits == full.hits and paired.full_match == full.full_match
+            assert " @> " in sent[1] and len(sent) == (2 if n <= OURS else 3)  # words, pairs (, full match)
+    assert {row.agent_id for row in paired.rows.values()} == {"ours"}
+
+
+def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed_ctx, settings, monkeypatch):
+    """Identical texts have identical vectors, which an HNSW graph links poorly; the HNSW path adds
+    every in-scope copy of its candidates' texts, so a fact stored 30 times fills the top 20."""
+    tenant = create_tenant(committed_ctx, name=unique("copies"), actor=ACTOR)
+    rng = np.random.default_rng(11)
+    query = _unit(rng.standard_normal(384))
+    repeated = _unit(query + rng.standard_normal(384) * 0.3)
+    others = _unit(rng.standard_normal((1500, 384)))
+    rows = [{"id": f"mem_{unique('r')}", "agent": "copies" if i % 2 else "elsewhere", "content": "Ada drinks rooibos.",
+             "v": str(repeated.tolist())} for i in range(60)]
+    rows += [{"id": f"mem_{unique('x')}", "agent": "copies", "content": f"Unrelated fact {i}", "v": str(v.tolist())}
+             for i, v in enumerate(others)]
+    with committed_ctx.db.sessions.begin() as session:
+        session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
+                             "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
+                        [{**row, "t": tenant.id} for row in rows])
+    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        found = search.vector_search(session, Scope(tenant.id, "copies", None), {}, search.SqlVector(query.tolist()),
+                                     20, fetch=True)
+    assert not found.stats.exact
+    assert any("<=>" in s and "md5(memories" in s for s in statements)  # the copies are looked up by text digest
+    assert [found.rows[i].content for i, _ in found.hits] == ["Ada drinks rooibos."] * 20
