@@ -7,13 +7,13 @@ every copy in scope of each candidate's text; this index finds them by (tenant, 
 without walking the scope. A plain build: it reads the table once (seconds at 1M rows) and blocks
 writes to `memories` meanwhile.
 
-Revision ID: 0030
+Revision ID: 0032
 """
 
 from alembic import op
 
-revision = "0030"
-down_revision = "0029"
+revision = "0032"
+down_revision = "0031"
 branch_labels = None
 depends_on = None
 
