@@ -20,7 +20,11 @@ instructions to hide something from the user. Kinds of evidence and their weight
 * ``hidden_markup`` (0.8): instructions hidden where a reviewer's rendered view does not show them
   but a model reads them: an HTML comment addressed to the assistant, tool or system
   (``<!-- assistant: … -->``), a markdown link title that gives orders (``[x](url "ignore …")``), a
-  code comment addressed to the AI (``# note to the assistant: …``).
+  code comment addressed to the AI (``# note to the assistant: …``); and any order to the agent
+  (``_HIDDEN_ORDER``: an address to it, override words, standing or covert orders) inside a
+  container the rendered page hides: HTML or markdown comments (``[//]: # (…)``), link
+  definitions and footnotes, elements styled invisible or white, ``<details>``, alt text, link
+  titles, code comments, fences labelled ``note``/``system``/``instructions``.
 * ``tool_directive`` (0.75): orders about the agent's tool calls ("the next tool call must be …",
   "call delete_all_memories", a destructive ``delete_all_*`` / ``drop_*`` tool named).
 
