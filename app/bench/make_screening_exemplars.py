@@ -9,8 +9,8 @@ benign rows, redacted as ``remember`` screens them) (never its test split,
 never a held-out corpus). Vectors: the local all-MiniLM-L6-v2 embedder, the one ``remember``
 uses, and the hashed words of each text (``semantic.lexical_vector``). Model: L2-regularised
 logistic regression by full-batch gradient descent (deterministic), run in its dual form (on the
-rows' Gram matrix: the same steps, since every step's weights are a combination of the rows, but
-fast with 16 768 features). Thresholds: 5-fold cross-validation over the same rows gives every row
+rows' Gram matrix, computed once and shared by the cross-validation folds: the same steps, since
+every step's weights are a combination of the rows, but fast with 16 768 features). Thresholds: 5-fold cross-validation over the same rows gives every row
 a probability from a model that did not see it; medium and high are where 5 % and 2 % of the benign
 rows would be flagged. Rerun after editing the exemplars or changing the local model.
 """
@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from app.bench.corpora import DATA, HELDOUT_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
-from app.core.screening.semantic import MODEL, Classifier, lexical_vector
+from app.core.screening.semantic import LEXICAL_BUCKETS, LEXICAL_WEIGHT, MODEL, Classifier, lexical_buckets
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
 L2, STEPS, RATE = 1e-3, 3000, 2.0
@@ -55,37 +55,55 @@ def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]
 def fit(vectors: np.ndarray, texts: Sequence[str], labels: Sequence[bool], model: str,
         calibrate: bool = True) -> Classifier:
     """Logistic regression on [unit embedding, hashed words] (deterministic: zero start, fixed steps),
-    with thresholds from ``FOLDS``-fold cross-validation when ``calibrate`` (else 0.5 for both)."""
+    with thresholds from ``FOLDS``-fold cross-validation when ``calibrate`` (else 0.5 for both).
+
+    Everything runs on the rows' Gram matrix, computed once (the folds take its sub-matrices): the
+    word part is sparse, so it is built from the buckets each row uses rather than 16 384 columns."""
     y = np.asarray(labels, dtype=np.float64)
-    features = np.hstack([np.asarray(vectors, dtype=np.float64), np.stack([lexical_vector(t) for t in texts])])
-    weights, bias = _descend(features, y)
+    embedded = np.asarray(vectors, dtype=np.float64)
+    words = _word_matrix(texts)
+    columns, lexical_rows = words
+    gram = embedded @ embedded.T + lexical_rows @ lexical_rows.T
+    alpha, bias = _descend(gram, y)
+    lexical = np.zeros(LEXICAL_BUCKETS, dtype=np.float64)
+    lexical[columns] = lexical_rows.T @ alpha
     medium = high = 0.5
     if calibrate:
-        medium, high = thresholds(features, y)
-    dims = np.asarray(vectors).shape[1]
-    return Classifier(weights[:dims].astype(np.float32), weights[dims:].astype(np.float32), bias, model, medium, high)
+        medium, high = thresholds(gram, y)
+    return Classifier((embedded.T @ alpha).astype(np.float32), lexical.astype(np.float32), bias, model, medium, high)
 
 
-def _descend(features: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    """Gradient descent on the L2-regularised logistic loss, in the dual: weights = features.T @ alpha."""
-    gram = features @ features.T
+def _word_matrix(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the buckets any row uses, each row's ``lexical_vector`` restricted to those buckets)."""
+    per_row = [lexical_buckets(t) for t in texts]
+    columns = np.unique(np.concatenate(per_row)) if per_row else np.zeros(0, dtype=np.int64)
+    matrix = np.zeros((len(per_row), len(columns)), dtype=np.float64)
+    for i, buckets in enumerate(per_row):
+        if len(buckets):
+            matrix[i, np.searchsorted(columns, buckets)] = LEXICAL_WEIGHT / np.sqrt(len(buckets))
+    return columns, matrix
+
+
+def _descend(gram: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """Gradient descent on the L2-regularised logistic loss, in the dual (weights = features.T @ alpha):
+    the dual coefficients and the bias."""
     alpha, bias = np.zeros(len(y)), 0.0
     for _ in range(STEPS):
         gradient = 1.0 / (1.0 + np.exp(-(gram @ alpha + bias))) - y
         alpha -= RATE * (gradient / len(y) + L2 * alpha)
         bias -= RATE * float(gradient.mean())
-    return features.T @ alpha, bias
+    return alpha, bias
 
 
-def thresholds(features: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+def thresholds(gram: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(medium, high): the out-of-fold probabilities above which ``MEDIUM_BENIGN`` and ``HIGH_BENIGN``
     of the benign rows lie (fixed fold assignment, so retraining reproduces them)."""
     order = np.random.default_rng(1).permutation(len(y))
     held = np.zeros(len(y))
     for fold in np.array_split(order, FOLDS):
         train_rows = np.setdiff1d(order, fold)
-        weights, bias = _descend(features[train_rows], y[train_rows])
-        held[fold] = 1.0 / (1.0 + np.exp(-(features[fold] @ weights + bias)))
+        alpha, bias = _descend(gram[np.ix_(train_rows, train_rows)], y[train_rows])
+        held[fold] = 1.0 / (1.0 + np.exp(-(gram[np.ix_(fold, train_rows)] @ alpha + bias)))
     benign = np.sort(held[y == 0])[::-1]
     at = lambda share: float(benign[min(int(share * len(benign)), len(benign) - 1)]) + 1e-6  # noqa: E731
     return at(MEDIUM_BENIGN), at(HIGH_BENIGN)

@@ -36,14 +36,17 @@ FLAG_NAMES = (
 #: One plain sentence per flag for the reviewer (shown on the change page next to the evidence).
 EXPLANATIONS = {
     injection.NAME: "The text gives the agent instructions for later turns (overrides, triggers, fake system "
-                    "messages, hidden comments or orders about tool calls) instead of recording a fact.",
+                    "messages or orders about tool calls) instead of recording a fact, or hides an order where "
+                    "a reader of the rendered page does not see it (an HTML or markdown comment, invisible or "
+                    "white text, image alt text, a link title, a code comment or a fenced 'note').",
     exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
                        "a standing copy to an address, or a request to read a file that holds keys or passwords.",
     hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
                  "reordering or look-alike characters).",
     sensitive.SECRET: "A password, token or other credential is still in the text after redaction.",
-    sensitive.PII: "The text holds personal identifiers (contact details, ID numbers, a date of birth); "
-                   "several together are enough to impersonate someone.",
+    sensitive.PII: "The text holds personal identifiers (contact details, phone numbers in any country's "
+                   "format, passport or national ID numbers, a date of birth); several together, or a birth "
+                   "date with an ID number, are enough to impersonate someone.",
     fsm_widening.NAME: "The procedure edit lets the agent reach states or take actions the live procedure did "
                        "not allow.",
     contradiction.NAME: "The write contradicts a live memory about the same person or thing.",

@@ -14,8 +14,10 @@ Kinds of evidence and their weights:
 * ``collect`` (0.6): include / attach / append the conversation, chat history, credentials,
   tokens, personal data … in a request, link, email or message.
 * ``external_image`` (0.5): a markdown image from any external host.
-* ``secret_file`` (0.8): read / print / send / attach … a file that holds keys or passwords
-  (``~/.ssh/id_rsa``, ``.env``, ``/etc/shadow``, ``.aws/credentials``, ``*.pem`` …).
+* ``secret_file`` (0.8): read / print / send / attach / "the contents of" … a file that holds keys,
+  passwords or session secrets (``~/.ssh/id_rsa``, ``.env``, ``/etc/shadow``, ``.aws/credentials``,
+  ``*.pem``/``*.key``, ``.gnupg/``, shell history, ``/proc/self/environ``, Kubernetes service
+  account secrets, browser login stores …).
 * ``secret_path`` (0.45): such a path named without a verb (medium: "I rotated my id_rsa" is fine).
 
 A plain URL ("the user's blog is https://…") is not evidence. Known limits: an exfiltration
@@ -55,13 +57,17 @@ def _s(kind: str, pattern: str):
 
 # Files that hold keys and passwords; a request to read, print or send one is an exfiltration step.
 _SECRET_FILE = (r"(?:~?/?\.ssh/[a-z0-9_.-]{0,40}|\bid_(?:rsa|dsa|ecdsa|ed25519)\b|/etc/(?:shadow|passwd|sudoers|gshadow)\b|"
-                r"\.aws/credentials|\.git-credentials|\.netrc\b|\.pgpass\b|\.kube/config|\.docker/config\.json|"
+                r"\.aws/credentials|\.aws/config\b|\.git-credentials|\.netrc\b|\.pgpass\b|\.kube/config|\.docker/config\.json|"
                 r"\.npmrc\b|\.pypirc\b|(?:^|[\s/\"'`(])\.env(?:\.[a-z]{1,12})?\b|\bwallet\.dat\b|\bcredentials\.json\b|"
-                r"\bsecrets?\.ya?ml\b|\bkeychain\b|\b[a-z0-9_-]{1,40}\.(?:pem|p12|pfx|kdbx)\b)")
+                r"\bsecrets?\.ya?ml\b|\bkeychain\b|\b[a-z0-9_-]{1,40}\.(?:pem|p12|pfx|kdbx|key|keystore|jks)\b|"
+                r"\.gnupg/|\.bash_history\b|\.zsh_history\b|/proc/self/environ\b|/var/run/secrets/|\.vault-token\b|"
+                r"application_default_credentials\.json|\.config/gcloud/|\.azure/|\bkey ?vault\b|"
+                r"\blogin data\b|\bcookies\.sqlite\b|\bkey4\.db\b|\blogins\.json\b)")
 
 SIGNALS = (
-    _s("secret_file", r"\b(?:read|cat|open|print|show|display|output|dump|send|upload|copy|include|attach|paste|"
-       r"share|post|leak|fetch|load|get|access|grab|retrieve|return|echo|type|head|tail|less|more|base64)\b"
+    _s("secret_file", r"\b(?:read|reads|reading|cat|open|print|show|display|output|dump|send|upload|copy|include|attach|"
+       r"paste|share|post|leak|fetch|load|get|access|grab|retrieve|return|echo|type|head|tail|less|more|base64|"
+       r"contents? of|look (?:at|in|inside)|check|inspect|summari[sz]e|quote|list|scan|exfiltrate|extract|email|zip)\b"
        r"[^.\n]{0,40}?" + _SECRET_FILE),
     _s("secret_path", r"~/\.ssh/|\bid_(?:rsa|ed25519)\b|/etc/shadow\b|\.aws/credentials|\.git-credentials"),
     _s("image_beacon", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//[^\s)]{0,300}?(?:\?[^\s)]*=|" + _PLACEHOLDER + r")"),

@@ -18,4 +18,8 @@ HOSTILE: dict[str, str] = {
     "html_comments": "<!-- " * 13107, "link_titles": "[a](http://x.io \"" * 3855, "code_comments": "# note to " * 6553,
     "tool_calls": "the next tool call " * 3449, "secret_paths": "cat ~/.ssh/" * 5957, "dotenv": "read .env " * 6553,
     "birth_dates": "date of birth " * 4681, "snake_tools": "call delete_" * 5461,
+    # Hidden-markup containers, phone groups and id labels.
+    "markdown_comments": "[//]: # (" * 7282, "hidden_elements": "<span style=\"display:none\">" * 2340,
+    "code_fences": "```note\n" * 8192, "comment_openers": "-- " * 21845, "alt_texts": "alt=\"" * 13107,
+    "phone_groups": "+44 12 " * 9362, "id_labels": "passport number is " * 3449,
 }

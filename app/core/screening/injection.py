@@ -20,7 +20,11 @@ instructions to hide something from the user. Kinds of evidence and their weight
 * ``hidden_markup`` (0.8): instructions hidden where a reviewer's rendered view does not show them
   but a model reads them: an HTML comment addressed to the assistant, tool or system
   (``<!-- assistant: … -->``), a markdown link title that gives orders (``[x](url "ignore …")``), a
-  code comment addressed to the AI (``# note to the assistant: …``).
+  code comment addressed to the AI (``# note to the assistant: …``); and any order to the agent
+  (``_HIDDEN_ORDER``: an address to it, override words, standing or covert orders) inside a
+  container the rendered page hides: HTML or markdown comments (``[//]: # (…)``), link
+  definitions and footnotes, elements styled invisible or white, ``<details>``, alt text, link
+  titles, code comments, fences labelled ``note``/``system``/``instructions``.
 * ``tool_directive`` (0.75): orders about the agent's tool calls ("the next tool call must be …",
   "call delete_all_memories", a destructive ``delete_all_*`` / ``drop_*`` tool named).
 
@@ -54,6 +58,19 @@ _AGENT_VERBS = (
     r"advertise|report|sign|end|start|begin|reveal|disclose|ignore|obey|follow|comply|prioriti[sz]e|"
     r"assume|consider|classify|mark|label|refuse|deny|accept|allow|quote|cite|provide|give|offer|push)"
 )
+#: What makes hidden text an order to the agent: an address to it ("assistant:", "AI reading
+#: this"), or an instruction shape (override words, standing or covert orders, an agent verb after
+#: always/never). Ordinary hidden notes ("TODO: update the screenshot") have neither.
+_HIDDEN_ORDER = (r"\b(?:assistant|agent|ai|llm|model|bot|chatbot|system|claude|gpt)[ \t]{0,3}(?:[:>\u2014]|-[ \t]|,[ \t]|"
+                 r"reading\b|instructions?\b)|\b(?:note|instructions?|message|reminder) (?:to|for) (?:the )?"
+                 r"(?:assistant|agent|ai|llm|model|bot)\b|"
+                 r"\byou (?:must|should|shall|are now|will now|need to|have to)\b|(?<![\w-])(?:ignore|disregard|override)\b|"
+                 r"\bfrom now on\b|\b(?:for|in) (?:all )?(?:future|later|next) (?:turns?|sessions?|chats?|replies|answers)\b|"
+                 r"\bnext time\b|\bwhenever\b|\b(?:do not|don't|never) (?:mention|tell|reveal|ask|inform|show)\b|"
+                 r"\bwithout (?:asking|confirmation|confirming|checking|approval)\b|"
+                 r"\b(?:always|never|only|must)\s+" + _AGENT_VERBS + r"\b|"
+                 r"\b(?:recommend|forward|cc|bcc|email|send|share|reveal|approve|trust|book|blame|deny|tell|grant|"
+                 r"transfer|pay)\s+(?:the|a|an|all|every|any|only|them|their|users?'?s?)\b")
 _USER = r"(?:the user|the users|users|the customer|customers|the human|the caller|the client|them|the requester)"
 
 WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credential_request": 0.75, "remote_code": 0.75,
@@ -63,6 +80,10 @@ WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credenti
 
 def _s(kind: str, pattern: str, weight: float | None = None):
     return signal(kind, WEIGHTS[kind] if weight is None else weight, pattern)
+
+
+def _hidden(container: str):
+    return signal("hidden_markup", WEIGHTS["hidden_markup"], container, _HIDDEN_ORDER)
 
 
 SIGNALS = (
@@ -85,7 +106,10 @@ SIGNALS = (
            r"\b(?:message|note|instructions?|notice|directive|order|memo|update)\s+from\s+(?:the\s+)?"
            r"(?:system|administrator|admin|developers?|openai|anthropic|security team|it department|"
            r"operator|platform|your creators?)\b"),
-    _s("impersonation", r"\bsystem (?:override|prompt|instruction|notice|directive)s?\b"),
+    _s("impersonation", r"\bsystem (?:override|instruction|notice|directive)s?\b"),
+    # Naming "the system prompt" is a topic (developers and security reviews talk about it), not an
+    # impersonation; claims to change or quote the agent's own prompt are ``protected_memory``'s.
+    _s("impersonation", r"\bsystem prompts?\b", 0.45),
     _s("impersonation",
            r"\b(?:i am|i'm|this is) (?:your|the) (?:developer|administrator|admin|system|creator|operator|owner)\b"),
     _s("impersonation", r"\bend of (?:memory|context|user (?:input|data|message))\b"),
@@ -150,6 +174,22 @@ SIGNALS = (
     _s("hidden_markup",
            r"(?:^|\s)(?:#|//|--|/\*|;)[ \t]{0,4}(?:note|instructions?|message|todo)?[ \t]{0,4}(?:to|for)?[ \t]{0,4}"
            r"(?:the )?(?:assistant|ai|agent|llm|model|copilot|chatbot)[ \t]{0,4}[:,-]"),
+    # Containers a reviewer's rendered view does not show (or shows as a tooltip or footnote),
+    # holding an order to the agent (``_HIDDEN_ORDER``, searched only inside each container):
+    # HTML comments, markdown comments and link definitions (``[//]: # (…)``, ``[x]: <> "…"``,
+    # ``[1]: url "title"``, footnotes), elements styled invisible, image alt text, link titles and
+    # code fences labelled as notes rather than a language.
+    _hidden(r"<!--[^<>]{0,400}"),
+    _hidden(r"^[ \t]{0,8}\[[^\]\n]{0,40}\]:[^\n]{0,400}"),
+    _hidden(r"<[a-z]{1,10}\b[^<>\n]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d])|"
+            r"colou?r\s*[:=]\s*[\"']?(?:#fff(?:fff)?\b|white\b)|\shidden\b|opacity\s*:\s*0(?![.\d]))[^<>\n]{0,100}>[^<]{0,400}"),
+    _hidden(r"<details\b[^<>]{0,100}>[^\n]{0,400}"),
+    _hidden(r"\balt\s*=\s*[\"'][^\"'<>\n]{0,300}"),
+    _hidden(r"!\[[^\]\n]{0,300}\]\("),
+    _hidden(r"\]\([^\s)]{1,300}\s{1,4}[\"'][^\"'\n]{0,200}"),
+    _hidden(r"^[ \t]{0,8}(?:```|~~~)[ \t]{0,4}(?:notes?|comment|todo|memo|hidden|system|assistant|instructions?|prompt|"
+            r"ai|agent|llm|meta)[ \t]*\n[^`]{0,400}"),
+    _hidden(r"(?:^|[ \t;])(?:#|//|--|/\*)[^\n]{0,200}"),
     _s("tool_directive",
            r"\b(?:next|every|each|first|following)\s+(?:tool|function|api)\s+calls?\b[^.\n]{0,20}?\b(?:must|should|shall|"
            r"will|has to|needs? to|is to|be)\b"),

@@ -99,7 +99,9 @@ SIGNALS = (
     signal("privilege_claim", 0.85,
            r"\b" + _WHO + r"\b[^.\n]{0,20}?\b(?:has|have|holds?|now has|was given|were given|is granted|was granted|"
            r"has been granted|has been given|got|gets|is given)\b[^.\n]{0,15}?\b" + _PRIV + r"\b[^.\n]{0,15}?\b"
-           + _RIGHTS + r"\b"),
+           + _RIGHTS + r"\b"
+           # Rights over one's own router or laptop are a fact about the user's things, not the agent's.
+           r"(?!\s+(?:to|on|for|over|in|of)\s+(?:their|his|her|my|our)\s+own\b)"),
     signal("privilege_claim", 0.8,
            r"\b" + _WHO + r"\b[^.\n]{0,15}?\b(?:is|are|am|has been (?:made|promoted to)|was (?:made|promoted to))"
            r"\s+(?:now\s+)?(?:an?\s+|the\s+)?(?:verified\s+)?(?:admin|administrator|superuser|root user|sysadmin|"

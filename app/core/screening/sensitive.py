@@ -17,12 +17,15 @@ not cover:
 ``pii``:
 * US social security numbers (valid area/group/serial) and 9 digits after "SSN": high;
 * IBANs that pass the mod-97 check: high (a changed payee account is a classic fraud);
-* passport / licence / national id numbers after their label: medium;
-* email addresses and phone numbers: low (users' own contact details are ordinary memories; the
+* passport / licence / national id / NHS / national insurance numbers after their label (at least
+  five digits), and UK National Insurance numbers by their shape: medium;
+* email addresses and phone numbers (international ``+44 7700 900123`` / ``0044…``, trunk-prefixed
+  ``07700 900123``, grouped national forms; 9 to 15 digits, not a date or IP address): low (users' own contact details are ordinary memories; the
   flag only tells the reviewer they are there);
 * a date of birth after its label ("DOB", "date of birth", "born on"): low;
-* a date of birth together with two other identifiers (phone, email, id number, SSN, IBAN): a
-  "profile", the kit for account-recovery fraud and impersonation: high.
+* a date of birth together with two other identifiers (phone, email, id number, SSN, IBAN), or
+  with a passport / national id number or SSN: a "profile", the kit for account-recovery fraud and
+  impersonation: high.
 """
 
 from __future__ import annotations
@@ -56,13 +59,22 @@ _SSN = re.compile(r"(?<![\d-])(?P<a>\d{3})-(?P<g>\d{2})-(?P<s>\d{4})(?![\d-])")
 _SSN_LABELLED = re.compile(r"(?i)\b(?:ssn|social security(?: number| no\.?)?)\b[^\d\n]{0,20}(?P<n>\d{3}[ -]?\d{2}[ -]?\d{4})(?!\d)")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
 _ID_NUMBER = re.compile(
-    r"(?i)\b(?:passport|driver'?s? licen[cs]e|driving licen[cs]e|national id|id card|tax id|nin|"
-    r"national insurance)(?: number| no\.?| #)?\s*(?:is|:|#)?\s*(?P<value>[A-Z0-9]{6,14})\b")
+    r"(?i)\b(?:passport|driver'?s? licen[cs]e|driving licen[cs]e|licen[cs]e number|national id|id card|tax id|"
+    r"tax file number|nin|ni number|national insurance|nhs number|social insurance|sin|personal id|"
+    r"personnummer|residence permit|visa number|medicare|aadhaar|pan card|citizen id|identity card|dni|nie|"
+    r"id number|id no)\b(?: number| no\.?| #| nr\.?)?[^\w\n]{0,4}(?:(?:is|was|reads|number|no)\b[^\w\n]{0,4}){0,2}"
+    r"(?P<value>(?:[A-Z]{1,3}[ -]?)?\d{2,14}(?:[ -]\d{2,8}){0,3}[A-Z]?)\b")
+# UK National Insurance numbers have a fixed, checkable shape (two prefix letters, six digits, A-D).
+_NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
 _EMAIL = re.compile(r"(?i)\b[a-z0-9._%+-]{1,64}@[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*\.[a-z]{2,24}\b")
 _DOB = re.compile(
-    r"(?i)\b(?:date of birth|d\.?o\.?b\.?|born(?: on)?|birth ?date|birthday)\b[^\d\n]{0,20}"
-    r"(?P<d>\d{1,4}[./-]\d{1,2}[./-]\d{1,4}|\d{1,2}(?:st|nd|rd|th)? [a-z]{3,9},? \d{4}|[a-z]{3,9} \d{1,2}(?:st|nd|rd|th)?,? \d{4})")
-_PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){1,4}(?![\w-])")
+    r"(?i)\b(?:date of birth|d\.?o\.?b\.?|born(?: on| in)?|birth ?date|birthday|b-day|geb\.?|n\u00e9e? le)\b[^\d\n]{0,20}"
+    r"(?P<d>\d{1,4}[./-]\d{1,2}[./-]\d{1,4}|\d{1,2}(?:st|nd|rd|th)?(?: of)? [a-z]{3,9},? \d{4}|"
+    r"[a-z]{3,9}\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}|\d{4}-\d{2}-\d{2})")
+# Phone numbers: international (+44 / 0044), trunk-prefixed (07700 900123) or grouped national
+# forms; groups are separated, so matching stays linear. ``_phone_like`` then checks the digit count.
+_PHONE = re.compile(r"(?<![\w+])(?:\+\d{7,14}\b|(?:(?:\+|00)\d{1,3}[ .-]?)?(?:\(0?\d{1,5}\)[ .-]?)?\d{2,6}"
+                    r"(?:[ .-]\d{2,8}){1,4})(?![\w-])")
 
 
 def _entropy(token: str) -> float:
@@ -96,8 +108,13 @@ def _ssn_valid(area: str, group: str, serial: str) -> bool:
 
 
 def _phone_like(text: str) -> bool:
+    """9 to 15 digits and not a date, time or version ("2024-03-12 10:15", "1.2.3.4")."""
     digits = sum(c.isdigit() for c in text)
-    return 9 <= digits <= 15
+    if not 9 <= digits <= 15:
+        return False
+    if re.fullmatch(r"\d{4}[-./]\d{2}[-./]\d{2}.*|\d{1,3}(?:\.\d{1,3}){3}", text):
+        return False
+    return True
 
 
 def _unmasked(text: str) -> str:
@@ -144,8 +161,10 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
             if _iban_valid(m.group()):
                 hit(pii, pii_spans, "iban", 0.75, f, m.span())
         for m in _ID_NUMBER.finditer(text):
-            if any(c.isdigit() for c in m.group("value")):
+            if sum(c.isdigit() for c in m.group("value")) >= 5:
                 hit(pii, pii_spans, "id_number", 0.55, f, m.span("value"))
+        for m in _NINO.finditer(item.text[:SCAN_LIMIT]):
+            hit(pii, pii_spans, "id_number", 0.55, f, m.span())
         for m in _EMAIL.finditer(text):
             hit(pii, pii_spans, "email", 0.2, f, m.span())
         taken = [(s.start, s.end) for s in pii_spans if s.field == f]
@@ -156,8 +175,10 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
         for m in _DOB.finditer(text):
             hit(pii, pii_spans, "date_of_birth", 0.3, f, m.span("d"))
     contact = {"email", "phone", "id_number", "ssn", "iban"} & set(pii)
-    if "date_of_birth" in pii and len(contact) >= 2:
-        pii["profile"] = 0.6  # DOB with two other identifiers: enough to impersonate the person
+    if "date_of_birth" in pii and (len(contact) >= 2 or contact & {"id_number", "ssn"}):
+        # DOB with two other identifiers, or with a government id number: enough to impersonate the person
+        # (the answers to account-recovery questions and the kit for identity fraud).
+        pii["profile"] = 0.6
     flags = []
     for name, store, spans in ((SECRET, secret, secret_spans), (PII, pii, pii_spans)):
         if store:

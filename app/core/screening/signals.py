@@ -26,11 +26,16 @@ class Signal:
     kind: str
     weight: float
     pattern: re.Pattern[str]
+    inner: re.Pattern[str] | None = None
+    """When set, a match counts only if this pattern is found inside it (a container and what it holds)."""
 
 
-def signal(kind: str, weight: float, pattern: str) -> Signal:
-    """Compile a signal; patterns are written for lower-case text, multiline."""
-    return Signal(kind, weight, re.compile(pattern, re.MULTILINE))
+def signal(kind: str, weight: float, pattern: str, inner: str | None = None) -> Signal:
+    """Compile a signal; patterns are written for lower-case text, multiline. ``inner``: a second
+    pattern searched only inside each match of ``pattern`` (e.g. an order inside an HTML comment).
+    Two steps keep matching linear where one pattern would retry its gap from every opener."""
+    return Signal(kind, weight, re.compile(pattern, re.MULTILINE),
+                  re.compile(inner, re.MULTILINE) if inner is not None else None)
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ def run_signals(name: str, signals: Sequence[Signal], fields: Sequence[TextField
         folded = fold(item.text[:SCAN_LIMIT])
         for sig in signals:
             for m in sig.pattern.finditer(folded.text):
+                if sig.inner is not None and not sig.inner.search(folded.text, m.start(), m.end()):
+                    continue
                 start, end = folded.span(*m.span())
                 spans.append(Span(item.field, start, end))
                 best[sig.kind] = max(best.get(sig.kind, 0.0), sig.weight)
