@@ -280,7 +280,7 @@ def cmd_secret_register(args: argparse.Namespace, settings: Settings) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memwarden", description="Governance layer for AI-agent memory.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, action=cli_common.Commands)
 
     serve = sub.add_parser("serve", help="migrate, start the embedded database if needed, serve API + UI")
     serve.add_argument("--host")
