@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from app.cli_common import Commands
+
 # Every `memwarden bench …` subcommand, one module each, in help order.
 BENCHMARKS: list[str] = [
     "app.bench.recall",      # memwarden bench recall     — memorywire corpus, quality + latency over HTTP
@@ -32,8 +34,12 @@ BENCHMARKS: list[str] = [
 ]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    bench = sub.add_parser("bench", help="benchmarks (see docs/benchmarks.md)").add_subparsers(
-        dest="bench_command", required=True)
+def register(sub: Commands) -> None:
+    """Add `bench` to the `memwarden` parser; its benchmarks' modules load only when it runs."""
+    sub.add_deferred_parser("bench", _add_benchmarks, help="benchmarks (see docs/benchmarks.md)")
+
+
+def _add_benchmarks(parser: argparse.ArgumentParser) -> None:
+    bench = parser.add_subparsers(dest="bench_command", required=True)
     for name in BENCHMARKS:
         importlib.import_module(name).add_parser(bench)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import os
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from app.config import Settings
 
@@ -21,8 +23,54 @@ def cli_actor() -> dict:
     return {"kind": "cli", "id": who}
 
 
+# The contexts opened by the command running now; `closing_contexts` closes them when it ends.
+_opened: list["AppContext"] = []
+
+
 def open_context(settings: Settings) -> "AppContext":
-    """The services' context for one command (starts or reaches the database, migrates it)."""
+    """The services' context for one command (starts or reaches the database, migrates it). It is
+    closed when the command returns (`closing_contexts`), so commands need not close it."""
     from app.services.context import AppContext  # late: `memwarden --help` loads no services
 
-    return AppContext.open(settings)
+    ctx = AppContext.open(settings)
+    _opened.append(ctx)
+    return ctx
+
+
+@contextmanager
+def closing_contexts() -> Iterator[None]:
+    """Close every context `open_context` opens inside this block, however the block ends: their
+    batched records are written and their connections returned to the server when the command
+    returns, not left to the process's exit (a command run in-process, as the tests and embedding
+    tools do, would otherwise leave a connection pool behind each time)."""
+    mark = len(_opened)
+    try:
+        yield
+    finally:
+        while len(_opened) > mark:
+            _opened.pop().close()
+
+
+class Commands(argparse._SubParsersAction):
+    """The `memwarden` subcommands. A command added with `add_deferred_parser` builds its own
+    subcommands only when it is the one being run: `memwarden bench` needs numpy, httpx and
+    SQLAlchemy to describe its benchmarks, and every other command (an auditor's offline
+    `audit verify` above all) would otherwise pay for importing them at each start."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._deferred: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+    def add_deferred_parser(self, name: str, fill: Callable[[argparse.ArgumentParser], None],
+                            **kwargs) -> argparse.ArgumentParser:
+        """Add command `name` (its one-line help shows in `memwarden --help` as usual); `fill(parser)`
+        adds its arguments and subcommands when `name` is parsed."""
+        parser = self.add_parser(name, **kwargs)
+        self._deferred[name] = fill
+        return parser
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        fill = self._deferred.pop(values[0], None)
+        if fill is not None:
+            fill(self._name_parser_map[values[0]])
+        super().__call__(parser, namespace, values, option_string)
