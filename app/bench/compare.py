@@ -56,9 +56,34 @@ def run_driver(side: str, python: str, corpus_path: Path, args: argparse.Namespa
     return json.loads(proc.stdout)
 
 
-def run_memwarden(base_url: str, token: str, corpus: dict[str, Any], prefix: str,
+def server_cpu_clock(server) -> Callable[[], float]:
+    """CPU seconds used so far by the server (its workers too) and its PostgreSQL (postmaster and
+    backends): the whole service, not the benchmark's HTTP clients."""
+    import psutil
+
+    postmaster = int((Path(server.data_dir) / "pg" / "postmaster.pid").read_text().split()[0])
+
+    def seconds() -> float:
+        total = 0.0
+        for root in (server.proc.pid, postmaster):
+            try:
+                proc = psutil.Process(root)
+                for p in (proc, *proc.children(recursive=True)):
+                    t = p.cpu_times()
+                    total += t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:  # a backend that exited between listing and reading
+                continue
+        return total
+
+    return seconds
+
+
+def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
                   args: argparse.Namespace) -> dict[str, Any]:
-    """The workload over HTTP: each client thread borrows its own keep-alive connection."""
+    """The workload over HTTP: each client thread borrows its own keep-alive connection. CPU per
+    operation is the server's and PostgreSQL's (the clients' own HTTP work is left out, as the
+    libraries have none)."""
+    base_url = server.base_url
     idle: queue.Queue = queue.Queue()
     opened = []
 
@@ -90,7 +115,7 @@ def run_memwarden(base_url: str, token: str, corpus: dict[str, Any], prefix: str
 
     try:
         return driver_common.run_levels(corpus, remember, recall_ids, levels=args.levels, rounds=args.rounds,
-                                        k=args.k)
+                                        k=args.k, cpu_clock=server_cpu_clock(server))
     finally:
         for http in opened:
             http.close()
@@ -143,7 +168,7 @@ def run_repeats(server, token: str, corpus: dict[str, Any], corpus_path: Path, p
             order = sides[i % len(sides):] + sides[:i % len(sides)]
             runners: dict[str, Callable[[], dict[str, Any]]] = {
                 name: (lambda name=name: run_driver(name, pythons[name], corpus_path, args)) for name in pythons}
-            runners["memwarden"] = lambda: run_memwarden(server.base_url, token, corpus, f"compare-{i + 1}", args)
+            runners["memwarden"] = lambda: run_memwarden(server, token, corpus, f"compare-{i + 1}", args)
             loads, results = {}, {}
             floor = measure_floor(http, admin_url, corpus, embedder)
             for name in order:
@@ -167,6 +192,7 @@ def summarise(repeats: list[dict[str, Any]], levels: list[int]) -> dict[str, Any
             per_side[side][str(clients)] = {op: {
                 "ops_per_s": med([x[op]["ops_per_s"] for x in runs]),
                 "p50_ms": med([x[op]["p50_ms"] for x in runs]), "p95_ms": med([x[op]["p95_ms"] for x in runs]),
+                "cpu_ms_per_op": med([x[op].get("cpu_ms_per_op") for x in runs if x[op].get("cpu_ms_per_op")]),
                 "errors": sum(x[op]["errors"] for x in runs), "ops": sum(x[op]["ops"] for x in runs),
                 "first_error": next((x[op]["first_error"] for x in runs if x[op]["first_error"]), None)}
                 for op in OPS}
@@ -200,7 +226,8 @@ def goals(summary: dict[str, Any]) -> dict[str, bool]:
 
 
 def summary_table(report: dict[str, Any]) -> str:
-    """Ops/s (errors) and p50 per side, level and operation, medians over repeats."""
+    """Ops/s (errors), p50 and CPU per operation for each side, level and operation, medians over
+    repeats."""
     summary, sides = report["summary"], list(report["summary"]["sides"])
     rows = []
     for clients in report["levels"]:
@@ -208,11 +235,12 @@ def summary_table(report: dict[str, Any]) -> str:
             cells = []
             for side in sides:
                 x = summary["sides"][side][str(clients)][op]
-                cells.append(f"{x['ops_per_s']:.0f} ({x['errors']}) / {x['p50_ms']:.0f}")
+                cpu = f"{x['cpu_ms_per_op']:.1f}" if x["cpu_ms_per_op"] else "-"
+                cells.append(f"{x['ops_per_s']:.0f} ({x['errors']}) / {x['p50_ms']:.0f} / {cpu}")
             ratios = [f"{summary['ratios'][f'memwarden_ops_over_{s}'][str(clients)][op]:.2f}"
                       for s in sides if s != "memwarden"]
             rows.append((clients, op, *cells, *ratios))
-    header = ["clients", "op", *[f"{s} ops/s (errors) / p50 ms" for s in sides],
+    header = ["clients", "op", *[f"{s} ops/s (errors) / p50 ms / CPU ms per op" for s in sides],
               *[f"Memwarden ÷ {s} ops/s" for s in sides if s != "memwarden"]]
     return common.table(rows, header)
 
@@ -234,7 +262,7 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
     started = time.perf_counter()
     load_before = common.machine()["loadavg_1_5_15"]
     with common.scratch_dir(args.data_dir) as data_dir:
-        with common.serve(data_dir) as server:
+        with common.serve(data_dir, workers=args.workers) as server:
             token = common.provision_via_cli(data_dir)
             repeats = run_repeats(server, token, corpus, corpus_path, pythons, args)
     summary = summarise(repeats, args.levels)
@@ -242,7 +270,7 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
         "benchmark": "compare",
         "method": __doc__.strip().splitlines()[0],
         "corpus": {"name": corpus.get("name"), "facts": len(corpus["facts"]), "queries": len(corpus["queries"])},
-        "k": args.k, "levels": args.levels, "rounds": args.rounds,
+        "k": args.k, "levels": args.levels, "rounds": args.rounds, "server_workers": args.workers,
         "versions": {side: repeats[0]["sides"][side].get("versions") for side in pythons},
         "embedder": "Memwarden's int8 all-MiniLM-L6-v2 on every side (the libraries' drivers: one call per text)",
         "summary": summary,
@@ -252,7 +280,7 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
         "machine": {**common.machine(), "loadavg_before": load_before},
         "command": " ".join(["memwarden bench compare", *(f"--{s}-python {p}" for s, p in pythons.items()),
                              f"--repeats {args.repeats} --rounds {args.rounds}",
-                             f"--levels {','.join(map(str, args.levels))}"] + ([f"--out {args.out}"] if args.out else [])),
+                             f"--levels {','.join(map(str, args.levels))}", f"--workers {args.workers}"] + ([f"--out {args.out}"] if args.out else [])),
     }
     print(summary_table(report))
     print("floor (median): " + ", ".join(f"{k} {v}" for k, v in summary["floor"].items()))
@@ -275,6 +303,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--levels", type=driver_common.parse_levels, default=list(driver_common.LEVELS),
                    help="concurrent clients, comma-separated (default 1,4,16)")
     p.add_argument("--rounds", type=int, default=2, help="passes over the corpus per level (default 2)")
+    p.add_argument("--workers", type=int, default=1, help="`memwarden serve --workers` (default 1)")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/compare.json)")
     p.add_argument("--data-dir", help="use (and keep) this empty directory instead of a temporary one")

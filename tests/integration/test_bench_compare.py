@@ -23,7 +23,7 @@ LEVELS = (1, 4)
 
 def stand_in_level(clients: int) -> dict:
     phase = lambda ops_per_s, errors: {"ops": 16, "errors": errors, "first_error": "boom" if errors else None,  # noqa: E731
-                                       "wall_s": 1.0, "ops_per_s": ops_per_s, "n": 16, "p50_ms": 10.0 * clients,
+                                       "wall_s": 1.0, "ops_per_s": ops_per_s, "cpu_ms_per_op": 8.0, "n": 16, "p50_ms": 10.0 * clients,
                                        "p95_ms": 40.0, "p99_ms": 40.0, "mean_ms": 12.0}
     return {"clients": clients, "remember": phase(20.0, 3 if clients > 1 else 0), "recall": phase(50.0, 0),
             "quality": {"recall_at_k": 1.0, "no_match_empty": 0, "no_match_total": 0}}
@@ -66,10 +66,11 @@ def test_every_side_runs_each_level_order_rotates_and_ratios_are_ours_over_their
             assert x["remember"]["ops"] == len(corpus["facts"]) and x["remember"]["errors"] == 0
             assert x["recall"]["ops"] == len(corpus["queries"]) and x["recall"]["errors"] == 0
             assert x["quality"]["recall_at_k"] > 0.5
+            assert x["remember"]["cpu_ms_per_op"] > 0  # the server's and PostgreSQL's CPU, measured
 
     summary = report["summary"]
     assert summary["sides"]["mem0"]["4"]["remember"] == {
-        "ops_per_s": 20.0, "p50_ms": 40.0, "p95_ms": 40.0, "errors": 6, "ops": 32, "first_error": "boom"}
+        "ops_per_s": 20.0, "p50_ms": 40.0, "p95_ms": 40.0, "cpu_ms_per_op": 8.0, "errors": 6, "ops": 32, "first_error": "boom"}
     for clients in map(str, LEVELS):
         for op, theirs in (("remember", 20.0), ("recall", 50.0)):
             per_repeat = sorted(level[op]["ops_per_s"] / theirs for r in report["repeats"]
