@@ -123,7 +123,7 @@ def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
 
 def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, n: int = 50) -> dict[str, Any]:
     """The floor of one request, measured now: embedding + keep-alive round trip + durable commit."""
-    from app.bench.audit import _commit_floor
+    from app.bench.audit import commit_floor  # the smallest durable transaction, as the audit bench times it
 
     def embed_p50(texts: list[str]) -> float:
         samples = []
@@ -141,7 +141,7 @@ def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, n: int
     parts = {"embed_fact_p50_ms": round(embed_p50([f["content"] for f in corpus["facts"]]), 3),
              "embed_query_p50_ms": round(embed_p50([q["query"] for q in corpus["queries"]]), 3),
              "healthz_p50_ms": round(driver_common.percentile(healthz, 50), 3),
-             "durable_commit_p50_ms": _commit_floor(admin_url, n)["p50_ms"]}
+             "durable_commit_p50_ms": commit_floor(admin_url, n)["p50_ms"]}
     rest = parts["healthz_p50_ms"] + parts["durable_commit_p50_ms"]
     return {**parts, "remember_floor_ms": round(parts["embed_fact_p50_ms"] + rest, 3),
             "recall_floor_ms": round(parts["embed_query_p50_ms"] + rest, 3)}
