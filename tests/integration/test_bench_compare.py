@@ -22,9 +22,11 @@ LEVELS = (1, 4)
 
 
 def stand_in_level(clients: int) -> dict:
-    phase = lambda ops_per_s, errors: {"ops": 16, "errors": errors, "first_error": "boom" if errors else None,  # noqa: E731
-                                       "wall_s": 1.0, "ops_per_s": ops_per_s, "cpu_ms_per_op": 8.0, "n": 16, "p50_ms": 10.0 * clients,
-                                       "p95_ms": 40.0, "p99_ms": 40.0, "mean_ms": 12.0}
+    def phase(ops_per_s: float, errors: int) -> dict:
+        return {"ops": 16, "errors": errors, "first_error": "boom" if errors else None, "wall_s": 1.0,
+                "ops_per_s": ops_per_s, "cpu_ms_per_op": 8.0, "n": 16, "p50_ms": 10.0 * clients, "p95_ms": 40.0,
+                "p99_ms": 40.0, "mean_ms": 12.0}
+
     return {"clients": clients, "remember": phase(20.0, 3 if clients > 1 else 0), "recall": phase(50.0, 0),
             "quality": {"recall_at_k": 1.0, "no_match_empty": 0, "no_match_total": 0}}
 
@@ -70,7 +72,8 @@ def test_every_side_runs_each_level_order_rotates_and_ratios_are_ours_over_their
 
     summary = report["summary"]
     assert summary["sides"]["mem0"]["4"]["remember"] == {
-        "ops_per_s": 20.0, "p50_ms": 40.0, "p95_ms": 40.0, "cpu_ms_per_op": 8.0, "errors": 6, "ops": 32, "first_error": "boom"}
+        "ops_per_s": 20.0, "p50_ms": 40.0, "p95_ms": 40.0, "cpu_ms_per_op": 8.0, "errors": 6, "ops": 32,
+        "first_error": "boom"}
     for clients in map(str, LEVELS):
         for op, theirs in (("remember", 20.0), ("recall", 50.0)):
             per_repeat = sorted(level[op]["ops_per_s"] / theirs for r in report["repeats"]
