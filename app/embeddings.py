@@ -196,6 +196,9 @@ class BatchingEmbedder:
     The window is therefore exactly one model run, and it only exists under
     load, where one run of 16 short texts costs far less than 16 runs of one.
     An error in a shared run is raised in every caller whose texts were in it.
+    Bulk calls (more than ``max_texts`` texts, e.g. an import's batch) bypass the
+    queue: they gain nothing from sharing, and live requests must not wait
+    behind a run of hundreds of texts.
     """
 
     def __init__(self, inner: Embedder, *, max_texts: int = BATCH_SIZE) -> None:
@@ -212,6 +215,8 @@ class BatchingEmbedder:
         mine = _QueuedTexts(list(texts))
         if not mine.texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if len(mine.texts) > self._max_texts:
+            return self._inner.embed(mine.texts)
         with self._cond:
             self._queue.append(mine)
             while self._running and not mine.done:
@@ -229,15 +234,13 @@ class BatchingEmbedder:
         return mine.result()
 
     def _take_batch(self, mine: _QueuedTexts) -> list[_QueuedTexts]:
-        # Oldest first, up to max_texts (one oversized call still goes alone); the
-        # caller's own texts always ride along, since it is the one that waits.
+        # Oldest first, up to max_texts; the caller's own texts always ride along,
+        # since it is the one that waits.
         batch, size = [], 0
         for queued in self._queue:
-            if queued is mine or not batch or size + len(queued.texts) <= self._max_texts:
+            if queued is mine or size + len(queued.texts) <= self._max_texts:
                 batch.append(queued)
                 size += len(queued.texts)
-        if mine not in batch:
-            batch.append(mine)
         taken = {id(q) for q in batch}
         self._queue = [q for q in self._queue if id(q) not in taken]
         return batch

@@ -248,3 +248,17 @@ def test_batching_raises_a_shared_runs_error_in_every_caller_of_that_run() -> No
         thread.join(30)
     assert len(errors) == 2  # both callers of the failed run; the first run succeeded
     assert batching.embed(["works again"]).shape == (1, 384)
+
+
+def test_batching_lets_bulk_calls_bypass_the_queue() -> None:
+    gated = _GatedEmbedder(_plain_local())
+    batching = BatchingEmbedder(gated, max_texts=4)
+    first = threading.Thread(target=lambda: batching.embed(["a live request"]))
+    first.start()
+    assert gated.first_started.wait(30)
+    bulk = [f"imported memory number {i}" for i in range(5)]
+    vectors = batching.embed(bulk)  # returns while the first run is still held: it never queued
+    assert vectors.shape == (5, 384) and gated.runs[1] == bulk
+    gated.release.set()
+    first.join(30)
+    assert len(gated.runs) == 2
