@@ -239,8 +239,8 @@ def summary_table(report: dict[str, Any]) -> str:
                 x = summary["sides"][side][str(clients)][op]
                 cpu = f"{x['cpu_ms_per_op']:.1f}" if x["cpu_ms_per_op"] else "-"
                 cells.append(f"{x['ops_per_s']:.0f} ({x['errors']}) / {x['p50_ms']:.0f} / {cpu}")
-            ratios = [f"{summary['ratios'][f'memwarden_ops_over_{s}'][str(clients)][op]:.2f}"
-                      for s in sides if s != "memwarden"]
+            ratios = [summary["ratios"][f"memwarden_ops_over_{s}"][str(clients)][op] for s in sides if s != "memwarden"]
+            ratios = ["-" if r is None else f"{r:.2f}" for r in ratios]  # None: that library served nothing
             rows.append((clients, op, *cells, *ratios))
     header = ["clients", "op", *[f"{s} ops/s (errors) / p50 ms / CPU ms per op" for s in sides],
               *[f"Memwarden ÷ {s} ops/s" for s in sides if s != "memwarden"]]
@@ -288,12 +288,12 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
                              f"--levels {','.join(map(str, args.levels))}", f"--workers {args.workers}",
                              *([f"--out {args.out}"] if args.out else [])]),
     }
+    common.write_json(args.out, report)  # first: the table must not cost the measurements
     print(summary_table(report))
     print("floor (median): " + ", ".join(f"{k} {v}" for k, v in summary["floor"].items()))
     missed = [name for name, ok in report["goals"].items() if not ok]
     print("no goal judged (needs the 16-client level)" if not report["goals"]
           else "goals met" if not missed else f"goals missed: {', '.join(missed)}")
-    common.write_json(args.out, report)
     return 0
 
 
