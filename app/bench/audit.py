@@ -195,7 +195,7 @@ def _lock_timeline(stamps: list[tuple[int, float, float, float, float]]) -> dict
             "holder_work_after_grant": latency_summary(own), "commit_and_handoff": latency_summary(rest)}
 
 
-def _commit_floor(admin_url: str, n: int = 300) -> dict[str, Any]:
+def commit_floor(admin_url: str, n: int = 300) -> dict[str, Any]:
     """Latency of the smallest durable transaction (one-row INSERT + COMMIT, i.e. a WAL flush):
     a chain's lock is held through its commit, so 1 / this bounds one chain's appends/s."""
     from sqlalchemy import create_engine, text
@@ -300,7 +300,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         with ctx.db.engine.connect() as conn:
             durability = {name: conn.execute(text(f"SHOW {name}")).scalar()
                           for name in ("synchronous_commit", "fsync", "wal_sync_method", "server_version")}
-        floor_before = _commit_floor(urls.admin_url)
+        floor_before = commit_floor(urls.admin_url)
         print(f"durable commit (1-row INSERT + COMMIT): p50 {floor_before['p50_ms']} ms, "
               f"p95 {floor_before['p95_ms']} ms", flush=True)
         appends = []
@@ -316,7 +316,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                           f"{lock['holder_work_after_grant']['p50_ms']} ms + commit and hand-off p50 "
                           f"{lock['commit_and_handoff']['p50_ms']} ms", flush=True)
                 appends.append(result)
-        floor_after = _commit_floor(urls.admin_url)
+        floor_after = commit_floor(urls.admin_url)
         verify = _verify_run(ctx, data_dir, args.verify_events, args.repeat)
     report: dict[str, Any] = {
         "benchmark": "audit", "machine": before, "loadavg_after": machine()["loadavg_1_5_15"],

@@ -13,7 +13,6 @@ import os
 import platform
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,31 +22,13 @@ from typing import Any, Iterator, Sequence
 
 import httpx
 
+from app.bench.driver_common import latency_summary, percentile  # noqa: F401 (shared with the drivers)
 from app.local_server import Server, clean_env, free_port, serve, wait_ready  # noqa: F401 (benches use them here)
 
 BENCH_ACTOR = {"kind": "cli", "id": "memwarden-bench"}
 
 
 # --- statistics --------------------------------------------------------------------------------
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile (memorywire's `_percentile`, so the numbers compare like for like)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    index = max(0, min(len(ordered) - 1, round(pct / 100.0 * (len(ordered) - 1))))
-    return ordered[index]
-
-
-def latency_summary(samples_ms: Sequence[float]) -> dict[str, float]:
-    return {
-        "n": len(samples_ms),
-        "p50_ms": round(percentile(samples_ms, 50), 3),
-        "p95_ms": round(percentile(samples_ms, 95), 3),
-        "p99_ms": round(percentile(samples_ms, 99), 3),
-        "mean_ms": round(statistics.fmean(samples_ms), 3) if samples_ms else 0.0,
-    }
-
 
 def machine() -> dict[str, Any]:
     """Where the numbers come from, including the load average (other work on the box skews them)."""

@@ -1,7 +1,8 @@
-"""`memwarden bench compare`, run as the CLI with a stand-in for memorywire's interpreter (it prints
-fixed timings, so the arithmetic can be checked): ratios are Memwarden ÷ memorywire per pair and
-percentile, and the order alternates between pairs. Memwarden's side is the real recall pass over
-HTTP against the `memwarden serve` the command starts.
+"""`memwarden bench compare`, run as the CLI with a stand-in for the libraries' interpreters (it
+prints fixed figures, so the arithmetic can be checked): every side runs at each concurrency level,
+the order rotates between repeats, ratios are Memwarden's ops/s ÷ the library's, and the floor is
+measured in the run. Memwarden's side is the real workload over HTTP against the `memwarden serve`
+the command starts, with several clients at once.
 """
 
 from __future__ import annotations
@@ -17,38 +18,65 @@ from tests.harness import PROJECT_ROOT, fresh_env
 pytestmark = pytest.mark.slow
 
 CALIBRATION = PROJECT_ROOT / "app" / "bench" / "data" / "calibration.json"
-STAND_IN = {"remember_ms": [10.0] * 18 + [40.0, 40.0], "recall_ms": [20.0] * 20,
-            "quality": {"recall_at_k": 1.0, "no_match_empty": 0, "no_match_total": 0},
-            "versions": {"memorywire": "stand-in"}}
+LEVELS = (1, 4)
 
 
-def test_ratio_is_ours_over_theirs_and_order_alternates(tmp_path):
+def stand_in_level(clients: int) -> dict:
+    def phase(ops_per_s: float, errors: int) -> dict:
+        return {"ops": 16, "errors": errors, "first_error": "boom" if errors else None, "wall_s": 1.0,
+                "ops_per_s": ops_per_s, "cpu_ms_per_op": 8.0, "n": 16, "p50_ms": 10.0 * clients, "p95_ms": 40.0,
+                "p99_ms": 40.0, "mean_ms": 12.0}
+
+    return {"clients": clients, "remember": phase(20.0, 3 if clients > 1 else 0), "recall": phase(50.0, 0),
+            "quality": {"recall_at_k": 1.0, "no_match_empty": 0, "no_match_total": 0}}
+
+
+STAND_IN = {"levels": [stand_in_level(c) for c in LEVELS], "quality": stand_in_level(1)["quality"],
+            "versions": {"library": "stand-in"}}
+
+
+def test_every_side_runs_each_level_order_rotates_and_ratios_are_ours_over_theirs(tmp_path):
     corpus = json.loads(CALIBRATION.read_text(encoding="utf-8"))
     corpus["facts"] = [f for f in corpus["facts"] if f["user_id"] == "ruth"]
     corpus["queries"] = [q for q in corpus["queries"] if q.get("user_id") == "ruth"]
     (tmp_path / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
-    stand_in = tmp_path / "memorywire-python"  # called as `<it> memorywire_driver.py CORPUS --k K`
+    stand_in = tmp_path / "library-python"  # called as `<it> <side>_driver.py CORPUS --k K --levels ...`
     stand_in.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(STAND_IN))})\n")
     stand_in.chmod(0o755)
 
     done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "compare", "--memorywire-python", str(stand_in),
-                           "--corpus", str(tmp_path / "corpus.json"), "--pairs", "2", "--out",
-                           str(tmp_path / "compare.json")],
+                           "--mem0-python", str(stand_in), "--corpus", str(tmp_path / "corpus.json"),
+                           "--repeats", "2", "--rounds", "1", "--levels", ",".join(map(str, LEVELS)),
+                           "--out", str(tmp_path / "compare.json")],
                           cwd=PROJECT_ROOT, env=fresh_env(tmp_path / "unused"), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "compare.json").read_text())
 
-    assert [p["order"] for p in report["pairs"]] == ["memorywire first", "memwarden first"]
-    assert report["memorywire"] == {"memorywire": "stand-in"}
-    for pair in report["pairs"]:
-        theirs = pair["memorywire"]
-        assert theirs["remember"]["p50_ms"] == 10.0 and theirs["remember"]["p95_ms"] == 40.0
-        assert theirs["recall"]["p50_ms"] == 20.0 and theirs["recall"]["p95_ms"] == 20.0
-        assert pair["memwarden"]["remember"]["n"] == len(corpus["facts"])
-        for op in ("remember", "recall"):
-            for p in ("p50", "p95"):
-                ours = pair["memwarden"][op][f"{p}_ms"]
-                assert pair["ratio_memwarden_over_memorywire"][op][p] == round(ours / theirs[op][f"{p}_ms"], 3)
-    assert report["worst_ratio"]["recall"]["p50"] == max(p["ratio_memwarden_over_memorywire"]["recall"]["p50"]
-                                                         for p in report["pairs"])
+    assert [r["order"] for r in report["repeats"]] == [["memorywire", "mem0", "memwarden"],
+                                                       ["mem0", "memwarden", "memorywire"]]
+    assert report["versions"] == {"memorywire": {"library": "stand-in"}, "mem0": {"library": "stand-in"}}
+    for repeat in report["repeats"]:
+        assert set(repeat["loadavg_1m_before"]) == {"memorywire", "mem0", "memwarden"}
+        floor = repeat["floor"]
+        assert floor["remember_floor_ms"] == pytest.approx(
+            floor["embed_fact_p50_ms"] + floor["healthz_p50_ms"] + floor["durable_commit_p50_ms"], abs=0.01)
+        assert 0 < floor["durable_commit_p50_ms"] and 0 < floor["embed_query_p50_ms"]
+        ours = repeat["sides"]["memwarden"]
+        assert [x["clients"] for x in ours["levels"]] == list(LEVELS)
+        for x in ours["levels"]:  # the real server under concurrent clients: every request answered
+            assert x["remember"]["ops"] == len(corpus["facts"]) and x["remember"]["errors"] == 0
+            assert x["recall"]["ops"] == len(corpus["queries"]) and x["recall"]["errors"] == 0
+            assert x["quality"]["recall_at_k"] > 0.5
+            assert x["remember"]["cpu_ms_per_op"] > 0  # the server's and PostgreSQL's CPU, measured
+
+    summary = report["summary"]
+    assert summary["sides"]["mem0"]["4"]["remember"] == {
+        "ops_per_s": 20.0, "p50_ms": 40.0, "p95_ms": 40.0, "cpu_ms_per_op": 8.0, "errors": 6, "ops": 32,
+        "first_error": "boom"}
+    for clients in map(str, LEVELS):
+        for op, theirs in (("remember", 20.0), ("recall", 50.0)):
+            per_repeat = sorted(level[op]["ops_per_s"] / theirs for r in report["repeats"]
+                                for level in r["sides"]["memwarden"]["levels"] if str(level["clients"]) == clients)
+            assert summary["ratios"]["memwarden_ops_over_memorywire"][clients][op] == round(sum(per_repeat) / 2, 3)
+    assert report["goals"] == {}  # the throughput goal is judged at 16 clients, not run here

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import httpx
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from app import embeddings
 from app.embeddings import (
+    BatchingEmbedder,
     Embedder,
     EmbedderError,
     EmbedderSpec,
@@ -27,7 +29,7 @@ def local() -> Embedder:
 
 
 def test_local_embedder_shape_dtype_and_norm(local: Embedder) -> None:
-    assert isinstance(local, LocalMiniLMEmbedder)
+    assert isinstance(local, BatchingEmbedder)  # the process-wide one shares runs between threads
     assert isinstance(local, Embedder)
     vectors = local.embed(["The cat sat on the mat.", "Another sentence."])
     assert local.dim == 384
@@ -162,3 +164,101 @@ def test_http_url_building() -> None:
     assert HttpEmbedder("m", "http://h:8080")._url == "http://h:8080/v1/embeddings"
     assert HttpEmbedder("text-embedding-3-small", "https://h/v1/").dim == 1536
     assert embeddings.ENV_API_KEY == "MEMWARDEN_EMBEDDER_API_KEY"
+
+
+class _GatedEmbedder:
+    """The real model behind a gate: records each run's texts; the first run waits for `release`."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.dim, self.name = inner, inner.dim, inner.name
+        self.runs: list[list[str]] = []
+        self.first_started, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts):
+        self.runs.append(list(texts))
+        if len(self.runs) == 1:
+            self.first_started.set()
+            assert self.release.wait(30)
+        if any(t == "boom" for t in texts):
+            raise EmbedderError("model failed")
+        return self.inner.embed(texts)
+
+
+def _plain_local() -> LocalMiniLMEmbedder:
+    return LocalMiniLMEmbedder()
+
+
+def test_batching_lone_call_runs_at_once_with_its_own_texts() -> None:
+    gated = _GatedEmbedder(_plain_local())
+    gated.release.set()
+    batching = BatchingEmbedder(gated)
+    vectors = batching.embed(["alone", "and a second text"])
+    assert gated.runs == [["alone", "and a second text"]]
+    np.testing.assert_allclose(vectors, gated.inner.embed(["alone", "and a second text"]), atol=1e-4)
+    assert batching.embed([]).shape == (0, 384) and len(gated.runs) == 1
+
+
+def test_batching_groups_calls_that_arrive_during_a_run_and_returns_each_its_rows() -> None:
+    gated = _GatedEmbedder(_plain_local())
+    batching = BatchingEmbedder(gated)
+    results: dict[str, np.ndarray] = {}
+    first = threading.Thread(target=lambda: results.update(first=batching.embed(["the first caller"])))
+    first.start()
+    assert gated.first_started.wait(30)
+    texts = {f"w{i}": [f"waiting caller {i} likes tea", f"and {i} dogs"] for i in range(5)}
+    waiters = [threading.Thread(target=lambda key=key: results.update({key: batching.embed(texts[key])}))
+               for key in texts]
+    for thread in waiters:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(batching._queue) < len(texts) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gated.release.set()
+    for thread in [first, *waiters]:
+        thread.join(30)
+    # One run for the first caller, then a single run for all five that queued behind it.
+    assert len(gated.runs) == 2 and sorted(gated.runs[1]) == sorted(t for ts in texts.values() for t in ts)
+    for key, own in texts.items():
+        np.testing.assert_allclose(results[key], gated.inner.embed(own), atol=1e-4)
+    np.testing.assert_allclose(results["first"], gated.inner.embed(["the first caller"]), atol=1e-4)
+
+
+def test_batching_raises_a_shared_runs_error_in_every_caller_of_that_run() -> None:
+    gated = _GatedEmbedder(_plain_local())
+    batching = BatchingEmbedder(gated)
+    errors: list[BaseException] = []
+
+    def call(texts: list[str]) -> None:
+        try:
+            batching.embed(texts)
+        except EmbedderError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=call, args=(["fine"],))
+    first.start()
+    assert gated.first_started.wait(30)
+    waiters = [threading.Thread(target=call, args=(texts,)) for texts in (["boom"], ["innocent bystander"])]
+    for thread in waiters:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(batching._queue) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gated.release.set()
+    for thread in [first, *waiters]:
+        thread.join(30)
+    assert len(errors) == 2  # both callers of the failed run; the first run succeeded
+    assert batching.embed(["works again"]).shape == (1, 384)
+
+
+def test_batching_lets_bulk_calls_bypass_the_queue() -> None:
+    gated = _GatedEmbedder(_plain_local())
+    batching = BatchingEmbedder(gated, max_texts=4)
+    first = threading.Thread(target=lambda: batching.embed(["a live request"]))
+    first.start()
+    assert gated.first_started.wait(30)
+    bulk = [f"imported memory number {i}" for i in range(5)]
+    vectors = batching.embed(bulk)  # returns while the first run is still held: it never queued
+    assert vectors.shape == (5, 384) and gated.runs[1] == bulk
+    gated.release.set()
+    first.join(30)
+    assert len(gated.runs) == 2
