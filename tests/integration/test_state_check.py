@@ -23,7 +23,7 @@ from app.services.tenants import create_tenant
 from app.services.users import create_user
 from tests.harness import bearer, csrf_token_in, start_server, stop_server, unique
 from tests.http_receiver import Receiver
-from tests.integration.test_audit_tamper import audit_in_process, cli
+from tests.integration.test_audit_tamper import cli
 
 ACTOR = {"kind": "test", "id": "state-check-suite"}
 PASSWORD = "correct horse battery"
@@ -92,10 +92,8 @@ def state_check(base_url: str, tenant: Tenant) -> dict:
     return response.json()
 
 
-def cli_state(settings, tenant: Tenant, as_process: bool = False) -> tuple[int, dict]:
-    """`memwarden audit verify --tenant T --state --json`: in this process (the attacks read only the
-    verdict) unless `as_process`; the untouched tenant and the baseline test run real processes."""
-    done = (cli if as_process else audit_in_process)(settings, "verify", "--tenant", tenant.name, "--state", "--json")
+def cli_state(settings, tenant: Tenant) -> tuple[int, dict]:
+    done = cli(settings, "verify", "--tenant", tenant.name, "--state", "--json")
     assert done.returncode in (0, 1), done.stderr[-2000:]
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -109,7 +107,7 @@ def latest_seq(owner, memory_id: str) -> int | None:
 def test_an_untouched_tenant_is_intact(settings, server, tenant):
     report = state_check(server, tenant)
     assert (report["status"], report["checked"], report["mismatch_count"]) == ("intact", 4, 0), report
-    code, payload = cli_state(settings, tenant, as_process=True)
+    code, payload = cli_state(settings, tenant)
     assert code == 0 and payload["status"] == "intact" and payload["state"]["status"] == "intact", payload
     for memory_id in tenant.live:
         assert httpx.get(f"{server}/v1/memories/{memory_id}", headers=bearer(tenant.token), timeout=60).status_code == 200
