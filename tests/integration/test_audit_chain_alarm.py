@@ -6,9 +6,6 @@ database owner (the helpers of `test_audit_tamper`), lets something detect it â€
 audit verify --tenant`, a checkpoint, an export, the periodic verification â€” and then requires
 every write to that tenant, on the live server, to be 409 `audit_chain_broken` and to change
 nothing, until the chain is repaired and `memwarden audit clear-alarm` clears the alarm.
-
-The clear-alarm test runs the CLI as real processes (every exit code of clear-alarm, verify's 0
-and 1); the other cases run its entry point in this process (`audit_in_process`): same verdict.
 """
 
 from __future__ import annotations
@@ -30,8 +27,8 @@ from app.services.tenant_config import set_policy
 from app.services.tenants import create_tenant
 from app.services.users import create_user
 from tests.harness import bearer, csrf_token_in, unique
-from tests.integration.test_audit_tamper import (audit_in_process, cli, edited, move_seq,  # noqa: F401 (fixture)
-                                                 owner, row, set_row, tampering)
+from tests.integration.test_audit_tamper import (cli, edited, move_seq, owner, row, set_row,  # noqa: F401 (fixture)
+                                                 tampering)
 from tests.integration.test_mcp_live import call
 
 ACTOR = {"kind": "test", "id": "chain-alarm-suite"}
@@ -158,7 +155,7 @@ def test_a_mid_chain_break_found_by_a_verification_closes_the_tenant_to_writes(
     tamper(owner, tenant, how, seq)
     assert remember(live_server, tenant).status_code == 201  # not detected yet: only the head is checked
     written = memories(committed_ctx, tenant.id)
-    done = audit_in_process(settings, "verify", "--tenant", tenant.name, "--json")
+    done = cli(settings, "verify", "--tenant", tenant.name, "--json")
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert (done.returncode, report["first_bad_seq"], report["reason"]) == (1, seq, REASONS[how]), report
     assert_closed(committed_ctx, live_server, tenant, seq)
@@ -204,7 +201,7 @@ def test_an_export_refuses_an_edit_of_only_the_columns_it_serves(
 def test_the_alarm_is_an_event_and_a_banner_for_the_tenants_admins(settings, committed_ctx, live_server, owner,
                                                                      tenant):  # noqa: F811
     tamper(owner, tenant, "delete", 15)
-    assert audit_in_process(settings, "verify", "--tenant", tenant.name, "--json").returncode == 1
+    assert cli(settings, "verify", "--tenant", tenant.name, "--json").returncode == 1
     deadline, found = time.monotonic() + 30, []
     while not found and time.monotonic() < deadline:  # written by the server's background round
         found = [e for e in events.read_after(committed_ctx.db.sessions, tenant.id, 0, 1000)
@@ -270,7 +267,7 @@ def test_review_decisions_and_workspace_writes_are_refused_too(settings, committ
         _event(committed_ctx, made.id, n)
     with tampering(owner) as conn:
         conn.execute(text("DELETE FROM audit_entries WHERE chain_id = :c AND seq = 5"), {"c": chain_for(made.id)})
-    assert audit_in_process(settings, "verify", "--tenant", made.name, "--json").returncode == 1
+    assert cli(settings, "verify", "--tenant", made.name, "--json").returncode == 1
     entries, stored = size(committed_ctx, chain_for(made.id)), memories(committed_ctx, made.id)  # the pending one
 
     approved = httpx.post(f"{live_server}/v1/changes/{change_id}/approve", headers=bearer(token), json={},
