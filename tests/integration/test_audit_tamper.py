@@ -3,9 +3,7 @@
 Each case gets its own committed tenant chain, is tampered with in PostgreSQL as the owner (the
 append-only triggers are ENABLE ALWAYS, so `session_replication_role` does not get past them:
 the tamperer disables them inside its own transaction), or in an exported file, and then the
-CLI runs with `--json`: exit 1 and the first bad sequence number and reason. Most cases read only
-the verifier's verdict and run the CLI's entry point in this process (`cli_in_process`); a real
-subprocess runs for each exit code of `verify` (0, 1, 2, by file and by tenant) and of `export`.
+CLI runs as a subprocess with `--json`: exit 1 and the first bad sequence number and reason.
 
 Every chain is: seq 1 `tenant.created`, seq 2..12 `test.event` (data `{"n": seq}`), signed
 checkpoints at sizes 4 and 8, seq 9..12 not yet covered (a live log's tail).
@@ -36,7 +34,7 @@ from app.core.timefmt import format_ts
 from app.db.models import AuditCheckpoint, AuditEntry, Memory
 from app.services.audit import actor_label, chain_for
 from app.services.tenants import create_tenant
-from tests.harness import PROJECT_ROOT, cli_in_process, server_env, unique
+from tests.harness import PROJECT_ROOT, server_env, unique
 
 ACTOR = {"kind": "test", "id": "tamper-suite"}
 N = 12
@@ -93,28 +91,21 @@ def victim(make_chain) -> Chain:
 
 
 def cli(settings, *args: str) -> subprocess.CompletedProcess:
-    """`memwarden audit ARGS` as a real subprocess."""
     return subprocess.run([sys.executable, "-m", "app.cli", "audit", *args], cwd=PROJECT_ROOT,
                           env=server_env(settings), capture_output=True, text=True, timeout=180)
 
 
-def audit_in_process(settings, *args: str) -> subprocess.CompletedProcess:
-    """`memwarden audit ARGS` through the CLI's entry point in this process (same exit code and output)."""
-    return cli_in_process(server_env(settings), "audit", *args)
-
-
-def verify(settings, *args: str, as_process: bool = False) -> tuple[int, dict[str, Any] | None]:
-    """`memwarden audit verify ARGS --json`: (exit code, parsed report or None); in this process
-    unless `as_process`."""
-    done = (cli if as_process else audit_in_process)(settings, "verify", *args, "--json")
+def verify(settings, *args: str) -> tuple[int, dict[str, Any] | None]:
+    """`memwarden audit verify ARGS --json`: (exit code, parsed report or None)."""
+    done = cli(settings, "verify", *args, "--json")
     lines = done.stdout.strip().splitlines()
     payload = json.loads(lines[-1]) if lines else None
     assert done.returncode in (0, 1, 2), done.stderr[-2000:]
     return done.returncode, payload
 
 
-def verify_db(settings, victim: Chain, *extra: str, as_process: bool = False) -> tuple[int, dict[str, Any]]:
-    code, payload = verify(settings, "--tenant", victim.name, *extra, as_process=as_process)
+def verify_db(settings, victim: Chain, *extra: str) -> tuple[int, dict[str, Any]]:
+    code, payload = verify(settings, "--tenant", victim.name, *extra)
     assert payload is not None
     return code, payload
 
@@ -173,7 +164,7 @@ def rehash_from(conn: Connection, chain_id: str, seq: int) -> None:
 # --- the baseline -------------------------------------------------------------------------------------
 
 def test_an_intact_chain_verifies_with_exit_0(settings, victim):
-    code, report = verify_db(settings, victim, as_process=True)
+    code, report = verify_db(settings, victim)
     assert code == 0, report
     assert report["status"] == "intact" and report["entries"] == N and report["first_bad_seq"] is None
     assert report["checkpoints_verified"] == len(CHECKPOINTS) and report["verified_through"] == CHECKPOINTS[-1]
@@ -363,7 +354,7 @@ def test_a_hard_delete_of_a_memory_leaves_the_chain_verifying(settings, committe
 # --- tampering with an export file ----------------------------------------------------------------------------
 
 def export_chain(settings, victim: Chain, path: Path) -> list[dict[str, Any]]:
-    done = audit_in_process(settings, "export", "--tenant", victim.name, "--out", str(path))
+    done = cli(settings, "export", "--tenant", victim.name, "--out", str(path))
     assert done.returncode == 0, done.stderr[-2000:]
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
@@ -385,7 +376,7 @@ def test_an_intact_export_verifies_with_the_pinned_key(settings, victim, pinned,
     lines = export_chain(settings, victim, tmp_path / "audit.jsonl")
     sizes = [chain.parse_checkpoint(o["note"]).size for o in lines if o["kind"] == "checkpoint"]
     assert sizes == [*CHECKPOINTS, N]  # the export signs a fresh checkpoint of the tail
-    code, report = verify(settings, str(tmp_path / "audit.jsonl"), "--public-key", pinned, as_process=True)
+    code, report = verify(settings, str(tmp_path / "audit.jsonl"), "--public-key", pinned)
     assert code == 0 and report["entries"] == N and report["checkpoints_verified"] == 3, report
 
 
@@ -460,7 +451,7 @@ def test_an_unusable_file_exits_2(settings, pinned, tmp_path, content):
 
 def test_an_unusable_key_exits_2(settings, victim, tmp_path):
     export_chain(settings, victim, tmp_path / "audit.jsonl")
-    code, report = verify(settings, str(tmp_path / "audit.jsonl"), "--public-key", "not-a-key", as_process=True)
+    code, report = verify(settings, str(tmp_path / "audit.jsonl"), "--public-key", "not-a-key")
     assert code == 2 and report["status"] == "unusable", report
 
 
