@@ -159,26 +159,6 @@ def memwarden_cli(data_dir: Path, *args: str, timeout: float = 300) -> str:
     return done.stdout
 
 
-def cli_in_process(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """`memwarden ARGS` through `app.cli.main` in this process, with `env` as the environment for the
-    call: the same exit code and output as the subprocess, without its second of interpreter start
-    and imports. The host's logging is left as it is. Files that use it keep at least one real
-    subprocess run per command and exit code, so the process path stays tested."""
-    import io
-    from unittest import mock
-
-    from app import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    with mock.patch.dict(os.environ, env, clear=True), \
-            contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:  # argparse refusing the command line
-            code = exc.code if isinstance(exc.code, int) else 1
-    return subprocess.CompletedProcess(["memwarden", *args], code, out.getvalue(), err.getvalue())
-
-
 @contextlib.contextmanager
 def fresh_server(data_dir: Path, env: dict[str, str] | None = None, workers: int = 1,
                  log: "typing.BinaryIO | None" = None) -> Iterator[tuple[subprocess.Popen, str]]:
