@@ -394,16 +394,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    quieted = []
     if args.command not in ("serve", "db") and logging.getLogger().level >= logging.INFO:
         # A one-shot command's output is its result; migrations and database start-up are news
         # only for a server's log (MEMWARDEN_LOG_LEVEL=debug shows them everywhere).
-        quieted = [(logger, logger.level) for logger in map(logging.getLogger, ONE_SHOT_QUIET_LOGGERS)]
-        for logger, _ in quieted:
-            logger.setLevel(logging.WARNING)
+        for name in ONE_SHOT_QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        with cli_common.closing_contexts():
-            return int(args.func(args, settings) or 0)
+        return int(args.func(args, settings) or 0)
     except AppError as error:
         print(f"error: {error.message}", file=sys.stderr)
         if error.details:
@@ -411,9 +408,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    finally:  # a caller that runs commands in-process keeps its own logging as it was
-        for logger, level in quieted:
-            logger.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from app.config import Settings
 
@@ -23,32 +22,11 @@ def cli_actor() -> dict:
     return {"kind": "cli", "id": who}
 
 
-# The contexts opened by the command running now; `closing_contexts` closes them when it ends.
-_opened: list["AppContext"] = []
-
-
 def open_context(settings: Settings) -> "AppContext":
-    """The services' context for one command (starts or reaches the database, migrates it). It is
-    closed when the command returns (`closing_contexts`), so commands need not close it."""
+    """The services' context for one command (starts or reaches the database, migrates it)."""
     from app.services.context import AppContext  # late: `memwarden --help` loads no services
 
-    ctx = AppContext.open(settings)
-    _opened.append(ctx)
-    return ctx
-
-
-@contextmanager
-def closing_contexts() -> Iterator[None]:
-    """Close every context `open_context` opens inside this block, however the block ends: their
-    batched records are written and their connections returned to the server when the command
-    returns, not left to the process's exit (a command run in-process, as the tests and embedding
-    tools do, would otherwise leave a connection pool behind each time)."""
-    mark = len(_opened)
-    try:
-        yield
-    finally:
-        while len(_opened) > mark:
-            _opened.pop().close()
+    return AppContext.open(settings)
 
 
 class Commands(argparse._SubParsersAction):
