@@ -12,7 +12,8 @@ from starlette.responses import Response
 
 from app.api.auth import Refusal, refusal_response
 from app.api.jsonio import json_body, json_response, read_json
-from app.api.routing import DEFERRED_AUTH, ApiRoute, ctx_of, parse_query, path_id, require_scope
+from app.api.routing import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here, parse_query, path_id,
+                             require_scope)
 from app.core.access import Principal
 from app.services import backends, memories, read_audit, recall as recall_service
 
@@ -22,6 +23,8 @@ def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any]
     scope check, the body's parsing and validation and `service` in one trip to the thread pool:
     a trip costs a thread's wake-up, which a loaded machine makes dear. Refusals keep their order:
     401/429 first, then 403, then the body's 413/415/400/422, then the service's own."""
+    writes = not scope.endswith(":read")  # read replicas: a write makes the key's reads wait for it
+
     async def handler(request: Request, principal: Principal | None):
         authenticate = request.scope["state"][DEFERRED_AUTH] if principal is None else None
         try:
@@ -37,7 +40,11 @@ def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any]
                 require_scope(caller, scope)
             if unread is not None:
                 raise unread
-            return service(ctx, caller, json_body(content_type, raw, schema))
+            try:
+                return service(ctx, caller, json_body(content_type, raw, schema))
+            finally:  # the route notes the key's write only when it authenticated (not deferred)
+                if writes and authenticate is not None:
+                    note_key_write_here(ctx, caller)
 
         try:
             return respond(await run_in_threadpool(serve))

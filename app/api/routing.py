@@ -54,8 +54,15 @@ async def note_key_write(ctx: AppContext, principal: Principal | None) -> None:
     committed write: it is logged, and the key may read a replica that lags behind it once."""
     if principal is None or ctx.db.replicas is None:
         return
+    await run_in_threadpool(note_key_write_here, ctx, principal)
+
+
+def note_key_write_here(ctx: AppContext, principal: Principal | None) -> None:
+    """`note_key_write` on the calling thread: for handlers already in the thread pool (one-hop)."""
+    if principal is None or ctx.db.replicas is None:
+        return
     try:
-        await run_in_threadpool(ctx.db.note_key_write, principal.tenant_id, principal.key_id)
+        ctx.db.note_key_write(principal.tenant_id, principal.key_id)
     except Exception:
         log.exception("could not note a key's write for read replicas")
 

@@ -533,6 +533,10 @@ def _insert_with_commit(conn: Connection) -> None:
 
 @event.listens_for(Engine, "rollback")
 def _drop_insert_with_commit(conn: Connection) -> None:
+    # A connection the database dropped (invalidated) has no info left to clear, and asking for it
+    # would raise over the error that caused the rollback.
+    if conn.invalidated or conn.closed:
+        return
     conn.info.pop(_AT_COMMIT, None)
 
 
