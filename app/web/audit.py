@@ -100,6 +100,7 @@ async def decisions_page(request: Request):
     query = urlencode({"tenant": role.tenant_name, **{k: v for k, v in form.items() if v}})
     return render(request, "audit/decisions.html",
                   {"role": role, "tenants": user.tenants_with("audit"), "form": form, "page": page,
+                   "operations": decisions.operations(),
                    "error": error, "query": query, "tenant_q": quote(role.tenant_name)},
                   status=error.status if error else 200)
 

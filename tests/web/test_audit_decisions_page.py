@@ -43,6 +43,9 @@ def test_an_auditor_sees_the_table_filters_and_downloads(client, ctx, tenant, ag
     narrowed = client.get("/audit/decisions", params={"status": "rejected"}).text
     assert rejected in narrowed and approved not in narrowed
     assert approved not in client.get("/audit/decisions", params={"agent_id": "agent-b"}).text
+    by_operation = client.get("/audit/decisions", params={"operation": "remember"}).text
+    assert approved in by_operation and '<option selected>remember</option>' in by_operation
+    assert approved not in client.get("/audit/decisions", params={"operation": "forget"}).text
     assert 'data-testid="decisions-empty"' in client.get("/audit/decisions", params={"from": "2999-01-01"}).text
 
     as_csv = client.get("/audit/decisions.csv", params={"status": "approved"})
@@ -60,6 +63,9 @@ def test_a_bad_date_is_a_422_page(client, ctx, tenant):
     assert client.get("/audit/decisions", params={"cursor": "garbage"}).status_code == 422
     assert client.get("/audit/decisions?reviewer=a%00b").status_code == 422
     assert client.get("/audit/decisions.csv", params={"to": "2026-13-01"}).status_code == 422
+    unknown = client.get("/audit/decisions", params={"operation": "bogus"})
+    assert unknown.status_code == 422 and "not an operation" in unknown.text
+    assert client.get("/audit/decisions.csv", params={"operation": "bogus"}).status_code == 422
 
 
 @pytest.mark.parametrize("role", ["viewer", "reviewer"])
