@@ -181,3 +181,31 @@ def test_bulk_approve_skips_a_change_you_already_approved(client, ctx, tenant, m
     done = _bulk(client, queue.text, [change_id], confirmed="1", confirm_risk="1")
     assert "you already approved it" in done.text
     assert len(client.get(f"/v1/changes/{change_id}", headers=headers).json()["approvals"]) == 1
+
+
+def test_the_bulk_plan_warns_as_each_change_page_does(client, ctx, tenant, make_key):
+    """What bulk approve lists for each change carries its page's warnings: a merge of unrelated
+    facts, a permanent delete, and a procedure whose transitions widen."""
+    import json
+
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    canonical = _remember(client, headers, "Vic lives in Porto, Portugal.")["id"]
+    same, other = (_remember(client, headers, text)["id"] for text in ("Vic lives in Porto.",
+                                                                       "The boiler is serviced in May."))
+    merge = client.post("/v1/memories/merge", headers=headers, json={
+        "agent_id": "helper", "canonical": canonical, "duplicates": [same, other], "approval_required": True})
+    erase = client.post("/v1/memories/forget", headers=headers, json={
+        "agent_id": "helper", "ids": [same], "hard_delete": True, "approval_required": True})
+    fsm = {"name": "refund", "initial": "requested", "states": ["requested", "approved"],
+           "transitions": [{"trigger": "approve", "source": "requested", "dest": "approved"}]}
+    _remember(client, headers, json.dumps(fsm), type="procedural")
+    wider = {**fsm, "transitions": [{"trigger": "approve", "source": "*", "dest": "approved"}]}
+    procedure = _remember(client, headers, json.dumps(wider), type="procedural", approval_required=True)
+    web_sign_in(client, _user(ctx, tenant, "rev"), PASSWORD, "/review")
+    ids = [merge.json()["change_id"], erase.json()["change_id"], procedure["change_id"]]
+    summary = _bulk(client, client.get("/review").text, ids)
+    warnings = dict(re.findall(r'data-change-id="(chg_[0-9a-z]+)" data-risk="[a-z]+">.*?'
+                               r'data-testid="bulk-plan-warning"[^>]*>(.*?)</', summary.text, re.S))
+    assert " ".join(warnings[ids[0]].split()) == "1 of them is not about the same thing: unrelated facts would be folded into one"
+    assert " ".join(warnings[ids[1]].split()) == "it cannot be undone"
+    assert " ".join(warnings[ids[2]].split()) == "it widens the procedure's transitions"
