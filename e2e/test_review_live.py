@@ -171,3 +171,32 @@ def test_the_first_of_two_approvals_shows_live_and_the_second_reviewer_can_appro
     finally:
         alice_context.close()
         bob_context.close()
+
+
+def test_the_second_page_of_the_risk_sorted_queue_follows_the_stream(page, world):
+    """Every sort and page stays current, not only page 1 newest first: the last page of the queue
+    sorted by risk gains a change staged meanwhile (its place in that order) and loses one decided
+    elsewhere, from the stream alone, without a reload."""
+    from app.web.review import PAGE
+
+    staged = [world.remember(f"Iris's filing note number {i}.", staged=True) for i in range(PAGE + 1)]
+    sign_in(page, world.base_url, world.reviewer())
+    page.goto(f"{world.base_url}/review?tenant={world.tenant.name}&sort=risk")
+    page.get_by_role("link", name="Next page →").click()
+    expect(page).to_have_url(re.compile(r"sort=risk.*after=|after=.*sort=risk"))
+    expect(page.locator('#queue-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+    expect(page.locator("#queue-poller")).to_have_count(0)  # what follows can only come from the stream
+    rows = page.locator('[data-testid="change-row"]')
+    expect(rows).to_have_count(1)
+    last = staged[-1]["change_id"]
+    expect(rows.first).to_have_attribute("data-change-id", last)
+    marker = _marked(page)
+
+    newer = world.remember("Iris's newest filing note.", staged=True)  # no risk: it sorts last, onto this page
+    expect(rows).to_have_count(2, timeout=5_000)
+    expect(rows.nth(1)).to_have_attribute("data-change-id", newer["change_id"])
+    review.decide(world.ctx, tenant_id=world.tenant.id, change_id=last, actor=ACTOR,
+                  may_see=lambda agent: True, request=review.DecisionRequest(decision="reject", reason="elsewhere"))
+    expect(_queue_row(page, last)).to_have_count(0, timeout=5_000)
+    expect(page.get_by_test_id("queue-total")).to_have_text(f"{PAGE + 1} pending")
+    assert page.evaluate("() => window.__marker") == marker
