@@ -9,8 +9,8 @@ only writes screening raised no flag on), and the evaluation of a learned rule
 (``app.core.policy.Policy.explain``) refuses to let it waive the high-risk baseline anyway.
 
 Each suggestion carries its measured effect on the latest decisions (``measure``): how many of
-them it would have auto-approved, and how many of those were later rejected, forgotten or
-flagged by screening.
+them it would have auto-approved, and how many of those were later rejected, reverted, forgotten
+or flagged by screening.
 """
 
 from __future__ import annotations
@@ -178,10 +178,11 @@ def _request(d: Decided) -> WriteRequest:
 def measure(match_doc: dict[str, Any], window: Sequence[Decided]) -> dict[str, int]:
     """The effect ``match_doc`` as a learned allow rule would have had on ``window`` (the latest
     decisions): how many it would have auto-approved (never one the screening baseline stages),
-    and of those how many were rejected, later forgotten or hard-deleted, or raised screening flags."""
+    and of those how many were rejected, later forgotten or hard-deleted, later reverted (an approved
+    memory a recover pulled back to review: pending again), or raised screening flags."""
     match = Match.from_doc(match_doc)
     counts = {"window": len(window), "would_auto_approve": 0, "later_rejected": 0, "later_forgotten": 0,
-              "flagged": 0}
+              "later_reverted": 0, "flagged": 0}
     for d in window:
         request = _request(d)
         if not match.matches(request) or SCREENING_BASELINE.match.matches(request):
@@ -189,6 +190,7 @@ def measure(match_doc: dict[str, Any], window: Sequence[Decided]) -> dict[str, i
         counts["would_auto_approve"] += 1
         counts["later_rejected"] += d.status == "rejected"
         counts["later_forgotten"] += d.hard_deleted or d.memory_status == "forgotten"
+        counts["later_reverted"] += d.status == "approved" and d.memory_status == "pending"
         counts["flagged"] += _rank(d.risk_level) > 0
     return counts
 

@@ -67,4 +67,13 @@ def test_measure_counts_what_it_would_have_approved_and_what_became_of_it():
     window = [D("approved"), D("approved", memory_status="forgotten"), D("approved", risk_level="high"),
               D("rejected"), D("approved", agent_id="other")]
     effect = measure({"operations": ["remember"], "agents": ["support-bot"], "risk_at_most": "high"}, window)
-    assert effect == {"window": 5, "would_auto_approve": 3, "later_rejected": 1, "later_forgotten": 1, "flagged": 0}
+    assert effect == {"window": 5, "would_auto_approve": 3, "later_rejected": 1, "later_forgotten": 1,
+                      "later_reverted": 0, "flagged": 0}
+
+
+def test_measure_counts_an_approved_write_a_recover_pulled_back_as_reverted():
+    # `memwarden recover` quarantines what a compromised agent wrote: the approved memory is pending
+    # again, waiting for a person. A rule that would have approved it has a bad record.
+    window = [D("approved"), D("approved", memory_status="pending"), D("rejected", memory_status="rejected")]
+    effect = measure({"operations": ["remember"], "agents": ["support-bot"], "risk_at_most": "none"}, window)
+    assert (effect["would_auto_approve"], effect["later_reverted"], effect["later_rejected"]) == (3, 1, 1)
