@@ -209,3 +209,34 @@ def test_the_bulk_plan_warns_as_each_change_page_does(client, ctx, tenant, make_
     assert " ".join(warnings[ids[0]].split()) == "1 of them is not about the same thing: unrelated facts would be folded into one"
     assert " ".join(warnings[ids[1]].split()) == "it cannot be undone"
     assert " ".join(warnings[ids[2]].split()) == "it widens the procedure's transitions"
+
+
+def test_a_row_opened_in_place_asks_for_the_risk_confirmation_and_the_second_approval(client, ctx, tenant, make_key):
+    """The queue's in-place decision is one more approve path: a high-risk change is refused there
+    without the box (and stays pending), and a reviewer who gave one of two approvals is offered no other."""
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "finance-two-person", "match": {"agents": ["finance-*"]}, "action": "require_approval",
+         "approvals_required": 2}]})
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    risky = _remember(client, headers, INJECTION)["change_id"]
+    paired = _remember(client, headers, "Q1 budget is 0.9M.", agent_id="finance-bot")["change_id"]
+    web_sign_in(client, _user(ctx, tenant, "row"), PASSWORD, "/review")
+    peek = client.get(f"/review/{risky}/peek", headers=HTMX)
+    assert 'data-testid="confirm-risk"' in peek.text
+    form = {"csrf_token": csrf_token_in(client.get("/review").text), "seen_state": _fingerprint(peek.text),
+            "from_queue": "1"}
+    refused = client.post(f"/review/{risky}/approve", data=form, headers=HTMX)
+    assert refused.status_code == 422 and 'data-testid="peek-message"' in refused.text
+    assert refused.headers["HX-Retarget"] == f"#peek-{risky}" and _status(client, headers, risky) == "pending"
+    done = client.post(f"/review/{risky}/approve", data={**form, "confirm_risk": "1"}, headers=HTMX)
+    assert 'data-status="approved"' in done.text and _status(client, headers, risky) == "approved"
+
+    peek = client.get(f"/review/{paired}/peek", headers=HTMX)
+    first = client.post(f"/review/{paired}/approve", headers=HTMX, data={**form, "seen_state": _fingerprint(peek.text)})
+    assert 'data-status="pending"' in first.text
+    again = client.get(f"/review/{paired}/peek", headers=HTMX)
+    assert "You already approved this change" in again.text and 'data-testid="peek-approve"' not in again.text
+    assert 'data-testid="peek-reject"' in again.text
+    second = client.post(f"/review/{paired}/approve", headers=HTMX,
+                         data={**form, "seen_state": _fingerprint(again.text)})
+    assert second.status_code == 409 and len(client.get(f"/v1/changes/{paired}", headers=headers).json()["approvals"]) == 1
