@@ -77,7 +77,8 @@ def test_bulk_approve_shows_each_outcome_then_supersedes_a_flagged_contradiction
     assert summary.status_code == 200 and 'data-testid="bulk-confirm-form"' in summary.text
     effects = dict(re.findall(r'data-change-id="(chg_[0-9a-z]+)" data-risk="[a-z]+">.*?'
                               r'data-testid="bulk-plan-effect">(.*?)</span>', summary.text, re.S))
-    assert effects[madrid["change_id"]] == f"supersede {paris} with “Quinn lives in Madrid.” (a contradiction is flagged)"
+    assert effects[madrid["change_id"]] == (f"supersede “Quinn lives in Paris.” ({paris}) with “Quinn lives in Madrid.” "
+                                            "(a contradiction is flagged)")
     assert effects[plain["change_id"]] == "approve: store “Quinn&#39;s badge number is 12.”"
     assert 'data-testid="confirm-risk"' in summary.text  # the contradiction is medium risk
     assert all(_status(client, headers, i) == "pending" for i in ids)  # nothing decided by the first click
