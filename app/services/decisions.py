@@ -83,15 +83,27 @@ def learned_rule(change: Change) -> str | None:
     return change.policy_rule if decider.startswith(LEARNED_DECIDER_PREFIX) else None
 
 
+def names_of(change: Change) -> dict[str, str]:
+    """The display names the decision kept, by actor label: each approver's (a person's username, as
+    recorded with their approval) and the decider's (kept with a decided change's view)."""
+    names = {a["by"]: a["name"] for a in change.approvals if isinstance(a, dict) and a.get("by") and a.get("name")}
+    reviewer = (change.decided_view or {}).get("reviewer") or {}
+    if change.decided_by and reviewer.get("name"):
+        names.setdefault(change.decided_by, reviewer["name"])
+    return names
+
+
 def list_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter, limit: int = DEFAULT_LIMIT,
-                   cursor: str | None = None) -> dict[str, Any]:
-    """One page of the tenant's decisions, newest first: `{items, next_cursor}`."""
+                   cursor: str | None = None, *, with_names: bool = False) -> dict[str, Any]:
+    """One page of the tenant's decisions, newest first: `{items, next_cursor}`. `with_names` adds
+    each item's `names` (`names_of`) for the page; the API's items keep the schema's fields only."""
     after = decode_cursor(cursor) if cursor else None
     with ctx.db.sessions() as session:
         rows = changes_repo.decisions_page(session, tenant_id=tenant_id, flt=flt, limit=limit + 1, after=after)
     more, rows = len(rows) > limit, rows[:limit]
     next_cursor = encode_cursor(rows[-1].decided_at, rows[-1].id) if more else None
-    return {"items": [decision_json(c) for c in rows], "next_cursor": next_cursor}
+    items = [{**decision_json(c), **({"names": names_of(c)} if with_names else {})} for c in rows]
+    return {"items": items, "next_cursor": next_cursor}
 
 
 def all_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter) -> Iterator[dict[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from functools import partial
 from datetime import date, datetime, time, timedelta, timezone
 from urllib.parse import quote, urlencode
 
@@ -93,8 +94,9 @@ async def decisions_page(request: Request):
     page, error = {"items": [], "next_cursor": None}, None
     try:
         flt, form = _decision_filter(request)
-        page = await run_in_threadpool(decisions.list_decisions, request.app.state.ctx, role.tenant_id, flt,
-                                       decisions.DEFAULT_LIMIT, request.query_params.get("cursor") or None)
+        page = await run_in_threadpool(partial(decisions.list_decisions, with_names=True), request.app.state.ctx,
+                                       role.tenant_id, flt, decisions.DEFAULT_LIMIT,
+                                       request.query_params.get("cursor") or None)
     except AppError as exc:
         error = exc
     query = urlencode({"tenant": role.tenant_name, **{k: v for k, v in form.items() if v}})

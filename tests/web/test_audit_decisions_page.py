@@ -7,7 +7,7 @@ import io
 import pytest
 
 from app.services.users import create_user
-from tests.harness import web_sign_in
+from tests.harness import csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
 ACTOR = {"kind": "test", "id": "t"}
@@ -73,3 +73,21 @@ def test_without_the_audit_power_it_is_refused(client, ctx, tenant, role):
     _sign_in_as(client, ctx, tenant, role)
     for path in ("/audit/decisions", "/audit/decisions.csv", "/audit/decisions.json"):
         assert client.get(path).status_code == 403, path
+
+
+def test_the_log_names_the_people_who_decided(client, ctx, tenant, agent):
+    """Auditors read who approved what: a person's username beside their id, not the id alone."""
+    change_id = client.post("/v1/memories/remember", headers=agent, json={
+        "agent_id": "agent-a", "type": "semantic", "content": "Ria's desk is 4B.", "approval_required": True}
+    ).json()["change_id"]
+    _sign_in_as(client, ctx, tenant, "reviewer")
+    page = client.get(f"/review/{change_id}").text
+    seen = page.split('name="seen_state" value="', 1)[1].split('"', 1)[0]
+    decided = client.post(f"/review/{change_id}/approve", data={"csrf_token": csrf_token_in(page), "seen_state": seen},
+                          follow_redirects=False)
+    assert decided.status_code == 303
+    client.cookies.clear()
+    _sign_in_as(client, ctx, tenant, "auditor")
+    row = client.get("/audit/decisions").text.split(f'data-change-id="{change_id}"', 1)[1].split("</tr>", 1)[0]
+    assert f"reviewer-{tenant.name}" in row.split('data-testid="decision-decider"', 1)[1].split("</td>", 1)[0]
+    assert f"reviewer-{tenant.name}" in row.split('data-testid="decision-approvers"', 1)[1].split("</td>", 1)[0]
