@@ -140,3 +140,19 @@ def test_csv_lines_neutralise_every_formula_prefix():
 def test_an_unknown_operation_filter_is_422_not_an_empty_page(client, log, operation):
     assert_error(client.get("/v1/audit/decisions", params={"operation": operation}, headers=log["auditor"]),
                  422, "validation_error")
+
+
+def test_the_reviewer_filter_finds_the_first_approver_of_a_two_person_change(client, ctx, tenant, make_key, agent):
+    from app.services.tenant_config import set_policy
+
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    first, second = (make_key(scopes="review:decide,memory:read") for _ in range(2))
+    change_id = client.post("/v1/memories/remember", headers=agent, json={
+        "agent_id": "pair-bot", "type": "semantic", "content": "The vault rotates weekly."}).json()["change_id"]
+    for key in (first, second):
+        assert client.post(f"/v1/changes/{change_id}/approve", json={}, headers=bearer(key)).status_code == 200
+    auditor = bearer(make_key(scopes="audit:read"))
+    first_id = client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"][0]["by"]
+    assert _ids(client, auditor, reviewer=first_id) == [change_id]  # approved first, decided by the other
+    assert _ids(client, auditor, reviewer=first_id.split(":", 1)[1]) == [change_id]
