@@ -239,7 +239,8 @@ async def _decide_one(ctx, user, role, change_id: str, decision: review.Decision
         return {"id": change_id, "ok": False, "status": error.message, "gone": gone}
     superseded = (result.get("result") or {}).get("superseded")
     status = f"{result['status']}, superseding {superseded}" if superseded else result["status"]
-    return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending"}
+    return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending",
+            "decision": result["status"]}
 
 
 async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):

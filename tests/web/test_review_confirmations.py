@@ -241,3 +241,16 @@ def test_a_row_opened_in_place_asks_for_the_risk_confirmation_and_the_second_app
     second = client.post(f"/review/{paired}/approve", headers=HTMX,
                          data={**form, "seen_state": _fingerprint(again.text)})
     assert second.status_code == 409 and len(client.get(f"/v1/changes/{paired}", headers=headers).json()["approvals"]) == 1
+
+
+def test_bulk_rejections_look_like_rejections(client, ctx, tenant, make_key):
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    ids = [_remember(client, headers, f"Ugo's note {i}.", approval_required=True)["change_id"] for i in range(2)]
+    web_sign_in(client, _user(ctx, tenant, "rej"), PASSWORD, "/review")
+    queue = client.get("/review")
+    done = client.post("/review/bulk", headers=HTMX, data={"csrf_token": csrf_token_in(queue.text), "action": "reject",
+                                                           "change_id": ids, "reason": "not facts"})
+    outcomes = re.findall(r'<li data-change-id="(chg_[0-9a-z]+)" class="([a-z ]+)"[^>]*data-status="([a-z]+)"',
+                          done.text)
+    assert sorted(outcomes) == sorted((i, "rejected", "rejected") for i in ids)
+    assert all(_status(client, headers, i) == "rejected" for i in ids)
