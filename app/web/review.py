@@ -187,9 +187,11 @@ async def bulk(request: Request):
             outcomes.append({"id": change_id, "ok": False, "gone": False, "status": "what approving it does "
                              "changed since you confirmed (live memory changed): review it on its page"})
         else:
+            # An approval that is not the last only records this reviewer; the last one supersedes.
+            last = plan["diff"]["approvals_required"] <= len(plan["diff"]["approvals"]) + 1
             decision = review.DecisionRequest(
                 decision="approve", reason=reason, seen_state=plan["diff"]["fingerprint"],
-                supersedes=plan["supersedes"], confirm_risk=confirm_risk)
+                supersedes=plan["supersedes"] if last else None, confirm_risk=confirm_risk)
             outcomes.append(await _decide_one(ctx, user, role, change_id, decision))
     return await _bulk_done(request, role, outcomes)
 

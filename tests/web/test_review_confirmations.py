@@ -254,3 +254,33 @@ def test_bulk_rejections_look_like_rejections(client, ctx, tenant, make_key):
                           done.text)
     assert sorted(outcomes) == sorted((i, "rejected", "rejected") for i in ids)
     assert all(_status(client, headers, i) == "rejected" for i in ids)
+
+
+def test_an_earlier_approval_offers_no_edit_or_outcome_choice_and_the_last_one_does(client, ctx, tenant, make_key):
+    """The outcome of a two-person change is chosen with its last approval (the service refuses it
+    earlier): the first reviewer's page, row and bulk plan record an approval only; the last
+    reviewer's page preselects superseding the contradicted fact, and approving applies it."""
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    paris = _remember(client, headers, "Quinn lives in Paris.", agent_id="finance-bot")["id"]  # before the rule
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "finance-two-person", "match": {"agents": ["finance-*"]}, "action": "require_approval",
+         "approvals_required": 2}]})
+    madrid = _remember(client, headers, "Quinn lives in Madrid.", agent_id="finance-bot")["change_id"]
+    note = _remember(client, headers, "Finance note 1.", agent_id="finance-bot")["change_id"]
+    web_sign_in(client, _user(ctx, tenant, "one"), PASSWORD, "/review")
+    page = client.get(f"/review/{madrid}").text
+    assert 'data-testid="flag-contradiction"' in page and 'data-testid="choices-with-last-approval"' in page
+    assert 'data-testid="supersedes"' not in page and 'data-testid="edit-content"' not in page
+    assert 'name="supersedes"' not in client.get(f"/review/{madrid}/peek", headers=HTMX).text
+    done = _bulk(client, client.get("/review").text, [madrid, note], confirmed="1", confirm_risk="1")
+    assert 'class="error"' not in done.text and done.text.count('data-status="pending"') == 2
+    assert all(len(client.get(f"/v1/changes/{i}", headers=headers).json()["approvals"]) == 1 for i in (madrid, note))
+    client.cookies.clear()
+    web_sign_in(client, _user(ctx, tenant, "two"), PASSWORD, "/review")
+    last = client.get(f"/review/{madrid}").text
+    assert 'data-testid="choices-with-last-approval"' not in last and 'data-testid="edit-content"' in last
+    assert f'value="{paris}" selected' in last
+    approved = client.post(f"/review/{madrid}/approve", headers=HTMX, data={
+        "csrf_token": csrf_token_in(last), "seen_state": _fingerprint(last), "supersedes": paris})
+    assert 'data-status="approved"' in approved.text
+    assert client.get(f"/v1/memories/{paris}", headers=headers).status_code == 404
