@@ -233,8 +233,9 @@ def test_no_critical_or_serious_axe_violation_on_the_other_review_states(page, b
     notes = [world.remember(f"Ivo's old note {i}.")["id"] for i in range(3)]
     erase = _stage(world, "/v1/memories/forget", {"ids": notes, "hard_delete": True, "reason": LONG_WORD})
     canonical = world.remember("Tara lives in Vienna, Austria.")["id"]
-    merge = _stage(world, "/v1/memories/merge", {"canonical": canonical, "duplicates": [
-        world.remember("Tara lives in Vienna.")["id"], world.remember(f"The boiler is serviced in May. {LONG_WORD}")["id"]]})
+    duplicates = [world.remember("Tara lives in Vienna.")["id"],
+                  world.remember(f"The boiler is serviced in May. {LONG_WORD}")["id"]]
+    merge = _stage(world, "/v1/memories/merge", {"canonical": canonical, "duplicates": duplicates})
     world.remember(json.dumps(FSM), type="procedural")
     wider = {**FSM, "transitions": [{"trigger": "approve", "source": "*", "dest": "approved"}, *FSM["transitions"][1:]]}
     procedure = world.remember(json.dumps(wider), staged=True, type="procedural")["change_id"]
@@ -253,7 +254,8 @@ def test_no_critical_or_serious_axe_violation_on_the_other_review_states(page, b
         page.set_viewport_size(viewport)
         page.goto(world.base_url + "/review")
         for change_id in (erase, merge, procedure):
-            page.locator(f'[data-testid="change-row"][data-change-id="{change_id}"]').get_by_test_id("row-expand").click()
+            row = page.locator(f'[data-testid="change-row"][data-change-id="{change_id}"]')
+            row.get_by_test_id("row-expand").click()
             expect(page.locator(f'[data-testid="row-peek"][data-change-id="{change_id}"]')).to_be_visible()
         check_current(page, world.base_url, f"/review with three rows opened @ {viewport['width']}px", found)
 

@@ -558,8 +558,8 @@ def _require_no_outcome_choice(change, request: DecisionRequest) -> None:
                                        ("supersedes", request.supersedes), ("memory_ids", request.memory_ids))
               if value]
     if chosen:
-        raise ValidationFailed.at(f"/{chosen[0]}", f"{', '.join(chosen)} can only be given with the last approval: this "
-                                  f"change needs {change.approvals_required} and this one only records yours")
+        raise ValidationFailed.at(f"/{chosen[0]}", f"{', '.join(chosen)} can only be given with the last approval: "
+                                  f"this change needs {change.approvals_required} and this one only records yours")
 
 
 def _require_pending(change) -> None:

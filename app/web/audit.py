@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from functools import partial
 from datetime import date, datetime, time, timedelta, timezone
+from functools import partial
 from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool

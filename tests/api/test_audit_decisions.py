@@ -118,7 +118,8 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(clie
     hostile = ["-1-1", "@cmd"]
     for agent_id in hostile:
         change_id = _stage(client, agent, f"Note from {agent_id}.", agent_id)
-        assert client.post(f"/v1/changes/{change_id}/reject", json={"reason": "no"}, headers=reviewer).status_code == 200
+        rejected = client.post(f"/v1/changes/{change_id}/reject", json={"reason": "no"}, headers=reviewer)
+        assert rejected.status_code == 200
     auditor = bearer(make_key(scopes="audit:read"))
     as_json = client.get("/v1/audit/decisions", headers=auditor).json()["items"]
     assert sorted(i["agent_id"] for i in as_json) == sorted(hostile)

@@ -207,7 +207,8 @@ def test_the_bulk_plan_warns_as_each_change_page_does(client, ctx, tenant, make_
     summary = _bulk(client, client.get("/review").text, ids)
     warnings = dict(re.findall(r'data-change-id="(chg_[0-9a-z]+)" data-risk="[a-z]+">.*?'
                                r'data-testid="bulk-plan-warning"[^>]*>(.*?)</', summary.text, re.S))
-    assert " ".join(warnings[ids[0]].split()) == "1 of them is not about the same thing: unrelated facts would be folded into one"
+    assert " ".join(warnings[ids[0]].split()) == ("1 of them is not about the same thing: "
+                                                  "unrelated facts would be folded into one")
     assert " ".join(warnings[ids[1]].split()) == "it cannot be undone"
     assert " ".join(warnings[ids[2]].split()) == "it widens the procedure's transitions"
 
@@ -240,7 +241,8 @@ def test_a_row_opened_in_place_asks_for_the_risk_confirmation_and_the_second_app
     assert 'data-testid="peek-reject"' in again.text
     second = client.post(f"/review/{paired}/approve", headers=HTMX,
                          data={**form, "seen_state": _fingerprint(again.text)})
-    assert second.status_code == 409 and len(client.get(f"/v1/changes/{paired}", headers=headers).json()["approvals"]) == 1
+    assert second.status_code == 409
+    assert len(client.get(f"/v1/changes/{paired}", headers=headers).json()["approvals"]) == 1
 
 
 def test_bulk_rejections_look_like_rejections(client, ctx, tenant, make_key):
