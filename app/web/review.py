@@ -246,9 +246,9 @@ async def _decide_one(ctx, user, role, change_id: str, decision: review.Decision
 
 
 async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):
-    if not is_htmx(request):
-        return RedirectResponse(f"/review?tenant={role.tenant_name}", 303)
-    flt, _ = _filters(request)
+    flt, shown = _filters(request)
+    if not is_htmx(request):  # back to the queue as it was filtered and sorted
+        return RedirectResponse(f"/review?{tenant_query(role.tenant_name, shown)}", 303)
     _, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
                                        flt, 1)
     return render(request, "review/_bulk_result.html", {"outcomes": outcomes, "total": total})

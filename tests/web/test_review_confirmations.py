@@ -121,10 +121,13 @@ def test_bulk_approve_without_javascript_shows_a_confirmation_page(client, ctx, 
     web_sign_in(client, _user(ctx, tenant, "rev"), PASSWORD, "/review")
     queue = client.get("/review")
     form = {"csrf_token": csrf_token_in(queue.text), "action": "approve", "change_id": [low]}
-    page = client.post("/review/bulk", data=form)
+    page = client.post("/review/bulk?sort=newest&risk=low", data=form)
     assert page.status_code == 200 and "<html" in page.text and 'data-testid="bulk-confirm"' in page.text
-    done = client.post("/review/bulk", data={**form, "confirmed": "1"}, follow_redirects=False)
+    assert 'action="/review/bulk?tenant=' in page.text and "sort=newest" in page.text
+    done = client.post("/review/bulk?sort=newest&risk=low", data={**form, "confirmed": "1"}, follow_redirects=False)
     assert done.status_code == 303 and _status(client, headers, low) == "approved"
+    # Back to the queue as it was filtered and sorted.
+    assert "sort=newest" in done.headers["location"] and "risk=low" in done.headers["location"]
 
 
 def test_a_reviewer_who_approved_a_two_person_change_is_offered_no_second_approve(client, ctx, tenant, make_key):
