@@ -47,6 +47,13 @@ def test_an_auditor_sees_the_table_filters_and_downloads(client, ctx, tenant, ag
     assert approved in by_operation and '<option selected>remember</option>' in by_operation
     assert approved not in client.get("/audit/decisions", params={"operation": "forget"}).text
     assert 'data-testid="decisions-empty"' in client.get("/audit/decisions", params={"from": "2999-01-01"}).text
+    assert 'data-testid="decisions-empty"' in client.get("/audit/decisions", params={"to": "2000-01-01"}).text
+    today = client.get("/audit/decisions", params={"from": "2000-01-01", "to": "2999-12-31"}).text
+    assert approved in today and rejected in today  # "to" includes its whole day
+    key_id = client.get(f"/v1/changes/{approved}", headers=reviewer).json()["decided_by"].split(":", 1)[1]
+    by_key = client.get("/audit/decisions", params={"reviewer": key_id}).text
+    assert approved in by_key and rejected in by_key
+    assert approved not in client.get("/audit/decisions", params={"reviewer": "usr_nobody"}).text
 
     as_csv = client.get("/audit/decisions.csv", params={"status": "approved"})
     assert as_csv.status_code == 200 and as_csv.headers["content-type"].startswith("text/csv")
