@@ -47,8 +47,8 @@ def suggestion_json(row: PolicySuggestion) -> dict[str, Any]:
             "created_at": format_ts(row.created_at), "updated_at": format_ts(row.updated_at)}
 
 
-def _evidence(found: Suggested, window: list) -> dict[str, int]:
-    return {"decisions": found.approved, "rejected": 0, **measure(found.match, window)}
+def _evidence(found: Suggested, window: list, policy: Policy) -> dict[str, int]:
+    return {"decisions": found.approved, "rejected": 0, **measure(found.match, window, policy)}
 
 
 def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[str, Any]]:
@@ -61,11 +61,12 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
             raise NotFound("tenant not found")
         history, window = _history(ctx, session, tenant_id)
         found = {s.id: s for s in mine(history, min_decisions)}
+        policy = tenant_policy(session, tenant_id)  # the measured effect is under the tenant's own rules
         rows = {r.id: r for r in repo.all_of(session, tenant_id=tenant_id)}
         now = utcnow()
         for sid, suggestion in found.items():
             row = rows.get(sid)
-            evidence = _evidence(suggestion, window)
+            evidence = _evidence(suggestion, window, policy)
             if row is None:
                 row = PolicySuggestion(tenant_id=tenant_id, id=sid, match=suggestion.match, action=suggestion.action,
                                        evidence=evidence, status="open", created_at=now, updated_at=now)
@@ -107,7 +108,8 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
             raise Conflict("the evidence changed: a matching write has been rejected since this was suggested",
                            details={"reason": "evidence_changed", "rejected": against})
         now, by = utcnow(), _label(actor)
-        evidence = {**{k: int(v) for k, v in row.evidence.items()}, **measure(row.match, window)}
+        evidence = {**{k: int(v) for k, v in row.evidence.items()},
+                    **measure(row.match, window, tenant_policy(session, tenant_id))}
         rule = Rule.from_doc({
             "id": rule_id_for(row.id), "description": describe(row.match)[:500], "match": row.match,
             "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": by,

@@ -77,3 +77,17 @@ def test_measure_counts_an_approved_write_a_recover_pulled_back_as_reverted():
     window = [D("approved"), D("approved", memory_status="pending"), D("rejected", memory_status="rejected")]
     effect = measure({"operations": ["remember"], "agents": ["support-bot"], "risk_at_most": "none"}, window)
     assert (effect["would_auto_approve"], effect["later_reverted"], effect["later_rejected"]) == (3, 1, 1)
+
+
+def test_measure_against_the_tenant_policy_counts_only_what_the_rule_could_approve():
+    # Under the tenant's own rules a learned rule gives way to a two-person rule (and a deny), so the
+    # writes those cover are not what it "would have auto-approved".
+    from app.core.policy import Policy
+
+    window = [D("approved"), D("approved", agent_id="pay-bot"), D("approved", agent_id="pay-bot")]
+    match = {"operations": ["remember"], "types": ["semantic"], "risk_at_most": "none"}
+    policy = Policy.parse({"rules": [
+        {"id": "pay-two-person", "match": {"agents": ["pay-*"]}, "action": "require_approval", "approvals_required": 2},
+        {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]})
+    assert measure(match, window)["would_auto_approve"] == 3
+    assert measure(match, window, policy)["would_auto_approve"] == 1
