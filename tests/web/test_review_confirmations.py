@@ -289,3 +289,21 @@ def test_an_earlier_approval_offers_no_edit_or_outcome_choice_and_the_last_one_d
         "csrf_token": csrf_token_in(last), "seen_state": _fingerprint(last), "supersedes": paris})
     assert 'data-status="approved"' in approved.text
     assert client.get(f"/v1/memories/{paris}", headers=headers).status_code == 404
+
+
+def test_the_bulk_plan_names_what_a_forget_or_merge_touches_by_content(client, ctx, tenant, make_key):
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    keep = _remember(client, headers, "Wim lives in <b>Ghent</b>.")["id"]
+    dup = _remember(client, headers, "Wim lives in Ghent, Belgium.")["id"]
+    notes = [_remember(client, headers, f"Wim's note {i}.")["id"] for i in range(2)]
+    merge = client.post("/v1/memories/merge", headers=headers, json={
+        "agent_id": "helper", "canonical": keep, "duplicates": [dup], "approval_required": True}).json()["change_id"]
+    forget = client.post("/v1/memories/forget", headers=headers, json={
+        "agent_id": "helper", "ids": notes, "approval_required": True}).json()["change_id"]
+    web_sign_in(client, _user(ctx, tenant, "rev"), PASSWORD, "/review")
+    summary = _bulk(client, client.get("/review").text, [merge, forget])
+    effects = {i: " ".join(e.split()) for i, e in re.findall(
+        r'data-change-id="(chg_[0-9a-z]+)" data-risk="[a-z]+">.*?data-testid="bulk-plan-effect">(.*?)</span>',
+        summary.text, re.S)}
+    assert effects[merge] == f"merge 1 memory into “Wim lives in &lt;b&gt;Ghent&lt;/b&gt;.” ({keep})"
+    assert effects[forget] == "forget 2 live memories: “Wim&#39;s note 0.” and 1 more"
