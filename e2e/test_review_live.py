@@ -200,3 +200,29 @@ def test_the_second_page_of_the_risk_sorted_queue_follows_the_stream(page, world
     expect(_queue_row(page, last)).to_have_count(0, timeout=5_000)
     expect(page.get_by_test_id("queue-total")).to_have_text(f"{PAGE + 1} pending")
     assert page.evaluate("() => window.__marker") == marker
+
+
+def test_without_eventsource_the_change_page_polls_for_another_reviewers_approval(browser, world):
+    set_policy(world.ctx, tenant_id=world.tenant.id, actor=ACTOR, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    staged = world.remember("The safe code changes monthly.", agent="pair-bot", staged=True)
+    alice, bob = world.reviewer(), world.reviewer()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.add_init_script("delete window.EventSource")
+        sign_in(page, world.base_url, bob)
+        open_change(page, world.base_url, staged["change_id"])
+        expect(page.get_by_test_id("approvals-needed")).to_contain_text("has 0")
+        marker = _marked(page)
+        # Alice gives the first approval (through the service, as a person: her name is kept with it).
+        review.decide(world.ctx, tenant_id=world.tenant.id, change_id=staged["change_id"],
+                      actor={"kind": "user", "id": f"usr-{alice}", "name": alice}, may_see=lambda agent: True,
+                      request=review.DecisionRequest(decision="approve"))
+        banner = page.get_by_test_id("live-approval")
+        expect(banner).to_contain_text(f"Approved by {alice} (1 of 2)", timeout=12_000)
+        expect(page.get_by_test_id("approvals")).to_contain_text("1 of 2", timeout=5_000)
+        expect(page.get_by_test_id("approvals-needed")).to_have_count(0)
+        assert page.evaluate("() => window.__marker") == marker
+    finally:
+        context.close()

@@ -307,3 +307,22 @@ def test_the_bulk_plan_names_what_a_forget_or_merge_touches_by_content(client, c
         summary.text, re.S)}
     assert effects[merge] == f"merge 1 memory into “Wim lives in &lt;b&gt;Ghent&lt;/b&gt;.” ({keep})"
     assert effects[forget] == "forget 2 live memories: “Wim&#39;s note 0.” and 1 more"
+
+
+def test_the_polled_approval_banner_names_another_reviewers_approval(client, ctx, tenant, make_key):
+    """`/review/{id}/live?kind=approval` (polled without EventSource): 204 until another reviewer
+    approves, then their banner; an unknown kind is a 422."""
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "finance-two-person", "match": {"agents": ["finance-*"]}, "action": "require_approval",
+         "approvals_required": 2}]})
+    headers = bearer(make_key(scopes="memory:read,memory:write"))
+    change_id = _remember(client, headers, "Q2 budget is 1.1M.", agent_id="finance-bot")["change_id"]
+    key = bearer(make_key(scopes="review:decide,memory:read"))
+    web_sign_in(client, _user(ctx, tenant, "watch"), PASSWORD, "/review")
+    url = f"/review/{change_id}/live"
+    assert client.get(url, params={"kind": "approval"}).status_code == 204
+    assert client.get(url, params={"kind": "bogus"}).status_code == 422
+    assert client.post(f"/v1/changes/{change_id}/approve", json={}, headers=key).status_code == 200
+    shown = client.get(url, params={"kind": "approval"})
+    assert shown.status_code == 200 and 'data-testid="live-approval"' in shown.text and 'data-given="1"' in shown.text
+    assert client.get(url).status_code == 204  # still pending: no "decided" banner
