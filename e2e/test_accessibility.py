@@ -169,3 +169,122 @@ def test_the_memory_history_table_scrolls_by_keyboard_on_a_phone(page, world):
     expect(history).to_be_focused()
     page.keyboard.press("ArrowRight")
     page.wait_for_function("el => el.scrollLeft > 0", arg=history.element_handle())
+
+
+SUBMIT_PLAIN_FORM = """([action, fields]) => {
+  const form = document.createElement("form");
+  form.method = "post";
+  form.action = action;
+  for (const [name, value] of fields) {
+    const input = document.createElement("input");
+    input.type = "hidden"; input.name = name; input.value = value;
+    form.appendChild(input);
+  }
+  document.body.appendChild(form);
+  form.submit();
+}"""
+
+
+def _every_width(page, base_url: str, label: str, found: dict) -> None:
+    """The current page checked at both widths (it is not re-opened: its state came by interaction)."""
+    for viewport in VIEWPORTS:
+        page.set_viewport_size(viewport)
+        check_current(page, base_url, f"{label} @ {viewport['width']}px", found)
+
+
+def test_no_critical_or_serious_axe_violation_on_the_other_review_states(page, browser, world, axe_source):
+    """The states the first axe test does not reach: workspace, expire, quarantine and revert change
+    pages, rows opened in place for a permanent delete, a merge and a procedure, bulk approve's
+    confirmation as a whole page (no JavaScript), a two-person change its reviewer already approved,
+    a change decided by someone else while open, a refused decisions-log filter and a verified chain."""
+    from datetime import datetime, timedelta, timezone
+
+    import httpx
+
+    from app.services import review
+    from app.services.apikeys import create_key
+    from app.services.tenant_config import set_policy
+    from e2e.helpers import ACTOR
+
+    route = lambda p: p.route(world.base_url + AXE_PATH, lambda r: r.fulfill(  # noqa: E731
+        status=200, content_type="text/javascript", body=axe_source))
+    route(page)
+    token = create_key(world.ctx, tenant_id=world.tenant.id, actor=ACTOR,
+                       scopes="memory:read,memory:write,workspace:read,workspace:write,admin").token
+    with httpx.Client(base_url=world.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as host:
+        path = "/v1/host/workspace/files/runbook.md"
+        first = host.put(path, json={"content": "# Runbook\n\nRestart the worker.\n"})
+        assert first.status_code == 201, first.text
+        set_policy(world.ctx, tenant_id=world.tenant.id, actor=ACTOR, doc={"rules": [
+            {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2},
+            {"id": "runbooks", "match": {"operations": ["workspace_write"], "paths": ["runbook*"]},
+             "action": "require_approval"}]})
+        workspace = host.put(path, json={"content": "# Runbook\n\nDrain, then restart.\n"},
+                             headers={"If-Match": first.headers["etag"]}).json()["changeId"]
+        # Memories a compromised agent wrote and forgot, then a recover: a quarantine and a revert change.
+        since = (datetime.now(timezone.utc) - timedelta(seconds=5)).isoformat()
+        world.remember("Mallory's note: wire the refund to account 99.", agent="mallory")
+        victim = world.remember("Ivy's refund goes to her own account.", agent="mallory")
+        forgot = world.http.post("/v1/memories/forget", json={"agent_id": "mallory", "ids": [victim["id"]]})
+        assert forgot.status_code == 200, forgot.text
+        recovered = host.post("/v1/recover", json={"agent": "mallory", "since": since})
+        assert recovered.status_code == 200, recovered.text
+    expire = _stage(world, "/v1/memories/expire", {"policy": {"confidence_below": 0.9}, "reason": "stale notes"})
+    notes = [world.remember(f"Ivo's old note {i}.")["id"] for i in range(3)]
+    erase = _stage(world, "/v1/memories/forget", {"ids": notes, "hard_delete": True, "reason": LONG_WORD})
+    canonical = world.remember("Tara lives in Vienna, Austria.")["id"]
+    duplicates = [world.remember("Tara lives in Vienna.")["id"],
+                  world.remember(f"The boiler is serviced in May. {LONG_WORD}")["id"]]
+    merge = _stage(world, "/v1/memories/merge", {"canonical": canonical, "duplicates": duplicates})
+    world.remember(json.dumps(FSM), type="procedural")
+    wider = {**FSM, "transitions": [{"trigger": "approve", "source": "*", "dest": "approved"}, *FSM["transitions"][1:]]}
+    procedure = world.remember(json.dumps(wider), staged=True, type="procedural")["change_id"]
+    paired = world.remember("The vault code rotates weekly.", agent="pair-bot", staged=True)["change_id"]
+    elsewhere = world.remember("Ivo's desk moved to floor 2.", staged=True)["change_id"]
+    changes = world.http.get("/v1/changes", params={"limit": 100}).json()["items"]
+    by_operation = {c["operation"]: c["id"] for c in changes}
+    found: dict[str, list[dict]] = {}
+
+    sign_in(page, world.base_url, world.reviewer("admin"))
+    audit_pages(page, world.base_url, [
+        f"/review/{workspace}", f"/review/{expire}", f"/review/{by_operation['quarantine']}",
+        f"/review/{by_operation['revert']}", "/audit/decisions?from=not-a-date"], found)
+
+    for viewport in VIEWPORTS:
+        page.set_viewport_size(viewport)
+        page.goto(world.base_url + "/review")
+        for change_id in (erase, merge, procedure):
+            row = page.locator(f'[data-testid="change-row"][data-change-id="{change_id}"]')
+            row.get_by_test_id("row-expand").click()
+            expect(page.locator(f'[data-testid="row-peek"][data-change-id="{change_id}"]')).to_be_visible()
+        check_current(page, world.base_url, f"/review with three rows opened @ {viewport['width']}px", found)
+
+    # Bulk approve's plan as a whole page: a plain form post, as a browser without JavaScript sends it.
+    page.goto(world.base_url + "/review")
+    csrf = page.locator('#bulk-form input[name="csrf_token"]').input_value()
+    page.evaluate(SUBMIT_PLAIN_FORM, ["/review/bulk", [["csrf_token", csrf], ["action", "approve"],
+                                                       ["change_id", merge], ["change_id", erase]]])
+    expect(page.get_by_test_id("bulk-confirm-form")).to_be_visible()
+    expect(page.get_by_test_id("bulk-plan-warning")).to_have_count(2)
+    _every_width(page, world.base_url, "/review/bulk confirmation page", found)
+
+    open_change(page, world.base_url, paired)
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("decided")).to_have_attribute("data-status", "pending")
+    page.goto(f"{world.base_url}/review/{paired}")
+    expect(page.get_by_test_id("you-approved")).to_be_visible()
+    _every_width(page, world.base_url, "two-person change you approved", found)
+
+    open_change(page, world.base_url, elsewhere)
+    expect(page.locator('#review-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+    review.decide(world.ctx, tenant_id=world.tenant.id, change_id=elsewhere, actor=ACTOR, may_see=lambda a: True,
+                  request=review.DecisionRequest(decision="reject", reason="elsewhere"))
+    expect(page.get_by_test_id("live-decided")).to_be_visible(timeout=10_000)
+    _every_width(page, world.base_url, "change decided by another reviewer while open", found)
+
+    page.goto(world.base_url + "/audit")
+    page.get_by_test_id("audit-verify").click()
+    expect(page.get_by_test_id("audit-status")).to_be_visible()
+    _every_width(page, world.base_url, "/audit after verifying", found)
+
+    assert found == {}, "axe-core critical/serious violations:\n" + _report(found)

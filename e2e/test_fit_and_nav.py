@@ -50,7 +50,7 @@ def test_every_page_fits_390_and_1440_without_horizontal_scroll(page, browser, w
     page.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
     sign_in(page, world.base_url, world.reviewer("admin"))
     pages = ["/", "/review", f"/review/{staged['change_id']}", "/memories", f"/memories/{live['id']}", "/audit",
-             "/admin", "/review?sort=risk&risk=low", "/no-such-page"]
+             "/admin", "/review?sort=risk&risk=low", "/no-such-page", "/audit/decisions", "/admin/suggestions"]
     too_wide = {}
     for path in pages:
         page.goto(world.base_url + path)

@@ -43,7 +43,7 @@ def test_bulk_approve_of_a_flagged_contradiction_leaves_one_fact_live(page, worl
     page.get_by_test_id("bulk-approve").click()
     plan = page.locator(f'[data-testid="bulk-plan-item"][data-change-id="{madrid["change_id"]}"]')
     expect(plan.get_by_test_id("bulk-plan-effect")).to_have_text(
-        f"supersede {paris['id']} with “Quinn lives in Madrid.” (a contradiction is flagged)")
+        f"supersede “Quinn lives in Paris.” ({paris['id']}) with “Quinn lives in Madrid.” (a contradiction is flagged)")
     assert _status(world, madrid["change_id"]) == "pending"  # the first click only lists outcomes
     page.get_by_test_id("bulk-confirm").click()  # medium risk: the box must be ticked first
     page.wait_for_timeout(300)

@@ -52,9 +52,11 @@ def test_a_merge_marks_the_canonical_memory_and_warns_about_unrelated_items(page
     canonical = world.remember("Tara lives in Vienna, Austria.")["id"]
     same = world.remember("Tara lives in Vienna.")["id"]
     other = world.remember("The quarterly tax filing deadline is April 15.")["id"]
-    change_id = _stage(world, "/v1/memories/merge", {"canonical": canonical, "duplicates": [same, other]})
+    change_id = _stage(world, "/v1/memories/merge", {"canonical": canonical, "duplicates": [same, other],
+                                                     "reason": "same <i>person</i> twice"})
     sign_in(page, world.base_url, world.reviewer())
     open_change(page, world.base_url, change_id)
+    expect(page.get_by_test_id("agent-reason")).to_have_text("same <i>person</i> twice")
     expect(page.locator('[data-testid="merge-item"][data-canonical="true"]')).to_have_attribute(
         "data-memory-id", canonical)
     expect(page.get_by_test_id("canonical-badge")).to_have_count(1)
@@ -106,3 +108,18 @@ def test_the_memory_page_says_a_change_is_pending_on_it(page, world):
     notice = page.get_by_test_id("pending-change-notice")
     expect(notice).to_contain_text("A pending change would alter this memory")
     expect(notice.get_by_test_id("pending-change-link")).to_have_attribute("href", f"/review/{change_id}")
+
+
+def test_an_expire_shows_the_agents_reason_and_what_it_would_touch(page, world):
+    kept = world.remember("Wes's desk is by the window.", confidence=0.9)["id"]
+    stale = world.remember("Wes might like jazz.", confidence=0.2)["id"]
+    change_id = _stage(world, "/v1/memories/expire", {"policy": {"confidence_below": 0.5},
+                                                      "reason": "stale <b>low-confidence</b> notes"})
+    sign_in(page, world.base_url, world.reviewer())
+    open_change(page, world.base_url, change_id)
+    expect(page.get_by_test_id("agent-reason")).to_have_text("stale <b>low-confidence</b> notes")
+    expect(page.get_by_test_id("affected-row")).to_have_count(1)
+    expect(page.locator(f'[data-testid="affected-row"][data-memory-id="{stale}"]')).to_contain_text("Wes might like jazz.")
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("decision-effect")).to_contain_text("1 live memory expired")
+    assert world.http.get(f"/v1/memories/{kept}").status_code == 200

@@ -171,3 +171,58 @@ def test_the_first_of_two_approvals_shows_live_and_the_second_reviewer_can_appro
     finally:
         alice_context.close()
         bob_context.close()
+
+
+def test_the_second_page_of_the_risk_sorted_queue_follows_the_stream(page, world):
+    """Every sort and page stays current, not only page 1 newest first: the last page of the queue
+    sorted by risk gains a change staged meanwhile (its place in that order) and loses one decided
+    elsewhere, from the stream alone, without a reload."""
+    from app.web.review import PAGE
+
+    staged = [world.remember(f"Iris's filing note number {i}.", staged=True) for i in range(PAGE + 1)]
+    sign_in(page, world.base_url, world.reviewer())
+    page.goto(f"{world.base_url}/review?tenant={world.tenant.name}&sort=risk")
+    page.get_by_role("link", name="Next page →").click()
+    expect(page).to_have_url(re.compile(r"sort=risk.*after=|after=.*sort=risk"))
+    expect(page.locator('#queue-live[data-live="open"]')).to_have_count(1, timeout=10_000)
+    expect(page.locator("#queue-poller")).to_have_count(0)  # what follows can only come from the stream
+    rows = page.locator('[data-testid="change-row"]')
+    expect(rows).to_have_count(1)
+    last = staged[-1]["change_id"]
+    expect(rows.first).to_have_attribute("data-change-id", last)
+    marker = _marked(page)
+
+    newer = world.remember("Iris's newest filing note.", staged=True)  # no risk: it sorts last, onto this page
+    expect(rows).to_have_count(2, timeout=5_000)
+    expect(rows.nth(1)).to_have_attribute("data-change-id", newer["change_id"])
+    review.decide(world.ctx, tenant_id=world.tenant.id, change_id=last, actor=ACTOR,
+                  may_see=lambda agent: True, request=review.DecisionRequest(decision="reject", reason="elsewhere"))
+    expect(_queue_row(page, last)).to_have_count(0, timeout=5_000)
+    expect(page.get_by_test_id("queue-total")).to_have_text(f"{PAGE + 1} pending")
+    assert page.evaluate("() => window.__marker") == marker
+
+
+def test_without_eventsource_the_change_page_polls_for_another_reviewers_approval(browser, world):
+    set_policy(world.ctx, tenant_id=world.tenant.id, actor=ACTOR, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    staged = world.remember("The safe code changes monthly.", agent="pair-bot", staged=True)
+    alice, bob = world.reviewer(), world.reviewer()
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.add_init_script("delete window.EventSource")
+        sign_in(page, world.base_url, bob)
+        open_change(page, world.base_url, staged["change_id"])
+        expect(page.get_by_test_id("approvals-needed")).to_contain_text("has 0")
+        marker = _marked(page)
+        # Alice gives the first approval (through the service, as a person: her name is kept with it).
+        review.decide(world.ctx, tenant_id=world.tenant.id, change_id=staged["change_id"],
+                      actor={"kind": "user", "id": f"usr-{alice}", "name": alice}, may_see=lambda agent: True,
+                      request=review.DecisionRequest(decision="approve"))
+        banner = page.get_by_test_id("live-approval")
+        expect(banner).to_contain_text(f"Approved by {alice} (1 of 2)", timeout=12_000)
+        expect(page.get_by_test_id("approvals")).to_contain_text("1 of 2", timeout=5_000)
+        expect(page.get_by_test_id("approvals-needed")).to_have_count(0)
+        assert page.evaluate("() => window.__marker") == marker
+    finally:
+        context.close()

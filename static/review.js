@@ -237,7 +237,25 @@
     var banner = setInterval(function () {
       if (document.getElementById("live-banner").textContent.trim()) { clearInterval(banner); return; }
       htmx.ajax("GET", live.dataset.fallback, {target: "#live-banner", swap: "innerHTML"});
+      pollApproval();
     }, 5000);
+  }
+  // Without EventSource, another reviewer's approval (of a change that needs more) is polled too: a
+  // banner with more approvals than the page has seen is shown, and the change is read again.
+  var approvalsSeen = live ? Number(live.dataset.approvals || 0) : 0;
+  function pollApproval() {
+    fetch(live.dataset.fallback + "&kind=approval", {credentials: "same-origin"}).then(function (response) {
+      return response.status === 200 ? response.text() : "";
+    }).then(function (html) {
+      if (!html) return;
+      var holder = document.createElement("div");
+      holder.innerHTML = html;  // the server's escaped banner, as the stream would send it
+      var given = Number((holder.querySelector("[data-given]") || {dataset: {}}).dataset.given || 0);
+      if (given <= approvalsSeen) return;
+      approvalsSeen = given;
+      document.getElementById("live-approval").innerHTML = html;
+      approvedElsewhere();
+    }).catch(function () { /* the next poll tries again */ });
   }
   // "N s ago" keeps counting on the live banner.
   setInterval(function () {

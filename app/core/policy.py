@@ -13,8 +13,11 @@ denies the write.
 A *learned* rule (one with ``provenance``: accepted from a suggestion mined from
 the tenant's own decisions, ``app.services.suggestions``) only relaxes review:
 it never waives the screening baseline (a write the baseline would stage is
-staged even when a learned allow rule matches) and never overrides a deny rule
-listed after it. That guard lives here, in evaluation, so no path can skip it.
+staged even when a learned allow rule matches), never overrides a deny rule
+listed after it, and never waives a hand-written rule that asks for two or more
+approvals (a two-person rule: a person decided one reviewer is not enough, so a
+learned rule cannot make it none). That guard lives here, in evaluation, so no
+path can skip it.
 
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
@@ -331,14 +334,20 @@ class Policy:
 
 def _learned_overruled_by(later: Sequence[Rule], req: WriteRequest) -> Rule | None:
     """The rule a matching learned rule must give way to: the screening baseline when it matches
-    ``req`` (high-risk writes are always staged), else the first later enabled hand-written deny
-    rule that matches (a learned rule relaxes review; it never grants what a person forbade)."""
+    ``req`` (high-risk writes are always staged), else the first later enabled hand-written rule
+    that matches and either denies the write or asks for two or more approvals (a learned rule
+    relaxes one-person review; it never grants what a person forbade nor waives a two-person rule)."""
     if SCREENING_BASELINE.match.matches(req):
         return SCREENING_BASELINE
     for rule in later:
-        if rule.enabled and not rule.learned and rule.action == "deny" and rule.match.matches(req):
+        if rule.enabled and not rule.learned and _binding(rule) and rule.match.matches(req):
             return rule
     return None
+
+
+def _binding(rule: Rule) -> bool:
+    """Whether a hand-written rule binds learned rules listed before it: a deny, or a two-person rule."""
+    return rule.action == "deny" or (rule.action == "require_approval" and rule.approvals_required >= 2)
 
 
 DEFAULT_POLICY: dict[str, Any] = {

@@ -9,8 +9,8 @@ only writes screening raised no flag on), and the evaluation of a learned rule
 (``app.core.policy.Policy.explain``) refuses to let it waive the high-risk baseline anyway.
 
 Each suggestion carries its measured effect on the latest decisions (``measure``): how many of
-them it would have auto-approved, and how many of those were later rejected, forgotten or
-flagged by screening.
+them it would have auto-approved, and how many of those were later rejected, reverted, forgotten
+or flagged by screening.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence
 
 from app.core.ids import format_id
-from app.core.policy import SCREENING_BASELINE, Match, WriteRequest
+from app.core.policy import SCREENING_BASELINE, Match, Policy, Rule, WriteRequest
 from app.core.screening import LEVELS, level_rank
 
 #: Widest screening risk a learned rule may cover. A learned rule relaxes review only of writes in
@@ -175,20 +175,28 @@ def _request(d: Decided) -> WriteRequest:
                         tags=tuple(d.tags), risk_level=d.risk_level if d.risk_level in LEVELS else "none")
 
 
-def measure(match_doc: dict[str, Any], window: Sequence[Decided]) -> dict[str, int]:
+def measure(match_doc: dict[str, Any], window: Sequence[Decided], policy: Policy | None = None) -> dict[str, int]:
     """The effect ``match_doc`` as a learned allow rule would have had on ``window`` (the latest
-    decisions): how many it would have auto-approved (never one the screening baseline stages),
-    and of those how many were rejected, later forgotten or hard-deleted, or raised screening flags."""
+    decisions): how many it would have auto-approved (never one the screening baseline stages, nor
+    one that the tenant's ``policy``, with the rule first as an accepted one goes, leaves to a later
+    two-person or deny rule), and of those how many were rejected, later forgotten or hard-deleted,
+    later reverted (an approved memory a recover pulled back to review: pending again), or raised
+    screening flags."""
     match = Match.from_doc(match_doc)
+    candidate = None if policy is None else Policy((
+        Rule(id="candidate", match=match, action="allow", provenance={"kind": "learned"}), *policy.rules))
     counts = {"window": len(window), "would_auto_approve": 0, "later_rejected": 0, "later_forgotten": 0,
-              "flagged": 0}
+              "later_reverted": 0, "flagged": 0}
     for d in window:
         request = _request(d)
         if not match.matches(request) or SCREENING_BASELINE.match.matches(request):
             continue
+        if candidate is not None and candidate.evaluate(request).rule_id != "candidate":
+            continue
         counts["would_auto_approve"] += 1
         counts["later_rejected"] += d.status == "rejected"
         counts["later_forgotten"] += d.hard_deleted or d.memory_status == "forgotten"
+        counts["later_reverted"] += d.status == "approved" and d.memory_status == "pending"
         counts["flagged"] += _rank(d.risk_level) > 0
     return counts
 

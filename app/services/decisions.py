@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+from functools import cache
 from typing import Any, Iterator
 
 from app.core.cursor import encode_cursor
 from app.core.timefmt import format_ts, parse_ts
 from app.db.models import Change
 from app.errors import ValidationFailed
+from app.paths import SCHEMAS_DIR
 from app.repos import changes as changes_repo
 from app.repos.changes import DecisionFilter
 from app.repos.suggestions import LEARNED_DECIDER_PREFIX
@@ -43,11 +46,21 @@ def _timestamp(spec: dict[str, Any], name: str):
         raise ValidationFailed.at(f"/{name}", f"not an RFC 3339 timestamp: {exc}") from None
 
 
+@cache
+def operations() -> tuple[str, ...]:
+    """The operations a change can have (the `operation` enum of `schemas/change.json`)."""
+    schema = json.loads((SCHEMAS_DIR / "change.json").read_text(encoding="utf-8"))
+    return tuple(schema["properties"]["operation"]["enum"])
+
+
 def filter_from(spec: dict[str, Any]) -> DecisionFilter:
-    """The filter a validated query (`decisions.query`, or the page's form) asks for; 422 for bad dates."""
+    """The filter a validated query (`decisions.query`, or the page's form) asks for; 422 for bad
+    dates and for an operation no change can have (an empty page would read as "none decided")."""
     decided_from, decided_to = _timestamp(spec, "from"), _timestamp(spec, "to")
     if decided_from and decided_to and decided_from > decided_to:
         raise ValidationFailed.at("/from", "from must not be later than to")
+    if spec.get("operation") and spec["operation"] not in operations():
+        raise ValidationFailed.at("/operation", f"not an operation; one of {', '.join(operations())}")
     return DecisionFilter(reviewer=_reviewer_labels(spec["reviewer"]) if spec.get("reviewer") else (),
                           status=spec.get("status") or None, agent_id=spec.get("agent_id") or None,
                           operation=spec.get("operation") or None,
@@ -70,15 +83,27 @@ def learned_rule(change: Change) -> str | None:
     return change.policy_rule if decider.startswith(LEARNED_DECIDER_PREFIX) else None
 
 
+def names_of(change: Change) -> dict[str, str]:
+    """The display names the decision kept, by actor label: each approver's (a person's username, as
+    recorded with their approval) and the decider's (kept with a decided change's view)."""
+    names = {a["by"]: a["name"] for a in change.approvals if isinstance(a, dict) and a.get("by") and a.get("name")}
+    reviewer = (change.decided_view or {}).get("reviewer") or {}
+    if change.decided_by and reviewer.get("name"):
+        names.setdefault(change.decided_by, reviewer["name"])
+    return names
+
+
 def list_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter, limit: int = DEFAULT_LIMIT,
-                   cursor: str | None = None) -> dict[str, Any]:
-    """One page of the tenant's decisions, newest first: `{items, next_cursor}`."""
+                   cursor: str | None = None, *, with_names: bool = False) -> dict[str, Any]:
+    """One page of the tenant's decisions, newest first: `{items, next_cursor}`. `with_names` adds
+    each item's `names` (`names_of`) for the page; the API's items keep the schema's fields only."""
     after = decode_cursor(cursor) if cursor else None
     with ctx.db.sessions() as session:
         rows = changes_repo.decisions_page(session, tenant_id=tenant_id, flt=flt, limit=limit + 1, after=after)
     more, rows = len(rows) > limit, rows[:limit]
     next_cursor = encode_cursor(rows[-1].decided_at, rows[-1].id) if more else None
-    return {"items": [decision_json(c) for c in rows], "next_cursor": next_cursor}
+    items = [{**decision_json(c), **({"names": names_of(c)} if with_names else {})} for c in rows]
+    return {"items": items, "next_cursor": next_cursor}
 
 
 def all_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter) -> Iterator[dict[str, Any]]:
@@ -92,8 +117,20 @@ def all_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter) -> Itera
             return
 
 
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+"""A cell starting with one of these is run as a formula by spreadsheet programs (CSV injection)."""
+
+
+def csv_cell(value: Any) -> str:
+    """One CSV cell: a value a spreadsheet would run as a formula (an agent id may start with `-` or
+    `@`) gets a leading `'`, which makes it text (OWASP's advice); None is empty."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
 def csv_lines(items) -> Iterator[str]:
-    """The decisions as CSV text: a header row, then one row per decision (approvers joined by spaces)."""
+    """The decisions as CSV text: a header row, then one row per decision (approvers joined by spaces,
+    every cell neutralised against formula injection by `csv_cell`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
 
@@ -105,5 +142,4 @@ def csv_lines(items) -> Iterator[str]:
 
     yield line(COLUMNS)
     for item in items:
-        yield line([" ".join(item[c]) if c == "approved_by" else ("" if item[c] is None else item[c])
-                    for c in COLUMNS])
+        yield line([csv_cell(" ".join(item[c]) if c == "approved_by" else item[c]) for c in COLUMNS])

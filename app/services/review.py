@@ -419,6 +419,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     else:
         _require_new_reviewer(change.approvals, who)
         if change.approvals_required > len(change.approvals) + 1:
+            _require_no_outcome_choice(change, request)
             change.approvals = _with_approval(change.approvals, who, actor, now)
             ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
                              subject={"type": "change", "id": change.id},
@@ -547,6 +548,18 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
                           approved_by_you=approved_by(view, user))
         session.commit()
         return page
+
+
+def _require_no_outcome_choice(change, request: DecisionRequest) -> None:
+    """An approval that is not the last one only records its reviewer: what the change does (edits,
+    merge_into, supersedes, a choice of memories) is chosen with the last approval. Sent earlier, it
+    is refused rather than dropped, so no reviewer believes a choice applied that did not."""
+    chosen = [name for name, value in (("edits", request.edits), ("merge_into", request.merge_into),
+                                       ("supersedes", request.supersedes), ("memory_ids", request.memory_ids))
+              if value]
+    if chosen:
+        raise ValidationFailed.at(f"/{chosen[0]}", f"{', '.join(chosen)} can only be given with the last approval: "
+                                  f"this change needs {change.approvals_required} and this one only records yours")
 
 
 def _require_pending(change) -> None:

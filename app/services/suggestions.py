@@ -47,8 +47,8 @@ def suggestion_json(row: PolicySuggestion) -> dict[str, Any]:
             "created_at": format_ts(row.created_at), "updated_at": format_ts(row.updated_at)}
 
 
-def _evidence(found: Suggested, window: list) -> dict[str, int]:
-    return {"decisions": found.approved, "rejected": 0, **measure(found.match, window)}
+def _evidence(found: Suggested, window: list, policy: Policy) -> dict[str, int]:
+    return {"decisions": found.approved, "rejected": 0, **measure(found.match, window, policy)}
 
 
 def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[str, Any]]:
@@ -61,11 +61,12 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
             raise NotFound("tenant not found")
         history, window = _history(ctx, session, tenant_id)
         found = {s.id: s for s in mine(history, min_decisions)}
+        policy = tenant_policy(session, tenant_id)  # the measured effect is under the tenant's own rules
         rows = {r.id: r for r in repo.all_of(session, tenant_id=tenant_id)}
         now = utcnow()
         for sid, suggestion in found.items():
             row = rows.get(sid)
-            evidence = _evidence(suggestion, window)
+            evidence = _evidence(suggestion, window, policy)
             if row is None:
                 row = PolicySuggestion(tenant_id=tenant_id, id=sid, match=suggestion.match, action=suggestion.action,
                                        evidence=evidence, status="open", created_at=now, updated_at=now)
@@ -107,7 +108,8 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
             raise Conflict("the evidence changed: a matching write has been rejected since this was suggested",
                            details={"reason": "evidence_changed", "rejected": against})
         now, by = utcnow(), _label(actor)
-        evidence = {**{k: int(v) for k, v in row.evidence.items()}, **measure(row.match, window)}
+        evidence = {**{k: int(v) for k, v in row.evidence.items()},
+                    **measure(row.match, window, tenant_policy(session, tenant_id))}
         rule = Rule.from_doc({
             "id": rule_id_for(row.id), "description": describe(row.match)[:500], "match": row.match,
             "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": by,
@@ -153,6 +155,13 @@ SAMPLE_FIELDS = ("operation", "agent_id", "type", "source", "tags", "confidence"
                  "approval_required", "hard_delete", "rows_affected")
 
 
+_SAMPLE_TYPES = (("operation", (str,), "a string"), ("agent_id", (str,), "a string"), ("type", (str,), "a string"),
+                 ("source", (str,), "a string"), ("content", (str,), "a string"),
+                 ("confidence", (int, float), "a number"), ("rows_affected", (int,), "an integer"),
+                 ("hard_delete", (bool,), "true or false"), ("approval_required", (bool,), "true or false"))
+"""Each sample fact's JSON type (null is the same as leaving the fact out)."""
+
+
 def try_sample(policy: Policy, sample: dict[str, Any]) -> dict[str, Any]:
     """Which rule of `policy` decides a sample write, and the outcome (the editor's test box).
     `sample` holds the write's facts (operation, agent_id, type, source, tags, content, risk_level…);
@@ -168,14 +177,17 @@ def try_sample(policy: Policy, sample: dict[str, Any]) -> dict[str, Any]:
     risk = sample.get("risk_level", "none")
     if risk not in LEVELS:
         raise ValidationFailed.at("/risk_level", f"one of {', '.join(LEVELS)}")
+    # A fact of the wrong type is refused rather than dropped: the answer would be about another write.
+    for name, kinds, label in _SAMPLE_TYPES:
+        value = sample.get(name)
+        if value is not None and (not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool))):
+            raise ValidationFailed.at(f"/{name}", f"{name} must be {label}")
     try:
         request = WriteRequest(
-            operation=sample.get("operation", "remember"), agent_id=str(sample.get("agent_id", "agent")),
-            type=sample.get("type"), source=sample.get("source"), tags=tuple(tags),
-            content=sample.get("content") if isinstance(sample.get("content"), str) else None,
-            confidence=sample.get("confidence") if isinstance(sample.get("confidence"), (int, float)) else None,
-            hard_delete=bool(sample.get("hard_delete")), approval_required=bool(sample.get("approval_required")),
-            rows_affected=sample.get("rows_affected") if isinstance(sample.get("rows_affected"), int) else None,
+            operation=sample.get("operation", "remember"), agent_id=sample.get("agent_id", "agent"),
+            type=sample.get("type"), source=sample.get("source"), tags=tuple(tags), content=sample.get("content"),
+            confidence=sample.get("confidence"), hard_delete=bool(sample.get("hard_delete")),
+            approval_required=bool(sample.get("approval_required")), rows_affected=sample.get("rows_affected"),
             risk_level=risk, risk_flags=("sample",) if risk != "none" else ())
     except ValueError as exc:
         raise ValidationFailed.at("/operation", str(exc)) from None

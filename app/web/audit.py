@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 from datetime import date, datetime, time, timedelta, timezone
+from functools import partial
 from urllib.parse import quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
@@ -93,13 +94,15 @@ async def decisions_page(request: Request):
     page, error = {"items": [], "next_cursor": None}, None
     try:
         flt, form = _decision_filter(request)
-        page = await run_in_threadpool(decisions.list_decisions, request.app.state.ctx, role.tenant_id, flt,
-                                       decisions.DEFAULT_LIMIT, request.query_params.get("cursor") or None)
+        page = await run_in_threadpool(partial(decisions.list_decisions, with_names=True), request.app.state.ctx,
+                                       role.tenant_id, flt, decisions.DEFAULT_LIMIT,
+                                       request.query_params.get("cursor") or None)
     except AppError as exc:
         error = exc
     query = urlencode({"tenant": role.tenant_name, **{k: v for k, v in form.items() if v}})
     return render(request, "audit/decisions.html",
                   {"role": role, "tenants": user.tenants_with("audit"), "form": form, "page": page,
+                   "operations": decisions.operations(),
                    "error": error, "query": query, "tenant_q": quote(role.tenant_name)},
                   status=error.status if error else 200)
 

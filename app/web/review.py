@@ -187,9 +187,11 @@ async def bulk(request: Request):
             outcomes.append({"id": change_id, "ok": False, "gone": False, "status": "what approving it does "
                              "changed since you confirmed (live memory changed): review it on its page"})
         else:
+            # An approval that is not the last only records this reviewer; the last one supersedes.
+            last = plan["diff"]["approvals_required"] <= len(plan["diff"]["approvals"]) + 1
             decision = review.DecisionRequest(
                 decision="approve", reason=reason, seen_state=plan["diff"]["fingerprint"],
-                supersedes=plan["supersedes"], confirm_risk=confirm_risk)
+                supersedes=plan["supersedes"] if last else None, confirm_risk=confirm_risk)
             outcomes.append(await _decide_one(ctx, user, role, change_id, decision))
     return await _bulk_done(request, role, outcomes)
 
@@ -239,13 +241,14 @@ async def _decide_one(ctx, user, role, change_id: str, decision: review.Decision
         return {"id": change_id, "ok": False, "status": error.message, "gone": gone}
     superseded = (result.get("result") or {}).get("superseded")
     status = f"{result['status']}, superseding {superseded}" if superseded else result["status"]
-    return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending"}
+    return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending",
+            "decision": result["status"]}
 
 
 async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):
-    if not is_htmx(request):
-        return RedirectResponse(f"/review?tenant={role.tenant_name}", 303)
-    flt, _ = _filters(request)
+    flt, shown = _filters(request)
+    if not is_htmx(request):  # back to the queue as it was filtered and sorted
+        return RedirectResponse(f"/review?{tenant_query(role.tenant_name, shown)}", 303)
     _, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
                                        flt, 1)
     return render(request, "review/_bulk_result.html", {"outcomes": outcomes, "total": total})

@@ -164,13 +164,19 @@ async def stream(request: Request):
 
 async def banner(request: Request):
     """`GET /review/{id}/live`: the change page's banner, for browsers without EventSource that poll
-    it; 204 while the change is pending (or decided by this reviewer, or not theirs to see)."""
+    it; 204 while the change is pending (or decided by this reviewer, or not theirs to see). With
+    `?kind=approval`, the banner of another reviewer's approval of a still-pending change instead
+    (204 when there is none), as the stream's `approval` event carries it."""
     user = current_user(request)
     role = pick_tenant(request, user, "read")
     change_id = request.path_params["change_id"]
     if not CHANGE_ID.match(change_id):
         raise NotFound("change not found")
-    html = await run_in_threadpool(_banner, request.app.state.ctx, role, user, change_id)
+    kind = request.query_params.get("kind", "decided")
+    if kind not in ("decided", "approval"):
+        raise ValidationFailed.at("/kind", "decided or approval")
+    render_banner = _banner if kind == "decided" else _approval_banner
+    html = await run_in_threadpool(render_banner, request.app.state.ctx, role, user, change_id)
     return HTMLResponse(html) if html else Response(status_code=204)
 
 

@@ -110,3 +110,50 @@ def test_needs_audit_read(client, log, reviewer):
                                     {"from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}])
 def test_bad_query_is_422(client, log, params):
     assert_error(client.get("/v1/audit/decisions", params=params, headers=log["auditor"]), 422, "validation_error")
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(client, make_key, agent, reviewer):
+    # Agent ids may start with "-" or "@" (common.json's agent_id pattern): a spreadsheet opening the
+    # export would evaluate "-1-1" or "@cmd" as a formula. JSON keeps the value as it is.
+    hostile = ["-1-1", "@cmd"]
+    for agent_id in hostile:
+        change_id = _stage(client, agent, f"Note from {agent_id}.", agent_id)
+        rejected = client.post(f"/v1/changes/{change_id}/reject", json={"reason": "no"}, headers=reviewer)
+        assert rejected.status_code == 200
+    auditor = bearer(make_key(scopes="audit:read"))
+    as_json = client.get("/v1/audit/decisions", headers=auditor).json()["items"]
+    assert sorted(i["agent_id"] for i in as_json) == sorted(hostile)
+    rows = list(csv.DictReader(io.StringIO(
+        client.get("/v1/audit/decisions", params={"format": "csv"}, headers=auditor).text)))
+    assert sorted(r["agent_id"] for r in rows) == ["'-1-1", "'@cmd"]
+
+
+def test_csv_lines_neutralise_every_formula_prefix():
+    from app.services.decisions import COLUMNS, csv_lines
+
+    evil = ["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "plain", "a=b"]
+    items = [{**{c: "" for c in COLUMNS}, "approved_by": [], "agent_id": value} for value in evil]
+    rows = list(csv.DictReader(io.StringIO("".join(csv_lines(items)))))
+    assert [r["agent_id"] for r in rows] == ["'" + v for v in evil[:6]] + ["plain", "a=b"]
+
+
+@pytest.mark.parametrize("operation", ["bogus", "REMEMBER", "approve"])
+def test_an_unknown_operation_filter_is_422_not_an_empty_page(client, log, operation):
+    assert_error(client.get("/v1/audit/decisions", params={"operation": operation}, headers=log["auditor"]),
+                 422, "validation_error")
+
+
+def test_the_reviewer_filter_finds_the_first_approver_of_a_two_person_change(client, ctx, tenant, make_key, agent):
+    from app.services.tenant_config import set_policy
+
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})
+    first, second = (make_key(scopes="review:decide,memory:read") for _ in range(2))
+    change_id = client.post("/v1/memories/remember", headers=agent, json={
+        "agent_id": "pair-bot", "type": "semantic", "content": "The vault rotates weekly."}).json()["change_id"]
+    for key in (first, second):
+        assert client.post(f"/v1/changes/{change_id}/approve", json={}, headers=bearer(key)).status_code == 200
+    auditor = bearer(make_key(scopes="audit:read"))
+    first_id = client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"][0]["by"]
+    assert _ids(client, auditor, reviewer=first_id) == [change_id]  # approved first, decided by the other
+    assert _ids(client, auditor, reviewer=first_id.split(":", 1)[1]) == [change_id]

@@ -193,3 +193,13 @@ def test_other_tenants_suggestions_are_invisible(client, learned, make_tenant, m
     stranger = bearer(make_key(scopes="admin", tenant_id=other.id))
     assert _suggestions(client, stranger) == []
     assert_error(client.post(f"/v1/policy/suggestions/{suggestion['id']}/accept", headers=stranger), 404, "not_found")
+
+
+def test_the_measured_effect_is_under_the_tenants_own_rules(ctx, client, tenant, learned):
+    # Once a two-person rule covers support-bot, a learned rule could approve none of its writes:
+    # the suggestion says so instead of claiming the N it would have approved on its own.
+    two = {"id": "support-two-person", "match": {"agents": ["support-*"]}, "action": "require_approval",
+           "approvals_required": 2}
+    set_policy(ctx, tenant_id=tenant.id, doc={"rules": [two, *REVIEW_ALL["rules"]]}, actor=ACTOR)
+    evidence = _by_agent(_suggestions(client, learned["admin"]), "support-bot")["evidence"]
+    assert evidence["decisions"] == N and evidence["would_auto_approve"] == 0

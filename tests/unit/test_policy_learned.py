@@ -81,3 +81,18 @@ def test_learned_rules_cover_remembers_only():
         with pytest.raises(PolicyError) as err:
             _policy({"id": "learned-x", "match": match, "action": "allow", "provenance": PROVENANCE})
         assert err.value.problems[0]["path"] == "/rules/0/match/operations"
+
+
+def test_learned_allow_never_waives_a_later_two_person_rule():
+    # A person wrote that one reviewer is not enough for these writes: no learned rule makes it zero.
+    two = {"id": "payments-two-person", "match": {"agents": ["support-*"]}, "action": "require_approval",
+           "approvals_required": 2}
+    decision, trace = _policy(_learned_allow(agents=["support-bot"]), two).explain(_write())
+    assert (decision.action, decision.rule_id, decision.approvals_required) == ("require_approval",
+                                                                                "payments-two-person", 2)
+    assert trace[0]["outcome"] == "passed over: a learned rule cannot waive 'payments-two-person'"
+    # A one-person review rule is what a learned rule exists to relax.
+    assert _policy(_learned_allow(agents=["support-bot"]), REVIEW_ALL).evaluate(_write()).action == "allow"
+    # A two-person rule that does not match the write is no reason to pass the learned rule over.
+    other = {**two, "match": {"agents": ["finance-*"]}}
+    assert _policy(_learned_allow(agents=["support-bot"]), other).evaluate(_write()).rule_id == "learned-1"

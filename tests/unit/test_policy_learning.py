@@ -67,4 +67,27 @@ def test_measure_counts_what_it_would_have_approved_and_what_became_of_it():
     window = [D("approved"), D("approved", memory_status="forgotten"), D("approved", risk_level="high"),
               D("rejected"), D("approved", agent_id="other")]
     effect = measure({"operations": ["remember"], "agents": ["support-bot"], "risk_at_most": "high"}, window)
-    assert effect == {"window": 5, "would_auto_approve": 3, "later_rejected": 1, "later_forgotten": 1, "flagged": 0}
+    assert effect == {"window": 5, "would_auto_approve": 3, "later_rejected": 1, "later_forgotten": 1,
+                      "later_reverted": 0, "flagged": 0}
+
+
+def test_measure_counts_an_approved_write_a_recover_pulled_back_as_reverted():
+    # `memwarden recover` quarantines what a compromised agent wrote: the approved memory is pending
+    # again, waiting for a person. A rule that would have approved it has a bad record.
+    window = [D("approved"), D("approved", memory_status="pending"), D("rejected", memory_status="rejected")]
+    effect = measure({"operations": ["remember"], "agents": ["support-bot"], "risk_at_most": "none"}, window)
+    assert (effect["would_auto_approve"], effect["later_reverted"], effect["later_rejected"]) == (3, 1, 1)
+
+
+def test_measure_against_the_tenant_policy_counts_only_what_the_rule_could_approve():
+    # Under the tenant's own rules a learned rule gives way to a two-person rule (and a deny), so the
+    # writes those cover are not what it "would have auto-approved".
+    from app.core.policy import Policy
+
+    window = [D("approved"), D("approved", agent_id="pay-bot"), D("approved", agent_id="pay-bot")]
+    match = {"operations": ["remember"], "types": ["semantic"], "risk_at_most": "none"}
+    policy = Policy.parse({"rules": [
+        {"id": "pay-two-person", "match": {"agents": ["pay-*"]}, "action": "require_approval", "approvals_required": 2},
+        {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]})
+    assert measure(match, window)["would_auto_approve"] == 3
+    assert measure(match, window, policy)["would_auto_approve"] == 1

@@ -63,6 +63,19 @@ def test_sample_write_box_names_the_deciding_rule(client, admin):
     assert client.post("/admin/policy/test", data={"sample": "{}"}).status_code == 403  # no CSRF token
 
 
+@pytest.mark.parametrize("bad", ['{"source": 5}', '{"agent_id": 5}', '{"type": ["semantic"]}', '{"confidence": "x"}',
+                                 '{"rows_affected": "x"}', '{"hard_delete": "yes"}', '{"content": 1}',
+                                 '{"approval_required": 1}', '{"confidence": true}', '{"rows_affected": 1.5}'])
+def test_a_sample_field_of_the_wrong_type_is_a_422_never_a_500_nor_ignored(client, ctx, tenant, admin, bad):
+    # A rule on every condition, so a wrongly typed fact cannot go unread.
+    set_policy(ctx, tenant_id=tenant.id, actor=ACTOR, doc={"rules": [
+        {"id": "all-facts", "match": {"sources": ["https://*"], "agents": ["a*"], "types": ["semantic"],
+                                      "confidence_below": 0.5, "content_pattern": "x"}, "action": "deny"}]})
+    csrf = csrf_token_in(client.get("/admin").text)
+    refused = client.post("/admin/policy/test", headers=HX, data={"csrf_token": csrf, "sample": bad})
+    assert refused.status_code == 422 and 'data-testid="admin-error"' in refused.text, refused.text[:300]
+
+
 def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(client, admin, decided, make_key):
     page = client.get("/admin/suggestions")
     assert page.status_code == 200

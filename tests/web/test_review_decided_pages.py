@@ -47,3 +47,24 @@ def test_a_hard_deleted_memory_leaves_no_copy_on_the_decided_page(client, make_k
     page = client.get(f"/review/{staged['change_id']}")
     assert page.status_code == 200 and "9911" not in page.text
     assert 'data-testid="decided-erased"' in page.text
+
+
+def test_a_write_a_learned_rule_approved_names_the_rule_and_links_its_memory(client, ctx, tenant, make_key, signed_in):
+    from app.services.tenant_config import set_policy
+
+    provenance = {"kind": "learned", "suggestion_id": "sug_abc123", "accepted_by": "user:usr_1",
+                  "accepted_at": "2026-11-25T04:00:00Z", "evidence": {"decisions": 25, "rejected": 0}}
+    set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
+        {"id": "learned-faq", "match": {"operations": ["remember"], "tags_any": ["faq"]}, "action": "allow",
+         "provenance": provenance},
+        {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]})
+    written = client.post("/v1/memories/remember", headers=bearer(make_key()), json={
+        "agent_id": "helper", "type": "semantic", "content": "The desk opens at 9.", "tags": ["faq"]})
+    assert written.status_code == 201, written.text
+    log = client.get("/v1/changes", params={"status": "approved"}, headers=bearer(make_key(scopes="memory:read")))
+    change_id = log.json()["items"][0]["id"]
+    page = client.get(f"/review/{change_id}")
+    assert page.status_code == 200, page.text
+    assert f'href="/memories/{written.json()["id"]}"' in page.text and "/memories/None" not in page.text
+    decided_by = page.text.split('data-testid="decided-by">', 1)[1].split("</dd>", 1)[0]
+    assert "learned rule" in decided_by and "learned-faq" in decided_by and "learned_rule:" not in decided_by
