@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from sqlalchemy import and_, bindparam, case, func, literal, or_, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from app.core.screening.flags import SEVERITIES, level_rank
 from app.db.models import Change, Memory, Tenant
@@ -127,6 +127,27 @@ def pending_touching(session: Session, *, tenant_id: str, memory_id: str, limit:
         select(Change.id, Change.operation, Change.agent_id, Change.submitted_at)
         .where(Change.tenant_id == tenant_id, Change.status == "pending", Change.memory_ids.contains([memory_id]))
         .order_by(Change.submitted_at, Change.id).limit(limit)))
+
+
+def pending_writes_about(session: Session, *, tenant_id: str, memory_id: str, min_cosine: float,
+                         limit: int = 5) -> list:
+    """The tenant's pending remembers about the same thing as this memory (cosine ≥ `min_cosine`
+    between the staged row's vector and this memory's), closest first: id, operation, agent_id,
+    submitted_at, similarity. Scoped as the review diff scopes a staged write: same agent, and the
+    staged write's user when it names one. Approving one of them may supersede this memory."""
+    staged = aliased(Memory)
+    distance = staged.embedding.cosine_distance(Memory.embedding)
+    return list(session.execute(
+        select(Change.id, Change.operation, Change.agent_id, Change.submitted_at, (1 - distance).label("similarity"))
+        .select_from(Memory)
+        .join(staged, and_(staged.tenant_id == Memory.tenant_id, staged.agent_id == Memory.agent_id,
+                           staged.status == "pending", staged.id != Memory.id,
+                           or_(staged.user_id.is_(None), staged.user_id == Memory.user_id)))
+        .join(Change, and_(Change.tenant_id == staged.tenant_id, Change.id == staged.change_id,
+                           Change.status == "pending", Change.operation == "remember"))
+        .where(Memory.tenant_id == tenant_id, Memory.id == memory_id, Memory.embedding.is_not(None),
+               staged.embedding.is_not(None), distance <= 1 - min_cosine)
+        .order_by(distance, Change.id).limit(limit)))
 
 
 def still_pending(session: Session, *, tenant_id: str, change_ids: Sequence[str]) -> set[str]:

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from app.core.access import agent_allowed
 from app.core.cursor import encode_cursor
+from app.core.diff import STRONG_MATCH_COSINE
 from app.core.timefmt import format_ts
 from app.errors import NotFound
 from app.repos import audit_reads
@@ -83,7 +84,10 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
         extra = {"recall_count": memory.recall_count, "change_id": memory.change_id, "run_id": memory.run_id,
                  "node_id": memory.node_id,
                  "pending_changes": [c for c in changes_repo.pending_touching(
-                     session, tenant_id=tenant_id, memory_id=memory_id) if agent_allowed(c.agent_id, tuple(agents))]}
+                     session, tenant_id=tenant_id, memory_id=memory_id) if agent_allowed(c.agent_id, tuple(agents))],
+                 # A staged remember about the same thing may supersede this memory when approved.
+                 "pending_writes": changes_repo.pending_writes_about(
+                     session, tenant_id=tenant_id, memory_id=memory_id, min_cosine=STRONG_MATCH_COSINE)}
         rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
         deliveries = backends_repo.deliveries_of(session, tenant_id=tenant_id, memory_id=memory_id)
     extra["deliveries"] = [{"backend": d.name, "status": d.status, "attempts": d.attempt, "action": d.action,

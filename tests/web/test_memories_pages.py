@@ -117,6 +117,38 @@ def test_detail_shows_memory_and_its_history_without_content(client, viewer, hea
     assert "floor 3" not in history
 
 
+def _stage(client, headers, content, agent_id="helper", **extra):
+    response = client.post("/v1/memories/remember", json={"agent_id": agent_id, "type": "semantic", "content": content,
+                                                           "approval_required": True, **extra}, headers=headers)
+    assert response.status_code == 202, response.text
+    return response.json()["change_id"]
+
+
+def test_detail_names_pending_writes_about_the_same_thing(client, viewer, headers, make_key):
+    """A staged remember that may supersede this memory is named on its page (issue 22: "the memory
+    page does not say it has a pending change"); unrelated staged writes, another agent's, and
+    another user's are not."""
+    memory_id = _remember(client, headers, content="Quinn lives in Paris.", user_id="u-quinn")
+    moved = _stage(client, headers, "Quinn lives in Madrid.", user_id="u-quinn")
+    unrelated = _stage(client, headers, "The build server restarts every Sunday at 02:00.")
+    elsewhere = _stage(client, headers, "Quinn lives in Madrid now.", agent_id="planner")
+    other_user = _stage(client, headers, "Quinn lives in Madrid these days.", user_id="u-other")
+    _sign_in(client, viewer.username)
+    page = client.get(f"/memories/{memory_id}").text
+    assert 'data-testid="pending-write-notice"' in page
+    notice = page.split('data-testid="pending-write-notice"')[1].split("</p>")[0]
+    assert f'href="/review/{moved}"' in notice
+    for absent in (unrelated, elsewhere, other_user):
+        assert absent not in notice
+    assert re.search(r"similarity 0\.\d\d", notice)
+    assert 'data-testid="pending-change-notice"' not in page  # nothing staged names the memory itself
+
+    decided = client.post(f"/v1/changes/{moved}/reject", json={"reason": "stale"},
+                          headers=bearer(make_key(scopes="review:decide")))
+    assert decided.status_code == 200, decided.text
+    assert 'data-testid="pending-write-notice"' not in client.get(f"/memories/{memory_id}").text
+
+
 def test_other_tenants_and_hidden_agents_are_404(client, ctx, tenant, make_tenant, make_key, headers):
     mine = _remember(client, headers, agent_id="billing-bot")
     hidden = _remember(client, headers, agent_id="support-bot")
