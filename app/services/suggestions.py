@@ -113,6 +113,8 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
         rule = Rule.from_doc({
             "id": rule_id_for(row.id), "description": describe(row.match)[:500], "match": row.match,
             "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": by,
+                                              **({"accepted_by_name": str(actor["name"])[:200]}
+                                                 if actor.get("name") else {}),
                                               "accepted_at": format_ts(now), "evidence": evidence}})
         settings = dict(tenant.settings or {})
         current = settings.get("policy") or DEFAULT_POLICY

@@ -92,6 +92,8 @@ def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(cl
     assert client.post("/admin/suggestions/sug_nope/dismiss", data={"csrf_token": csrf}, headers=HX).status_code == 404
     admin_page = client.get("/admin").text
     assert 'data-testid="rule-provenance"' in admin_page and ids[0] in admin_page
+    # The rule list names the admin who accepted it, not only their id.
+    assert f'<span data-testid="rule-accepted-by">{admin.username}</span>' in admin_page
     # What the learned rule approves shows as such in the decisions log page.
     written = client.post("/v1/memories/remember", headers=bearer(make_key()), json={
         "agent_id": "bot-9", "type": "semantic", "content": "Opening hours: closed on holidays.", "tags": [TAG]})
