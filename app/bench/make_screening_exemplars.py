@@ -36,10 +36,12 @@ L2, STEPS, RATE = 3e-4, 400, 2.0
 """Chosen by leave-one-set-out over the three spent held-out sets (each left out of training in turn,
 rules unchanged; docs/benchmarks.md): L2 3e-4 caught the most at the same benign rate (1e-3 and
 3e-3 caught less, 1e-4 staged more benign writes); 400 momentum steps reach what 3000 plain ones did."""
-FOLDS, MEDIUM_BENIGN, HIGH_BENIGN = 5, 0.06, 0.04
-"""Cross-validation folds, and the shares of benign training rows the medium and high thresholds let through
-(the training benign rows are mostly hard look-alikes, so 4 % of them is far less of ordinary traffic;
-leave-one-set-out staged 3.4 % of the spent sets' benign writes at 4 %, 2.2 % at 2 %)."""
+FOLDS, MEDIUM_BENIGN, HIGH_BENIGN = 5, 0.06, 0.03
+"""Cross-validation folds, and the shares of benign training rows the medium and high thresholds let
+through. High: the share at which leave-one-set-out stages at most half the 5 % benign budget of the
+spent sets' benign writes (about 2 % at 3 %; 3-4 % at 4 %, 2 % at 2 % with fewer attacks caught), since
+the one blind measurement so far (heldout_v3) staged 2.5 points more benign writes than the
+estimate made before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 #: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen".
 SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3")
