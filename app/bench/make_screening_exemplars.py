@@ -34,14 +34,15 @@ from app.core.screening.semantic import LEXICAL_BUCKETS, LEXICAL_WEIGHT, MODEL, 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
 L2, STEPS, RATE = 3e-4, 400, 2.0
 """Chosen by leave-one-set-out over the three spent held-out sets (each left out of training in turn,
-rules unchanged; docs/benchmarks.md): L2 3e-4 caught the most at the same benign rate (1e-3 and
-3e-3 caught less, 1e-4 staged more benign writes); 400 momentum steps reach what 3000 plain ones did."""
+rules unchanged; ``--leave-one-set-out``, docs/benchmarks.md): at L2 3e-4 90.6 % caught, 2.7 % benign
+staged; 1e-3 and 3e-3 caught less (87.9 %, 86.7 %), 1e-4 a little more (91.3 %) for more benign
+writes staged (3.2 %). 400 momentum steps reach what 3000 plain ones did."""
 FOLDS, MEDIUM_BENIGN, HIGH_BENIGN = 5, 0.06, 0.03
 """Cross-validation folds, and the shares of benign training rows the medium and high thresholds let
-through. High: the share at which leave-one-set-out stages at most half the 5 % benign budget of the
-spent sets' benign writes (about 2 % at 3 %; 3-4 % at 4 %, 2 % at 2 % with fewer attacks caught), since
-the one blind measurement so far (heldout_v3) staged 2.5 points more benign writes than the
-estimate made before it."""
+through. High: the share at which leave-one-set-out stages about half the 5 % benign budget of the
+spent sets' benign writes (2.7 % at 3 %, for 90.6 % caught; 3.6 % at 4 % for 91.6 %; 2.4 % at 2 % for
+86.2 %), since the one blind measurement so far (heldout_v3) staged 2.5 points more benign writes
+than the estimate made before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 #: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen".
 SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3")

@@ -20,7 +20,7 @@ Score: one logistic classifier over two feature sets, trained together:
 The probability that the write is an attack is one 384-element dot product plus one weight per
 distinct word: tens of microseconds. The two thresholds (medium, high) ship in the model file; the
 trainer picks them by 5-fold cross-validation on the training data only, as the probabilities at
-which 6 % and 4 % of its benign rows would be flagged, never on a blind held-out set
+which 6 % and 3 % of its benign rows would be flagged, never on a blind held-out set
 (``python -m app.bench.make_screening_exemplars``; see docs/benchmarks.md).
 
 Scoring each sentence as well as the whole text (sentence vectors pooled from the same forward
