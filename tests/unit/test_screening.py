@@ -586,6 +586,8 @@ def test_a_single_contact_or_id_is_not_a_profile() -> None:
     assert flags_of("Plumber: Dave at 0161 496 0732, dave@pipes.example")["pii"]["severity"] == "low"
     assert flags_of("My passport number is 533380006.")["pii"]["severity"] == "medium"
     assert flags_of("Ticket 1234 run 50000 simulations; order id 12345678.").get("pii") is None
+    assert flags_of("My number is 07700 900123.")["pii"]["severity"] == "low"  # a phone, not Japan's My Number
+    assert flags_of("The worker runs as uid 10001 in group 10001.").get("pii") is None
 
 
 @pytest.mark.parametrize("text", [

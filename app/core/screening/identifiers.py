@@ -218,7 +218,7 @@ class Scheme:
 #: a check digit) makes it verified.
 SCHEMES = (
     Scheme(r"(?-i:CPF)", cpf), Scheme(r"pesel", pesel), Scheme(r"bsn|burgerservicenummer|sofinummer", bsn),
-    Scheme(r"aadhaa?r(?: no\.?| number)?|uid(?:ai)?", aadhaar), Scheme(r"codice fiscale|c\.f\.", codice_fiscale),
+    Scheme(r"aadhaa?r(?: no\.?| number)?|(?-i:UIDAI)", aadhaar), Scheme(r"codice fiscale|c\.f\.", codice_fiscale),
     Scheme(r"(?-i:DNI|NIE|NIF)|documento nacional de identidad", spain_dni), Scheme(r"(?-i:CNP)", romania_cnp),
     Scheme(r"personnummer|person ?nr", sweden_pnr), Scheme(r"tc kimlik(?: no)?|t\.c\. kimlik|kimlik no", turkey_tckn),
     Scheme(r"n[°o] ?s[ée]cu(?:rit[ée] sociale)?|num[ée]ro de s[ée]curit[ée] sociale|(?-i:NIR)|insee", france_nir),
@@ -226,7 +226,7 @@ SCHEMES = (
     Scheme(r"주민등록번호|주민번호|(?-i:RRN)|resident registration(?: number)?", korea_rrn),
     Scheme(r"ת\.ז\.?|תעודת זהות|teudat zehut", israel_id),
     Scheme(r"(?-i:SIN)|social insurance(?: number)?", luhn),
-    Scheme(r"my ?number|マイナンバー|個人番号|cccd|cmnd|căn cước(?: công dân)?|(?-i:CIN|CNI)|carte d'identit[ée]|"
+    Scheme(r"(?-i:My ?Number)|マイナンバー|個人番号|cccd|cmnd|căn cước(?: công dân)?|(?-i:CIN|CNI)|carte d'identit[ée]|"
            r"personalausweis(?:nummer)?|ausweis(?:nummer)?|steuer-?id|steuernummer|steuer-identifikationsnummer|"
            r"sozialversicherungsnummer|svnr|ahv(?:-nr\.?)?|reisepass(?:nummer)?|passeport|pasaporte|passaporto|"
            r"paspoort|passport(?: no\.?| number| #)?|pasport|паспорт|ppsn?|pps number|prsi|nric|(?-i:FIN)|hkid|"
