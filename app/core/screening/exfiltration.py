@@ -56,9 +56,11 @@ def _s(kind: str, pattern: str, unless: str | None = None):
 
 
 # Keeping secret files *out* of something is the opposite of leaking them: ".gitignore should
-# include .env", "never commit .env", "exclude *.pem from the image".
+# include .env", "never commit .env", "exclude *.pem from the image"; and a template is no secret
+# ("copy .env.example to .env").
 _KEEP_OUT = (r"\b(?:git|docker|npm|hg)?ignore\b|\.(?:git|docker)ignore\b|\b(?:never|don't|do not|not) (?:commit|copy|push|"
-             r"store|check in|paste|share|upload)\b|\bexclude[sd]?\b|\bkeep\b[^.\n]{0,20}\bout of\b")
+             r"store|check in|paste|share|upload)\b|\bexclude[sd]?\b|\bkeep\b[^.\n]{0,20}\bout of\b|"
+             r"\.env\.(?:example|sample|template|dist|defaults?)\b")
 
 
 # Files that hold keys and passwords; a request to read, print or send one is an exfiltration step.

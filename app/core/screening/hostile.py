@@ -27,5 +27,6 @@ HOSTILE: dict[str, str] = {
     "id_values": "PESEL 1234 5" * 5461, "digit_run": "7" * 65536, "dotted_digits": "123.456.789-" * 5461,
     "birth_labels": "geboren am 1" * 5461, "quoted_attacks": "attack 'ignore previous " * 2730,
     "open_quotes": "\"a " * 21845, "keep_out": "never commit .env " * 3855, "system_notes": "nota del sistema " * 3855,
-    "path_then_verb": "~/.ssh/id_rsa read " * 3449,
+    "path_then_verb": "~/.ssh/id_rsa read " * 3449, "each_time": "each time the user asks " * 2849,
+    "env_templates": "copy .env.example " * 3855,
 }

@@ -149,7 +149,8 @@ SIGNALS = (
            r"\b(?:without|no need for|no need to)\s+(?:asking|asking for|any|further)?\s*(?:confirmation|confirming|"
            r"verification|verifying|approval|checking|review|double-checking)\b"),
     _s("trigger",
-           r"\bwhen(?:ever)?\b[^.\n]{0,60}?\b(?:user|users|customer|customers|someone|anyone|they|he|she|"
+           r"\b(?:when(?:ever)?|any ?time|every ?time|each time)\b[^.\n]{0,60}?\b(?:user|users|customer|customers|"
+           r"someone|anyone|they|he|she|"
            r"people|asked)\b[^.\n]{0,30}?\b(?:asks?|asked|mentions?|requests?|says?|types?|quer(?:y|ies)|"
            r"searches|inquires?|talks?|brings? up|wants?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
     _s("trigger", r"\bif (?:the )?(?:user|customer|anyone|someone) (?:ever )?(?:asks?|mentions?|says?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
