@@ -28,5 +28,5 @@ HOSTILE: dict[str, str] = {
     "birth_labels": "geboren am 1" * 5461, "quoted_attacks": "attack 'ignore previous " * 2730,
     "open_quotes": "\"a " * 21845, "keep_out": "never commit .env " * 3855, "system_notes": "nota del sistema " * 3855,
     "path_then_verb": "~/.ssh/id_rsa read " * 3449, "each_time": "each time the user asks " * 2849,
-    "env_templates": "copy .env.example " * 3855,
+    "env_templates": "copy .env.example " * 3855, "fences": "attack ```a" * 6553,
 }

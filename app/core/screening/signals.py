@@ -7,7 +7,8 @@ does not. Only the first ``SCAN_LIMIT`` characters of a field are searched (hidd
 checks read everything); every pattern uses bounded gaps so matching stays linear.
 
 Reported speech: security notes quote attacks ("attackers hide text like 'ignore all previous
-instructions' in web pages"). A match that lies wholly inside quotation marks, in a field that
+instructions' in web pages", or an example payload in a code block). A match that lies wholly
+inside quotation marks, backticks or a fenced code block, in a field that
 talks *about* attacks (``_DISCUSSION``: attacker, injection, jailbreak, phishing, scam, example,
 paper, talk …), counts ``QUOTED_WEIGHT`` at most: a quoted order is low evidence, and an order
 outside the quotes still counts in full. An attacker who wraps an order in quotes and talks about
@@ -55,7 +56,8 @@ UNLESS_BEFORE = 60
 QUOTED_WEIGHT = 0.3
 # Quotations: double, typographic and guillemet quotes, and single quotes that open after a
 # non-letter and close before one (so "don't ... it's" is not a quotation). Bounded length.
-_QUOTED = re.compile(r"\"[^\"\n]{2,400}\"|\u201c[^\u201d\n]{2,400}\u201d|\u201e[^\u201c\u201d\n]{2,400}[\u201c\u201d]|"
+_QUOTED = re.compile(r"```[^`]{1,2000}```|`[^`\n]{2,400}`|"
+                     r"\"[^\"\n]{2,400}\"|\u201c[^\u201d\n]{2,400}\u201d|\u201e[^\u201c\u201d\n]{2,400}[\u201c\u201d]|"
                      r"\u00ab[^\u00bb\n]{2,400}\u00bb|\u2018[^\u2019\n]{2,400}\u2019|(?<![\w'])'[^'\n]{2,400}'(?![\w])")
 _DISCUSSION = re.compile(
     r"\b(?:attack(?:er|ers|s|ed)?|inject(?:ion|ions|ed)|jailbreaks?|phishing|scam(?:s|mers?)?|exploit(?:s|ed)?|payloads?|"
