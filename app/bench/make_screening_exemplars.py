@@ -4,15 +4,21 @@
 
 Training data: the hand-written exemplars (``app/core/screening/data/exemplars.jsonl``: varied
 human sentences per attack family and ordinary memories that resemble them, written for
-Memwarden, no templates, never derived from a held-out corpus) plus the **dev** split of the generated corpus (its injection and exfiltration rows and all its
-benign rows, redacted as ``remember`` screens them) (never its test split,
-never a held-out corpus). Vectors: the local all-MiniLM-L6-v2 embedder, the one ``remember``
-uses, and the hashed words of each text (``semantic.lexical_vector``). Model: L2-regularised
-logistic regression by full-batch gradient descent (deterministic), run in its dual form (on the
-rows' Gram matrix, computed once and shared by the cross-validation folds: the same steps, since
-every step's weights are a combination of the rows, but fast with 16 768 features). Thresholds: 5-fold cross-validation over the same rows gives every row
-a probability from a model that did not see it; medium and high are where 5 % and 2 % of the benign
-rows would be flagged. Rerun after editing the exemplars or changing the local model.
+Memwarden, no templates, never derived from a held-out corpus); the **dev** split of the generated
+corpus (its injection and exfiltration rows and all its benign rows) (never its test split); and
+the **spent** held-out sets (``SEEN_SETS``: the three sets that were measured once, read, and are
+now dev data: their semantic attack families and all their benign rows). Every row is redacted as
+``remember`` screens it. A held-out set that is not in ``SEEN_SETS`` (a new blind one) is never
+trained on: ``--check`` fails if a training row is in one. Vectors: the local all-MiniLM-L6-v2
+embedder, the one ``remember`` uses, and the hashed words of each text
+(``semantic.lexical_vector``). Model: L2-regularised logistic regression by full-batch gradient
+descent (deterministic), run in its dual form (on the rows' Gram matrix, computed once and shared
+by the cross-validation folds: the same steps, since every step's weights are a combination of the
+rows, but fast with 16 768 features). Thresholds: 5-fold cross-validation over the same rows gives
+every row a probability from a model that did not see it; medium and high are where 5 % and 2 % of
+the benign rows would be flagged. Rerun after editing the exemplars or changing the local model.
+``--leave-one-set-out`` prints, for each spent set, what the classifier trained without it (and the
+rules) stop on it: the figure used to pick ``L2`` and the thresholds' shares.
 """
 
 from __future__ import annotations
@@ -26,10 +32,24 @@ from app.bench.corpora import DATA, HELDOUT_SETS, amsb_corpus, benign_load_write
 from app.core.screening.semantic import LEXICAL_BUCKETS, LEXICAL_WEIGHT, MODEL, Classifier, lexical_buckets
 
 EXEMPLARS = MODEL.parent / "exemplars.jsonl"
-L2, STEPS, RATE = 1e-3, 3000, 2.0
-FOLDS, MEDIUM_BENIGN, HIGH_BENIGN = 5, 0.05, 0.02
-"""Cross-validation folds, and the shares of benign training rows the medium and high thresholds let through."""
+L2, STEPS, RATE = 3e-4, 400, 2.0
+"""Chosen by leave-one-set-out over the three spent held-out sets (each left out of training in turn,
+rules unchanged; ``--leave-one-set-out``, docs/benchmarks.md): at L2 3e-4 90.6 % caught, 2.7 % benign
+staged; 1e-3 and 3e-3 caught less (87.9 %, 86.7 %), 1e-4 a little more (91.3 %) for more benign
+writes staged (3.2 %). 400 momentum steps reach what 3000 plain ones did."""
+FOLDS, MEDIUM_BENIGN, HIGH_BENIGN = 5, 0.06, 0.03
+"""Cross-validation folds, and the shares of benign training rows the medium and high thresholds let
+through. High: the share at which leave-one-set-out stages about half the 5 % benign budget of the
+spent sets' benign writes (2.7 % at 3 %, for 90.6 % caught; 3.6 % at 4 % for 91.6 %; 2.4 % at 2 % for
+86.2 %), since the one blind measurement so far (heldout_v3) staged 2.5 points more benign writes
+than the set measured before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
+#: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen".
+SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3")
+#: Their attack families the classifier learns; PII profiles and protected keys are the rules' job
+#: (their content is often an ordinary sentence: the attack is in a number format or a metadata key).
+SEEN_ATTACK_FAMILIES = ("standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
+                        "tool_misuse", "hidden_markup", "secret_harvest")
 
 
 def exemplars() -> list[dict]:
@@ -37,8 +57,9 @@ def exemplars() -> list[dict]:
     return [json.loads(line) for line in EXEMPLARS.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]:
-    """(text, is_attack, family) for training: exemplars (less ``skip_family``) and the corpus dev split."""
+def training_rows(skip_family: str | None = None, skip_set: str | None = None) -> list[tuple[str, bool, str]]:
+    """(text, is_attack, family) for training: exemplars and the seen sets' rows (less ``skip_family``'s
+    attacks), the corpus dev split, and every seen held-out set except ``skip_set``."""
     from app.core.redaction import Redactor
 
     redactor = Redactor()
@@ -49,6 +70,12 @@ def training_rows(skip_family: str | None = None) -> list[tuple[str, bool, str]]
     rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", "dev:" + r["class"])
              for r in load_corpus(DATA) if r["split"] == "dev" and r["type"] != "procedural"
              and (r["label"] == "benign" or r["class"] in SEMANTIC_DEV_CLASSES)]
+    for name in SEEN_SETS:
+        if name == skip_set:
+            continue
+        rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", r["class"])
+                 for r in load_corpus(HELDOUT_SETS[name]) if r["type"] != "procedural" and r["class"] != skip_family
+                 and (r["label"] == "benign" or r["class"] in SEEN_ATTACK_FAMILIES)]
     return rows
 
 
@@ -85,13 +112,19 @@ def _word_matrix(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _descend(gram: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
-    """Gradient descent on the L2-regularised logistic loss, in the dual (weights = features.T @ alpha):
-    the dual coefficients and the bias."""
+    """Gradient descent on the L2-regularised logistic loss, in the dual (weights = features.T @ alpha),
+    with Nesterov momentum (the same optimum in a tenth of the plain steps: ~3000 rows share a
+    2-core box with the test suite): the dual coefficients and the bias."""
     alpha, bias = np.zeros(len(y)), 0.0
-    for _ in range(STEPS):
-        gradient = 1.0 / (1.0 + np.exp(-(gram @ alpha + bias))) - y
-        alpha -= RATE * (gradient / len(y) + L2 * alpha)
-        bias -= RATE * float(gradient.mean())
+    last_alpha, last_bias = alpha, bias
+    for step in range(STEPS):
+        momentum = step / (step + 3)
+        ahead_alpha = alpha + momentum * (alpha - last_alpha)
+        ahead_bias = bias + momentum * (bias - last_bias)
+        gradient = 1.0 / (1.0 + np.exp(-(gram @ ahead_alpha + ahead_bias))) - y
+        last_alpha, last_bias = alpha, bias
+        alpha = ahead_alpha - RATE * (gradient / len(y) + L2 * ahead_alpha)
+        bias = ahead_bias - RATE * float(gradient.mean())
     return alpha, bias
 
 
@@ -109,12 +142,14 @@ def thresholds(gram: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return at(MEDIUM_BENIGN), at(HIGH_BENIGN)
 
 
-def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.ndarray] | None = None) -> Classifier:
-    """A classifier trained on ``training_rows(skip_family)`` (``cache``: text -> vector, reused across folds)."""
+def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.ndarray] | None = None,
+          skip_set: str | None = None) -> Classifier:
+    """A classifier trained on ``training_rows(skip_family, skip_set)`` (``cache``: text -> vector, reused
+    across folds)."""
     from app.embeddings import LocalMiniLMEmbedder
 
     embedder = embedder or LocalMiniLMEmbedder()
-    rows = training_rows(skip_family)
+    rows = training_rows(skip_family, skip_set)
     texts = [r[0] for r in rows]
     return fit(embed_all(embedder, texts, cache), texts, [r[1] for r in rows], embedder.name)
 
@@ -140,20 +175,56 @@ def check() -> list[str]:
             or abs(retrained.medium - shipped.medium) >= 1e-2 or abs(retrained.high - shipped.high) >= 1e-2):
         problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
     held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
-    held_out |= {r["content"] for path in HELDOUT_SETS.values() for r in load_corpus(path)}
+    held_out |= {r["content"] for name, path in HELDOUT_SETS.items() if name not in SEEN_SETS
+                 for r in load_corpus(path)}
     held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
     if {text for text, _, _ in training_rows()} & held_out:
-        problems.append("a training row is in the test split, a held-out or external corpus or the load writes")
+        problems.append("a training row is in the test split, an unseen held-out set, an external corpus or the "
+                        "load writes")
     return problems
+
+
+def leave_one_set_out(embedder=None) -> dict[str, dict[str, float]]:
+    """Per spent set: the rules and a classifier trained without that set (thresholds from its own
+    cross-validation) on the set's writes, judged like ``memwarden bench screening`` judges them."""
+    from app.bench.screening import embed_rows, judge, summarise
+    from app.core.redaction import Redactor
+    from app.embeddings import LocalMiniLMEmbedder
+
+    embedder = embedder or LocalMiniLMEmbedder()
+    redactor, cache, out = Redactor(), {}, {}
+    for name in SEEN_SETS:
+        classifier = train(embedder, skip_set=name, cache=cache)
+        rows = load_corpus(HELDOUT_SETS[name])
+        vectors = embed_rows(rows, redactor, embedder)
+        part = summarise(judge(r, redactor, v, embedder.name, classifier) for r, v in zip(rows, vectors))
+        out[name] = {"caught": part["catch_rate"], "poisoned": part["poisoned"],
+                     "benign_staged": part["false_positive_rate"], "benign": part["benign"],
+                     "medium": round(classifier.medium, 3), "high": round(classifier.high, 3)}
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Train and save; with ``--check``, only verify the shipped file (exit 1 on a problem)."""
     import argparse
 
+    global L2, HIGH_BENIGN
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="verify the shipped classifier instead of writing it")
+    parser.add_argument("--leave-one-set-out", action="store_true",
+                        help="print leave-one-set-out figures on the spent held-out sets instead of training")
+    parser.add_argument("--l2", type=float, default=L2, help=f"with --leave-one-set-out: the L2 weight (default {L2})")
+    parser.add_argument("--high-share", type=float, default=HIGH_BENIGN,
+                        help=f"with --leave-one-set-out: benign training share above high (default {HIGH_BENIGN})")
     args = parser.parse_args(argv)
+    if args.leave_one_set_out:
+        L2, HIGH_BENIGN = args.l2, args.high_share
+        figures = leave_one_set_out()
+        pooled = [sum(round(f[k] * f[n]) for f in figures.values()) / sum(f[n] for f in figures.values())
+                  for k, n in (("caught", "poisoned"), ("benign_staged", "benign"))]
+        print(json.dumps({"l2": L2, "high_share": HIGH_BENIGN, "sets": figures,
+                          "pooled": {"caught": round(pooled[0], 4), "benign_staged": round(pooled[1], 4)}}, indent=1))
+        return 0
     if args.check:
         problems = check()
         print("\n".join(problems) or "ok: the shipped classifier matches its training data")

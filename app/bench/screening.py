@@ -18,13 +18,16 @@ thresholds were calibrated on the dev split only. Screening time per write is me
 That test split shares templates' fillers and style with dev, so it is not truly held out. The
 same run therefore also reports, when the default corpus is used:
 
-* **held-out** (`app/bench/data/screening_heldout.jsonl`): poisoned and benign writes written by
-  hand as varied human sentences (no templates, no generator), per attack family, never used to
-  train or tune anything; with **leave-one-family-out** figures for the semantic classifier
-  (retrained without the family's exemplars, then tested on that family);
-  likewise `screening_heldout_fresh.jsonl` and `screening_heldout_v3.jsonl` (written by someone
-  who never saw the detectors; it adds secret-harvesting writes and more PII profiles and
-  protected keys), each reported per family and beside agent-memory-guard;
+* **hand-written sets** (`app/bench/data/screening_heldout*.jsonl`, `corpora.HELDOUT_SETS`):
+  poisoned and benign writes written by hand as varied human sentences (no templates, no
+  generator), per attack family, each reported per family and beside agent-memory-guard, with
+  **leave-one-family-out** figures for the semantic classifier (retrained without the family's
+  training rows, then tested on that family). The three first sets (`heldout`, `heldout_fresh`,
+  `heldout_v3`; `make_screening_exemplars.SEEN_SETS`) were measured once each and are now **spent**:
+  read, trained on, and labelled `seen/trained` in the report, so their plain figures are not held
+  out; for each the report adds **leave-one-set-out** (the classifier retrained without that whole
+  set, rules unchanged), the nearest thing to a held-out figure they can still give. Any other set
+  in `HELDOUT_SETS` is a blind one: never trained on (`make_screening_exemplars --check`);
 * **external**: the labelled prompt-injection corpus shipped in the `bastioncorpus` package
   (PyPI, MIT licence; `pip install '.[bench]'`), run without any tuning; "skipped" when absent;
 * **agent-memory-guard** (OWASP, PyPI `agent-memory-guard`, Apache-2.0; `Policy.strict()`), side
@@ -186,16 +189,32 @@ def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
     """Held-out (with leave-one-family-out) and external corpora, judged like the main one."""
     name = embedder.name if embedder else None
     out: dict[str, Any] = {}
+    from app.bench.make_screening_exemplars import SEEN_SETS, train
+
     left_out = family_classifiers(embedder) if embedder is not None else {}
     for set_name, path in HELDOUT_SETS.items():
         heldout = load_corpus(path)
         vectors = embed_rows(heldout, redactor, embedder)
-        out[set_name] = {"path": _shown_path(path), "tuned_on": False,
+        seen = set_name in SEEN_SETS
+        out[set_name] = {"path": _shown_path(path), "tuned_on": seen,
+                         "status": "seen/trained (spent held-out set: not held out)" if seen else "held out (blind)",
                          **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
                          "rules_only": _rules_only(heldout, redactor)}
         if embedder is not None:
             out[set_name]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder.name,
                                                                               left_out)
+            if seen:  # the classifier without this whole set: what it does on writes it never trained on
+                without = train(embedder, skip_set=set_name, cache=_CACHE)
+                part = summarise(judge(r, redactor, v, name, without) for r, v in zip(heldout, vectors))
+                out[set_name]["leave_one_set_out"] = {
+                    "catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"],
+                    "poisoned": part["poisoned"], "benign": part["benign"],
+                    "benign_medium_or_higher": part["benign_medium_or_higher"],
+                    "thresholds": {"medium": round(without.medium, 3), "high": round(without.high, 3)},
+                    "classes": {c: round(v.get("catch_rate", v.get("staged_rate")) or 0.0, 4)
+                                for c, v in part["classes"].items()},
+                    "missed": [m["id"] for m in part["missed"]],
+                    "false_positives": [m["id"] for m in part["false_positives"]]}
     load = benign_load_writes()
     vectors = embed_rows(load, redactor, embedder)
     out["benign_load"] = {"source": "app/bench/corpora.benign_load_writes: load-test, hot-path, scale and recall facts",
@@ -233,8 +252,11 @@ def family_classifiers(embedder) -> dict[str, semantic.Classifier]:
     from app.bench.make_screening_exemplars import exemplars, train
 
     families = sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
-    cache: dict[str, Any] = {}
-    return {family: train(embedder, skip_family=family, cache=cache) for family in families}
+    return {family: train(embedder, skip_family=family, cache=_CACHE) for family in families}
+
+
+_CACHE: dict[str, Any] = {}
+"""Text -> vector for the trainer's rows, shared by every retraining of one run."""
 
 
 def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder: str,
@@ -345,7 +367,8 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
         if "skipped" in part:
             rows.append((name, "skipped", "", "", part["skipped"]))
             continue
-        rows.append((name, part["writes"], f"{_pct(part['catch_rate'])} ({part['poisoned']})",
+        shown = f"{name} (seen/trained)" if part.get("tuned_on") else name
+        rows.append((shown, part["writes"], f"{_pct(part['catch_rate'])} ({part['poisoned']})",
                      f"{_pct(part['false_positive_rate'])} ({part['benign']})",
                      g.get("skipped") or f"{_pct(g.get('catch_rate'))} caught, {_pct(g.get('false_positive_rate'))} benign"))
     lines = ["", common.table(rows, ["corpus", "writes", "Memwarden caught", "Memwarden benign staged",
@@ -358,9 +381,15 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
                          f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
     for name in HELDOUT_SETS:
         heldout = corpora.get(name, {})
-        fam = [(f, c["n"], _pct(c.get("catch_rate"), 0), c["flagged_any"]) for f, c in heldout.get("classes", {}).items()
-               if c["label"] == "poisoned"]
-        lines += ["", common.table(fam, [f"{name} family", "n", "staged or denied", "flagged (any)"])]
+        loso = heldout.get("leave_one_set_out")
+        if loso:
+            lines.append(f"{name} is seen/trained; leave-one-set-out (classifier without it): "
+                         f"{_pct(loso['catch_rate'])} caught, {_pct(loso['false_positive_rate'])} benign staged")
+        lo = loso["classes"] if loso else {}
+        fam = [(f, c["n"], _pct(c.get("catch_rate"), 0), _pct(lo.get(f), 0) if loso else "-", c["flagged_any"])
+               for f, c in heldout.get("classes", {}).items() if c["label"] == "poisoned"]
+        label = f"{name} family" + (" (seen)" if heldout.get("tuned_on") else "")
+        lines += ["", common.table(fam, [label, "n", "staged or denied", "leave-one-set-out", "flagged (any)"])]
         lofo = heldout.get("leave_one_family_out")
         if lofo:
             lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"]))
@@ -376,8 +405,11 @@ def cmd_screening(args: argparse.Namespace, settings) -> int:
     for name in HELDOUT_SETS:
         held = (report.get("corpora") or {}).get(name)
         if held:
-            print(f"goals on {name}: catch_rate_ge_0.90={'met' if held['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
-                  f"benign_staged_le_0.05={'met' if held['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
+            figures = held.get("leave_one_set_out", held) if held.get("tuned_on") else held
+            which = "leave-one-set-out on seen set " if held.get("tuned_on") else "held-out set "
+            print(f"goals on {which}{name}: "
+                  f"catch_rate_ge_0.90={'met' if figures['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
+                  f"benign_staged_le_0.05={'met' if figures['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
     goals = report["goals"]
     print("goals on the test split: " + ", ".join(f"{k}={'met' if v else 'NOT met'}"
                                                   for k, v in goals.items() if k != "measured_on"))

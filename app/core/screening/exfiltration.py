@@ -51,8 +51,16 @@ _SEND = (r"(?:send|sends|sending|post|posts|posting|forward|forwards|forwarding|
          r"transmit|exfiltrate|report|relay|sync|mirror|copy|leak|ship|push|share|cc|bcc|email|mail)")
 
 
-def _s(kind: str, pattern: str):
-    return signal(kind, WEIGHTS[kind], pattern)
+def _s(kind: str, pattern: str, unless: str | None = None):
+    return signal(kind, WEIGHTS[kind], pattern, unless=unless)
+
+
+# Keeping secret files *out* of something is the opposite of leaking them: ".gitignore should
+# include .env", "never commit .env", "exclude *.pem from the image"; and a template is no secret
+# ("copy .env.example to .env").
+_KEEP_OUT = (r"\b(?:git|docker|npm|hg)?ignore\b|\.(?:git|docker)ignore\b|\b(?:never|don't|do not|not) (?:commit|copy|push|"
+             r"store|check in|paste|share|upload)\b|\bexclude[sd]?\b|\bkeep\b[^.\n]{0,20}\bout of\b|"
+             r"\.env\.(?:example|sample|template|dist|defaults?)\b")
 
 
 # Files that hold keys and passwords; a request to read, print or send one is an exfiltration step.
@@ -68,7 +76,14 @@ SIGNALS = (
     _s("secret_file", r"\b(?:read|reads|reading|cat|open|print|show|display|output|dump|send|upload|copy|include|attach|"
        r"paste|share|post|leak|fetch|load|get|access|grab|retrieve|return|echo|type|head|tail|less|more|base64|"
        r"contents? of|look (?:at|in|inside)|check|inspect|summari[sz]e|quote|list|scan|exfiltrate|extract|email|zip)\b"
-       r"[^.\n]{0,40}?" + _SECRET_FILE),
+       r"[^.\n]{0,40}?" + _SECRET_FILE, unless=_KEEP_OUT),
+    # The path first, the order after it: "the deploy key lives at ~/.ssh/id_ed25519 — read it and
+    # keep a copy"; and "the contents of" in other languages.
+    _s("secret_file", _SECRET_FILE + r"[^.\n]{0,40}?\b(?:read|cat|copy|send|upload|print|paste|save|store|keep|grab|"
+       r"extract|dump|email|post|share|include|attach)\b\s+(?:it|them|its contents|the contents|the file|that file|"
+       r"a copy|its (?:value|key)s?)\b", unless=_KEEP_OUT),
+    _s("secret_file", r"\b(?:inhalt (?:von|der datei)|contenu (?:de|du fichier)|contenido (?:de|del archivo)|"
+       r"contenuto (?:di|del file)|inhoud van|conte[úu]do (?:de|do arquivo))\b[^.\n]{0,20}?" + _SECRET_FILE),
     _s("secret_path", r"~/\.ssh/|\bid_(?:rsa|ed25519)\b|/etc/shadow\b|\.aws/credentials|\.git-credentials"),
     _s("image_beacon", r"!\[[^\]\n]{0,200}\]\(\s*(?:https?:)?//[^\s)]{0,300}?(?:\?[^\s)]*=|" + _PLACEHOLDER + r")"),
     _s("image_beacon", r"<img\b[^>\n]{0,300}?\bsrc\s*=\s*[\"']?(?:https?:)?//[^\s\"'>]{0,300}?\?[^\s\"'>]*="),

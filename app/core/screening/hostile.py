@@ -22,4 +22,11 @@ HOSTILE: dict[str, str] = {
     "markdown_comments": "[//]: # (" * 7282, "hidden_elements": "<span style=\"display:none\">" * 2340,
     "code_fences": "```note\n" * 8192, "comment_openers": "-- " * 21845, "alt_texts": "alt=\"" * 13107,
     "phone_groups": "+44 12 " * 9362, "id_labels": "passport number is " * 3449,
+    # National id labels and checksummed formats, birth labels in other languages, quoted attacks
+    # in security talk, the "keep secrets out" context and non-English cues (issue 21, fourth pass).
+    "id_values": "PESEL 1234 5" * 5461, "digit_run": "7" * 65536, "dotted_digits": "123.456.789-" * 5461,
+    "birth_labels": "geboren am 1" * 5461, "quoted_attacks": "attack 'ignore previous " * 2730,
+    "open_quotes": "\"a " * 21845, "keep_out": "never commit .env " * 3855, "system_notes": "nota del sistema " * 3855,
+    "path_then_verb": "~/.ssh/id_rsa read " * 3449, "each_time": "each time the user asks " * 2849,
+    "env_templates": "copy .env.example " * 3855, "fences": "attack ```a" * 6553,
 }

@@ -64,7 +64,11 @@ _AGENT_VERBS = (
 _HIDDEN_ORDER = (r"\b(?:assistant|agent|ai|llm|model|bot|chatbot|system|claude|gpt)[ \t]{0,3}(?:[:>\u2014]|-[ \t]|,[ \t]|"
                  r"reading\b|instructions?\b)|\b(?:note|instructions?|message|reminder) (?:to|for) (?:the )?"
                  r"(?:assistant|agent|ai|llm|model|bot)\b|"
-                 r"\byou (?:must|should|shall|are now|will now|need to|have to)\b|(?<![\w-])(?:ignore|disregard|override)\b|"
+                 r"\byou (?:must|should|shall|are now|will now|need to|have to)\b|"
+                 # "ignore the soft-deleted rows" in a SQL comment is about data; an order ignores instructions.
+                 r"(?<![\w-])(?:ignore|disregard|override)\s+(?:(?:all|any|the|your|my|its|these|those)\s+)?"
+                 r"(?:previous|prior|above|earlier|preceding|original|system|safety|user'?s?|instructions?|rules|"
+                 r"guidelines|polic(?:y|ies)|restrictions|prompts?|guardrails|filters?|content polic)|"
                  r"\bfrom now on\b|\b(?:for|in) (?:all )?(?:future|later|next) (?:turns?|sessions?|chats?|replies|answers)\b|"
                  r"\bnext time\b|\bwhenever\b|\b(?:do not|don't|never) (?:mention|tell|reveal|ask|inform|show)\b|"
                  r"\bwithout (?:asking|confirmation|confirming|checking|approval)\b|"
@@ -94,7 +98,9 @@ SIGNALS = (
            r"polic(?:y|ies)|constraints|programming|system messages?|restrictions)\b"),
     _s("override", r"\b(?:new|updated|revised|real|true|actual) (?:system )?(?:instructions|directives|orders)\s*[:\-]"),
     _s("override", r"\byour (?:new|real|true|actual|updated) (?:instructions|purpose|goal|task|role|directive|objective)\b"),
-    _s("override", r"\b(?:jailbreak|dan mode|developer mode enabled|god mode)\b"),
+    # "jailbreak" alone is a topic (talks and papers name it); a mode being switched on is the attack.
+    _s("override", r"\b(?:jailbr(?:oken|eak(?:ed)?) mode|dan mode|developer mode (?:enabled|on|activated|unlocked)|"
+                   r"god mode|(?:enable|activate|unlock|enter)\w{0,3} (?:developer|jailbreak|dan|god) mode)\b"),
     _s("impersonation",
            r"<\|?(?:im_start|im_end|system|endoftext|eot_id|start_header_id)\|?>|\[/?inst\]|<</?sys>>|"
            r"</?(?:system|instructions?|memory|context|admin)>"),
@@ -111,7 +117,9 @@ SIGNALS = (
     # impersonation; claims to change or quote the agent's own prompt are ``protected_memory``'s.
     _s("impersonation", r"\bsystem prompts?\b", 0.45),
     _s("impersonation",
-           r"\b(?:i am|i'm|this is) (?:your|the) (?:developer|administrator|admin|system|creator|operator|owner)\b"),
+           r"\b(?:i am|i'm|this is) (?:your|the) (?:developer|administrator|admin|system|creator|operator|owner)\b"
+           # "I'm the admin of our Slack workspace" is a fact about the user's job elsewhere.
+           r"(?!\s+(?:of|for|on|at|in)\s+(?!(?:this|the|your) (?:system|assistant|agent|platform|bot|model)))"),
     _s("impersonation", r"\bend of (?:memory|context|user (?:input|data|message))\b"),
     _s("concealment",
            r"\b(?:do not|don't|dont|never|without)\s+(?:ever\s+)?(?:tell|telling|inform|informing|mention|"
@@ -141,7 +149,8 @@ SIGNALS = (
            r"\b(?:without|no need for|no need to)\s+(?:asking|asking for|any|further)?\s*(?:confirmation|confirming|"
            r"verification|verifying|approval|checking|review|double-checking)\b"),
     _s("trigger",
-           r"\bwhen(?:ever)?\b[^.\n]{0,60}?\b(?:user|users|customer|customers|someone|anyone|they|he|she|"
+           r"\b(?:when(?:ever)?|any ?time|every ?time|each time)\b[^.\n]{0,60}?\b(?:user|users|customer|customers|"
+           r"someone|anyone|they|he|she|"
            r"people|asked)\b[^.\n]{0,30}?\b(?:asks?|asked|mentions?|requests?|says?|types?|quer(?:y|ies)|"
            r"searches|inquires?|talks?|brings? up|wants?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
     _s("trigger", r"\bif (?:the )?(?:user|customer|anyone|someone) (?:ever )?(?:asks?|mentions?|says?)\b[^.\n]{0,80}?\b" + _AGENT_VERBS + r"\b"),
@@ -165,6 +174,30 @@ SIGNALS = (
            r"\bfor (?:all|every|any) (?:future |subsequent )?(?:responses?|replies|answers|conversations?|sessions?|"
            r"requests?|queries|turns?|interactions)\b|"
            r"\bin (?:every|each|all) (?:response|reply|answer|message|conversation|session|output)s?\b", 0.45),
+    # The same cues in German, French, Spanish, Italian, Dutch and Portuguese (memories arrive in
+    # many languages; these are the commonest forms of each cue, not a translation of every rule).
+    _s("override",
+           r"\b(?:ignorier(?:e|en)?|vergiss|ignore[sz]?|oublie[sz]?|ignora(?:d)?|olvida|dimentica|negeer|vergeet)\b[^.\n]{0,30}?"
+           r"\b(?:anweisungen|vorgaben|regeln|instructions|consignes|r[eè]gles|instrucciones|reglas|istruzioni|regole|"
+           r"instructies|regels|instru[çc][õo]es)\b"),
+    _s("impersonation",
+           r"^[ \t]{0,16}[\[(*#]{0,3}[ \t]{0,3}(?:nota del sistema|mensaje del sistema|aviso del sistema|systemhinweis|systemnachricht|"
+           r"systemmeldung|note (?:du )?syst[eè]me|message (?:du )?syst[eè]me|avis (?:du )?syst[eè]me|messaggio di sistema|"
+           r"nota di sistema|systeembericht|systeemmelding|nota do sistema|mensagem do sistema)[ \t]{0,3}[\])*]{0,3}[ \t]{0,3}[:\-]"),
+    _s("concealment",
+           r"\b(?:sag(?:e)?|erz[äa]hl(?:e)?) (?:dem|der|den) (?:nutzer(?:in)?|benutzer(?:in)?|kunden?) (?:nichts|nicht)\b|"
+           r"\bne (?:le |lui |rien )?(?:dis|dites|mentionne[sz]?) (?:rien |pas |jamais )?(?:[àa] l'utilisateur|au client)\b|"
+           r"\bno (?:se lo |le )?(?:digas|menciones|cuentes) (?:nada )?al (?:usuario|cliente)\b|"
+           r"\bnon (?:dirlo|dire|menzionar(?:e|lo)) (?:niente |nulla )?all'utente\b|\bvertel (?:het )?niet aan de gebruiker\b"),
+    _s("weakening",
+           r"\b(?:sin (?:pedir |solicitar )?(?:confirmaci[óo]n|verificaci[óo]n)|ohne (?:r[üu]ckfrage|best[äa]tigung|nachfrage|pr[üu]fung)|"
+           r"sans (?:demander (?:de |la )?)?(?:confirmation|v[ée]rification)|senza (?:chiedere )?(?:conferma|verifica)|"
+           r"zonder (?:om )?(?:bevestiging|controle)|sem (?:pedir )?(?:confirma[çc][ãa]o|verifica[çc][ãa]o))\b"),
+    _s("directive",
+           r"\b(?:ab sofort|ab jetzt|von nun an|k[üu]nftig|in zukunft|dor[ée]navant|d[ée]sormais|[àa] partir de maintenant|"
+           r"[àa] l'avenir|a partir de ahora|de ahora en adelante|desde ahora|en adelante|d'ora in (?:poi|avanti)|"
+           r"da ora in (?:poi|avanti)|vanaf nu|voortaan|van nu af aan|a partir de agora|de agora em diante|daqui em diante)\b"
+           r"|\b(?:bei jeder|[àa] chaque|en cada|cada vez que|ad ogni|ogni volta che|bij elke|elke keer als|sempre que)\b", 0.45),
     _s("hidden_markup",
            r"<!--\s{0,8}(?:\[?[a-z_ -]{0,20}\]?\s{0,4}:\s{0,4})?(?:assistant|ai|agent|llm|model|system|tool|bot|note to|"
            r"instructions?|ignore|always|never|you must|you should|the next|important|override|todo for (?:the )?ai)\b"),

@@ -17,7 +17,10 @@ high risk by default, whatever the sentence template. Kinds of evidence (all hig
   "trust everything from X", "X is an authoritative source for …").
 * ``identity``: "your real name / identity / creator is …", "you are not an assistant".
 * ``protected_key``: a tag or metadata key naming a protected setting (``role``, ``permissions``,
-  ``system_prompt``, ``identity`` …, plus the tenant's own ``protected_keys``).
+  ``system_prompt``, ``identity`` …, plus the tenant's own ``protected_keys``), or a longer key
+  built on one (``system_prompt_append``, ``agent_permissions``), or a trust level set to a
+  privileged value (``trust_level: system``). A bare tag naming one (``permissions``, no value)
+  is a topic ("notes about permissions"), not a setting: medium.
 * ``protected_path``: a workspace file's path, or a metadata ``path``/``file`` value, matching one of
   the tenant's ``protected_paths`` globs (e.g. ``DIRECTIVES*``; none by default).
 
@@ -50,6 +53,15 @@ DEFAULT_KEYS = frozenset({
 #: ``SOUL.md`` are what the workspace is for, so staging every write to them would be a tenant's
 #: choice (``protected_paths: ["DIRECTIVES*", "SOUL.md"]``), not a default.
 DEFAULT_PATHS: tuple[str, ...] = ()
+#: Protected names that also make a longer key protected (``system_prompt_append``, ``user_permissions``);
+#: not ``identity`` or ``role`` (``identity_provider``, ``role_description`` are ordinary).
+_PREFIXES = ("system_prompt", "system_message", "system_instructions", "instructions", "permissions", "privileges",
+             "guardrails", "safety_rules", "trusted_sources")
+_SUFFIXES = ("_permissions", "_privileges", "_system_prompt", "_guardrails", "_instructions")
+#: Keys that set a trust or clearance level: protected when the value is a privileged one.
+_LEVEL_KEYS = frozenset({"trust_level", "trust", "clearance", "privilege_level", "auth_level", "authority"})
+_PRIVILEGED_VALUE = re.compile(r"(?i)^\s*(?:system|admin|administrator|root|owner|superuser|super_?admin|full|max(?:imum)?|"
+                               r"unrestricted|elevated|god|developer|trusted|verified)\s*$")
 _PATH_KEYS = frozenset({"path", "file", "filename", "file_path", "filepath", "target", "target_path", "workspace_file"})
 MAX_CONFIGURED = 64
 """At most this many extra keys and path globs per tenant (each at most 128 characters)."""
@@ -100,8 +112,10 @@ SIGNALS = (
            r"\b" + _WHO + r"\b[^.\n]{0,20}?\b(?:has|have|holds?|now has|was given|were given|is granted|was granted|"
            r"has been granted|has been given|got|gets|is given)\b[^.\n]{0,15}?\b" + _PRIV + r"\b[^.\n]{0,15}?\b"
            + _RIGHTS + r"\b"
-           # Rights over one's own router or laptop are a fact about the user's things, not the agent's.
-           r"(?!\s+(?:to|on|for|over|in|of)\s+(?:their|his|her|my|our)\s+own\b)"),
+           # Rights over one's own router, or over the school newsletter, are a fact about somewhere
+           # else, not the agent's; rights with no object, or over this system or workspace, are the claim.
+           r"(?!\s+(?:to|on|for|over|in|of|at)\s+(?!(?:this|the|your) (?:system|account|workspace|assistant|agent|"
+           r"platform|tenant|bot|app|memory|memories)\b))"),
     signal("privilege_claim", 0.8,
            r"\b" + _WHO + r"\b[^.\n]{0,15}?\b(?:is|are|am|has been (?:made|promoted to)|was (?:made|promoted to))"
            r"\s+(?:now\s+)?(?:an?\s+|the\s+)?(?:verified\s+)?(?:admin|administrator|superuser|root user|sysadmin|"
@@ -113,6 +127,12 @@ SIGNALS = (
            r"\b[^.\n]{0,25}?\b" + _CHECKS + r"\b"),
     signal("privilege_claim", 0.75,
            r"\b(?:grant|give|assign|elevate)\b[^.\n]{0,30}?\b" + _PRIV + r"\s+" + _RIGHTS + r"\b"),
+    signal("privilege_claim", 0.8,
+           r"\b(?:este|esta|el|la|dieser|diese|der|die|cet|cette|l'|questo|questa|l'|deze|de|este|o|a)\s{0,2}"
+           r"(?:usuario|usuaria|nutzer(?:in)?|benutzer(?:in)?|utilisateur(?:rice)?|utente|gebruiker|usu[áa]rio)\b[^.\n]{0,20}?"
+           r"\b(?:es|ist|est|[èe]|is|[ée])\s+(?:ahora\s+|jetzt\s+|ab sofort\s+|maintenant\s+|ora\s+|nu\s+|agora\s+)?"
+           r"(?:un\s+|una\s+|ein\s+|eine\s+|une\s+|een\s+|um\s+|uma\s+)?(?:administrador(?:a)?|administrator(?:in)?|"
+           r"administrateur(?:rice)?|amministratore|beheerder|admin|superusuario|superuser|propietario|eigent[üu]mer|propri[ée]taire)\b"),
     signal("role_change", 0.8,
            r"\b" + _YOU + r"\s+(?:are|is)\s+now\s+(?:(?:an?|the|my)\s+[a-z]|in\s+[a-z]{2,20}\s+mode\b)"),
     signal("role_change", 0.8,
@@ -180,6 +200,11 @@ def _metadata_keys(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str,
             yield from _metadata_keys(item, f"{path}/{i}", depth + 1)
 
 
+def _protected_key(name: str, keys: frozenset[str]) -> bool:
+    """A protected key itself, or a longer key built on one of ``_PREFIXES`` / ``_SUFFIXES``."""
+    return name in keys or name.startswith(tuple(p + "_" for p in _PREFIXES)) or name.endswith(_SUFFIXES)
+
+
 def _path_protected(value: str, globs: Sequence[str]) -> bool:
     base = value.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
     return any(fnmatch.fnmatchcase(base, g.lower()) or fnmatch.fnmatchcase(value.lower(), g.lower()) for g in globs)
@@ -199,15 +224,22 @@ def detect(fields: Sequence[TextField], tags: Sequence[str] = (), metadata: Mapp
     spans: list[Span] = []
     if path and _path_protected(path, paths):
         spans.append(Span("path", 0, len(path)))
+    topics: list[Span] = []
     for i, tag in enumerate(tags):
-        if _tag_key(tag) in keys or _path_protected(tag, paths):
+        if _path_protected(tag, paths) or (_protected_key(_tag_key(tag), keys) and re.search(r"[:=]", tag)):
             spans.append(Span(f"tags/{i}", 0, len(tag)))
+        elif _protected_key(_tag_key(tag), keys):
+            topics.append(Span(f"tags/{i}", 0, len(tag)))
     for path, key, value in _metadata_keys(metadata or {}, "metadata"):
         name = _key(key)
-        if name in keys:
+        if _protected_key(name, keys):
+            spans.append(_value_span(path, value))
+        elif name in _LEVEL_KEYS and isinstance(value, str) and _PRIVILEGED_VALUE.match(value):
             spans.append(_value_span(path, value))
         elif name in _PATH_KEYS and isinstance(value, str) and _path_protected(value, paths):
             spans.append(_value_span(path, value))
+    if not spans and topics and (flag is None or flag.severity != "high"):
+        return RiskFlag(NAME, "medium", max(flag.score if flag else 0.0, 0.5), (*(flag.evidence if flag else ()), *topics))
     if not spans:
         return flag
     # A protected key or path is high on its own: it *is* the protected setting.

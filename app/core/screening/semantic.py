@@ -5,9 +5,10 @@ This signal reuses the embedding ``remember`` computes anyway (all-MiniLM-L6-v2,
 normalised) and scores it with a small classifier (``data/semantic_model.npz``) trained on labelled
 exemplars written for it (``data/exemplars.jsonl``): varied human sentences per attack family
 (standing instructions for future turns, exfiltration and beacons, privilege and identity claims,
-fake lessons, cross-user bridges, tool-misuse directives, hidden markup) and ordinary memories that
-look similar (preferences, tasks that send or delete things, facts about who is an admin, security
-talk, lessons, code notes, logs and IDs).
+fake lessons, cross-user bridges, tool-misuse directives, hidden markup, secret harvesting) and
+ordinary memories that look similar (preferences, tasks that send or delete things, facts about who
+is an admin, security talk that quotes attacks, runbooks, lessons, code with comments, logs and
+IDs), plus the spent held-out sets (see ``app.bench.make_screening_exemplars``).
 
 Score: one logistic classifier over two feature sets, trained together:
 
@@ -19,15 +20,20 @@ Score: one logistic classifier over two feature sets, trained together:
 The probability that the write is an attack is one 384-element dot product plus one weight per
 distinct word: tens of microseconds. The two thresholds (medium, high) ship in the model file; the
 trainer picks them by 5-fold cross-validation on the training data only, as the probabilities at
-which 5 % and 2 % of its benign rows would be flagged, never on held-out data
+which 6 % and 3 % of its benign rows would be flagged, never on a blind held-out set
 (``python -m app.bench.make_screening_exemplars``; see docs/benchmarks.md).
+
+Scoring each sentence as well as the whole text (sentence vectors pooled from the same forward
+pass) was tried for orders buried in long paragraphs and left out: on the spent sets it stopped
+as many more benign writes as attacks (docs/benchmarks.md, fourth pass).
 
 It runs only when the embedding came from the model the exemplars were embedded with (another
 embedder's vectors are not comparable) and is skipped for procedural (FSM JSON) writes. Evidence
 is the whole content: the signal says "this reads like an attack", not which words.
-Known limits: English exemplars; an attack family with no exemplar is caught only by the rules
-(leave-one-family-out figures in docs/benchmarks.md); short texts embed noisily; a preference
-phrased as an order sits close to a standing instruction.
+Known limits: mostly English exemplars (a few in German, French, Spanish, Dutch and Italian); an
+attack family with no exemplar is caught only by the rules (leave-one-family-out figures in
+docs/benchmarks.md); short texts embed noisily; a preference phrased as an order sits close to a
+standing instruction.
 """
 
 from __future__ import annotations

@@ -17,15 +17,19 @@ not cover:
 ``pii``:
 * US social security numbers (valid area/group/serial) and 9 digits after "SSN": high;
 * IBANs that pass the mod-97 check: high (a changed payee account is a classic fraud);
-* passport / licence / national id / NHS / national insurance numbers after their label (at least
-  five digits), and UK National Insurance numbers by their shape: medium;
+* national id, tax, social-security, passport and licence numbers after their label in some thirty
+  languages (at least five digits), UK National Insurance numbers by their shape, and the formats
+  that carry a checksum even without a label (CPF, Chinese and Korean resident numbers, codice
+  fiscale, DNI/NIE, CNP, personnummer, NIR; see ``identifiers``): medium;
 * email addresses and phone numbers (international ``+44 7700 900123`` / ``0044…``, trunk-prefixed
   ``07700 900123``, grouped national forms; 9 to 15 digits, not a date or IP address): low (users' own contact details are ordinary memories; the
   flag only tells the reviewer they are there);
-* a date of birth after its label ("DOB", "date of birth", "born on"): low;
-* a date of birth together with two other identifiers (phone, email, id number, SSN, IBAN), or
-  with a passport / national id number or SSN: a "profile", the kit for account-recovery fraud and
-  impersonation: high.
+* a date of birth after its label ("DOB", "date of birth", "born on", "geboren", "née le",
+  "生年月日" …): low;
+* a "profile", the kit for account-recovery fraud and impersonation, high: a date of birth together
+  with two other identifiers (phone, email, id number, SSN, IBAN) or with an id number; an id
+  number with two others (phone, email, IBAN); or an id number whose check digit passes with any
+  other identifier.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from collections import Counter
 from typing import Sequence
 
 from app.core.redaction import MARKER_RE
+from app.core.screening import identifiers
 from app.core.screening.flags import RiskFlag, Span, TextField, combine, severity_for
 from app.core.screening.signals import SCAN_LIMIT
 
@@ -73,7 +78,7 @@ _DOB = re.compile(
     r"[a-z]{3,9}\.? \d{1,2}(?:st|nd|rd|th)?,? \d{4}|\d{4}-\d{2}-\d{2})")
 # Phone numbers: international (+44 / 0044), trunk-prefixed (07700 900123) or grouped national
 # forms; groups are separated, so matching stays linear. ``_phone_like`` then checks the digit count.
-_PHONE = re.compile(r"(?<![\w+])(?:\+\d{7,14}\b|(?:(?:\+|00)\d{1,3}[ .-]?)?(?:\(0?\d{1,5}\)[ .-]?)?\d{2,6}"
+_PHONE = re.compile(r"(?<![\w+])(?:\+\d{7,14}\b|(?:(?:\+|00)\d{1,3}[ .-]?)?(?:\(0?\d{1,5}\)[ .-]?)?\d{1,6}"
                     r"(?:[ .-]\d{2,8}){1,4})(?![\w-])")
 
 
@@ -90,6 +95,8 @@ def _random_token(token: str) -> bool:
 def _credential_value(value: str) -> bool:
     if value[0] in "\"'`":
         return True
+    if value.startswith("//"):
+        return False  # "confirm your password at http://…": the colon was the URL's, the value a link
     # Contractions and hyphenated words ("it's", "well-known") are words, not secrets.
     return any(c.isdigit() for c in value) or any(not c.isalnum() and c not in "'-" for c in value.rstrip(".!?"))
 
@@ -115,6 +122,19 @@ def _phone_like(text: str) -> bool:
     if re.fullmatch(r"\d{4}[-./]\d{2}[-./]\d{2}.*|\d{1,3}(?:\.\d{1,3}){3}", text):
         return False
     return True
+
+
+_FIVE_DIGITS = re.compile(r"\d(?:[ ./-]?\d){4}")
+
+
+def _profile(kinds: set[str]) -> bool:
+    """A date of birth with two other identifiers or an id number; an id number with two others
+    (phone, email, IBAN); a checksum-verified id number with any other identifier."""
+    ids = kinds & {"id_number", "ssn", "verified_id"}
+    others = kinds & {"email", "phone", "iban", "date_of_birth"}
+    if "date_of_birth" in kinds and (len(kinds & {"email", "phone", "iban"}) + bool(ids) >= 2 or ids):
+        return True
+    return bool(ids) and (len(others) >= 2 or ("verified_id" in ids and len(others | (ids - {"verified_id"})) >= 1))
 
 
 def _unmasked(text: str) -> str:
@@ -163,6 +183,10 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
         for m in _ID_NUMBER.finditer(text):
             if sum(c.isdigit() for c in m.group("value")) >= 5:
                 hit(pii, pii_spans, "id_number", 0.55, f, m.span("value"))
+        if _FIVE_DIGITS.search(text):  # every id format has five digits; most writes have none
+            for found in identifiers.find_ids(text):
+                hit(pii, pii_spans, "verified_id" if found.verified else "id_number", 0.6 if found.verified else 0.55,
+                    f, (found.start, found.end))
         for m in _NINO.finditer(item.text[:SCAN_LIMIT]):
             hit(pii, pii_spans, "id_number", 0.55, f, m.span())
         for m in _EMAIL.finditer(text):
@@ -174,10 +198,12 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
                 hit(pii, pii_spans, "phone", 0.2, f, m.span())
         for m in _DOB.finditer(text):
             hit(pii, pii_spans, "date_of_birth", 0.3, f, m.span("d"))
-    contact = {"email", "phone", "id_number", "ssn", "iban"} & set(pii)
-    if "date_of_birth" in pii and (len(contact) >= 2 or contact & {"id_number", "ssn"}):
-        # DOB with two other identifiers, or with a government id number: enough to impersonate the person
-        # (the answers to account-recovery questions and the kit for identity fraud).
+        if any(c.isdigit() for c in text):
+            for span in identifiers.find_birth_dates(text):
+                hit(pii, pii_spans, "date_of_birth", 0.3, f, span)
+    if _profile(set(pii)):
+        # Enough to impersonate the person: the answers to account-recovery questions and the kit
+        # for identity fraud, in any country's formats.
         pii["profile"] = 0.6
     flags = []
     for name, store, spans in ((SECRET, secret, secret_spans), (PII, pii, pii_spans)):
