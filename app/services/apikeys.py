@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from app.core import access
 from app.core.timefmt import utcnow
+from app.db import prepared
 from app.db.models import ApiKey
 from app.errors import NotFound, ValidationFailed
 from app.repos import apikeys as key_repo
@@ -78,7 +79,7 @@ def authenticate_and_take_token(ctx: AppContext, token: str, *, per_minute: int
     key_id = access.parse_token(token)
     if key_id is None:
         return None, None
-    with ctx.db.reader() as conn:
+    with prepared.autocommit(ctx.db) as conn:
         if per_minute > 0:
             key = key_repo.find_active_taking_token(conn, key_id=key_id, token_hash=access.hash_token(token),
                                                     per_minute=per_minute)
@@ -88,10 +89,29 @@ def authenticate_and_take_token(ctx: AppContext, token: str, *, per_minute: int
             return None, None
         if key.last_used_at is None or utcnow() - key.last_used_at > key_repo.TOUCH_EVERY:
             key_repo.touch(conn, key_id=key_id)
-        principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
-                                     tuple(key.sources or ()), config_version=key.tenant_config_version)
+    principal = _principal(key)
     retry = rate_limits.retry_after(key.tokens, key.allowed, per_minute) if per_minute > 0 else None
     return principal, retry
+
+
+_PRINCIPALS: dict[str, tuple[tuple, access.Principal]] = {}
+_PRINCIPALS_MAX = 10_000
+
+
+def _principal(key: key_repo.ActiveKey) -> access.Principal:
+    """The Principal for a key row just read: the one built from the same row before, if the row
+    (scopes, agents, sources, tenant, its config version) is unchanged. A cache of objects, not of
+    verdicts: the row is read, and revocation checked, on every request."""
+    fields = key[:6] + key[7:8]  # everything but last_used_at and the bucket
+    cached = _PRINCIPALS.get(key.id)
+    if cached is not None and cached[0] == fields:
+        return cached[1]
+    principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
+                                 tuple(key.sources or ()), config_version=key.tenant_config_version)
+    if len(_PRINCIPALS) >= _PRINCIPALS_MAX:
+        _PRINCIPALS.clear()
+    _PRINCIPALS[key.id] = (fields, principal)
+    return principal
 
 
 def is_active(ctx: AppContext, *, tenant_id: str, key_id: str) -> bool:
