@@ -11,8 +11,8 @@ statement on the driver connection:
 - `autocommit(db)`: a pooled connection in autocommit for one-statement reads (what
   `Database.reader` gives), or, when the sessions are bound to an outer connection (the test
   harness, a unit of work), that connection inside its transaction, as `reader` does;
-- `driver_of(session)`: the psycopg connection under a session's transaction, for a statement
-  that belongs to it (the chain lock).
+- a SQLAlchemy `Connection`, or `driver_of(session)`: the psycopg connection under it, for a
+  statement that belongs to its transaction (the chain lock).
 
 A psycopg error leaves here as SQLAlchemy's own exception (an `OperationalError` still answers
 503), and a connection the error broke is invalidated, not returned to the pool. Each statement
@@ -23,7 +23,7 @@ still gets its OpenTelemetry span (`tracing.client_span`) and is shown to `obser
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 import psycopg
 from psycopg.rows import namedtuple_row
@@ -40,6 +40,9 @@ observers: list[Callable[[str, psycopg.Connection], None]] = []
 """Called with each statement's text and connection before it is sent (benchmarks count round trips)."""
 
 
+Params = Union[Mapping[str, Any], Sequence[Any]]
+
+
 class Statement:
     """One statement's psycopg text (`%(name)s` placeholders), written once in `app/repos`."""
 
@@ -54,90 +57,74 @@ class Statement:
         return f"Statement({self.sql[:60]!r})"
 
 
-def fetch_one(conn: psycopg.Connection, statement: Statement, params: Mapping[str, Any] | Sequence[Any]
-              ) -> tuple | None:
+Conn = Union[psycopg.Connection, Connection]
+"""A psycopg connection, or a SQLAlchemy one (its driver connection runs the statement, in its
+transaction)."""
+
+
+def fetch_one(conn: Conn, statement: Statement, params: Params) -> tuple | None:
     """The first row (a tuple) of `statement` run on `conn`, or None."""
-    with _sent(statement, conn), conn.cursor() as cursor:
-        cursor.execute(statement.sql, params, prepare=True)
+    with _run(conn, statement, params) as cursor:
         return cursor.fetchone()
 
 
-def fetch_named(conn: psycopg.Connection, statement: Statement, params: Mapping[str, Any] | Sequence[Any]
-                ) -> Any:
+def fetch_named(conn: Conn, statement: Statement, params: Params) -> Any:
     """The first row of `statement` as a named tuple (attributes named as the columns), or None."""
-    with _sent(statement, conn), conn.cursor(row_factory=namedtuple_row) as cursor:
-        cursor.execute(statement.sql, params, prepare=True)
+    with _run(conn, statement, params, namedtuple_row) as cursor:
         return cursor.fetchone()
 
 
-def fetch_all(conn: psycopg.Connection, statement: Statement, params: Mapping[str, Any] | Sequence[Any]
-              ) -> list[tuple]:
+def fetch_all(conn: Conn, statement: Statement, params: Params) -> list[tuple]:
     """Every row (tuples) of `statement` run on `conn`."""
-    with _sent(statement, conn), conn.cursor() as cursor:
-        cursor.execute(statement.sql, params, prepare=True)
+    with _run(conn, statement, params) as cursor:
         return cursor.fetchall()
 
 
-def fetch_none(conn: psycopg.Connection, statement: Statement, params: Mapping[str, Any] | Sequence[Any]) -> int:
+def fetch_none(conn: Conn, statement: Statement, params: Params) -> int:
     """Run `statement` (one that returns no rows) on `conn`; the number of rows it touched."""
-    with _sent(statement, conn), conn.cursor() as cursor:
-        cursor.execute(statement.sql, params, prepare=True)
+    with _run(conn, statement, params) as cursor:
         return cursor.rowcount
 
 
 @contextmanager
-def _sent(statement: Statement, conn: psycopg.Connection) -> Iterator[None]:
+def _run(conn: Conn, statement: Statement, params: Params, row_factory: Any = None) -> Iterator[psycopg.Cursor]:
+    """The cursor that ran `statement` (prepared), psycopg's errors raised as SQLAlchemy's."""
+    driver = conn.connection.driver_connection if isinstance(conn, Connection) else conn
     for observe in observers:
-        observe(statement.sql, conn)
+        observe(statement.sql, driver)
     with tracing.client_span(statement.operation):
-        yield
+        try:
+            with driver.cursor(row_factory=row_factory) if row_factory else driver.cursor() as cursor:
+                cursor.execute(statement.sql, params, prepare=True)
+                yield cursor
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
 
 
 @contextmanager
 def autocommit(db: Database) -> Iterator[psycopg.Connection]:
-    """A psycopg connection for one-statement reads in autocommit (see the module docstring)."""
+    """A psycopg connection for one-statement reads in autocommit (see the module docstring); a
+    connection an error broke is invalidated, not returned to the pool."""
     bound = db.sessions.kw.get("bind")
     if isinstance(bound, Connection):  # the test harness's or a unit of work's transaction
-        with db.sessions.begin() as session, _translating(session):
+        with db.sessions.begin() as session:
             yield driver_of(session)
         return
     raw = db.engine.raw_connection()
     driver = raw.driver_connection
     try:
         driver.autocommit = True
-        try:
-            yield driver
-        except psycopg.Error as exc:
-            raise _as_sqlalchemy(exc, driver, raw) from exc
-        finally:
-            if not driver.closed:
-                driver.autocommit = False  # the pool's next user expects a transaction
+        yield driver
+    except DBAPIError as exc:
+        if driver.closed or driver.broken:
+            raw.invalidate(exc)
+        raise
     finally:
+        if not driver.closed:
+            driver.autocommit = False  # the pool's next user expects a transaction
         raw.close()
 
 
 def driver_of(session: Session) -> psycopg.Connection:
     """The psycopg connection under `session`'s transaction (begun by its first statement)."""
     return session.connection().connection.driver_connection
-
-
-def errors_as_sqlalchemy(session: Session):
-    """A context manager for statements run with `driver_of(session)`: psycopg errors leave as
-    SQLAlchemy's (the session rolls back as after any failed statement)."""
-    return _translating(session)
-
-
-@contextmanager
-def _translating(session: Session) -> Iterator[None]:
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise _as_sqlalchemy(exc, None, None) from exc
-
-
-def _as_sqlalchemy(exc: psycopg.Error, driver: psycopg.Connection | None, raw: Any) -> DBAPIError:
-    """SQLAlchemy's exception for `exc` (OperationalError, IntegrityError …); a connection the
-    error broke is invalidated so the pool opens a new one."""
-    if raw is not None and driver is not None and (driver.closed or driver.broken):
-        raw.invalidate(exc)
-    return DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True)
