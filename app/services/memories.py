@@ -33,7 +33,7 @@ from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import events, group_commit, integrity, read_budgets, recall_tracking, screening, staging
+from app.services import early_embedding, events, group_commit, integrity, read_budgets, recall_tracking, screening, staging
 from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
@@ -152,15 +152,18 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 # --- remember ------------------------------------------------------------------------------------
 
 @metrics.counts_remember
-def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
+def remember(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
+             early: early_embedding.Early | None = None) -> Outcome:
     """Store a memory now (201) or stage it for review (202): one row through `prepare_remember`
-    and `write_prepared`, the path imports take for many."""
+    and `write_prepared`, the path imports take for many. `early`: its content's embedding,
+    started before the key was checked (`app.services.early_embedding`), used if it is of the very
+    text stored."""
     rules = rules_for(ctx, principal)  # cached per tenant config version: no settings rows read
     now = utcnow()
     write = prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now, updated_at=now,
                              precheck=False,  # the policy is evaluated once, with the screening flags
                              future_expiry=True)
-    embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0])  # bound twice: screening and the insert
+    embedding = SqlVector(early_embedding.embed(ctx, write.memory.content, early))  # bound twice: screening, insert
     if isinstance(ctx.db.sessions.kw.get("bind"), Connection):  # a unit of work (idempotent request), tests' transaction
         with ctx.db.sessions.begin() as session:
             return write_prepared(ctx, session, principal, [write], [embedding], at_commit=True)[0]
