@@ -21,6 +21,7 @@ An embedding that has not started by the time the service needs it is cancelled 
 
 from __future__ import annotations
 
+import contextvars
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -67,7 +68,9 @@ def start(ctx: AppContext, token: str | None, raw: bytes, field: str) -> Early |
     recent = apikeys.recently_verified(token)
     if recent is None:
         return None
-    return Early(_pool.submit(_embed_field, ctx, recent, raw, field))
+    # In the request's context (its trace span): the embedding's span is the request's child, not
+    # a lone root span in the pool's thread.
+    return Early(_pool.submit(contextvars.copy_context().run, _embed_field, ctx, recent, raw, field))
 
 
 def _embed_field(ctx: AppContext, recent: apikeys.RecentKey, raw: bytes, field: str) -> tuple[str, Any] | None:
