@@ -121,6 +121,8 @@ def recently_verified(token: str) -> RecentKey | None:
     found it active and under its rate limit with a token to spare; else None. Not a verdict (the
     key is checked as always): what lets a request start work before its check
     (`app.services.early_embedding`) without a caller lacking the secret being able to."""
+    if access.parse_token(token) is None:  # malformed: not even hashed
+        return None
     found = _RECENT.get(access.hash_token(token))
     if found is None or time.monotonic() - found.verified_at > RECENT_SECONDS:
         return None
