@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -64,7 +63,7 @@ class ApiKeyAuth:
             token = _bearer_token(scope)
             if _defers(scope, path):
                 # The route verifies the key in its own thread-pool hop (`verify`), with its service.
-                scope.setdefault("state", {})[DEFERRED_AUTH] = functools.partial(self.verify, scope, token)
+                scope.setdefault("state", {})[DEFERRED_AUTH] = DeferredAuth(self, scope, token)
             else:
                 self._admit(scope, *await self._authenticate(scope, token))
         except AppError as error:
@@ -108,6 +107,20 @@ class ApiKeyAuth:
         """The key's principal and the rate limiter's verdict, in one trip to the thread pool and
         one statement (the bucket is only touched when the secret matches)."""
         return apikeys.authenticate_and_take_token(ctx, token, per_minute=max(self.limiter.per_minute, 0))
+
+
+class DeferredAuth:
+    """The key verification a one-hop route runs itself (`DEFERRED_AUTH` in the request's state):
+    call it in the thread pool for the Principal (or the refusal); `token` is the bearer token,
+    for what may start before the check (`app.services.early_embedding`)."""
+
+    __slots__ = ("auth", "scope", "token")
+
+    def __init__(self, auth: ApiKeyAuth, scope: Scope, token: str):
+        self.auth, self.scope, self.token = auth, scope, token
+
+    def __call__(self):
+        return self.auth.verify(self.scope, self.token)
 
 
 class Refusal(Exception):

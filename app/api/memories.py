@@ -15,14 +15,17 @@ from app.api.jsonio import json_body, json_response, read_json
 from app.api.routing import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here, parse_query, path_id,
                              require_scope)
 from app.core.access import Principal
-from app.services import backends, memories, read_audit, recall as recall_service
+from app.services import backends, early_embedding, memories, read_audit, recall as recall_service
 
 
-def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any], Response]):
+def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any], Response], embeds: str):
     """A handler that runs the key's verification (when the auth middleware deferred it), the
     scope check, the body's parsing and validation and `service` in one trip to the thread pool:
     a trip costs a thread's wake-up, which a loaded machine makes dear. Refusals keep their order:
-    401/429 first, then 403, then the body's 413/415/400/422, then the service's own."""
+    401/429 first, then 403, then the body's 413/415/400/422, then the service's own.
+
+    The body's field `embeds` (the text the service embeds) starts embedding as soon as the body
+    is read, for a key verified here lately (`app.services.early_embedding`)."""
     writes = not scope.endswith(":read")  # read replicas: a write makes the key's reads wait for it
 
     async def handler(request: Request, principal: Principal | None):
@@ -32,16 +35,23 @@ def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any]
         except Exception as exc:  # noqa: BLE001 — e.g. 413 while streaming: raised after the key's check
             raw, unread = b"", exc
         content_type, ctx = request.headers.get("content-type", ""), ctx_of(request)
+        early = early_embedding.start(ctx, authenticate.token, raw, embeds) if authenticate and not unread else None
 
         def serve():
             caller = principal
-            if authenticate is not None:
-                caller = authenticate()
-                require_scope(caller, scope)
-            if unread is not None:
-                raise unread
             try:
-                return service(ctx, caller, json_body(content_type, raw, schema))
+                if authenticate is not None:
+                    caller = authenticate()
+                    require_scope(caller, scope)
+                if unread is not None:
+                    raise unread
+                body = json_body(content_type, raw, schema)
+            except BaseException:
+                if early is not None:
+                    early.drop()
+                raise
+            try:
+                return service(ctx, caller, body, early=early)
             finally:  # the route notes the key's write only when it authenticated (not deferred)
                 if writes and authenticate is not None:
                     note_key_write_here(ctx, caller)
@@ -107,10 +117,10 @@ async def deliveries(request: Request, principal: Principal):
 
 
 routes = [
-    ApiRoute("/v1/memories/remember", _one_hop(memories.remember, "remember.request", "memory:write", _outcome),
+    ApiRoute("/v1/memories/remember", _one_hop(memories.remember, "remember.request", "memory:write", _outcome, "content"),
              method="POST", summary="Remember a memory (201), or stage it for review (202)", scope="memory:write",
              request="remember.request", responses={201: "remember.response", 202: "pending.response"}, one_hop=True),
-    ApiRoute("/v1/memories/recall", _one_hop(recall_service.recall, "recall.request", "memory:read", json_response),
+    ApiRoute("/v1/memories/recall", _one_hop(recall_service.recall, "recall.request", "memory:read", json_response, "query"),
              method="POST", summary="Hybrid recall for one agent", scope="memory:read", request="recall.request",
              responses={200: "recall.response", 409: "error"}, one_hop=True),
     ApiRoute("/v1/memories/forget", _mutation(memories.forget, "forget.request"), method="POST",

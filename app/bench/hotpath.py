@@ -39,6 +39,7 @@ from psycopg.pq import TransactionStatus
 from sqlalchemy import event
 
 from app.bench import common
+from app.db import prepared
 
 FACTS = [
     "{u} prefers window seats on long flights and always books row {n}.",
@@ -51,37 +52,45 @@ QUERIES = ["where does {u} like to sit on planes?", "what does {u} bake?", "how 
            "which language is {u} learning?", "what is the capital of Peru?"]
 
 
-OPEN = "memwarden.hotpath.open"  # Connection.info: a transaction this counter saw begin
-
-
 class StatementCounter:
-    """Counts round trips on an engine, by statement kind, while `active`."""
+    """Counts round trips on an engine, by statement kind, while `active`: SQLAlchemy's statements
+    and the pre-built ones psycopg runs itself (`app.db.prepared`)."""
 
     def __init__(self, engine) -> None:
         self.active = False
         self.engine = engine
         self.kinds: Counter[str] = Counter()
+        self.open: set[int] = set()  # driver connections whose transaction this counter saw begin
         event.listen(engine, "before_cursor_execute", self._statement)
         event.listen(engine, "commit", self._commit)
         event.listen(engine, "rollback", self._rollback)
+        prepared.observers.append(self._prepared)
 
     def _statement(self, conn, cursor, statement, parameters, context, executemany) -> None:
+        self._prepared(statement, conn.connection.dbapi_connection)
+
+    def _prepared(self, statement: str, dbapi) -> None:
         if self.active:
-            dbapi = conn.connection.dbapi_connection
             if not dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
                 self.kinds["BEGIN"] += 1
-                conn.info[OPEN] = True
+                self.open.add(id(dbapi))
             self.kinds[_kind(statement)] += 1
 
     def _commit(self, conn) -> None:
         # The audit log's commit hook runs first and may already have sent the transaction's deferred
         # INSERTs (audit entries, events, new memories) with its COMMIT in one pipeline (past the statement events): one round trip.
-        if self.active and conn.info.pop(OPEN, False):
-            idle = conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
+        dbapi = conn.connection.dbapi_connection
+        if self.active and id(dbapi) in self.open:
+            self.open.discard(id(dbapi))
+            idle = dbapi.info.transaction_status == TransactionStatus.IDLE
             self.kinds["COMMIT, pipelined with deferred INSERTs" if idle else "COMMIT"] += 1
 
     def _rollback(self, conn) -> None:
-        if self.active and conn.info.pop(OPEN, False):
+        if conn.invalidated or conn.closed:
+            return
+        dbapi = conn.connection.dbapi_connection
+        if self.active and id(dbapi) in self.open:
+            self.open.discard(id(dbapi))
             self.kinds["ROLLBACK"] += 1
 
     def take(self) -> Counter[str]:

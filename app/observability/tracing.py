@@ -174,3 +174,17 @@ def _statement_failed(context) -> None:
         if failed is not None:
             failed.set_status(trace.Status(trace.StatusCode.ERROR, type(context.original_exception).__name__))
             failed.end()
+
+
+def client_span(operation: str):
+    """A CLIENT span for one SQL statement sent outside SQLAlchemy (`app.db.prepared`), like those
+    `instrument_engine` makes, while a traced request is recording; else nothing."""
+    if _tracer is None:
+        return _NOTHING
+    from opentelemetry import trace
+
+    if not trace.get_current_span().is_recording():
+        return _NOTHING
+    return _tracer.start_as_current_span(operation, kind=trace.SpanKind.CLIENT,
+                                         attributes={"db.system.name": "postgresql",
+                                                     "db.operation.name": operation})

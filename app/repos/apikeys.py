@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
-from sqlalchemy import literal_column, select, text, tuple_, update
+import psycopg
+from sqlalchemy import select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from app.db.models import ApiKey, Tenant
+from app.db import prepared
+from app.db.models import ApiKey
+from app.db.prepared import Statement
 from app.repos import rate_limits
 
 
@@ -24,45 +28,64 @@ def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_ha
 TOUCH_EVERY = timedelta(seconds=60)
 
 
+class ActiveKey(NamedTuple):
+    """A key that has not been revoked, as the key check reads it (one prepared statement)."""
+
+    id: str
+    tenant_id: str
+    scopes: list[str]
+    agents: list[str]
+    sources: list[str]
+    token_hash: bytes
+    last_used_at: datetime | None
+    tenant_config_version: int
+    tokens: float | None = None
+    """Tokens left in the key's rate-limit bucket (`find_active_taking_token`; None when the hash
+    did not match, so no token was taken)."""
+    allowed: bool | None = None
+
+
 # The tenant row's xmin: it changes with every update of the row, and every change of a tenant's
-# settings or registered secrets updates the row (`app.services.tenant_config`), so it versions them.
-TENANT_CONFIG_VERSION = literal_column("tenants.xmin::text::bigint").label("tenant_config_version")
-
-
-def find_active(conn: Connection, *, key_id: str):
-    """A key that has not been revoked (a row with the ApiKey columns and `tenant_config_version`),
-    or None. Takes a plain connection: authentication is one autocommit read on the hot path of
-    every request, and it brings the tenant's config version so the request's tenant settings
-    come from the process cache without another round trip."""
-    keys = ApiKey.__table__
-    return conn.execute(select(keys, TENANT_CONFIG_VERSION)
-                        .select_from(keys.join(Tenant.__table__, Tenant.id == keys.c.tenant_id))
-                        .where(keys.c.id == key_id, keys.c.revoked_at.is_(None))).first()
-
-
-def find_active_taking_token(conn: Connection, *, key_id: str, token_hash: bytes, per_minute: int):
-    """`find_active` and, when the stored hash is `token_hash`, a token from the key's rate-limit
-    bucket (`app.repos.rate_limits`), in one statement: the row gains `tokens` and `allowed`
-    (NULL when the hash did not match, so a caller without the secret never drains the bucket)."""
-    return conn.execute(_FIND_TAKING_TOKEN, {"key_id": key_id, "token_hash": token_hash,
-                                             **rate_limits.bucket_parameters(per_minute)}).first()
-
-
-_FIND_TAKING_TOKEN = text(f"""
-    WITH key AS (
-        SELECT api_keys.*, tenants.xmin::text::bigint AS tenant_config_version
-        FROM api_keys JOIN tenants ON tenants.id = api_keys.tenant_id
-        WHERE api_keys.id = :key_id AND api_keys.revoked_at IS NULL),
-    bucket AS ({rate_limits.take_token_sql("SELECT tenant_id, id FROM key WHERE token_hash = :token_hash")})
+# settings or registered secrets updates the row (`app.services.tenant_config`), so it versions
+# them. Read with the key, so the request's tenant settings come from the process cache without
+# another round trip.
+_ACTIVE_KEY = """
+    SELECT k.id, k.tenant_id, k.scopes, k.agents, k.sources, k.token_hash, k.last_used_at,
+           t.xmin::text::bigint AS tenant_config_version
+    FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
+    WHERE k.id = %(key_id)s AND k.revoked_at IS NULL"""
+_FIND_ACTIVE = Statement(_ACTIVE_KEY)
+_FIND_TAKING_TOKEN = Statement(f"""
+    WITH key AS ({_ACTIVE_KEY}),
+    bucket AS ({rate_limits.take_token_sql("SELECT tenant_id, id FROM key WHERE token_hash = %(token_hash)s",
+                                           psycopg_params=True)})
     SELECT key.*, bucket.tokens, bucket.allowed FROM key LEFT JOIN bucket ON true""")
+_TOUCH = Statement(
+    "UPDATE api_keys SET last_used_at = now() WHERE id = %(id)s "
+    "AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')")
 
 
-def touch(conn: Connection, *, key_id: str) -> None:
+def find_active(conn: psycopg.Connection, *, key_id: str) -> ActiveKey | None:
+    """A key that has not been revoked, with its tenant's config version, or None. Takes a
+    psycopg connection in autocommit (`app.db.prepared.autocommit`): authentication is one read
+    on the hot path of every request."""
+    row = prepared.fetch_one(conn, _FIND_ACTIVE, {"key_id": key_id})
+    return ActiveKey(*row) if row is not None else None
+
+
+def find_active_taking_token(conn: psycopg.Connection, *, key_id: str, token_hash: bytes,
+                             per_minute: int) -> ActiveKey | None:
+    """`find_active` and, when the stored hash is `token_hash`, a token from the key's rate-limit
+    bucket (`app.repos.rate_limits`), in one statement: `tokens` and `allowed` are None when the
+    hash did not match, so a caller without the secret never drains the bucket."""
+    row = prepared.fetch_one(conn, _FIND_TAKING_TOKEN, {"key_id": key_id, "token_hash": token_hash,
+                                                        **rate_limits.bucket_parameters(per_minute)})
+    return ActiveKey(*row) if row is not None else None
+
+
+def touch(conn: psycopg.Connection, *, key_id: str) -> None:
     """Record use; callers skip it when the key was used within TOUCH_EVERY, so most requests only read."""
-    conn.execute(text(
-        "UPDATE api_keys SET last_used_at = now() WHERE id = :id "
-        "AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')"
-    ), {"id": key_id})
+    prepared.fetch_none(conn, _TOUCH, {"id": key_id})
 
 
 def list_for_tenant(session: Session, *, tenant_id: str) -> list[ApiKey]:

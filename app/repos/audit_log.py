@@ -10,26 +10,31 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from sqlalchemy import bindparam, func, insert, select, text
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
+from app.db import prepared
 from app.db.models import AuditCheckpoint, AuditEntry
+from app.db.prepared import Statement
 
 _INSERT = insert(AuditEntry.__table__)
 _LOCK = select(func.pg_advisory_xact_lock(func.hashtext(bindparam("key"))))
-_LOCK_AND_HEADS = text("SELECT * FROM memwarden_lock_chain(:chain, :tenant, :notify)")
+_LOCK_AND_HEADS = Statement("SELECT * FROM memwarden_lock_chain(%(chain)s, %(tenant)s, %(notify)s)")
+
+
 def lock_chain(session: Session, chain_id: str) -> None:
     """The chain's transaction-scoped advisory lock."""
     session.connection().execute(_LOCK, {"key": "memwarden.audit:" + chain_id})
 
 
-def lock_and_read_heads(session: Session, *, chain_id: str, tenant_id: str | None, notify: bool) -> Row:
+def lock_and_read_heads(session: Session, *, chain_id: str, tenant_id: str | None, notify: bool) -> Any:
     """One round trip (migrations 0014, 0016, 0020): take the chain's lock and read its audit head
     with the rows the head check needs, the open alarm if any, and — with `notify` — the event
-    log's head, whether the tenant has webhooks, and the wake-up NOTIFY."""
-    return session.connection().execute(_LOCK_AND_HEADS, {
-        "chain": chain_id, "tenant": tenant_id, "notify": notify}).one()
+    log's head, whether the tenant has webhooks, and the wake-up NOTIFY. A prepared statement on
+    the session's psycopg connection (`app.db.prepared`): a named tuple, not a SQLAlchemy Row."""
+    return prepared.fetch_named(prepared.driver_of(session), _LOCK_AND_HEADS,
+                                {"chain": chain_id, "tenant": tenant_id, "notify": notify})
 
 
 def insert_entries(conn: Connection, rows: list[dict[str, Any]]) -> None:

@@ -12,20 +12,21 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
-# The bucket's level now: what was left plus what flowed in since, capped at the burst size.
-_REFILLED = "least(:cap, b.tokens + greatest(0, extract(epoch FROM now() - b.updated_at)) * :rate)"
 
-
-def take_token_sql(rows: str) -> str:
+def take_token_sql(rows: str, *, psycopg_params: bool = False) -> str:
     """The token-taking upsert for the (tenant_id, key_id) pairs `rows` yields (a VALUES list or a
-    SELECT), parameters `:cap` and `:rate`; returns `tokens, allowed`. The key check embeds it
+    SELECT), parameters `:cap` and `:rate` (`%(cap)s` and `%(rate)s` with `psycopg_params`, for a
+    statement psycopg runs itself); returns `tokens, allowed`. The key check embeds it
     (`app.repos.apikeys.find_active_taking_token`) so a request pays one round trip for both."""
+    cap, rate = ("%(cap)s", "%(rate)s") if psycopg_params else (":cap", ":rate")
+    # The bucket's level now: what was left plus what flowed in since, capped at the burst size.
+    refilled = f"least({cap}, b.tokens + greatest(0, extract(epoch FROM now() - b.updated_at)) * {rate})"
     return f"""
     INSERT INTO rate_limit_buckets AS b (tenant_id, key_id, tokens, allowed, updated_at)
-    SELECT r.tenant_id, r.key_id, :cap - 1, true, now() FROM ({rows}) AS r (tenant_id, key_id)
+    SELECT r.tenant_id, r.key_id, {cap} - 1, true, now() FROM ({rows}) AS r (tenant_id, key_id)
     ON CONFLICT (tenant_id, key_id) DO UPDATE SET
-        tokens = {_REFILLED} - CASE WHEN {_REFILLED} >= 1 THEN 1 ELSE 0 END,
-        allowed = {_REFILLED} >= 1,
+        tokens = {refilled} - CASE WHEN {refilled} >= 1 THEN 1 ELSE 0 END,
+        allowed = {refilled} >= 1,
         updated_at = greatest(b.updated_at, now())
     RETURNING tokens, allowed"""
 

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-from sqlalchemy import bindparam, text, update
-from sqlalchemy.dialects.postgresql import ARRAY
+import psycopg
+from sqlalchemy import text, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.orm import Session
-from sqlalchemy.types import Integer, Text
 
+from app.db import prepared
 from app.db.models import ApiKey
+from app.db.prepared import Statement
 
 _INSERT_RECORDS = text("""
     INSERT INTO read_records (tenant_id, id, read_at, actor, key_id, agent_id, operation, query_digest, memory_ids)
@@ -22,6 +23,24 @@ _INSERT_RECORDS = text("""
 _INSERT_MEMORY_READS = text("""
     INSERT INTO memory_reads (tenant_id, memory_id, read_at, read_id)
     SELECT :tenant_id, m, :read_at, :read_id FROM unnest(CAST(:memory_ids AS text[])) AS m GROUP BY m""")
+
+
+# The same INSERTs as psycopg text, for `insert_with_commit` (one pipeline with the COMMIT).
+RECORDS_AT_COMMIT_SQL = """
+    INSERT INTO read_records (tenant_id, id, read_at, actor, key_id, agent_id, operation, query_digest, memory_ids)
+    VALUES (%(tenant_id)s, %(id)s, %(read_at)s, %(actor)s, %(key_id)s, %(agent_id)s, %(operation)s,
+            %(query_digest)s, %(memory_ids)s::text[])"""
+MEMORY_READS_AT_COMMIT_SQL = """
+    INSERT INTO memory_reads (tenant_id, memory_id, read_at, read_id)
+    SELECT %(tenant_id)s, m, %(read_at)s, %(read_id)s FROM unnest(%(memory_ids)s::text[]) AS m GROUP BY m"""
+
+
+def records_at_commit(records: Sequence[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """`insert_records` as (psycopg text, parameter rows) pairs, for INSERTs sent with the COMMIT."""
+    with_ids = [{"tenant_id": r["tenant_id"], "read_at": r["read_at"], "read_id": r["id"],
+                 "memory_ids": r["memory_ids"]} for r in records if r["memory_ids"]]
+    pairs = [(RECORDS_AT_COMMIT_SQL, list(records))] if records else []
+    return pairs + ([(MEMORY_READS_AT_COMMIT_SQL, with_ids)] if with_ids else [])
 
 
 def insert_records(session: Session, records: Sequence[dict[str, Any]]) -> None:
@@ -92,18 +111,19 @@ def access_page(session: Session, *, tenant_id: str, chain_id: str, flt: AccessF
     return list(session.execute(stmt, params))
 
 
-_TAKE_BUDGET = text(
-    "SELECT * FROM memwarden_take_read_budget(:tenant_id, :principals, :limits, :window_start, :ids)"
-).bindparams(bindparam("principals", type_=ARRAY(Text)), bindparam("limits", type_=ARRAY(Integer)),
-             bindparam("ids", type_=ARRAY(Text)))
+_TAKE_BUDGET = Statement(
+    "SELECT * FROM memwarden_take_read_budget(%(tenant_id)s, %(principals)s::text[], %(limits)s::integer[], "
+    "%(window_start)s, %(ids)s::text[])")
 
 
-def take_budget(conn: Connection, *, tenant_id: str, principals: list[str], limits: list[int],
-                window_start: datetime, ids: list[str]) -> Row:
+def take_budget(conn: psycopg.Connection, *, tenant_id: str, principals: list[str], limits: list[int],
+                window_start: datetime, ids: list[str]) -> Any:
     """Count `ids` against each principal's window (migration 0026): `(allowed, refused_principal,
-    used, first_refusal)`. Refused, nothing is counted; allowed, every id not yet seen is."""
-    return conn.execute(_TAKE_BUDGET, {"tenant_id": tenant_id, "principals": principals, "limits": limits,
-                                       "window_start": window_start, "ids": ids}).one()
+    used, first_refusal)`. Refused, nothing is counted; allowed, every id not yet seen is. A
+    pre-built statement on a psycopg connection in autocommit (`app.db.prepared.autocommit`):
+    every read that returns memory takes it."""
+    return prepared.fetch_named(conn, _TAKE_BUDGET, {"tenant_id": tenant_id, "principals": principals,
+                                                     "limits": limits, "window_start": window_start, "ids": ids})
 
 
 def flag_key(session: Session, *, tenant_id: str, key_id: str, at: datetime) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hmac
+import time
 from dataclasses import dataclass
 
 from app.core import access
 from app.core.timefmt import utcnow
+from app.db import prepared
 from app.db.models import ApiKey
 from app.errors import NotFound, ValidationFailed
 from app.repos import apikeys as key_repo
@@ -78,20 +81,72 @@ def authenticate_and_take_token(ctx: AppContext, token: str, *, per_minute: int
     key_id = access.parse_token(token)
     if key_id is None:
         return None, None
-    with ctx.db.reader() as conn:
+    token_hash = access.hash_token(token)
+    with prepared.autocommit(ctx.db) as conn:
         if per_minute > 0:
-            key = key_repo.find_active_taking_token(conn, key_id=key_id, token_hash=access.hash_token(token),
-                                                    per_minute=per_minute)
+            key = key_repo.find_active_taking_token(conn, key_id=key_id, token_hash=token_hash, per_minute=per_minute)
         else:
             key = key_repo.find_active(conn, key_id=key_id)
-        if key is None or not access.token_matches(token, key.token_hash):
+        if key is None or not hmac.compare_digest(token_hash, key.token_hash):
+            _RECENT.pop(token_hash, None)
             return None, None
         if key.last_used_at is None or utcnow() - key.last_used_at > key_repo.TOUCH_EVERY:
             key_repo.touch(conn, key_id=key_id)
-        principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
-                                     tuple(key.sources or ()), config_version=key.tenant_config_version)
+    principal = _principal(key)
     retry = rate_limits.retry_after(key.tokens, key.allowed, per_minute) if per_minute > 0 else None
+    if retry is None and (per_minute <= 0 or key.tokens >= 1):
+        if len(_RECENT) >= _PRINCIPALS_MAX:
+            _RECENT.clear()
+        _RECENT[token_hash] = RecentKey(time.monotonic(), key.tenant_id, key.tenant_config_version)
+    else:  # over its limit, or about to be: no more early work for it until a check allows it again
+        _RECENT.pop(token_hash, None)
     return principal, retry
+
+
+@dataclass(frozen=True)
+class RecentKey:
+    """A key this process verified lately, active and with a rate-limit token to spare then."""
+
+    verified_at: float
+    tenant_id: str
+    config_version: int
+
+
+RECENT_SECONDS = 60.0
+_RECENT: dict[bytes, RecentKey] = {}
+
+
+def recently_verified(token: str) -> RecentKey | None:
+    """The key of `token` if this process verified it within `RECENT_SECONDS` and its last check
+    found it active and under its rate limit with a token to spare; else None. Not a verdict (the
+    key is checked as always): what lets a request start work before its check
+    (`app.services.early_embedding`) without a caller lacking the secret being able to."""
+    if access.parse_token(token) is None:  # malformed: not even hashed
+        return None
+    found = _RECENT.get(access.hash_token(token))
+    if found is None or time.monotonic() - found.verified_at > RECENT_SECONDS:
+        return None
+    return found
+
+
+_PRINCIPALS: dict[str, tuple[tuple, access.Principal]] = {}
+_PRINCIPALS_MAX = 10_000
+
+
+def _principal(key: key_repo.ActiveKey) -> access.Principal:
+    """The Principal for a key row just read: the one built from the same row before, if the row
+    (scopes, agents, sources, tenant, its config version) is unchanged. A cache of objects, not of
+    verdicts: the row is read, and revocation checked, on every request."""
+    fields = key[:6] + key[7:8]  # everything but last_used_at and the bucket
+    cached = _PRINCIPALS.get(key.id)
+    if cached is not None and cached[0] == fields:
+        return cached[1]
+    principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
+                                 tuple(key.sources or ()), config_version=key.tenant_config_version)
+    if len(_PRINCIPALS) >= _PRINCIPALS_MAX:
+        _PRINCIPALS.clear()
+    _PRINCIPALS[key.id] = (fields, principal)
+    return principal
 
 
 def is_active(ctx: AppContext, *, tenant_id: str, key_id: str) -> bool:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
 from app.core import memstate
 from app.core.access import Principal
 from app.core.cursor import encode_cursor
@@ -30,7 +33,7 @@ from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import events, integrity, read_budgets, recall_tracking, screening, staging
+from app.services import early_embedding, events, group_commit, integrity, read_budgets, recall_tracking, screening, staging
 from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
@@ -149,17 +152,30 @@ def _embed(ctx: AppContext, text: str) -> list[float]:
 # --- remember ------------------------------------------------------------------------------------
 
 @metrics.counts_remember
-def remember(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
+def remember(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
+             early: early_embedding.Early | None = None) -> Outcome:
     """Store a memory now (201) or stage it for review (202): one row through `prepare_remember`
-    and `write_prepared`, the path imports take for many."""
+    and `write_prepared`, the path imports take for many. `early`: its content's embedding,
+    started before the key was checked (`app.services.early_embedding`), used if it is of the very
+    text stored."""
     rules = rules_for(ctx, principal)  # cached per tenant config version: no settings rows read
     now = utcnow()
     write = prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now, updated_at=now,
                              precheck=False,  # the policy is evaluated once, with the screening flags
                              future_expiry=True)
-    embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0])  # bound twice: screening and the insert
-    with ctx.db.sessions.begin() as session:
-        return write_prepared(ctx, session, principal, [write], [embedding], at_commit=True)[0]
+    embedding = SqlVector(early_embedding.embed(ctx, write.memory.content, early))  # bound twice: screening, insert
+    if isinstance(ctx.db.sessions.kw.get("bind"), Connection):  # a unit of work (idempotent request), tests' transaction
+        with ctx.db.sessions.begin() as session:
+            return write_prepared(ctx, session, principal, [write], [embedding], at_commit=True)[0]
+    # Screened and decided on a read in autocommit (READ COMMITTED: what a statement inside the
+    # write's transaction would see too), then inserted and committed with the tenant's other
+    # concurrent writes (`group_commit`); a staged or learned write commits alone.
+    with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:
+        decided = decide(ctx, session, principal, write, embedding)
+    if decided.write.memory.status != "live" or (decided.decision is not None and decided.decision.learned):
+        with ctx.db.sessions.begin() as session:
+            return write_decided(ctx, session, [decided], at_commit=True)[0]
+    return group_commit.committer(ctx).commit(ctx, decided)
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -539,33 +555,55 @@ def write_prepared(ctx: AppContext, session, principal: Principal, writes: list[
     compared with each other. A policy deny raised by screening flags raises `Forbidden` (the caller's
     transaction, and so the whole batch, rolls back); `exc.memory_id` names the row.
     """
-    decided: list[tuple[PreparedWrite, Decision | None, Screening]] = []
-    for write, embedding in zip(writes, embeddings, strict=True):
-        memory = write.memory
-        memory.embedding = embedding
-        decision, flags = None, Screening()
-        if not write.historical:
-            flags = screening.screen_write(
-                session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
-                memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
-                source=memory.source, embedding=embedding, allowed_sources=principal.sources,
-                protection=write.protection, embedder=ctx.embedder.name)
-            try:
-                decision = _decision(principal, write, flags)
-            except Forbidden as exc:
-                exc.memory_id = memory.id
-                raise
-            if decision.action == "require_approval":
-                # The change's id, known before the row is inserted, saves updating the row later.
-                memory.status, memory.live_from, memory.change_id = "pending", None, new_id("chg")
-            else:
-                memory.status = "live"
-                if decision.learned:  # journaled as the learned rule's decision (`_audit_written`)
-                    memory.change_id = new_id("chg")
-        decided.append((write, decision, flags))
-    _insert(session, [w.memory for w in writes], at_commit=at_commit)
-    return [_audit_written(ctx, session, principal, write, decision, flags, audit_extra)
-            for write, decision, flags in decided]
+    decided = [decide(ctx, session, principal, write, embedding)
+               for write, embedding in zip(writes, embeddings, strict=True)]
+    return write_decided(ctx, session, decided, at_commit=at_commit, **audit_extra)
+
+
+@dataclass
+class DecidedWrite:
+    """A prepared write screened and decided (`decide`), waiting to be inserted (`write_decided`)."""
+
+    principal: Principal
+    write: PreparedWrite
+    decision: Decision | None
+    flags: Screening
+
+
+def decide(ctx: AppContext, session, principal: Principal, write: PreparedWrite, embedding) -> DecidedWrite:
+    """Screen one prepared write against live state (read through `session`) and apply the tenant's
+    policy: the row's status becomes `live` or `pending` (a change id is given when it is staged or
+    decided by a learned rule). Writes nothing. A policy deny raises `Forbidden` naming the row."""
+    memory = write.memory
+    memory.embedding = embedding
+    decision, flags = None, Screening()
+    if not write.historical:
+        flags = screening.screen_write(
+            session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
+            memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
+            source=memory.source, embedding=embedding, allowed_sources=principal.sources,
+            protection=write.protection, embedder=ctx.embedder.name)
+        try:
+            decision = _decision(principal, write, flags)
+        except Forbidden as exc:
+            exc.memory_id = memory.id
+            raise
+        if decision.action == "require_approval":
+            # The change's id, known before the row is inserted, saves updating the row later.
+            memory.status, memory.live_from, memory.change_id = "pending", None, new_id("chg")
+        else:
+            memory.status = "live"
+            if decision.learned:  # journaled as the learned rule's decision (`_audit_written`)
+                memory.change_id = new_id("chg")
+    return DecidedWrite(principal, write, decision, flags)
+
+
+def write_decided(ctx: AppContext, session, decided: list[DecidedWrite], *, at_commit: bool = False,
+                  **audit_extra: Any) -> list[Outcome]:
+    """Insert decided writes (each maybe of another key of the same tenant) and journal each in
+    the caller's transaction: the second half of `write_prepared`."""
+    _insert(session, [d.write.memory for d in decided], at_commit=at_commit)
+    return [_audit_written(ctx, session, d.principal, d.write, d.decision, d.flags, audit_extra) for d in decided]
 
 
 def _insert(session, rows: list[Memory], *, at_commit: bool) -> None:

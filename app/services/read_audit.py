@@ -39,7 +39,7 @@ from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.errors import AppError, AuditChainBroken, NotFound, ValidationFailed
 from app.repos import memories as memories_repo
 from app.repos import reads as repo
-from app.services.audit import chain_for
+from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.cursors import decode_cursor
 
 if TYPE_CHECKING:
@@ -131,7 +131,12 @@ def _write(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord], appen
         for record in records:
             append(session, tenant_id=tenant_id, event_type=EVENT_TYPE, actor=record.actor,
                    subject={"type": "read", "id": record.id}, data=record.audit_data())
-        repo.insert_records(session, [r.row() for r in records])
+        rows = [r.row() for r in records]
+        if sends_with_commit(session):  # nothing reads them back: they go out with the COMMIT
+            for sql, params in repo.records_at_commit(rows):
+                insert_with_commit(session, sql, params)
+        else:
+            repo.insert_records(session, rows)
 
 
 def write_batch(ctx: AppContext, records: Sequence[ReadRecord]) -> list[ReadRecord]:

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
 from app.core.timefmt import format_ts, utcnow
+from app.db import prepared
 from app.errors import ReadBudgetExceeded
 from app.repos import reads as repo
 from app.services import events, read_audit
@@ -63,7 +64,7 @@ def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Seque
         return
     now = utcnow()
     start, end = window_of(now, ctx.settings.read_budget_window_seconds)
-    with ctx.db.reader() as conn:
+    with prepared.autocommit(ctx.db) as conn:
         verdict = repo.take_budget(conn, tenant_id=principal.tenant_id, principals=principals, limits=limits,
                                    window_start=start, ids=list(memory_ids))
     if verdict.allowed:

@@ -50,7 +50,7 @@ from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
 from app.repos.memories import Scope
-from app.services import backends, integrity, read_budgets, recall_tracking
+from app.services import backends, early_embedding, integrity, read_budgets, recall_tracking
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
@@ -66,7 +66,8 @@ WEIGHTS = (0.7, 0.3)  # vector, keyword — for fusion="weighted"
 
 
 @metrics.times_recall
-def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
+def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
+           early: early_embedding.Early | None = None) -> dict[str, Any]:
     """Top-k live memories of one agent (optionally one user) for a query.
 
     A read of at most three statements (the scope's size once per process, the vector and the
@@ -81,7 +82,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[
     method = body.get("fusion", "rrf")
     filters = {"types": body.get("types"), "tags": body.get("tags"), "metadata": body.get("filter"),
                "fresher_than_days": body.get("fresher_than_days")}
-    query_vec = search.SqlVector(ctx.embedder.embed([body["query"]])[0])
+    query_vec = search.SqlVector(early_embedding.embed(ctx, body["query"], early))  # maybe started before auth
     pool = max(2 * k, 20)
 
     with ctx.db.stale_reader(principal.tenant_id, principal.key_id) as conn, \

@@ -1,8 +1,10 @@
 """Screening a write against live state: looks up what ``app.core.screening`` needs, then runs it.
 
 Contradiction needs the nearest live memories of the same agent and user; FSM widening needs the
-live procedure of the same name. Both are read in the caller's session (the write's own
-transaction), so the flags describe the state the write is decided against.
+live procedure of the same name. Both are read in the caller's session: an import's own
+transaction, or for a remember an autocommit read just before its transaction (under READ
+COMMITTED a statement inside it would see no more), so the flags describe the state the write is
+decided against.
 """
 
 from __future__ import annotations

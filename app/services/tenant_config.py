@@ -91,6 +91,12 @@ def rules_for(ctx: AppContext, principal) -> TenantRules:
     return rules
 
 
+def cached_rules(ctx: AppContext, tenant_id: str, config_version: int) -> TenantRules | None:
+    """The tenant's rules cached for `config_version` by `rules_for`, or None (never reads the database)."""
+    with _rules_lock:
+        return _rules.get((tenant_id, config_version, secrets_key(ctx, tenant_id)))
+
+
 def load_rules(ctx: AppContext, session: Session, tenant_id: str) -> TenantRules:
     """The tenant's rules read afresh in `session` (an import reads them once for a whole file)."""
     settings = tenant_repo.settings_of(session, tenant_id=tenant_id)

@@ -86,3 +86,18 @@ def test_only_an_otlp_endpoint_turns_tracing_on():
     assert tracing.wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
     assert tracing.wanted({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"})
     assert not tracing.wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"})
+
+
+def test_an_embedding_started_before_the_key_check_is_traced_inside_its_request(client, headers, spans):
+    first = client.post("/v1/memories/remember", headers=headers,
+                        json={"agent_id": "agent-a", "type": "semantic", "content": "A warm-up fact."})
+    assert first.status_code == 201, first.text  # the key is now one verified here lately
+    spans.clear()
+    response = client.post("/v1/memories/recall", json={"agent_id": "agent-a", "query": "which fact?"},
+                           headers={**headers, "traceparent": f"00-{TRACE_ID}-{CALLER_SPAN}-01"})
+    assert response.status_code == 200, response.text
+    finished = spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in finished}
+    [request] = [s for s in finished if s.kind == SpanKind.SERVER]
+    [embed] = [s for s in finished if s.name == "memwarden.embed"]
+    assert request in _ancestors(embed, by_id)

@@ -19,6 +19,7 @@ from sqlalchemy.pool import StaticPool
 
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
+from app.db import prepared
 from app.db.models import AuditEntry, Tenant
 from app.services.audit import actor_label, chain_for
 from app.services.tenants import create_tenant
@@ -64,9 +65,14 @@ def test_the_audit_insert_goes_with_the_commit_and_is_durable_on_return(committe
     statements: list[str] = []
     event.listen(one_connection, "before_cursor_execute", lambda c, cur, stmt, *a: statements.append(stmt))
     sessions = sessionmaker(one_connection, expire_on_commit=False)
-    with sessions.begin() as session:
-        _append(committed_ctx, session, tenant_id, "first")
-    # Through SQLAlchemy only the lock call ran: the INSERT went out with the COMMIT.
+    observe = lambda stmt, conn: statements.append(stmt)  # noqa: E731 — pre-built statements (the lock)
+    prepared.observers.append(observe)
+    try:
+        with sessions.begin() as session:
+            _append(committed_ctx, session, tenant_id, "first")
+    finally:
+        prepared.observers.remove(observe)
+    # Only the lock call ran on its own: the INSERT went out with the COMMIT.
     assert [s.split("(")[0] for s in statements if "audit_entries" in s or "memwarden_lock_chain" in s] == [
         "SELECT * FROM memwarden_lock_chain"]
     assert _subjects(committed_ctx, tenant_id) == ["first"]  # committed: another connection sees it

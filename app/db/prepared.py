@@ -1,0 +1,130 @@
+"""Pre-built statements run on psycopg itself, for the hot paths (issue 25).
+
+Every `/v1` request checks its key, a recall takes its read budget, a remember locks its audit
+chain: short statements whose text never changes. Through SQLAlchemy each execution builds an
+execution context, runs the statement and result events, converts parameters and wraps the
+rows (~0.2-0.5 ms of CPU a statement, more than PostgreSQL spends on it); a checkout through
+`Engine.connect()` with `AUTOCOMMIT` adds its own. Here the text is written once in
+`app/repos` (still the only place SQL is written) as a `Statement`, and run as a prepared
+statement on the driver connection:
+
+- `autocommit(db)`: a pooled connection in autocommit for one-statement reads (what
+  `Database.reader` gives), or, when the sessions are bound to an outer connection (the test
+  harness, a unit of work), that connection inside its transaction, as `reader` does;
+- a SQLAlchemy `Connection`, or `driver_of(session)`: the psycopg connection under it, for a
+  statement that belongs to its transaction (the chain lock).
+
+A psycopg error leaves here as SQLAlchemy's own exception (an `OperationalError` still answers
+503), and a connection the error broke is invalidated, not returned to the pool. Each statement
+still gets its OpenTelemetry span (`tracing.client_span`) and is shown to `observers` (what
+`memwarden bench hotpath` counts round trips with).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
+
+import psycopg
+from psycopg.rows import namedtuple_row
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
+
+from app.observability import tracing
+
+if TYPE_CHECKING:
+    from app.db.database import Database
+
+observers: list[Callable[[str, psycopg.Connection], None]] = []
+"""Called with each statement's text and connection before it is sent (benchmarks count round trips)."""
+
+
+Params = Union[Mapping[str, Any], Sequence[Any]]
+
+
+class Statement:
+    """One statement's psycopg text (`%(name)s` placeholders), written once in `app/repos`."""
+
+    __slots__ = ("sql", "operation")
+
+    def __init__(self, sql: str):
+        self.sql = sql
+        word = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        self.operation = word if word.isalpha() and len(word) <= 16 else "SQL"
+
+    def __repr__(self) -> str:
+        return f"Statement({self.sql[:60]!r})"
+
+
+Conn = Union[psycopg.Connection, Connection]
+"""A psycopg connection, or a SQLAlchemy one (its driver connection runs the statement, in its
+transaction)."""
+
+
+def fetch_one(conn: Conn, statement: Statement, params: Params) -> tuple | None:
+    """The first row (a tuple) of `statement` run on `conn`, or None."""
+    with _run(conn, statement, params) as cursor:
+        return cursor.fetchone()
+
+
+def fetch_named(conn: Conn, statement: Statement, params: Params) -> Any:
+    """The first row of `statement` as a named tuple (attributes named as the columns), or None."""
+    with _run(conn, statement, params, namedtuple_row) as cursor:
+        return cursor.fetchone()
+
+
+def fetch_all(conn: Conn, statement: Statement, params: Params) -> list[tuple]:
+    """Every row (tuples) of `statement` run on `conn`."""
+    with _run(conn, statement, params) as cursor:
+        return cursor.fetchall()
+
+
+def fetch_none(conn: Conn, statement: Statement, params: Params) -> int:
+    """Run `statement` (one that returns no rows) on `conn`; the number of rows it touched."""
+    with _run(conn, statement, params) as cursor:
+        return cursor.rowcount
+
+
+@contextmanager
+def _run(conn: Conn, statement: Statement, params: Params, row_factory: Any = None) -> Iterator[psycopg.Cursor]:
+    """The cursor that ran `statement` (prepared), psycopg's errors raised as SQLAlchemy's."""
+    driver = conn.connection.driver_connection if isinstance(conn, Connection) else conn
+    for observe in observers:
+        observe(statement.sql, driver)
+    with tracing.client_span(statement.operation):
+        try:
+            with driver.cursor(row_factory=row_factory) if row_factory else driver.cursor() as cursor:
+                cursor.execute(statement.sql, params, prepare=True)
+                yield cursor
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
+
+
+@contextmanager
+def autocommit(db: Database) -> Iterator[psycopg.Connection]:
+    """A psycopg connection for one-statement reads in autocommit (see the module docstring); a
+    connection an error broke is invalidated, not returned to the pool."""
+    bound = db.sessions.kw.get("bind")
+    if isinstance(bound, Connection):  # the test harness's or a unit of work's transaction
+        with db.sessions.begin() as session:
+            yield driver_of(session)
+        return
+    raw = db.engine.raw_connection()
+    driver = raw.driver_connection
+    try:
+        driver.autocommit = True
+        yield driver
+    except DBAPIError as exc:
+        if driver.closed or driver.broken:
+            raw.invalidate(exc)
+        raise
+    finally:
+        if not driver.closed:
+            driver.autocommit = False  # the pool's next user expects a transaction
+        raw.close()
+
+
+def driver_of(session: Session) -> psycopg.Connection:
+    """The psycopg connection under `session`'s transaction (begun by its first statement)."""
+    return session.connection().connection.driver_connection

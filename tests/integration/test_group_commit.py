@@ -1,0 +1,125 @@
+"""Group commit of concurrent remembers of one tenant (`app.services.group_commit`), against a
+database that really commits: writes that queue while a commit is in flight go together in the
+next transaction, each keeps its own audit entry, outcome and durability, and a group that fails
+is retried write by write so only the failing write fails."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from app.db.models import AuditEntry, Memory
+from app.repos import audit_log as audit_log_repo
+from app.services import group_commit, memories
+from app.services.apikeys import authenticate, create_key
+from app.services.audit import chain_for
+from app.services.tenant_config import rules_for
+from app.services.tenants import create_tenant
+from tests.harness import unique
+
+ACTOR = {"kind": "test", "id": "group-commit"}
+
+
+@pytest.fixture
+def principals(committed_ctx):
+    tenant = create_tenant(committed_ctx, name=unique("group"), actor=ACTOR)
+    return [authenticate(committed_ctx, create_key(committed_ctx, tenant_id=tenant.id, scopes="memory:write",
+                                                   actor=ACTOR).token) for _ in range(3)]
+
+
+def _body(i: int) -> dict:
+    return {"agent_id": "grouped", "type": "semantic", "content": f"Grouped fact number {i}: the {i}th shelf."}
+
+
+def _run_threads(targets) -> list:
+    results: list = [None] * len(targets)
+
+    def run(i, target):
+        try:
+            results[i] = target()
+        except BaseException as exc:  # noqa: BLE001 — the test inspects it
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, t)) for i, t in enumerate(targets)]
+    for thread in threads:
+        thread.start()
+    return threads, results
+
+
+def _wait_until(predicate, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_writes_queued_behind_a_commit_go_in_one_transaction_each_with_its_own_entry(committed_ctx, principals):
+    ctx, tenant_id = committed_ctx, principals[0].tenant_id
+    committer = group_commit.committer(ctx)
+    # Hold the tenant's chain lock from another transaction: the first write's commit waits for it
+    # (holding the tenant's turn), and the others queue in the process behind it.
+    with ctx.db.sessions.begin() as blocker:
+        audit_log_repo.lock_chain(blocker, chain_for(tenant_id))
+        threads, results = _run_threads(
+            [lambda i=i: memories.remember(ctx, principals[i % 3], _body(i)) for i in range(6)])
+        _wait_until(lambda: committer.waiting(tenant_id) == 5)
+        with ctx.db.sessions() as session:  # nothing is visible before its commit
+            assert session.scalar(select(func.count()).select_from(Memory).where(Memory.tenant_id == tenant_id)) == 0
+    for thread in threads:
+        thread.join(60)
+    assert all(isinstance(r, memories.Outcome) and r.status == 201 for r in results), results
+
+    with ctx.db.sessions() as session:  # durable and visible once each call returned
+        stored = set(session.scalars(select(Memory.id).where(Memory.tenant_id == tenant_id, Memory.status == "live")))
+        entries = session.execute(select(AuditEntry.subject_id, AuditEntry.actor, AuditEntry.ts).where(
+            AuditEntry.chain_id == chain_for(tenant_id), AuditEntry.event_type == "memory.remembered")).all()
+    assert stored == {r.body["id"] for r in results}
+    by_subject = {e.subject_id: e for e in entries}
+    assert set(by_subject) == stored  # one entry each, naming the key that wrote it
+    for i, result in enumerate(results):
+        assert by_subject[result.body["id"]].actor == f"api_key:{principals[i % 3].key_id}"
+    # The first to reach its commit went alone; the five queued behind it went in one transaction
+    # (their entries share its timestamp).
+    assert len({by_subject[r.body["id"]].ts for r in results[1:]} - {by_subject[results[0].body["id"]].ts}) <= 1
+    assert len({e.ts for e in entries}) == 2
+    assert ctx.audit.verify_database(ctx.db.sessions, chain_for(tenant_id)).ok
+
+
+def test_a_failing_group_is_retried_write_by_write_and_only_the_failing_write_fails(committed_ctx, principals):
+    ctx, tenant_id = committed_ctx, principals[0].tenant_id
+    committer = group_commit.committer(ctx)
+    rules = rules_for(ctx, principals[0])
+
+    def decided(i: int, memory_id: str):
+        now = memories.utcnow()
+        write = memories.prepare_remember(ctx, principals[0], _body(i), rules, memory_id=memory_id,
+                                          created_at=now, updated_at=now)
+        embedding = ctx.embedder.embed([write.memory.content])[0]
+        with ctx.db.reader() as conn, memories.Session(bind=conn) as session:
+            return memories.decide(ctx, session, principals[0], write, embedding)
+
+    taken = memories.new_id("mem")
+    with ctx.db.sessions.begin() as blocker:
+        audit_log_repo.lock_chain(blocker, chain_for(tenant_id))
+        first = _run_threads([lambda: committer.commit(ctx, decided(0, memories.new_id("mem")))])
+        _wait_until(lambda: tenant_id in committer._committing)
+        # Two writes with one id (a primary-key clash in their shared transaction) and a third.
+        rest = _run_threads([lambda: committer.commit(ctx, decided(1, taken)),
+                             lambda: committer.commit(ctx, decided(2, taken)),
+                             lambda: committer.commit(ctx, decided(3, memories.new_id("mem")))])
+        _wait_until(lambda: committer.waiting(tenant_id) == 3)
+    for thread in [*first[0], *rest[0]]:
+        thread.join(60)
+    outcomes = [*first[1], *rest[1]]
+    assert outcomes[0].status == 201 and outcomes[3].status == 201
+    clashing = outcomes[1:3]
+    assert sum(isinstance(o, IntegrityError) for o in clashing) == 1  # alone, one of the two still clashes
+    assert sum(isinstance(o, memories.Outcome) and o.status == 201 for o in clashing) == 1
+    with ctx.db.sessions() as session:
+        count = session.scalar(select(func.count()).select_from(Memory).where(Memory.tenant_id == tenant_id))
+    assert count == 3
+    assert ctx.audit.verify_database(ctx.db.sessions, chain_for(tenant_id)).ok
