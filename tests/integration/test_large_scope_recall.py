@@ -126,5 +126,5 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed
         found = search.vector_search(session, Scope(tenant.id, "copies", None), {}, search.SqlVector(query.tolist()),
                                      20, fetch=True)
     assert not found.stats.exact
-    assert any("<=>" in s and "md5(memories" in s for s in statements)  # the copies are looked up by text digest
+    assert any("<=>" in s and "md5(m.content)" in s for s in statements)  # the copies are looked up by text digest
     assert [found.rows[i].content for i, _ in found.hits] == ["Ada drinks rooibos."] * 20
