@@ -37,9 +37,9 @@ def crowded(settings, committed_ctx):
         session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
                              "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
                         [{**row, "t": tenant.id} for row in rows])
-    owner = create_engine(settings.migration_database_url)  # statistics, as autovacuum would gather them
-    with owner.begin() as conn:
-        conn.execute(text("ANALYZE memories"))
+    owner = create_engine(settings.migration_database_url)  # statistics and visibility, as autovacuum would
+    with owner.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM (ANALYZE) memories"))
     owner.dispose()
     return tenant.id, search.SqlVector(query.tolist())
 
@@ -65,6 +65,34 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     assert not found.stats.exact
     assert len(found.hits) == 20 and {row.agent_id for row in found.rows.values()} == {"ours"}
     assert len(set(found.rows) & set(exact)) >= 18  # approximate, but it is the scope's own top 20
+
+
+def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(committed_ctx, crowded, monkeypatch):
+    """Past FULL_SCAN_MAX every row's binary code is compared with the query's from the covering
+    index (no vector read from the table), and the shortlist is re-ranked with the full vectors:
+    the scope's own exact top 20, and the scope mean from its centroid."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)  # OURS rows is a mid-size scope now
+    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())  # counted afresh
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        exact = conn.execute(text("SELECT id, embedding <=> CAST(:q AS vector) FROM memories WHERE tenant_id = :t "
+                                  "AND agent_id = 'ours' ORDER BY 2 LIMIT 20"),
+                             {"t": tenant_id, "q": query.to_text()}).all()
+        mean = conn.execute(text("SELECT avg(1 - (embedding <=> CAST(:q AS vector))) FROM memories "
+                                 "WHERE tenant_id = :t AND agent_id = 'ours'"), {"t": tenant_id, "q": query.to_text()}).scalar()
+        scan = next(s for s in statements if "<~>" in s)
+        plan = "\n".join(conn.exec_driver_sql("EXPLAIN " + scan, {
+            "tenant": tenant_id, "agent": "ours", "user": None, "q": query.to_text(), "n": 20,
+            "shortlist": search.SHORTLIST}).scalars())
+    assert "memories_scope_bits" in plan and "memories_embedding_live" not in plan
+    assert not found.stats.exact and found.stats.rows == OURS
+    assert found.stats.mean_similarity == pytest.approx(float(mean), abs=1e-4)  # every row is in the sample here
+    assert [i for i, _ in found.hits] == [i for i, _ in exact]
+    assert [d for _, d in found.hits] == pytest.approx([float(d) for _, d in exact], abs=1e-6)
+    assert {row.agent_id for row in found.rows.values()} == {"ours"}
 
 
 def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crowded):
