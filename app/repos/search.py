@@ -71,8 +71,9 @@ def _array(vec: Sequence[float]) -> np.ndarray:
 FULL_SCAN_MAX = 2_000
 EXACT_SCAN_MAX = 20_000
 # The binary codes' nearest this many are re-ranked with the full vectors (a primary-key lookup
-# each). On the bench's 10,000-row agent, 0.99+ of an exact scan's top 20 (`memwarden bench scale`).
-SHORTLIST = 400
+# each). On the bench's 10,000-row agent (30 questions, in process): 0.98 of an exact scan's top 20
+# with 100, 0.995-0.997 with 200, 0.999-1.0 with 400 at ~1.5x the statement time of 200.
+SHORTLIST = 200
 HNSW_MAX_SCAN_TUPLES = 200_000
 STATS_SAMPLE = 2_000
 # The HNSW path asks the iterative scan for this many of the scope's rows (at least), adds every copy
