@@ -19,10 +19,13 @@
    question of a random stored memory, so found@5 (that memory, or one with the identical text in
    the same scope, among the hits) is reported as a sanity check, not a quality metric; for each
    big agent, how much of an exact scan's top 20 recall's vector search returns (found@20) is
-   measured in process. Scopes up to EXACT_SCAN_MAX (20,000) rows are ranked exactly; larger ones
-   take the HNSW iterative-scan path. The goal checked (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query of each kind is replayed in-process under EXPLAIN (ANALYZE,
-   BUFFERS) and the plans are kept in the report, with how many of the recall counters' row
-   updates were HOT.
+   measured in process. Scopes up to FULL_SCAN_MAX (2,000) rows are ranked exactly; up to
+   EXACT_SCAN_MAX (20,000) over their binary codes, re-ranked; larger ones take the HNSW
+   iterative-scan path. The goal checked (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query
+   of each kind is replayed in-process under EXPLAIN (ANALYZE, BUFFERS) and the plans are kept in
+   the report, with how many of the recall counters' row updates were HOT; and for each big agent,
+   every vector path's statement (full scan, binary codes, HNSW) on 10 of its questions, whichever
+   path recall takes there (median execution time and buffers).
 
 A load takes most of the run (about half an hour at 1M on 2 cores). `--data-dir DIR` keeps it, with
 the bench key and the rows' ids beside it; `--reuse DIR` then measures recall on that database
@@ -452,7 +455,37 @@ def _path(scope_rows: float) -> str:
     """Which vector search recall takes for a scope of this size."""
     from app.repos import search
 
-    return "exact scan" if scope_rows <= search.EXACT_SCAN_MAX else "HNSW iterative scan"
+    if scope_rows <= min(search.FULL_SCAN_MAX, search.EXACT_SCAN_MAX):
+        return "exact scan"
+    if scope_rows <= search.EXACT_SCAN_MAX:
+        return "binary codes + re-rank"
+    return "HNSW iterative scan"
+
+
+def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
+    """Each vector path's statement on the same scope and questions, in process under EXPLAIN (ANALYZE,
+    BUFFERS), whichever path recall takes there: median execution time and buffers touched."""
+    from sqlalchemy.orm import Session
+
+    from app.repos import search
+    from app.repos.memories import Scope
+
+    filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
+    found: dict[str, list[tuple[float, int]]] = {path: [] for path in search.VECTOR_PATHS}
+    for row, vector in zip(targets, ctx.embedder.embed([r.memory.question for r in targets])):
+        with ctx.db.reader() as conn, Session(bind=conn) as session:
+            plans = search.explain_vector_paths(session, Scope(tenant_id, row.agent, None, None), filters,
+                                                search.SqlVector(vector), n)
+        for path, lines in plans.items():
+            ms = float(re.search(r"Execution Time: ([0-9.]+)", lines[-1]).group(1))
+            buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", next(l for l in lines if "Buffers" in l))
+            found[path].append((ms, int(buffers.group(1)) + int(buffers.group(2) or 0)))
+    out = {}
+    for path, samples in found.items():
+        ms = sorted(m for m, _ in samples)
+        out[path] = {"questions": len(samples), "execution_ms_p50": ms[len(ms) // 2], "execution_ms_max": ms[-1],
+                     "buffers_p50": sorted(b for _, b in samples)[len(samples) // 2]}
+    return out
 
 
 def vector_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
@@ -545,6 +578,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"vector search against an exact scan of {agent}", flush=True)
                 report[_big_key(agent)]["vector_vs_exact"] = vector_vs_exact(
                     ctx, principal.tenant_id, rng.sample(big, min(100, len(big))))
+                print(f"each vector path's statement on {agent} (EXPLAIN ANALYZE)", flush=True)
+                report[_big_key(agent)]["vector_paths"] = vector_paths(
+                    ctx, principal.tenant_id, rng.sample(big, min(10, len(big))))
             report["explain"] = {}
             for agent, pool in (("spread", spread), *bigs.items()):
                 if pool:

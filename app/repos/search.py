@@ -396,6 +396,25 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
                         {r.id: r for r in rows} if fetch else {})
 
 
+VECTOR_PATHS = ("full scan", "binary codes", "HNSW")
+
+
+def explain_vector_paths(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
+                         n: int) -> dict[str, list[str]]:
+    """EXPLAIN (ANALYZE, BUFFERS) of the statement each vector path would run for this scope and query,
+    whichever path its size picks (for `memwarden bench scale`: what each path costs on one scope)."""
+    shape, params = shape_and_params(scope, filters)
+    params.update(q=_vector_text(query_vec), n=n, shortlist=max(n, SHORTLIST), overfetch=max(n, HNSW_OVERFETCH))
+    out = {}
+    for path, sql in zip(VECTOR_PATHS, (_full_scan_sql(shape, True), _code_scan_sql(shape, True),
+                                        _hnsw_sql(shape, True))):
+        scan = (_filtered_hnsw_scan(session, ef_search=max(40, min(1000, params["overfetch"]))) if path == "HNSW"
+                else contextlib.nullcontext())
+        with scan:
+            out[path] = list(_execute(session, "EXPLAIN (ANALYZE, BUFFERS) " + sql, params).scalars())
+    return out
+
+
 @contextlib.contextmanager
 def _filtered_hnsw_scan(session: Session, *, ef_search: int) -> Iterator[None]:
     """pgvector's iterative scan in force for the statements inside, so the scope's filter applies
