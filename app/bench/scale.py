@@ -451,13 +451,13 @@ def _big_config(sizes: list[int]) -> int | list[int]:
     return sizes[0] if len(sizes) == 1 else sizes
 
 
-def _path(scope_rows: float) -> str:
-    """Which vector search recall takes for a scope of this size."""
+def _path(scope_rows: float, table_rows: int) -> str:
+    """Which vector search recall takes for a scope of this size in a table of this size."""
     from app.repos import search
 
     if scope_rows <= min(search.FULL_SCAN_MAX, search.EXACT_SCAN_MAX):
         return "exact scan"
-    if scope_rows <= search.EXACT_SCAN_MAX:
+    if scope_rows <= search.code_scan_limit(table_rows):
         return "binary codes + re-rank"
     return "HNSW iterative scan"
 
@@ -563,12 +563,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       flush=True)
                 if spread:
                     report["recall_spread"] = {
-                        "scope_rows": round(len(spread) / args.agents, 1), "path": _path(len(spread) / args.agents),
+                        "scope_rows": round(len(spread) / args.agents, 1), "path": _path(len(spread) / args.agents, len(rows)),
                         **measure(server.base_url, token, rng.sample(spread, min(args.queries, len(spread))),
                                   rng.sample(spread, min(warm, len(spread))))}
                 for agent, big in bigs.items():
                     report[_big_key(agent)] = {
-                        "agent": agent, "scope_rows": len(big), "path": _path(len(big)),
+                        "agent": agent, "scope_rows": len(big), "path": _path(len(big), len(rows)),
                         **measure(server.base_url, token, rng.sample(big, min(args.queries, len(big))),
                                   rng.sample(big, min(warm, len(big))))}
             report["recall_tracking_updates"] = _row_updates(ctx, since=updates_before)

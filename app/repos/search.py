@@ -4,13 +4,18 @@ Three vector paths, by the scope's live row count:
 
 - up to `FULL_SCAN_MAX` rows: every row's vector is compared with the query, exactly (a btree range
   scan plus a sort; fractions of a millisecond at 100 rows, and it can never miss);
-- up to `EXACT_SCAN_MAX` rows: every row is still compared, but over its 48-byte binary code
+- up to `EXACT_SCAN_MAX` rows (or more in a large table, `code_scan_max`): every row is still
+  compared, but over its 48-byte binary code
   (`embedding_bits`, migration 0033), read from an index that covers the scope's filter, so the scan
   never visits the table; the `SHORTLIST` nearest codes are then re-ranked with the full vectors.
   Reading 10,000 full vectors meant 10,000 heap pages (one row each, the scope's rows scattered over
   the table);
 - larger scopes: the HNSW index over live rows with pgvector's iterative scan, so filters apply
   during the graph walk and a scope's top-k stays full even when other agents' rows are nearer.
+  The walk visits about `HNSW_OVERFETCH` / (the scope's share of the table) nodes, so it is cheap
+  for a scope that is most of the table and dear for a few percent of it, where the code scan
+  (cost in proportion to the scope's size) wins: `code_scan_max` puts the boundary where the two
+  costs meet (`CODE_SCAN_COST_RATIO`, measured by `memwarden bench scale`).
 
 `vector_search` also returns the scope's size and mean similarity to the query (recall's
 answerability gate): the full scan gets them from the same scan (window aggregates); larger scopes
@@ -30,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -70,6 +76,12 @@ def _array(vec: Sequence[float]) -> np.ndarray:
 
 FULL_SCAN_MAX = 2_000
 EXACT_SCAN_MAX = 20_000
+# One node of a filtered HNSW walk (its neighbours' distances, a heap visit for the filter) costs
+# about this many rows of the binary-code scan: on the bench's 120,000-row table, 72 ms for the
+# 100,000-row agent's walk (~480 nodes) against 107 ms to scan its 100,000 codes, EXPLAIN medians
+# in one run (`memwarden bench scale`, load 11-15). The code scan serves a scope of `size` rows when
+# size * size <= CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table rows (the two costs equal).
+CODE_SCAN_COST_RATIO = 140.0
 # The binary codes' nearest this many are re-ranked with the full vectors (a primary-key lookup
 # each). On the bench's 10,000-row agent (30 questions, in process): 0.98 of an exact scan's top 20
 # with 100, 0.995-0.997 with 200, 0.999-1.0 with 400 at ~1.5x the statement time of 200.
@@ -319,6 +331,22 @@ class ScopeSizes:
 
 
 scope_sizes = ScopeSizes()
+_table_rows: list[float] = [0.0, -1e9]  # (live-or-not rows of `memories` as last estimated, when)
+
+
+def code_scan_max(session: Session) -> int:
+    """The largest scope the binary-code scan serves: EXACT_SCAN_MAX, or where the code scan and a
+    filtered HNSW walk cost the same in a table of this size (its row estimate, read at most every
+    LARGE_SCOPE_RECOUNT_S)."""
+    if time.monotonic() - _table_rows[1] > LARGE_SCOPE_RECOUNT_S:
+        estimate = _execute(session, "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass", {}).scalar()
+        _table_rows[:] = [max(float(estimate or 0.0), 0.0), time.monotonic()]
+    return code_scan_limit(_table_rows[0])
+
+
+def code_scan_limit(table_rows: float) -> int:
+    """`code_scan_max` for a table of `table_rows` rows."""
+    return max(EXACT_SCAN_MAX, math.isqrt(int(CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table_rows)))
 
 
 def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], cap: int) -> int:
@@ -371,8 +399,9 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
     key = ScopeSizes.key(scope, filters)
     size = scope_sizes.get(key)
     centroid = scope_sizes.centroid(key)
+    largest_code_scan = code_scan_max(session) if size is None or size > EXACT_SCAN_MAX else EXACT_SCAN_MAX
     if size is None and scope.as_of is None:
-        size = scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1)
+        size = scope_size_at_most(session, scope, filters, largest_code_scan + 1)
     if size is None or size <= min(FULL_SCAN_MAX, EXACT_SCAN_MAX):  # `as_of` snapshots too
         rows = _execute(session, _full_scan_sql(shape, fetch), params).all()
         scope_sizes.put(key, int(rows[0].scope_rows) if rows else 0)
@@ -384,7 +413,7 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
     if centroid is None:  # a scope counted just now (or grown past FULL_SCAN_MAX): its sample's mean
         centroid = _scope_centroid(session, shape, params)
         scope_sizes.put(key, size, centroid)
-    if size <= EXACT_SCAN_MAX:
+    if size <= largest_code_scan:
         rows = _execute(session, _code_scan_sql(shape, fetch), {**params, "shortlist": max(n, SHORTLIST)}).all()
     else:
         overfetch = max(n, HNSW_OVERFETCH)

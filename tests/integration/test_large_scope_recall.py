@@ -50,6 +50,8 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     gets almost none of its own."""
     tenant_id, query = crowded
     monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)  # OURS rows is a "large" scope now
+    monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)  # whatever the table's size: HNSW past EXACT_SCAN_MAX
+    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         assert conn.connection.dbapi_connection.autocommit
         found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
@@ -93,6 +95,17 @@ def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(committe
     assert [i for i, _ in found.hits] == [i for i, _ in exact]
     assert [d for _, d in found.hits] == pytest.approx([float(d) for _, d in exact], abs=1e-6)
     assert {row.agent_id for row in found.rows.values()} == {"ours"}
+
+
+def test_past_exact_scan_max_the_path_is_the_cheaper_of_codes_and_hnsw_for_the_tables_size():
+    """A filtered HNSW walk visits about HNSW_OVERFETCH / (the scope's share of the table) nodes, a
+    code scan every row of the scope: a scope that is a few percent of a large table is scanned,
+    one that is most of its table walks the graph."""
+    limit = search.code_scan_limit
+    assert limit(0) == limit(1_000) == search.EXACT_SCAN_MAX
+    assert 50_000 <= limit(1_050_000)  # the bench's 50,000-row agent in the 1M-row table: scanned
+    assert limit(120_000) < 100_000  # its 100,000-row agent in a 120,000-row table: HNSW
+    assert limit(4 * 1_050_000) == pytest.approx(2 * limit(1_050_000), rel=0.01)  # as the square root
 
 
 def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crowded):
@@ -148,6 +161,7 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed
                              "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
                         [{**row, "t": tenant.id} for row in rows])
     monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)
+    monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
