@@ -24,8 +24,9 @@
    iterative-scan path. The goal checked (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query
    of each kind is replayed in-process under EXPLAIN (ANALYZE, BUFFERS) and the plans are kept in
    the report, with how many of the recall counters' row updates were HOT; and for each big agent,
-   every vector path's statement (full scan, binary codes, HNSW) on 10 of its questions, whichever
-   path recall takes there (median execution time and buffers).
+   every vector path's statement (full scan; binary codes with 100, 200, 400 re-ranked; HNSW with
+   `ef_search` 100, 200, 400) on 30 of its questions, whichever path recall takes there: found@20
+   against an exact scan, median execution time and buffers (`PATH_VARIANTS`).
 
 A load takes most of the run (about half an hour at 1M on 2 cores). `--data-dir DIR` keeps it, with
 the bench key and the rows' ids beside it; `--reuse DIR` then measures recall on that database
@@ -462,29 +463,45 @@ def _path(scope_rows: float, table_rows: int) -> str:
     return "HNSW iterative scan"
 
 
+# (path, shortlist or ef_search) compared on each big agent; recall's own are SHORTLIST and HNSW_OVERFETCH.
+PATH_VARIANTS = (("full scan", 0), ("binary codes", 100), ("binary codes", 200), ("binary codes", 400),
+                 ("HNSW", 100), ("HNSW", 200), ("HNSW", 400))
+
+
 def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
-    """Each vector path's statement on the same scope and questions, in process under EXPLAIN (ANALYZE,
-    BUFFERS), whichever path recall takes there: median execution time and buffers touched."""
+    """Each vector path's statement (and the code shortlist / HNSW `ef_search` around recall's) on the
+    same scope and questions, in process, whichever path recall takes there: found@n against an
+    exact scan, and median execution time and buffers under EXPLAIN (ANALYZE, BUFFERS)."""
+    from sqlalchemy import text
     from sqlalchemy.orm import Session
 
     from app.repos import search
     from app.repos.memories import Scope
 
+    exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
+                     "AND agent_id = :a AND status = 'live' ORDER BY d LIMIT :n")
     filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
-    found: dict[str, list[tuple[float, int]]] = {path: [] for path in search.VECTOR_PATHS}
+    found: dict[str, list[tuple[float, int, float]]] = {}
     for row, vector in zip(targets, ctx.embedder.embed([r.memory.question for r in targets])):
+        query = search.SqlVector(vector)
+        scope = Scope(tenant_id, row.agent, None, None)
         with ctx.db.reader() as conn, Session(bind=conn) as session:
-            plans = search.explain_vector_paths(session, Scope(tenant_id, row.agent, None, None), filters,
-                                                search.SqlVector(vector), n)
-        for path, lines in plans.items():
-            ms = float(re.search(r"Execution Time: ([0-9.]+)", lines[-1]).group(1))
-            buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", next(l for l in lines if "Buffers" in l))
-            found[path].append((ms, int(buffers.group(1)) + int(buffers.group(2) or 0)))
+            nth = conn.execute(exact_nth, {"q": query.to_text(), "t": tenant_id, "a": row.agent, "n": n}).scalars().all()
+            for path, setting in PATH_VARIANTS:
+                options = {"shortlist": setting} if path == "binary codes" else {"overfetch": setting}
+                hits = search.run_vector_path(session, scope, filters, query, n, path, **options)
+                lines = search.run_vector_path(session, scope, filters, query, n, path, explain=True, **options)
+                ms = float(re.search(r"Execution Time: ([0-9.]+)", lines[-1]).group(1))
+                buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", next(l for l in lines if "Buffers" in l))
+                share = sum(float(h.distance) <= nth[-1] + 1e-6 for h in hits) / len(nth)
+                found.setdefault(f"{path} {setting}" if setting else path, []).append(
+                    (ms, int(buffers.group(1)) + int(buffers.group(2) or 0), share))
     out = {}
-    for path, samples in found.items():
-        ms = sorted(m for m, _ in samples)
-        out[path] = {"questions": len(samples), "execution_ms_p50": ms[len(ms) // 2], "execution_ms_max": ms[-1],
-                     "buffers_p50": sorted(b for _, b in samples)[len(samples) // 2]}
+    for key, samples in found.items():
+        ms, buffers, shares = (sorted(x[i] for x in samples) for i in range(3))
+        out[key] = {"questions": len(samples), "found_at_20": round(sum(shares) / len(shares), 3),
+                    "found_at_20_min": round(shares[0], 3), "execution_ms_p50": ms[len(ms) // 2],
+                    "execution_ms_max": ms[-1], "buffers_p50": buffers[len(buffers) // 2]}
     return out
 
 
@@ -580,7 +597,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     ctx, principal.tenant_id, rng.sample(big, min(100, len(big))))
                 print(f"each vector path's statement on {agent} (EXPLAIN ANALYZE)", flush=True)
                 report[_big_key(agent)]["vector_paths"] = vector_paths(
-                    ctx, principal.tenant_id, rng.sample(big, min(10, len(big))))
+                    ctx, principal.tenant_id, rng.sample(big, min(30, len(big))))
             report["explain"] = {}
             for agent, pool in (("spread", spread), *bigs.items()):
                 if pool:

@@ -428,20 +428,21 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
 VECTOR_PATHS = ("full scan", "binary codes", "HNSW")
 
 
-def explain_vector_paths(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
-                         n: int) -> dict[str, list[str]]:
-    """EXPLAIN (ANALYZE, BUFFERS) of the statement each vector path would run for this scope and query,
-    whichever path its size picks (for `memwarden bench scale`: what each path costs on one scope)."""
+def run_vector_path(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
+                    path: str, *, shortlist: int = SHORTLIST, overfetch: int = HNSW_OVERFETCH,
+                    explain: bool = False) -> list[Any]:
+    """One vector path's statement for this scope and query, whichever path its size picks: its rows
+    (id, distance, …), or with `explain` its EXPLAIN (ANALYZE, BUFFERS) lines. For `memwarden bench
+    scale`, which compares the paths and their settings on the same scope."""
     shape, params = shape_and_params(scope, filters)
-    params.update(q=_vector_text(query_vec), n=n, shortlist=max(n, SHORTLIST), overfetch=max(n, HNSW_OVERFETCH))
-    out = {}
-    for path, sql in zip(VECTOR_PATHS, (_full_scan_sql(shape, True), _code_scan_sql(shape, True),
-                                        _hnsw_sql(shape, True))):
-        scan = (_filtered_hnsw_scan(session, ef_search=max(40, min(1000, params["overfetch"]))) if path == "HNSW"
-                else contextlib.nullcontext())
-        with scan:
-            out[path] = list(_execute(session, "EXPLAIN (ANALYZE, BUFFERS) " + sql, params).scalars())
-    return out
+    params.update(q=_vector_text(query_vec), n=n, shortlist=max(n, shortlist), overfetch=max(n, overfetch))
+    sql = {"full scan": _full_scan_sql, "binary codes": _code_scan_sql, "HNSW": _hnsw_sql}[path](shape, True)
+    scan = (_filtered_hnsw_scan(session, ef_search=max(40, min(1000, params["overfetch"]))) if path == "HNSW"
+            else contextlib.nullcontext())
+    with scan:
+        if explain:
+            return list(_execute(session, "EXPLAIN (ANALYZE, BUFFERS) " + sql, params).scalars())
+        return _execute(session, sql, params).all()
 
 
 @contextlib.contextmanager
