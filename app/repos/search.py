@@ -494,7 +494,7 @@ class KeywordResult:
     """Some returned row holds every word of the query (a full-text AND match)."""
 
 
-KEYWORD_PAIR_WORDS = 6  # at most 15 pairs (index lookups) for a long question
+KEYWORD_PAIR_WORDS = 6  # at most 20 triples and 15 pairs (index lookups) for a long question
 
 
 def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
@@ -505,11 +505,13 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
 
     `large` (an agent's scope past FULL_SCAN_MAX): ranking every row that shares one word with the
     query reads and ranks thousands of rows there (a common word such as "feel" is in a tenth of an
-    agent's memories: 77 ms for a 100,000-row agent). So the rows sharing at least two of its words
-    are ranked first, from the agent-keyed word index (each pair of words an index lookup); when
-    they fill the n, they are the top n (a row's cover-density rank counts the query words it
-    holds, so a one-word row ranks below them, bar a word repeated in it). Otherwise the full
-    one-word match runs as before."""
+    agent's memories: 77 ms for a 100,000-row agent). So the rows sharing at least three of its
+    words, then at least two, are ranked first, from the agent-keyed word index (each set of words
+    an index lookup); when they fill the n, they are the top n (a row's cover-density rank counts
+    the query words it holds, so a row holding fewer ranks below them, bar a word repeated in it).
+    Otherwise the full one-word match runs as before. The three-word tier is for questions whose
+    two common words are everywhere: "What kind of books does Sara read?" holds "book" and "read"
+    in 6,000 of a 100,000-row agent's memories, Sara's reading facts all three."""
     if not query.strip():
         return KeywordResult([])
     shape, params = shape_and_params(scope, filters)
@@ -518,7 +520,7 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
     tie = query_vec is not None  # with `fetch` as well, the same vector is bound once
     rows = None
     if large and shape.agent:
-        rows = _rows_sharing_two_words(session, shape, params, fetch is not None, tie, n)
+        rows = _rows_sharing_most_words(session, shape, params, fetch is not None, tie, n)
     if rows is None:
         rows = _execute(session, _keyword_sql(shape, fetch is not None, tie), params).all()
     full_match = any(r.full for r in rows)
@@ -528,17 +530,21 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
                          {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows}, full_match)
 
 
-def _rows_sharing_two_words(session: Session, shape: Shape, params: dict[str, Any], fetch: bool, tie: bool,
-                            n: int) -> list[Any] | None:
-    """The top n among the scope's rows holding at least two of the query's words, or None when
-    fewer than n rows do (the caller then ranks every one-word match)."""
+def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, Any], fetch: bool, tie: bool,
+                             n: int) -> list[Any] | None:
+    """The top n among the scope's rows holding at least three, else at least two, of the query's
+    words, or None when fewer than n rows hold two (the caller then ranks every one-word match)."""
     words = _execute(session, f"SELECT {QUERY_WORDS}", params).scalar()
-    if not words or len(words) < 2:
-        return None
-    pairs = list(itertools.combinations(sorted(words)[:KEYWORD_PAIR_WORDS], 2))
-    pair_params = {f"pair_{i}": list(pair) for i, pair in enumerate(pairs)}
-    rows = _execute(session, _keyword_sql(shape, fetch, tie, len(pairs)), {**params, **pair_params}).all()
-    return rows if len(rows) >= n else None
+    words = sorted(words or [])[:KEYWORD_PAIR_WORDS]
+    for size in (3, 2):
+        if len(words) < size:
+            continue
+        sets = list(itertools.combinations(words, size))
+        set_params = {f"pair_{i}": list(group) for i, group in enumerate(sets)}
+        rows = _execute(session, _keyword_sql(shape, fetch, tie, len(sets)), {**params, **set_params}).all()
+        if len(rows) >= n:
+            return rows
+    return None
 
 
 def fetch_with_similarity(session: Session, tenant_id: str, ids: Sequence[str],

@@ -125,23 +125,27 @@ def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crow
     assert "memories_tsv_live" not in plan  # never the table-wide word index for an agent's scope
 
 
-def test_a_large_scopes_keyword_leg_ranks_rows_sharing_two_words_first_with_the_same_answer(committed_ctx, crowded):
-    """`large`: the rows holding two of the query's words come from pair lookups on the agent-keyed
-    index instead of ranking every row that holds one of them; the top n is the same, and a query
-    whose two-word rows do not fill n falls back to the full match."""
+def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the_same_answer(committed_ctx, crowded):
+    """`large`: the rows holding three, then two, of the query's words come from lookups on the
+    agent-keyed index instead of ranking every row that holds one of them; the top n is the same,
+    and a query whose two-word rows do not fill n falls back to the full match."""
     tenant_id, query = crowded
     scope = Scope(tenant_id, "ours", None)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
-        for question, n in (("Do we feel calm?", 20), ("Do we feel calm?", OURS + 1), ("Calm about item 7", 5)):
+        # (question, n, statements sent): the words, then each tier tried, then the full match if needed
+        for question, n, sent_count in (("Do we feel calm?", 20, 2),  # two words: pairs fill 20
+                                        ("Do we feel calm?", OURS + 1, 3),  # pairs do not fill: full match
+                                        ("We feel calm about the item", 20, 2),  # every row holds all three
+                                        ("Calm about item 7", 5, 3)):  # one row holds all three: pairs
             statements.clear()
-            paired = search.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
+            tiered = search.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
             sent = list(statements)
             full = search.keyword_search(session, scope, {}, question, n, fetch=query)
-            assert paired.hits == full.hits and paired.full_match == full.full_match
-            assert " @> " in sent[1] and len(sent) == (2 if n <= OURS else 3)  # words, pairs (, full match)
-    assert {row.agent_id for row in paired.rows.values()} == {"ours"}
+            assert tiered.hits == full.hits and tiered.full_match == full.full_match
+            assert " @> " in sent[1] and len(sent) == sent_count, (question, sent)
+    assert {row.agent_id for row in tiered.rows.values()} == {"ours"}
 
 
 def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed_ctx, settings, monkeypatch):
