@@ -77,11 +77,12 @@ def _array(vec: Sequence[float]) -> np.ndarray:
 FULL_SCAN_MAX = 2_000
 EXACT_SCAN_MAX = 20_000
 # One node of a filtered HNSW walk (its neighbours' distances, a heap visit for the filter) costs
-# about this many rows of the binary-code scan: on the bench's 120,000-row table, 72 ms for the
-# 100,000-row agent's walk (~480 nodes) against 107 ms to scan its 100,000 codes, EXPLAIN medians
-# in one run (`memwarden bench scale`, load 11-15). The code scan serves a scope of `size` rows when
+# about this many rows of the binary-code scan. `memwarden bench scale`'s every-path comparison
+# (EXPLAIN medians, load 2-6): 49 on the 120,000-row table's 100,000-row agent (8.7 ms for ~480
+# nodes against 37 ms for its 100,000 codes), 22 on its 10,000-row agent, 25 on the 1M-row table's
+# 50,000-row agent. The code scan serves a scope of `size` rows when
 # size * size <= CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table rows (the two costs equal).
-CODE_SCAN_COST_RATIO = 140.0
+CODE_SCAN_COST_RATIO = 40.0
 # The binary codes' nearest this many are re-ranked with the full vectors (a primary-key lookup
 # each). On the bench's 10,000-row agent (30 questions, in process): 0.98 of an exact scan's top 20
 # with 100, 0.995-0.997 with 200, 0.999-1.0 with 400 at ~1.5x the statement time of 200.
