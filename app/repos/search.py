@@ -78,9 +78,9 @@ FULL_SCAN_MAX = 2_000
 EXACT_SCAN_MAX = 20_000
 # One node of a filtered HNSW walk (its neighbours' distances, a heap visit for the filter) costs
 # about this many rows of the binary-code scan. `memwarden bench scale`'s every-path comparison
-# (EXPLAIN medians, load 2-6): 49 on the 120,000-row table's 100,000-row agent (8.7 ms for ~480
-# nodes against 37 ms for its 100,000 codes), 22 on its 10,000-row agent, 25 on the 1M-row table's
-# 50,000-row agent. The code scan serves a scope of `size` rows when
+# (EXPLAIN medians, load 2-4, HNSW at 400, codes at 200): 60 on the 120,000-row table's 100,000-row
+# agent (10.7 ms for ~480 nodes against 37 ms for its 100,000 codes), 19 on its 10,000-row agent,
+# 38 on the 1M-row table's 50,000-row agent. The code scan serves a scope of `size` rows when
 # size * size <= CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table rows (the two costs equal).
 CODE_SCAN_COST_RATIO = 40.0
 # The binary codes' nearest this many are re-ranked with the full vectors (a primary-key lookup
