@@ -84,8 +84,8 @@ EXACT_SCAN_MAX = 20_000
 # size * size <= CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table rows (the two costs equal).
 CODE_SCAN_COST_RATIO = 40.0
 # The binary codes' nearest this many are re-ranked with the full vectors (a primary-key lookup
-# each). On the bench's 10,000-row agent (30 questions, in process): 0.98 of an exact scan's top 20
-# with 100, 0.995-0.997 with 200, 0.999-1.0 with 400 at ~1.5x the statement time of 200.
+# each). On the bench's 10,000-row agent (`memwarden bench scale`, 30 questions): 0.970 of an exact
+# scan's top 20 with 100, 0.995 with 200, 1.000 with 400, at 3.4, 3.5 and 4.1 ms.
 SHORTLIST = 200
 HNSW_MAX_SCAN_TUPLES = 200_000
 STATS_SAMPLE = 2_000
