@@ -19,10 +19,14 @@
    question of a random stored memory, so found@5 (that memory, or one with the identical text in
    the same scope, among the hits) is reported as a sanity check, not a quality metric; for each
    big agent, how much of an exact scan's top 20 recall's vector search returns (found@20) is
-   measured in process. Scopes up to EXACT_SCAN_MAX (20,000) rows are ranked exactly; larger ones
-   take the HNSW iterative-scan path. The goal checked (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query of each kind is replayed in-process under EXPLAIN (ANALYZE,
-   BUFFERS) and the plans are kept in the report, with how many of the recall counters' row
-   updates were HOT.
+   measured in process. Scopes up to FULL_SCAN_MAX (2,000) rows are ranked exactly; up to
+   EXACT_SCAN_MAX (20,000) over their binary codes, re-ranked; larger ones take the HNSW
+   iterative-scan path. The goal checked (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query
+   of each kind is replayed in-process under EXPLAIN (ANALYZE, BUFFERS) and the plans are kept in
+   the report, with how many of the recall counters' row updates were HOT; and for each big agent,
+   every vector path's statement (full scan; binary codes with 100, 200, 400 re-ranked; HNSW with
+   `ef_search` 100, 200, 400) on 30 of its questions, whichever path recall takes there: found@20
+   against an exact scan, median execution time and buffers (`PATH_VARIANTS`).
 
 A load takes most of the run (about half an hour at 1M on 2 cores). `--data-dir DIR` keeps it, with
 the bench key and the rows' ids beside it; `--reuse DIR` then measures recall on that database
@@ -448,11 +452,57 @@ def _big_config(sizes: list[int]) -> int | list[int]:
     return sizes[0] if len(sizes) == 1 else sizes
 
 
-def _path(scope_rows: float) -> str:
-    """Which vector search recall takes for a scope of this size."""
+def _path(scope_rows: float, table_rows: int) -> str:
+    """Which vector search recall takes for a scope of this size in a table of this size."""
     from app.repos import search
 
-    return "exact scan" if scope_rows <= search.EXACT_SCAN_MAX else "HNSW iterative scan"
+    if scope_rows <= min(search.FULL_SCAN_MAX, search.EXACT_SCAN_MAX):
+        return "exact scan"
+    if scope_rows <= search.code_scan_limit(table_rows):
+        return "binary codes + re-rank"
+    return "HNSW iterative scan"
+
+
+# (path, shortlist or ef_search) compared on each big agent; recall's own are SHORTLIST and HNSW_OVERFETCH.
+PATH_VARIANTS = (("full scan", 0), ("binary codes", 100), ("binary codes", 200), ("binary codes", 400),
+                 ("HNSW", 100), ("HNSW", 200), ("HNSW", 400))
+
+
+def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
+    """Each vector path's statement (and the code shortlist / HNSW `ef_search` around recall's) on the
+    same scope and questions, in process, whichever path recall takes there: found@n against an
+    exact scan, and median execution time and buffers under EXPLAIN (ANALYZE, BUFFERS)."""
+    from sqlalchemy import text
+    from sqlalchemy.orm import Session
+
+    from app.repos import search
+    from app.repos.memories import Scope
+
+    exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
+                     "AND agent_id = :a AND status = 'live' ORDER BY d LIMIT :n")
+    filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
+    found: dict[str, list[tuple[float, int, float]]] = {}
+    for row, vector in zip(targets, ctx.embedder.embed([r.memory.question for r in targets])):
+        query = search.SqlVector(vector)
+        scope = Scope(tenant_id, row.agent, None, None)
+        with ctx.db.reader() as conn, Session(bind=conn) as session:
+            nth = conn.execute(exact_nth, {"q": query.to_text(), "t": tenant_id, "a": row.agent, "n": n}).scalars().all()
+            for path, setting in PATH_VARIANTS:
+                options = {"shortlist": setting} if path == "binary codes" else {"overfetch": setting}
+                hits = search.run_vector_path(session, scope, filters, query, n, path, **options)
+                lines = search.run_vector_path(session, scope, filters, query, n, path, explain=True, **options)
+                ms = float(re.search(r"Execution Time: ([0-9.]+)", lines[-1]).group(1))
+                buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", next(l for l in lines if "Buffers" in l))
+                share = sum(float(h.distance) <= nth[-1] + 1e-6 for h in hits) / len(nth)
+                found.setdefault(f"{path} {setting}" if setting else path, []).append(
+                    (ms, int(buffers.group(1)) + int(buffers.group(2) or 0), share))
+    out = {}
+    for key, samples in found.items():
+        ms, buffers, shares = (sorted(x[i] for x in samples) for i in range(3))
+        out[key] = {"questions": len(samples), "found_at_20": round(sum(shares) / len(shares), 3),
+                    "found_at_20_min": round(shares[0], 3), "execution_ms_p50": ms[len(ms) // 2],
+                    "execution_ms_max": ms[-1], "buffers_p50": buffers[len(buffers) // 2]}
+    return out
 
 
 def vector_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[str, Any]:
@@ -530,12 +580,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                       flush=True)
                 if spread:
                     report["recall_spread"] = {
-                        "scope_rows": round(len(spread) / args.agents, 1), "path": _path(len(spread) / args.agents),
+                        "scope_rows": round(len(spread) / args.agents, 1), "path": _path(len(spread) / args.agents, len(rows)),
                         **measure(server.base_url, token, rng.sample(spread, min(args.queries, len(spread))),
                                   rng.sample(spread, min(warm, len(spread))))}
                 for agent, big in bigs.items():
                     report[_big_key(agent)] = {
-                        "agent": agent, "scope_rows": len(big), "path": _path(len(big)),
+                        "agent": agent, "scope_rows": len(big), "path": _path(len(big), len(rows)),
                         **measure(server.base_url, token, rng.sample(big, min(args.queries, len(big))),
                                   rng.sample(big, min(warm, len(big))))}
             report["recall_tracking_updates"] = _row_updates(ctx, since=updates_before)
@@ -545,6 +595,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"vector search against an exact scan of {agent}", flush=True)
                 report[_big_key(agent)]["vector_vs_exact"] = vector_vs_exact(
                     ctx, principal.tenant_id, rng.sample(big, min(100, len(big))))
+                print(f"each vector path's statement on {agent} (EXPLAIN ANALYZE)", flush=True)
+                report[_big_key(agent)]["vector_paths"] = vector_paths(
+                    ctx, principal.tenant_id, rng.sample(big, min(30, len(big))))
             report["explain"] = {}
             for agent, pool in (("spread", spread), *bigs.items()):
                 if pool:

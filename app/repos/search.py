@@ -1,24 +1,41 @@
 """Candidate retrieval for recall: vector kNN and full-text, both filtered inside the scan.
 
-Scopes smaller than `EXACT_SCAN_MAX` are ranked exactly (a btree range scan plus a sort over a
-few thousand vectors takes milliseconds and can never miss). Larger scopes use the HNSW index
-over live rows with pgvector's iterative scan, so filters apply during the graph walk and a
-scope's top-k stays full even when other agents' rows are nearer (no global top-k post-filter).
+Three vector paths, by the scope's live row count:
 
-`vector_candidates_with_stats` also returns the scope's size and mean similarity to the query
-(recall's answerability gate): exact scans get them from the same scan (window aggregates);
-larger scopes estimate the mean from a bounded sample of the scope.
+- up to `FULL_SCAN_MAX` rows: every row's vector is compared with the query, exactly (a btree range
+  scan plus a sort; fractions of a millisecond at 100 rows, and it can never miss);
+- up to `EXACT_SCAN_MAX` rows (or more in a large table, `code_scan_max`): every row is still
+  compared, but over its 48-byte binary code
+  (`embedding_bits`, migration 0033), read from an index that covers the scope's filter, so the scan
+  never visits the table; the `SHORTLIST` nearest codes are then re-ranked with the full vectors.
+  Reading 10,000 full vectors meant 10,000 heap pages (one row each, the scope's rows scattered over
+  the table);
+- larger scopes: the HNSW index over live rows with pgvector's iterative scan, so filters apply
+  during the graph walk and a scope's top-k stays full even when other agents' rows are nearer.
+  The walk visits about `HNSW_OVERFETCH` / (the scope's share of the table) nodes, so it is cheap
+  for a scope that is most of the table and dear for a few percent of it, where the code scan
+  (cost in proportion to the scope's size) wins: `code_scan_max` puts the boundary where the two
+  costs meet (`CODE_SCAN_COST_RATIO`, measured by `memwarden bench scale`).
 
-Round trips are what a recall costs on a small scope, so: the exact-or-HNSW choice uses the
-scope's size from the last exact scan of it in this process (`ScopeSizes`) instead of counting
-first, and with `fetch=True` the candidate queries return the rows themselves (no third
-statement to load them).
+`vector_search` also returns the scope's size and mean similarity to the query (recall's
+answerability gate): the full scan gets them from the same scan (window aggregates); larger scopes
+from their size and centroid (the mean of unit vectors' cosines to the query is the query's dot
+product with their mean vector), counted and averaged over a sample at most every
+`LARGE_SCOPE_RECOUNT_S` per process (`ScopeSizes`).
+
+Every statement is SQL text built once per shape (which of user, `as_of` and the filters a request
+sets) and executed with bound parameters: building SQLAlchemy expressions and compiling them for
+each request cost more CPU than the queries themselves on a small scope. Round trips are what a
+recall costs on a small scope, so the path is chosen from the size seen by the last scan of the
+scope in this process (no count first), and the candidate queries return the rows themselves.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -26,14 +43,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pgvector import Vector
-from sqlalchemy import Text, cast, func, literal, literal_column, or_, select
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import TSQUERY
+from psycopg.types.json import Jsonb
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
-from app.repos.memories import Scope, apply_filters, visible
+from app.repos.memories import ONCE_LIVE, Scope
 
 
 class SqlVector(Vector):
@@ -49,18 +66,29 @@ class SqlVector(Vector):
         return self._text
 
 
-# What `fetch=True` returns per candidate: the columns of the contract's Entry (plus the score
-# multiplier), as plain rows whose attribute names are the model's (`row.metadata_` …), so
-# `entry_json` takes them as it takes a `Memory`. Plain rows, not ORM objects: a recall fetches up
-# to 40 candidates to return 5, and building identity-mapped objects for them cost more CPU than
-# the rest of the query handling.
-ENTRY_COLUMNS = (Memory.id, Memory.agent_id, Memory.user_id, Memory.type, Memory.content,
-                 Memory.metadata_.label("metadata_"), Memory.tags, Memory.confidence, Memory.source,
-                 Memory.created_at, Memory.updated_at, Memory.expires_at, Memory.score_multiplier)
+def _vector_text(vec: Sequence[float]) -> str:
+    return vec.to_text() if isinstance(vec, Vector) else Vector(list(vec)).to_text()
 
+
+def _array(vec: Sequence[float]) -> np.ndarray:
+    return vec.to_numpy().astype(np.float64) if isinstance(vec, Vector) else np.asarray(vec, dtype=np.float64)
+
+
+FULL_SCAN_MAX = 2_000
 EXACT_SCAN_MAX = 20_000
+# One node of a filtered HNSW walk (its neighbours' distances, a heap visit for the filter) costs
+# about this many rows of the binary-code scan. `memwarden bench scale`'s every-path comparison
+# (EXPLAIN medians, load 2-4, HNSW at 400, codes at 200): 60 on the 120,000-row table's 100,000-row
+# agent (10.7 ms for ~480 nodes against 37 ms for its 100,000 codes), 19 on its 10,000-row agent,
+# 38 on the 1M-row table's 50,000-row agent. The code scan serves a scope of `size` rows when
+# size * size <= CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table rows (the two costs equal).
+CODE_SCAN_COST_RATIO = 40.0
+# The binary codes' nearest this many are re-ranked with the full vectors (a primary-key lookup
+# each). On the bench's 10,000-row agent (`memwarden bench scale`, 30 questions): 0.970 of an exact
+# scan's top 20 with 100, 0.995 with 200, 1.000 with 400, at 3.4, 3.5 and 4.1 ms.
+SHORTLIST = 200
 HNSW_MAX_SCAN_TUPLES = 200_000
-STATS_SAMPLE = 1_000
+STATS_SAMPLE = 2_000
 # The HNSW path asks the iterative scan for this many of the scope's rows (at least), adds every copy
 # in scope of their texts, and ranks them exactly: in `relaxed_order` the scan yields its batches
 # only roughly nearest first, so the first n rows that pass the scope's filter were often not the
@@ -68,38 +96,201 @@ STATS_SAMPLE = 1_000
 # scale`). On the bench's 100,000-row agent: 0.79 of the exact top 20 before, 0.87 with 200
 # candidates, 0.90 with 200 and their copies, 0.97 with 400 and their copies.
 HNSW_OVERFETCH = 400
-# A large scope's size is counted again (index-only, up to EXACT_SCAN_MAX + 1 rows) at most this often:
-# it only picks the path, and counting a 20,000-row prefix of the scope index cost more than the
-# HNSW query itself.
+# A large scope's size (and centroid) is counted again at most this often: it only picks the path
+# and estimates the scope mean, and counting a 20,000-row prefix of the scope index cost more than
+# the search itself.
 LARGE_SCOPE_RECOUNT_S = 30.0
 
 
 @dataclass(frozen=True)
 class ScopeStats:
     """How the query relates to the scope as a whole: its row count (a lower bound past
-    EXACT_SCAN_MAX) and the mean cosine similarity of the query to those rows."""
+    EXACT_SCAN_MAX) and the mean cosine similarity of the query to those rows; `exact`: every row's
+    full vector was compared (the mean is then exact too)."""
 
     rows: int
     mean_similarity: float
     exact: bool
 
 
-def _base(scope: Scope, filters: dict[str, Any]):
-    return apply_filters(select(Memory.id).where(visible(scope)), **filters)
+# --- SQL, built once per shape ------------------------------------------------------------------
+
+# The contract's Entry columns (plus the score multiplier), named as the model's attributes
+# (`row.metadata_` …), so `entry_json` takes a row as it takes a `Memory`. Plain rows, not ORM
+# objects: a recall fetches up to 40 candidates to return 5.
+ENTRY = ("m.id, m.agent_id, m.user_id, m.type, m.content, m.metadata AS metadata_, m.tags, m.confidence, m.source, "
+         "m.created_at, m.updated_at, m.expires_at, m.score_multiplier")
+QUERY = "%(q)s::vector"
+ANDED = "plainto_tsquery('english'::regconfig, %(text)s)"
+# OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases), built
+# in SQL so it costs no extra round trip: plainto_tsquery ANDs the quoted lexemes with ' & ' (a
+# lexeme never contains a space), so swapping the operator gives the OR query. With a constant
+# config the whole expression folds to a constant at plan time.
+ORED = f"replace({ANDED}::text, ' & ', ' | ')::tsquery"
+ROW_WORDS = "memwarden_scoped_lexemes(m.agent_id, m.content_tsv)"
+QUERY_WORDS = "memwarden_scoped_lexemes(%(agent)s::text, to_tsvector('english'::regconfig, %(text)s))"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What decides a statement's text: which parts of the scope and which filters are set."""
+
+    agent: bool
+    user: bool
+    as_of: bool
+    types: bool
+    tags: bool
+    metadata: bool
+    fresher: bool
+
+
+def shape_and_params(scope: Scope, filters: dict[str, Any]) -> tuple[Shape, dict[str, Any]]:
+    """The statement shape of a scope and filters, and their bound parameters."""
+    types, tags, metadata = filters.get("types"), filters.get("tags"), filters.get("metadata")
+    fresher = filters.get("fresher_than_days")
+    shape = Shape(scope.agent_id is not None, scope.user_id is not None, scope.as_of is not None,
+                  bool(types), bool(tags), bool(metadata), fresher is not None)
+    params = {"tenant": scope.tenant_id, "agent": scope.agent_id, "user": scope.user_id, "as_of": scope.as_of,
+              "types": list(types) if types else None, "tags": list(tags) if tags else None,
+              "metadata": Jsonb(metadata) if metadata else None,
+              "fresher_s": float(fresher) * 86400 if fresher is not None else None}
+    return shape, params
+
+
+@functools.cache
+def _where(shape: Shape, *, live_only: bool = False) -> str:
+    """`memories.visible` and `memories.apply_filters` as SQL over alias `m`. `live_only`: live rows,
+    expiry left out (the size probe: index-only on the scope index)."""
+    conds = ["m.tenant_id = %(tenant)s"]
+    if not live_only:
+        conds.append("(m.expires_at IS NULL OR m.expires_at > statement_timestamp())")
+    if shape.agent:
+        conds.append("m.agent_id = %(agent)s")
+    if shape.user:
+        conds.append("m.user_id = %(user)s")
+    if not shape.as_of or live_only:
+        conds.append("m.status = 'live'")
+    else:
+        statuses = ", ".join(f"'{s}'" for s in ONCE_LIVE)
+        conds += [f"m.status IN ({statuses})", "m.hard_deleted IS false", "m.live_from <= %(as_of)s::timestamptz",
+                  "(m.ended_at IS NULL OR m.ended_at > %(as_of)s::timestamptz)"]
+    if shape.types:
+        conds.append("m.type = ANY(%(types)s::text[])")
+    if shape.tags:
+        conds.append("m.tags @> %(tags)s::text[]")
+    if shape.metadata:
+        conds.append("m.metadata @> %(metadata)s::jsonb")
+    if shape.fresher:
+        conds.append("m.created_at >= statement_timestamp() - make_interval(secs => %(fresher_s)s::float8)")
+    return " AND ".join(conds)
+
+
+@functools.cache
+def _size_sql(shape: Shape) -> str:
+    return f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {_where(shape, live_only=True)} LIMIT %(cap)s) s"
+
+
+@functools.cache
+def _centroid_sql(shape: Shape) -> str:
+    return (f"SELECT avg(s.embedding)::text FROM (SELECT m.embedding FROM memories m WHERE {_where(shape)} "
+            "AND m.embedding IS NOT NULL LIMIT %(sample)s) s")
+
+
+@functools.cache
+def _full_scan_sql(shape: Shape, fetch: bool) -> str:
+    """Every row's distance, computed once per row in a fenced subquery (OFFSET 0), ranked exactly;
+    the window aggregates see every row of the scope before the LIMIT."""
+    ranked = ("SELECT s.id, s.distance, count(*) OVER () AS scope_rows, avg(s.distance) OVER () AS mean_distance "
+              f"FROM (SELECT m.id, m.embedding <=> {QUERY} AS distance FROM memories m WHERE {_where(shape)} "
+              "AND m.embedding IS NOT NULL OFFSET 0) s ORDER BY s.distance, s.id LIMIT %(n)s")
+    if not fetch:
+        return ranked
+    return (f"SELECT {ENTRY}, r.distance, r.scope_rows, r.mean_distance FROM ({ranked}) r "
+            "JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = r.id ORDER BY r.distance, m.id")
+
+
+@functools.cache
+def _code_scan_sql(shape: Shape, fetch: bool) -> str:
+    """Every row's binary code compared with the query's (Hamming distance, from the covering index
+    `memories_scope_bits`: no heap visit), the nearest SHORTLIST re-ranked with the full vectors."""
+    columns = ENTRY if fetch else "m.id"
+    return (f"WITH near AS MATERIALIZED (SELECT m.id FROM memories m WHERE {_where(shape)} "
+            f"AND m.embedding_bits IS NOT NULL ORDER BY m.embedding_bits <~> binary_quantize({QUERY}) "
+            "LIMIT %(shortlist)s) "
+            f"SELECT {columns}, m.embedding <=> {QUERY} AS distance FROM near "
+            "JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = near.id ORDER BY distance, m.id LIMIT %(n)s")
+
+
+@functools.cache
+def _hnsw_sql(shape: Shape, fetch: bool) -> str:
+    """The iterative scan's candidates plus every in-scope copy of their texts, ranked exactly.
+
+    Identical texts have identical vectors, which an HNSW graph links poorly (its neighbour lists
+    keep one of a set of equal points), so the walk reaches a few copies of a repeated fact and
+    misses the rest of an exact top n. One probe of `memories_scope_content` (migration 0032) per
+    distinct text (LATERAL, so never a walk of the scope); n copies of one text are as many as the
+    top n can hold."""
+    where = _where(shape)
+    pooled = (f"WITH candidates AS (SELECT m.id, m.embedding <=> {QUERY} AS distance, md5(m.content) AS content_key "
+              f"FROM memories m WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> {QUERY} "
+              "LIMIT %(overfetch)s), "
+              "pooled AS (SELECT id, distance FROM candidates UNION "
+              "SELECT c.id, c.distance FROM (SELECT DISTINCT content_key FROM candidates) k CROSS JOIN LATERAL "
+              f"(SELECT m.id, m.embedding <=> {QUERY} AS distance FROM memories m WHERE {where} "
+              "AND m.embedding IS NOT NULL AND md5(m.content) = k.content_key LIMIT %(n)s) c), "
+              "ranked AS (SELECT id, distance FROM pooled ORDER BY distance, id LIMIT %(n)s) ")
+    if not fetch:
+        return pooled + "SELECT id, distance FROM ranked ORDER BY distance, id"
+    return (pooled + f"SELECT {ENTRY}, r.distance FROM ranked r JOIN memories m ON m.tenant_id = %(tenant)s "
+            "AND m.id = r.id ORDER BY r.distance, m.id")
+
+
+@functools.cache
+def _keyword_sql(shape: Shape, fetch: bool, tie_by_distance: bool, pairs: int = 0) -> str:
+    """Rows sharing a stemmed word with the query, best cover-density rank first (equal ranks by
+    distance to the query vector or by id, never by physical row order, which every UPDATE changes);
+    `pairs` > 0: only rows holding one of that many pairs of the query's words (`%(pair_i)s`)."""
+    columns = f"{ENTRY}, m.embedding <=> {QUERY} AS distance" if fetch else "m.id"
+    conds = [_where(shape)]
+    if shape.agent:
+        # The same match keyed by agent, so a large scope's matches come from
+        # `memories_agent_lexemes_live` (migration 0015). `IS TRUE` keeps the planner off the
+        # table-wide word index, where a common word matches tens of thousands of other agents'
+        # rows; small scopes still walk their ~100 rows on the scope index.
+        conds.append(f"(m.content_tsv @@ {ORED}) IS TRUE")
+        if pairs:
+            conds.append("(" + " OR ".join(f"{ROW_WORDS} @> %(pair_{i})s::text[]" for i in range(pairs)) + ")")
+        else:
+            conds.append(f"{ROW_WORDS} && {QUERY_WORDS}")
+    else:
+        conds.append(f"m.content_tsv @@ {ORED}")
+    tie = f"m.embedding <=> {QUERY}" if tie_by_distance else "m.id"
+    # Rows holding every query word rank at the top (ts_rank_cd counts the words matched), so
+    # checking the n returned for a full AND match is enough.
+    return (f"SELECT {columns}, ts_rank_cd(m.content_tsv, {ORED}) AS rank, (m.content_tsv @@ {ANDED}) AS full "
+            f"FROM memories m WHERE {' AND '.join(conds)} ORDER BY rank DESC, {tie}, m.id LIMIT %(n)s")
+
+
+def _execute(session: Session, sql: str, params: dict[str, Any]):
+    """Run a pre-built statement on the session's connection (psycopg binds the parameters)."""
+    return session.connection().exec_driver_sql(sql, params)
+
+
+# --- scope sizes --------------------------------------------------------------------------------
 
 
 class ScopeSizes:
-    """Each scope's live row count as this process last saw it (bounded LRU).
+    """Each scope's live row count as this process last saw it (bounded LRU), and for scopes past
+    FULL_SCAN_MAX the mean of a sample of its vectors (the centroid).
 
-    The count only chooses exact scan vs HNSW; both return correct results, so a stale size costs
-    at most slower queries: an exact scan of a scope that has grown past EXACT_SCAN_MAX counts it
-    (window aggregate) and the next recall takes the HNSW path; a large size is forgotten after
-    LARGE_SCOPE_RECOUNT_S, so a scope that shrank is counted again and ranked exactly. Scopes never
-    seen are counted first."""
+    The count only chooses the path; every path returns correct results, so a stale size costs at
+    most slower queries: a full scan of a scope that has grown counts it (window aggregate) and the
+    next recall takes the path for its size; a large size is forgotten after LARGE_SCOPE_RECOUNT_S,
+    so a scope that shrank is counted again. Scopes never seen are counted first."""
 
     def __init__(self, capacity: int = 50_000):
         self.capacity = capacity
-        self._sizes: OrderedDict[tuple, tuple[int, float]] = OrderedDict()
+        self._sizes: OrderedDict[tuple, tuple[int, float, np.ndarray | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
@@ -109,47 +300,74 @@ class ScopeSizes:
             return None
         return (scope.tenant_id, scope.agent_id, scope.user_id, repr(sorted(filters.items())))
 
-    def get(self, key: tuple | None) -> int | None:
+    def _found(self, key: tuple | None) -> tuple[int, float, np.ndarray | None] | None:
         if key is None:
             return None
         with self._lock:
             found = self._sizes.get(key)
             if found is None:
                 return None
-            size, seen_at = found
-            if size > EXACT_SCAN_MAX and time.monotonic() - seen_at > LARGE_SCOPE_RECOUNT_S:
+            if found[0] > min(FULL_SCAN_MAX, EXACT_SCAN_MAX) and time.monotonic() - found[1] > LARGE_SCOPE_RECOUNT_S:
                 del self._sizes[key]
                 return None
             self._sizes.move_to_end(key)
-            return size
+            return found
 
-    def put(self, key: tuple | None, size: int) -> None:
+    def get(self, key: tuple | None) -> int | None:
+        found = self._found(key)
+        return None if found is None else found[0]
+
+    def centroid(self, key: tuple | None) -> np.ndarray | None:
+        found = self._found(key)
+        return None if found is None else found[2]
+
+    def put(self, key: tuple | None, size: int, centroid: np.ndarray | None = None) -> None:
         if key is None:
             return
         with self._lock:
-            self._sizes[key] = (size, time.monotonic())
+            self._sizes[key] = (size, time.monotonic(), centroid)
             self._sizes.move_to_end(key)
             while len(self._sizes) > self.capacity:
                 self._sizes.popitem(last=False)
 
 
 scope_sizes = ScopeSizes()
+_table_rows: list[float] = [0.0, -1e9]  # (live-or-not rows of `memories` as last estimated, when)
+
+
+def code_scan_max(session: Session) -> int:
+    """The largest scope the binary-code scan serves: EXACT_SCAN_MAX, or where the code scan and a
+    filtered HNSW walk cost the same in a table of this size (its row estimate, read at most every
+    LARGE_SCOPE_RECOUNT_S)."""
+    if time.monotonic() - _table_rows[1] > LARGE_SCOPE_RECOUNT_S:
+        estimate = _execute(session, "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass", {}).scalar()
+        _table_rows[:] = [max(float(estimate or 0.0), 0.0), time.monotonic()]
+    return code_scan_limit(_table_rows[0])
+
+
+def code_scan_limit(table_rows: float) -> int:
+    """`code_scan_max` for a table of `table_rows` rows."""
+    return max(EXACT_SCAN_MAX, math.isqrt(int(CODE_SCAN_COST_RATIO * HNSW_OVERFETCH * table_rows)))
 
 
 def scope_size_at_most(session: Session, scope: Scope, filters: dict[str, Any], cap: int) -> int:
-    """Count the scope's live rows, stopping at `cap`; only picks exact scan vs HNSW.
+    """Count the scope's live rows, stopping at `cap`; only picks the path.
 
     Expiry is left out on purpose: without it (and without request filters) this is an
     index-only scan of `memories_scope`, ~1 ms at 20,000 rows instead of ~15 ms with a heap visit
-    per row. Expired rows not yet swept are counted, which can only tip a scope onto the (still
-    filtered, still correct) HNSW path a little early."""
-    conds = [Memory.tenant_id == scope.tenant_id, Memory.status == "live"]
-    if scope.agent_id is not None:
-        conds.append(Memory.agent_id == scope.agent_id)
-    if scope.user_id is not None:
-        conds.append(Memory.user_id == scope.user_id)
-    inner = apply_filters(select(literal(1)).select_from(Memory).where(*conds), **filters).limit(cap).subquery()
-    return session.scalar(select(func.count()).select_from(inner)) or 0
+    per row. Expired rows not yet swept are counted, which can only tip a scope onto a (still
+    filtered, still correct) larger-scope path a little early."""
+    shape, params = shape_and_params(scope, filters)
+    return _execute(session, _size_sql(shape), {**params, "cap": cap}).scalar() or 0
+
+
+def _scope_centroid(session: Session, shape: Shape, params: dict[str, Any]) -> np.ndarray | None:
+    """The mean of up to STATS_SAMPLE of the scope's vectors (the scope index's first rows)."""
+    text = _execute(session, _centroid_sql(shape), {**params, "sample": STATS_SAMPLE}).scalar()
+    return None if text is None else np.array(text[1:-1].split(","), dtype=np.float64)
+
+
+# --- vector search ------------------------------------------------------------------------------
 
 
 def vector_candidates(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
@@ -171,61 +389,61 @@ class VectorResult:
     """(id, cosine distance), nearest first."""
     stats: ScopeStats
     rows: dict[str, Any] = field(default_factory=dict)
-    """The hits' rows (`ENTRY_COLUMNS`), when asked for with `fetch=True`."""
+    """The hits' rows (`ENTRY` columns), when asked for with `fetch=True`."""
 
 
 def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
                   *, fetch: bool = False) -> VectorResult:
     """Up to `n` nearest live memories in scope with the scope's stats (and, with `fetch`, the rows)."""
-    distance = Memory.embedding.cosine_distance(query_vec)
+    shape, params = shape_and_params(scope, filters)
+    params.update(q=_vector_text(query_vec), n=n)
     key = ScopeSizes.key(scope, filters)
     size = scope_sizes.get(key)
+    centroid = scope_sizes.centroid(key)
+    largest_code_scan = code_scan_max(session) if size is None or size > EXACT_SCAN_MAX else EXACT_SCAN_MAX
     if size is None and scope.as_of is None:
-        size = scope_size_at_most(session, scope, filters, EXACT_SCAN_MAX + 1)
-        if size > EXACT_SCAN_MAX:
-            scope_sizes.put(key, size)  # small scopes are cached by their exact scan, with the exact count
-    stmt = _base(scope, filters).where(Memory.embedding.is_not(None))
-    if size is None or size <= EXACT_SCAN_MAX:
-        # The distance is computed once per row in a fenced subquery (OFFSET 0), then ranked
-        # exactly; the window aggregates see every row of the scope before the LIMIT.
-        inner = stmt.add_columns(distance.label("distance")).offset(0).subquery()
-        ranked = (select(inner.c.id, inner.c.distance, func.count().over().label("scope_rows"),
-                         func.avg(inner.c.distance).over().label("mean_distance"))
-                  .order_by(inner.c.distance).limit(n))
-        result = _ranked(session, ranked, fetch, scope.tenant_id)
-        if not result.hits:
-            scope_sizes.put(key, 0)
+        size = scope_size_at_most(session, scope, filters, largest_code_scan + 1)
+    if size is None or size <= min(FULL_SCAN_MAX, EXACT_SCAN_MAX):  # `as_of` snapshots too
+        rows = _execute(session, _full_scan_sql(shape, fetch), params).all()
+        scope_sizes.put(key, int(rows[0].scope_rows) if rows else 0)
+        if not rows:
             return VectorResult([], ScopeStats(0, 0.0, True))
-        first = result.extra[0]
-        scope_sizes.put(key, int(first.scope_rows))
-        return VectorResult(result.hits, ScopeStats(int(first.scope_rows), 1.0 - float(first.mean_distance), True),
-                            result.rows)
-    overfetch = max(n, HNSW_OVERFETCH)
-    content_key = func.md5(Memory.content)  # as migration 0030 indexes it per scope
-    with _filtered_hnsw_scan(session, ef_search=max(40, min(1000, overfetch))):
-        # The scan's candidates, re-ranked exactly (relaxed_order is only roughly ordered), and the
-        # scope's mean distance from a bounded sample of it, in one statement.
-        candidates = (stmt.add_columns(distance.label("distance"), content_key.label("content_key"))
-                      .order_by(distance).limit(overfetch).cte("candidates"))
-        # Every copy in scope of a candidate's text: identical texts have identical vectors, which
-        # an HNSW graph links poorly (its neighbour lists keep one of a set of equal points), so
-        # the walk reaches a few copies of a repeated fact and misses the rest of an exact top n.
-        # One probe of `memories_scope_content` per distinct text (LATERAL, so never a walk of the
-        # scope); n copies of one text are as many as the top n can hold.
-        keys = select(candidates.c.content_key).distinct().subquery()
-        copies = (stmt.add_columns(distance.label("distance")).where(content_key == keys.c.content_key)
-                  .limit(n).subquery().lateral())
-        pooled = (select(candidates.c.id, candidates.c.distance)
-                  .union(select(copies.c.id, copies.c.distance).select_from(keys).join(copies, literal(True)))
-                  .subquery())
-        sample = stmt.add_columns(distance.label("distance")).limit(STATS_SAMPLE).subquery()
-        mean_distance = select(func.avg(sample.c.distance)).scalar_subquery()
-        ranked = (select(pooled.c.id, pooled.c.distance, mean_distance.label("mean_distance"))
-                  .order_by(pooled.c.distance, pooled.c.id).limit(n))
-        result = _ranked(session, ranked, fetch, scope.tenant_id)
-    mean = float(result.extra[0].mean_distance) if result.extra else None
-    stats = ScopeStats(size, 1.0 - mean if mean is not None else 0.0, False)
-    return VectorResult(result.hits, stats, result.rows)
+        return VectorResult([(r.id, float(r.distance)) for r in rows],
+                            ScopeStats(int(rows[0].scope_rows), 1.0 - float(rows[0].mean_distance), True),
+                            {r.id: r for r in rows} if fetch else {})
+    if centroid is None:  # a scope counted just now (or grown past FULL_SCAN_MAX): its sample's mean
+        centroid = _scope_centroid(session, shape, params)
+        scope_sizes.put(key, size, centroid)
+    if size <= largest_code_scan:
+        rows = _execute(session, _code_scan_sql(shape, fetch), {**params, "shortlist": max(n, SHORTLIST)}).all()
+    else:
+        overfetch = max(n, HNSW_OVERFETCH)
+        with _filtered_hnsw_scan(session, ef_search=max(40, min(1000, overfetch))):
+            rows = _execute(session, _hnsw_sql(shape, fetch), {**params, "overfetch": overfetch}).all()
+    # Unit vectors (every embedder's are): the mean cosine to the query is its dot product with their mean.
+    mean = float(np.dot(centroid, _array(query_vec))) if centroid is not None else 0.0
+    return VectorResult([(r.id, float(r.distance)) for r in rows], ScopeStats(size, mean, False),
+                        {r.id: r for r in rows} if fetch else {})
+
+
+VECTOR_PATHS = ("full scan", "binary codes", "HNSW")
+
+
+def run_vector_path(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
+                    path: str, *, shortlist: int = SHORTLIST, overfetch: int = HNSW_OVERFETCH,
+                    explain: bool = False) -> list[Any]:
+    """One vector path's statement for this scope and query, whichever path its size picks: its rows
+    (id, distance, …), or with `explain` its EXPLAIN (ANALYZE, BUFFERS) lines. For `memwarden bench
+    scale`, which compares the paths and their settings on the same scope."""
+    shape, params = shape_and_params(scope, filters)
+    params.update(q=_vector_text(query_vec), n=n, shortlist=max(n, shortlist), overfetch=max(n, overfetch))
+    sql = {"full scan": _full_scan_sql, "binary codes": _code_scan_sql, "HNSW": _hnsw_sql}[path](shape, True)
+    scan = (_filtered_hnsw_scan(session, ef_search=max(40, min(1000, params["overfetch"]))) if path == "HNSW"
+            else contextlib.nullcontext())
+    with scan:
+        if explain:
+            return list(_execute(session, "EXPLAIN (ANALYZE, BUFFERS) " + sql, params).scalars())
+        return _execute(session, sql, params).all()
 
 
 @contextlib.contextmanager
@@ -253,24 +471,7 @@ def _filtered_hnsw_scan(session: Session, *, ef_search: int) -> Iterator[None]:
         conn.exec_driver_sql("COMMIT")
 
 
-@dataclass
-class _Ranked:
-    hits: list[tuple[str, float]]
-    rows: dict[str, Any]
-    extra: list[Any]
-
-
-def _ranked(session: Session, ranked, fetch: bool, tenant_id: str) -> _Ranked:
-    """Run a select of (id, distance, …) ordered nearest first; with `fetch`, joined to the memory
-    rows in the same statement (re-sorted here: a subquery's ORDER BY does not order the join)."""
-    if not fetch:
-        rows = session.execute(ranked).all()
-        return _Ranked([(r.id, float(r.distance)) for r in rows], {}, rows)
-    sub = ranked.subquery()
-    rows = sorted(session.execute(select(*ENTRY_COLUMNS, *[c for c in sub.c if c.key != "id"])
-                                  .join(sub, Memory.id == sub.c.id).where(Memory.tenant_id == tenant_id)).all(),
-                  key=lambda r: (r.distance, r.id))
-    return _Ranked([(r.id, float(r.distance)) for r in rows], {r.id: r for r in rows}, rows)
+# --- keyword search -----------------------------------------------------------------------------
 
 
 def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], query: str,
@@ -280,10 +481,6 @@ def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], 
     Equal ranks are common (every memory of "alice" matches the word "alice" once); with
     `query_vec` they are ordered by vector distance, otherwise by id, never by physical row order
     (which every UPDATE changes, so RRF would otherwise see a different keyword list each time)."""
-    # OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases),
-    # built in SQL so it costs no extra round trip: plainto_tsquery ANDs the quoted lexemes with
-    # ' & ' (a lexeme never contains a space), so swapping the operator gives the OR query. With
-    # a constant config the whole expression folds to a constant at plan time.
     return keyword_search(session, scope, filters, query, n, query_vec).hits
 
 
@@ -298,57 +495,35 @@ class KeywordResult:
     """Some returned row holds every word of the query (a full-text AND match)."""
 
 
+KEYWORD_PAIR_WORDS = 6  # at most 20 triples and 15 pairs (index lookups) for a long question
+
+
 def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
                    query_vec: Sequence[float] | None = None, *, fetch: Sequence[float] | None = None,
                    large: bool = False) -> KeywordResult:
     """`keyword_candidates`; with `fetch` (the query vector) also the rows and their distances to
     it, in the same statement.
 
-    `large` (an agent's scope past EXACT_SCAN_MAX): ranking every row that shares one word with the
+    `large` (an agent's scope past FULL_SCAN_MAX): ranking every row that shares one word with the
     query reads and ranks thousands of rows there (a common word such as "feel" is in a tenth of an
-    agent's memories: 77 ms for a 100,000-row agent). So the rows sharing at least two of its words
-    are ranked first, from the agent-keyed word index (each pair of words an index lookup); when
-    they fill the n, they are the top n (a row's cover-density rank counts the query words it
-    holds, so a one-word row ranks below them, bar a word repeated in it). Otherwise the full
-    one-word match runs as before."""
-    # OR of the query's stemmed words (websearch_to_tsquery would AND them and miss paraphrases),
-    # built in SQL so it costs no extra round trip: plainto_tsquery ANDs the quoted lexemes with
-    # ' & ' (a lexeme never contains a space), so swapping the operator gives the OR query. With
-    # a constant config the whole expression folds to a constant at plan time.
+    agent's memories: 77 ms for a 100,000-row agent). So the rows sharing at least three of its
+    words, then at least two, are ranked first, from the agent-keyed word index (each set of words
+    an index lookup); when they fill the n, they are the top n (a row's cover-density rank counts
+    the query words it holds, so a row holding fewer ranks below them, bar a word repeated in it).
+    Otherwise the full one-word match runs as before. The three-word tier is for questions whose
+    two common words are everywhere: "What kind of books does Sara read?" holds "book" and "read"
+    in 6,000 of a 100,000-row agent's memories, Sara's reading facts all three."""
     if not query.strip():
         return KeywordResult([])
-    anded = func.plainto_tsquery(literal_column("'english'::regconfig"), query)
-    tsquery = cast(func.replace(cast(anded, Text), " & ", " | "), TSQUERY)
-    rank = func.ts_rank_cd(Memory.content_tsv, tsquery)
-    # Rows holding every query word rank at the top (ts_rank_cd counts the words matched), so
-    # checking the n returned is enough and costs nothing on a large scope's many OR-matches.
-    full = Memory.content_tsv.op("@@")(anded).label("full")
-    tie = Memory.embedding.cosine_distance(query_vec) if query_vec is not None else Memory.id
-    if fetch is None:
-        stmt = _base(scope, filters).add_columns(rank.label("rank"), full)
-    else:
-        distance = Memory.embedding.cosine_distance(fetch).label("distance")
-        if query_vec is not None:
-            tie = distance  # the same vector: bind it once
-        stmt = apply_filters(select(*ENTRY_COLUMNS, rank.label("rank"), distance, full).where(visible(scope)), **filters)
-    matches = Memory.content_tsv.op("@@")(tsquery)
-    order = (rank.desc(), tie, Memory.id)
+    shape, params = shape_and_params(scope, filters)
+    vec = fetch if fetch is not None else query_vec
+    params.update(text=query, n=n, q=_vector_text(vec) if vec is not None else None)
+    tie = query_vec is not None  # with `fetch` as well, the same vector is bound once
     rows = None
-    if scope.agent_id is None:
-        stmt = stmt.where(matches)
-    else:
-        # The same match keyed by agent, so a large scope's matches come from
-        # `memories_agent_lexemes_live` (migration 0015). `IS TRUE` keeps the planner off the
-        # table-wide word index, where a common word matches tens of thousands of other agents'
-        # rows; small scopes still walk their ~100 rows on the scope index.
-        row_words = func.memwarden_scoped_lexemes(Memory.agent_id, Memory.content_tsv)
-        query_words = func.memwarden_scoped_lexemes(
-            cast(literal(scope.agent_id), Text), func.to_tsvector(literal_column("'english'::regconfig"), query))
-        rows = _rows_sharing_two_words(session, stmt.where(matches.is_(True)), row_words, scope.agent_id, query,
-                                       order, n) if large else None
-        stmt = stmt.where(matches.is_(True), row_words.op("&&")(query_words))
+    if large and shape.agent:
+        rows = _rows_sharing_most_words(session, shape, params, fetch is not None, tie, n)
     if rows is None:
-        rows = session.execute(stmt.order_by(*order).limit(n)).all()
+        rows = _execute(session, _keyword_sql(shape, fetch is not None, tie), params).all()
     full_match = any(r.full for r in rows)
     if fetch is None:
         return KeywordResult([(r.id, float(r.rank)) for r in rows], full_match=full_match)
@@ -356,21 +531,21 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
                          {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows}, full_match)
 
 
-KEYWORD_PAIR_WORDS = 6  # at most 15 pairs (index lookups) for a long question
-
-
-def _rows_sharing_two_words(session: Session, stmt, row_words, agent_id: str, query: str, order, n: int
-                            ) -> list[Any] | None:
-    """The top n of `stmt` among the scope's rows holding at least two of the query's words, or
-    None when fewer than n rows do (the caller then ranks every one-word match)."""
-    words = session.scalar(select(func.memwarden_scoped_lexemes(
-        cast(literal(agent_id), Text), func.to_tsvector(literal_column("'english'::regconfig"), query))))
-    if not words or len(words) < 2:
-        return None
-    words = sorted(words)[:KEYWORD_PAIR_WORDS]
-    pairs = [row_words.op("@>")(cast(postgresql.array([a, b]), postgresql.ARRAY(Text))) for a, b in itertools.combinations(words, 2)]
-    rows = session.execute(stmt.where(or_(*pairs)).order_by(*order).limit(n)).all()
-    return rows if len(rows) >= n else None
+def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, Any], fetch: bool, tie: bool,
+                             n: int) -> list[Any] | None:
+    """The top n among the scope's rows holding at least three, else at least two, of the query's
+    words, or None when fewer than n rows hold two (the caller then ranks every one-word match)."""
+    words = _execute(session, f"SELECT {QUERY_WORDS}", params).scalar()
+    words = sorted(words or [])[:KEYWORD_PAIR_WORDS]
+    for size in (3, 2):
+        if len(words) < size:
+            continue
+        sets = list(itertools.combinations(words, size))
+        set_params = {f"pair_{i}": list(group) for i, group in enumerate(sets)}
+        rows = _execute(session, _keyword_sql(shape, fetch, tie, len(sets)), {**params, **set_params}).all()
+        if len(rows) >= n:
+            return rows
+    return None
 
 
 def fetch_with_similarity(session: Session, tenant_id: str, ids: Sequence[str],

@@ -37,9 +37,9 @@ def crowded(settings, committed_ctx):
         session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
                              "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
                         [{**row, "t": tenant.id} for row in rows])
-    owner = create_engine(settings.migration_database_url)  # statistics, as autovacuum would gather them
-    with owner.begin() as conn:
-        conn.execute(text("ANALYZE memories"))
+    owner = create_engine(settings.migration_database_url)  # statistics and visibility, as autovacuum would
+    with owner.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM (ANALYZE) memories"))
     owner.dispose()
     return tenant.id, search.SqlVector(query.tolist())
 
@@ -50,6 +50,8 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     gets almost none of its own."""
     tenant_id, query = crowded
     monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)  # OURS rows is a "large" scope now
+    monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)  # whatever the table's size: HNSW past EXACT_SCAN_MAX
+    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         assert conn.connection.dbapi_connection.autocommit
         found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
@@ -65,6 +67,45 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     assert not found.stats.exact
     assert len(found.hits) == 20 and {row.agent_id for row in found.rows.values()} == {"ours"}
     assert len(set(found.rows) & set(exact)) >= 18  # approximate, but it is the scope's own top 20
+
+
+def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(committed_ctx, crowded, monkeypatch):
+    """Past FULL_SCAN_MAX every row's binary code is compared with the query's from the covering
+    index (no vector read from the table), and the shortlist is re-ranked with the full vectors:
+    the scope's own exact top 20, and the scope mean from its centroid."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)  # OURS rows is a mid-size scope now
+    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())  # counted afresh
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        exact = conn.execute(text("SELECT id, embedding <=> CAST(:q AS vector) FROM memories WHERE tenant_id = :t "
+                                  "AND agent_id = 'ours' ORDER BY 2 LIMIT 20"),
+                             {"t": tenant_id, "q": query.to_text()}).all()
+        mean = conn.execute(text("SELECT avg(1 - (embedding <=> CAST(:q AS vector))) FROM memories "
+                                 "WHERE tenant_id = :t AND agent_id = 'ours'"), {"t": tenant_id, "q": query.to_text()}).scalar()
+        scan = next(s for s in statements if "<~>" in s)
+        plan = "\n".join(conn.exec_driver_sql("EXPLAIN " + scan, {
+            "tenant": tenant_id, "agent": "ours", "user": None, "q": query.to_text(), "n": 20,
+            "shortlist": search.SHORTLIST}).scalars())
+    assert "memories_scope_bits" in plan and "memories_embedding_live" not in plan
+    assert not found.stats.exact and found.stats.rows == OURS
+    assert found.stats.mean_similarity == pytest.approx(float(mean), abs=1e-4)  # every row is in the sample here
+    assert [i for i, _ in found.hits] == [i for i, _ in exact]
+    assert [d for _, d in found.hits] == pytest.approx([float(d) for _, d in exact], abs=1e-6)
+    assert {row.agent_id for row in found.rows.values()} == {"ours"}
+
+
+def test_past_exact_scan_max_the_path_is_the_cheaper_of_codes_and_hnsw_for_the_tables_size():
+    """A filtered HNSW walk visits about HNSW_OVERFETCH / (the scope's share of the table) nodes, a
+    code scan every row of the scope: a scope that is a few percent of a large table is scanned,
+    one that is most of its table walks the graph."""
+    limit = search.code_scan_limit
+    assert limit(0) == limit(1_000) == search.EXACT_SCAN_MAX
+    assert 50_000 <= limit(1_050_000)  # the bench's 50,000-row agent in the 1M-row table: scanned
+    assert limit(120_000) < 100_000  # its 100,000-row agent in a 120,000-row table: HNSW
+    assert limit(4 * 1_050_000) == pytest.approx(2 * limit(1_050_000), rel=0.01)  # as the square root
 
 
 def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crowded):
@@ -84,23 +125,27 @@ def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crow
     assert "memories_tsv_live" not in plan  # never the table-wide word index for an agent's scope
 
 
-def test_a_large_scopes_keyword_leg_ranks_rows_sharing_two_words_first_with_the_same_answer(committed_ctx, crowded):
-    """`large`: the rows holding two of the query's words come from pair lookups on the agent-keyed
-    index instead of ranking every row that holds one of them; the top n is the same, and a query
-    whose two-word rows do not fill n falls back to the full match."""
+def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the_same_answer(committed_ctx, crowded):
+    """`large`: the rows holding three, then two, of the query's words come from lookups on the
+    agent-keyed index instead of ranking every row that holds one of them; the top n is the same,
+    and a query whose two-word rows do not fill n falls back to the full match."""
     tenant_id, query = crowded
     scope = Scope(tenant_id, "ours", None)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
-        for question, n in (("Do we feel calm?", 20), ("Do we feel calm?", OURS + 1), ("Calm about item 7", 5)):
+        # (question, n, statements sent): the words, then each tier tried, then the full match if needed
+        for question, n, sent_count in (("Do we feel calm?", 20, 2),  # two words: pairs fill 20
+                                        ("Do we feel calm?", OURS + 1, 3),  # pairs do not fill: full match
+                                        ("We feel calm about the item", 20, 2),  # every row holds all three
+                                        ("Calm about item 7", 5, 3)):  # one row holds all three: pairs
             statements.clear()
-            paired = search.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
+            tiered = search.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
             sent = list(statements)
             full = search.keyword_search(session, scope, {}, question, n, fetch=query)
-            assert paired.hits == full.hits and paired.full_match == full.full_match
-            assert " @> " in sent[1] and len(sent) == (2 if n <= OURS else 3)  # words, pairs (, full match)
-    assert {row.agent_id for row in paired.rows.values()} == {"ours"}
+            assert tiered.hits == full.hits and tiered.full_match == full.full_match
+            assert " @> " in sent[1] and len(sent) == sent_count, (question, sent)
+    assert {row.agent_id for row in tiered.rows.values()} == {"ours"}
 
 
 def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed_ctx, settings, monkeypatch):
@@ -120,11 +165,12 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed
                              "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
                         [{**row, "t": tenant.id} for row in rows])
     monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)
+    monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
         found = search.vector_search(session, Scope(tenant.id, "copies", None), {}, search.SqlVector(query.tolist()),
                                      20, fetch=True)
     assert not found.stats.exact
-    assert any("<=>" in s and "md5(memories" in s for s in statements)  # the copies are looked up by text digest
+    assert any("<=>" in s and "md5(m.content)" in s for s in statements)  # the copies are looked up by text digest
     assert [found.rows[i].content for i, _ in found.hits] == ["Ada drinks rooibos."] * 20
