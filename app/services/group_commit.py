@@ -29,11 +29,17 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from app.services.context import AppContext
     from app.services.memories import DecidedWrite, Outcome
+
+    #: What inserts, journals and returns the outcomes of decided writes inside a transaction
+    #: (`memories.write_decided`, handed in by the caller so this module never imports it).
+    WriteDecided = Callable[..., list[Outcome]]
 
 MAX_WRITES = 32
 """Writes committed in one transaction at most (the rest wait for the next)."""
@@ -64,9 +70,9 @@ class GroupCommitter:
         with self._cond:
             return len(self._queues.get(tenant_id, ()))
 
-    def commit(self, ctx: AppContext, decided: DecidedWrite) -> Outcome:
-        """Insert and journal `decided` (a live write) and commit it, maybe with other writes of
-        its tenant; its outcome once durable."""
+    def commit(self, ctx: AppContext, decided: DecidedWrite, write: WriteDecided) -> Outcome:
+        """Insert and journal `decided` (a live write) with `write` and commit it, maybe with
+        other writes of its tenant; its outcome once durable."""
         tenant_id = decided.principal.tenant_id
         mine = _Queued(decided)
         with self._cond:
@@ -81,25 +87,23 @@ class GroupCommitter:
                     self._queues[tenant_id] = others[self.max_writes - 1:]
         if not mine.done:
             try:
-                _commit_group(ctx, group)
+                _commit_group(ctx, group, write)
             finally:
                 with self._cond:
                     self._committing.discard(tenant_id)
                     self._cond.notify_all()
         if mine.alone:
-            return _commit_alone(ctx, decided)
+            return _commit_alone(ctx, decided, write)
         if mine.error is not None:
             raise mine.error
         assert mine.outcome is not None
         return mine.outcome
 
 
-def _commit_group(ctx: AppContext, group: list[_Queued]) -> None:
-    from app.services.memories import write_decided
-
+def _commit_group(ctx: AppContext, group: list[_Queued], write: WriteDecided) -> None:
     try:
         with ctx.db.sessions.begin() as session:
-            outcomes = write_decided(ctx, session, [q.decided for q in group], at_commit=True)
+            outcomes = write(ctx, session, [q.decided for q in group], at_commit=True)
     except BaseException as exc:  # noqa: BLE001 — handed to the writers, never lost
         for queued in group:
             if len(group) == 1:
@@ -112,11 +116,9 @@ def _commit_group(ctx: AppContext, group: list[_Queued]) -> None:
         queued.outcome, queued.done = outcome, True
 
 
-def _commit_alone(ctx: AppContext, decided: DecidedWrite) -> Outcome:
-    from app.services.memories import write_decided
-
+def _commit_alone(ctx: AppContext, decided: DecidedWrite, write: WriteDecided) -> Outcome:
     with ctx.db.sessions.begin() as session:
-        return write_decided(ctx, session, [decided], at_commit=True)[0]
+        return write(ctx, session, [decided], at_commit=True)[0]
 
 
 _committers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

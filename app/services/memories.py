@@ -175,7 +175,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
     if decided.write.memory.status != "live" or (decided.decision is not None and decided.decision.learned):
         with ctx.db.sessions.begin() as session:
             return write_decided(ctx, session, [decided], at_commit=True)[0]
-    return group_commit.committer(ctx).commit(ctx, decided)
+    return group_commit.committer(ctx).commit(ctx, decided, write_decided)
 
 
 # --- reads ---------------------------------------------------------------------------------------

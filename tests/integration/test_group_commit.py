@@ -105,12 +105,12 @@ def test_a_failing_group_is_retried_write_by_write_and_only_the_failing_write_fa
     taken = memories.new_id("mem")
     with ctx.db.sessions.begin() as blocker:
         audit_log_repo.lock_chain(blocker, chain_for(tenant_id))
-        first = _run_threads([lambda: committer.commit(ctx, decided(0, memories.new_id("mem")))])
+        first = _run_threads([lambda: committer.commit(ctx, decided(0, memories.new_id("mem")), memories.write_decided)])
         _wait_until(lambda: tenant_id in committer._committing)
         # Two writes with one id (a primary-key clash in their shared transaction) and a third.
-        rest = _run_threads([lambda: committer.commit(ctx, decided(1, taken)),
-                             lambda: committer.commit(ctx, decided(2, taken)),
-                             lambda: committer.commit(ctx, decided(3, memories.new_id("mem")))])
+        rest = _run_threads([lambda: committer.commit(ctx, decided(1, taken), memories.write_decided),
+                             lambda: committer.commit(ctx, decided(2, taken), memories.write_decided),
+                             lambda: committer.commit(ctx, decided(3, memories.new_id("mem")), memories.write_decided)])
         _wait_until(lambda: committer.waiting(tenant_id) == 3)
     for thread in [*first[0], *rest[0]]:
         thread.join(60)
