@@ -110,7 +110,10 @@ def autocommit(db: Database) -> Iterator[psycopg.Connection]:
         with db.sessions.begin() as session:
             yield driver_of(session)
         return
-    raw = db.engine.raw_connection()
+    try:
+        raw = db.engine.raw_connection()
+    except psycopg.Error as exc:  # the pool's checkout connects without SQLAlchemy's wrapping
+        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
     driver = raw.driver_connection
     try:
         driver.autocommit = True
