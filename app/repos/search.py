@@ -50,6 +50,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
+from app.repos import code_cache
 from app.repos.memories import ONCE_LIVE, Scope
 
 
@@ -100,6 +101,10 @@ HNSW_OVERFETCH = 400
 # and estimates the scope mean, and counting a 20,000-row prefix of the scope index cost more than
 # the search itself.
 LARGE_SCOPE_RECOUNT_S = 30.0
+# Past FULL_SCAN_MAX rows an agent's scope (with or without a user, no other filter) is shortlisted
+# over its codes held in this process (`code_cache`) instead of by a statement; off, the code scan
+# and HNSW statements serve every size as before (`memwarden bench scale` compares both).
+CACHED_CODES = True
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,22 @@ def _code_scan_sql(shape: Shape, fetch: bool) -> str:
 
 
 @functools.cache
+def _cached_codes_sql(shape: Shape, fetch: bool) -> str:
+    """The shortlist from the codes held in process (`%(ids)s`) and the scope's rows changed since
+    they were read (`memories_scope_changed`, at most `%(changed_max)s`), re-read under the full
+    filter and ranked with the full vectors; `changed_rows`: how many changed rows were found (at
+    `changed_max` some may be missing, and the caller searches again without the cache)."""
+    columns = ENTRY if fetch else "m.id"
+    return ("WITH changed AS MATERIALIZED (SELECT m.id FROM memories m WHERE m.tenant_id = %(tenant)s "
+            "AND m.agent_id = %(agent)s AND m.status = 'live' AND m.search_changed_at > %(since)s "
+            "LIMIT %(changed_max)s), "
+            "pool AS (SELECT unnest(%(ids)s::text[]) AS id UNION SELECT id FROM changed) "
+            f"SELECT {columns}, m.embedding <=> {QUERY} AS distance, (SELECT count(*) FROM changed) AS changed_rows "
+            f"FROM pool JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = pool.id WHERE {_where(shape)} "
+            "AND m.embedding IS NOT NULL ORDER BY distance, m.id LIMIT %(n)s")
+
+
+@functools.cache
 def _hnsw_sql(shape: Shape, fetch: bool) -> str:
     """The iterative scan's candidates plus every in-scope copy of their texts, ranked exactly.
 
@@ -246,10 +267,11 @@ def _hnsw_sql(shape: Shape, fetch: bool) -> str:
 
 
 @functools.cache
-def _keyword_sql(shape: Shape, fetch: bool, tie_by_distance: bool, pairs: int = 0) -> str:
+def _keyword_sql(shape: Shape, fetch: bool, tie_by_distance: bool, pairs: int = 0, among: bool = False) -> str:
     """Rows sharing a stemmed word with the query, best cover-density rank first (equal ranks by
     distance to the query vector or by id, never by physical row order, which every UPDATE changes);
-    `pairs` > 0: only rows holding one of that many pairs of the query's words (`%(pair_i)s`)."""
+    `pairs` > 0: only rows holding one of that many pairs of the query's words (`%(pair_i)s`);
+    `among`: only rows whose id is in `%(among)s` (primary-key lookups, however common the words)."""
     columns = f"{ENTRY}, m.embedding <=> {QUERY} AS distance" if fetch else "m.id"
     conds = [_where(shape)]
     if shape.agent:
@@ -258,7 +280,9 @@ def _keyword_sql(shape: Shape, fetch: bool, tie_by_distance: bool, pairs: int = 
         # table-wide word index, where a common word matches tens of thousands of other agents'
         # rows; small scopes still walk their ~100 rows on the scope index.
         conds.append(f"(m.content_tsv @@ {ORED}) IS TRUE")
-        if pairs:
+        if among:
+            conds.append("m.id = ANY(%(among)s::text[])")
+        elif pairs:
             conds.append("(" + " OR ".join(f"{ROW_WORDS} @> %(pair_{i})s::text[]" for i in range(pairs)) + ")")
         else:
             conds.append(f"{ROW_WORDS} && {QUERY_WORDS}")
@@ -390,6 +414,9 @@ class VectorResult:
     stats: ScopeStats
     rows: dict[str, Any] = field(default_factory=dict)
     """The hits' rows (`ENTRY` columns), when asked for with `fetch=True`."""
+    pool: list[str] = field(default_factory=list)
+    """The ids the hits were ranked from (the codes' shortlist in a large scope), for the keyword
+    leg's one-word rows there."""
 
 
 def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
@@ -410,11 +437,14 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
             return VectorResult([], ScopeStats(0, 0.0, True))
         return VectorResult([(r.id, float(r.distance)) for r in rows],
                             ScopeStats(int(rows[0].scope_rows), 1.0 - float(rows[0].mean_distance), True),
-                            {r.id: r for r in rows} if fetch else {})
+                            {r.id: r for r in rows} if fetch else {}, [r.id for r in rows])
     if centroid is None:  # a scope counted just now (or grown past FULL_SCAN_MAX): its sample's mean
         centroid = _scope_centroid(session, shape, params)
         scope_sizes.put(key, size, centroid)
-    if size <= largest_code_scan:
+    rows, pool = _cached_codes_search(session, scope, shape, params, query_vec, n, fetch), None
+    if rows is not None:
+        pool = rows.pool
+    elif size <= largest_code_scan:
         rows = _execute(session, _code_scan_sql(shape, fetch), {**params, "shortlist": max(n, SHORTLIST)}).all()
     else:
         overfetch = max(n, HNSW_OVERFETCH)
@@ -422,8 +452,44 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
             rows = _execute(session, _hnsw_sql(shape, fetch), {**params, "overfetch": overfetch}).all()
     # Unit vectors (every embedder's are): the mean cosine to the query is its dot product with their mean.
     mean = float(np.dot(centroid, _array(query_vec))) if centroid is not None else 0.0
-    return VectorResult([(r.id, float(r.distance)) for r in rows], ScopeStats(size, mean, False),
-                        {r.id: r for r in rows} if fetch else {})
+    hits = [(r.id, float(r.distance)) for r in rows]
+    return VectorResult(hits, ScopeStats(size, mean, False), {r.id: r for r in rows} if fetch else {},
+                        pool if pool is not None else [i for i, _ in hits])
+
+
+class _Shortlisted(list):
+    """Rows of the cached-codes statement, with the shortlist they were ranked from."""
+
+    pool: list[str]
+
+
+def cached_codes_serve(shape: Shape) -> bool:
+    """Whether the codes held in process can serve this shape: an agent's live scope, of one user
+    or all, with no other filter (the copy knows each row's user, not its type, tags or expiry)."""
+    return (CACHED_CODES and shape.agent and not (shape.as_of or shape.types or shape.tags or shape.metadata
+                                                   or shape.fresher))
+
+
+def _cached_codes_search(session: Session, scope: Scope, shape: Shape, params: dict[str, Any],
+                         query_vec: Sequence[float], n: int, fetch: bool) -> _Shortlisted | None:
+    """The scope's nearest n from the codes held in process (`code_cache`), re-ranked exactly with the
+    rows changed since the copy was read; None when the copy cannot answer (shape, size, or too
+    many changes: the copy is then read again next time) and a statement must."""
+    if not cached_codes_serve(shape):
+        return None
+    codes = code_cache.cache.get(session, scope.tenant_id, scope.agent_id)
+    if codes is None:
+        return None
+    shortlist = codes.nearest(_array(query_vec), max(n, SHORTLIST), scope.user_id)
+    found = _execute(session, _cached_codes_sql(shape, fetch), {
+        **params, "ids": shortlist, "since": codes.since, "changed_max": code_cache.CHANGED_MAX}).all()
+    changed = int(found[0].changed_rows) if found else None
+    if changed is None or changed >= code_cache.CHANGED_MAX:
+        codes.stale = changed is not None  # read the copy again; an empty answer is checked by a statement
+        return None
+    rows = _Shortlisted(found)
+    rows.pool = shortlist
+    return rows
 
 
 VECTOR_PATHS = ("full scan", "binary codes", "HNSW")
@@ -500,7 +566,7 @@ KEYWORD_PAIR_WORDS = 6  # at most 20 triples and 15 pairs (index lookups) for a 
 
 def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
                    query_vec: Sequence[float] | None = None, *, fetch: Sequence[float] | None = None,
-                   large: bool = False) -> KeywordResult:
+                   large: bool = False, among: Sequence[str] | None = None) -> KeywordResult:
     """`keyword_candidates`; with `fetch` (the query vector) also the rows and their distances to
     it, in the same statement.
 
@@ -510,21 +576,26 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
     words, then at least two, are ranked first, from the agent-keyed word index (each set of words
     an index lookup); when they fill the n, they are the top n (a row's cover-density rank counts
     the query words it holds, so a row holding fewer ranks below them, bar a word repeated in it).
-    Otherwise the full one-word match runs as before. The three-word tier is for questions whose
+    Otherwise, with `among` (the vector leg's shortlist), the rest of the n are the rows of that
+    shortlist holding one of the words, ranked as before (a bounded set of primary-key lookups);
+    without it the full one-word match runs. The three-word tier is for questions whose
     two common words are everywhere: "What kind of books does Sara read?" holds "book" and "read"
-    in 6,000 of a 100,000-row agent's memories, Sara's reading facts all three."""
+    in 6,000 of a 100,000-row agent's memories, Sara's reading facts all three. Ranking every
+    one-word match instead ("What does Karim do for a living?": `karim`, `live`) read thousands of
+    rows for places 10-20 of the list, mostly ties broken by id: 50-260 ms in a 50,000-row agent of
+    the 1M-row table."""
     if not query.strip():
         return KeywordResult([])
     shape, params = shape_and_params(scope, filters)
     vec = fetch if fetch is not None else query_vec
     params.update(text=query, n=n, q=_vector_text(vec) if vec is not None else None)
     tie = query_vec is not None  # with `fetch` as well, the same vector is bound once
-    rows = None
+    rows, full_match = None, False
     if large and shape.agent:
-        rows = _rows_sharing_most_words(session, shape, params, fetch is not None, tie, n)
+        rows, full_match = _rows_sharing_most_words(session, shape, params, fetch is not None, tie, n, among)
     if rows is None:
         rows = _execute(session, _keyword_sql(shape, fetch is not None, tie), params).all()
-    full_match = any(r.full for r in rows)
+    full_match = full_match or any(r.full for r in rows)
     if fetch is None:
         return KeywordResult([(r.id, float(r.rank)) for r in rows], full_match=full_match)
     return KeywordResult([(r.id, float(r.rank)) for r in rows], {r.id: r for r in rows},
@@ -532,11 +603,14 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
 
 
 def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, Any], fetch: bool, tie: bool,
-                             n: int) -> list[Any] | None:
+                             n: int, among: Sequence[str] | None = None) -> tuple[list[Any] | None, bool]:
     """The top n among the scope's rows holding at least three, else at least two, of the query's
-    words, or None when fewer than n rows hold two (the caller then ranks every one-word match)."""
+    words; when fewer than n rows hold two, those rows and then `among`'s rows holding one word, or
+    (no `among`) None: the caller then ranks every one-word match. Also whether a row of the scope
+    holds every word, when the rows returned cannot tell (a one-word query)."""
     words = _execute(session, f"SELECT {QUERY_WORDS}", params).scalar()
     words = sorted(words or [])[:KEYWORD_PAIR_WORDS]
+    best: list[Any] = []
     for size in (3, 2):
         if len(words) < size:
             continue
@@ -544,8 +618,26 @@ def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, A
         set_params = {f"pair_{i}": list(group) for i, group in enumerate(sets)}
         rows = _execute(session, _keyword_sql(shape, fetch, tie, len(sets)), {**params, **set_params}).all()
         if len(rows) >= n:
-            return rows
-    return None
+            return rows, False
+        best = rows  # the two-word rows include the three-word ones
+    if among is None or not words:
+        return None, False
+    # Every row holding two or more words is in `best` (fewer than n), so one holding every word is
+    # too; a one-word query asks the word index whether any row of the scope holds it.
+    seen = {r.id for r in best}
+    rest = _execute(session, _keyword_sql(shape, fetch, tie, among=True),
+                    {**params, "among": [i for i in among if i not in seen]}).all()
+    full = len(words) == 1 and not any(r.full for r in rest) and bool(
+        _execute(session, _word_exists_sql(shape), {**params, "pair_0": words}).scalar())
+    return best + rest[:n - len(best)], full
+
+
+@functools.cache
+def _word_exists_sql(shape: Shape) -> str:
+    """Whether a row of the agent's scope holds the words `%(pair_0)s` (the agent-keyed word index;
+    stops at the first)."""
+    return (f"SELECT EXISTS (SELECT 1 FROM memories m WHERE {_where(shape)} AND (m.content_tsv @@ {ANDED}) IS TRUE "
+            f"AND {ROW_WORDS} @> %(pair_0)s::text[])")
 
 
 def fetch_with_similarity(session: Session, tenant_id: str, ids: Sequence[str],
