@@ -65,6 +65,13 @@ class ScopeCodes:
     loaded: float
     stale: bool = False
 
+    def rows_of(self, user_id: str | None = None) -> int:
+        """How many rows the copy holds (of one user when `user_id` is given)."""
+        if user_id is None:
+            return len(self.ids)
+        code = self.user_index.get(user_id)
+        return 0 if code is None else int(np.count_nonzero(self.users == code))
+
     def nearest(self, query_vec: np.ndarray, shortlist: int, user_id: str | None = None) -> list[str]:
         """The ids of the (up to) `shortlist` rows whose codes are nearest the query's, of one user
         when `user_id` is given; in no particular order (the caller re-ranks them exactly)."""
