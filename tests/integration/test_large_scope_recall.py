@@ -259,3 +259,27 @@ def test_a_large_scopes_one_word_rows_come_from_the_vector_shortlist(committed_c
     assert contents[found.hits[0][0]] == "We feel calm about item 7"  # the one row holding two words first
     assert {i for i, _ in found.hits[1:]} <= set(shortlist)
     assert not any("&&" in s for s in statements)  # never every one-word match of the scope
+
+
+def test_the_codes_shortlist_is_the_nearest_by_hamming_distance_of_the_scope_or_one_user():
+    """`ScopeCodes.nearest` against a plain Hamming distance over pgvector's `binary_quantize` bits
+    (sign bits, most significant first): the same shortlist, of the whole scope or of one user."""
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((500, 384))
+    users = [f"user-{i % 7}" for i in range(500)]
+    raw = np.packbits(vectors > 0, axis=1)  # (500, 48) bytes, as PostgreSQL stores bit(384)
+    index = {u: n for n, u in enumerate(dict.fromkeys(users))}
+    codes = code_cache.ScopeCodes(np.array([f"mem_{i}".encode() for i in range(500)], dtype=np.bytes_),
+                                  np.array([index[u] for u in users], dtype=np.int32), index,
+                                  np.ascontiguousarray(raw.view(np.uint64).T), since=None, loaded=0.0)
+    query = rng.standard_normal(384)
+    hamming = np.unpackbits(raw ^ np.packbits(query > 0), axis=1).sum(axis=1)
+    for user, rows in ((None, np.arange(500)), ("user-3", np.flatnonzero(np.array(users) == "user-3"))):
+        shortlist = codes.nearest(query, 30, user)
+        cutoff = np.sort(hamming[rows])[29]
+        assert len(shortlist) == 30 and len(set(shortlist)) == 30
+        assert {int(i[4:]) for i in shortlist} <= set(rows.tolist())
+        assert all(hamming[int(i[4:])] <= cutoff for i in shortlist)  # none farther than the 30th nearest
+        assert sum(hamming[rows] < cutoff) <= 30  # and every row nearer than it is in
+        assert {int(i[4:]) for i in shortlist} >= set(rows[hamming[rows] < cutoff].tolist())
+    assert codes.rows_of("user-3") == len(rows) and codes.rows_of(None) == 500 and codes.nearest(query, 5, "nobody") == []
