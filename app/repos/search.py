@@ -588,6 +588,55 @@ class KeywordResult:
 
 
 KEYWORD_PAIR_WORDS = 6  # at most 20 triples and 15 pairs (index lookups) for a long question
+# A word held by more of an agent's rows than this is common there: a set of the query's words made
+# only of common words is not looked up over the whole scope ("book" and "read" are each in ~3,000 of
+# the 1M-row bench table's 50,000-row agent; ranking the rows holding both took 70-80 ms). Counted
+# up to this bound (index lookups and a heap visit each) once per word every WORD_RECOUNT_S.
+COMMON_WORD_ROWS = 500
+WORD_RECOUNT_S = 300.0
+
+
+class WordCounts:
+    """How many of an agent's live rows hold a word, up to COMMON_WORD_ROWS + 1, as last counted by
+    this process (bounded LRU; a count older than WORD_RECOUNT_S is counted again)."""
+
+    def __init__(self, capacity: int = 100_000):
+        self.capacity = capacity
+        self._counts: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def common(self, session: Session, shape: Shape, params: dict[str, Any], words: list[str]) -> set[str]:
+        """The words of `words` (scoped lexemes) common in the agent's scope."""
+        now, counts, missing = time.monotonic(), {}, []
+        with self._lock:
+            for word in words:
+                found = self._counts.get((params["tenant"], word))
+                if found is not None and now - found[1] <= WORD_RECOUNT_S:
+                    counts[word] = found[0]
+                    self._counts.move_to_end((params["tenant"], word))
+                else:
+                    missing.append(word)
+        if missing:
+            fresh = dict(_execute(session, _word_counts_sql(), {**params, "words": missing,
+                                                                 "cap": COMMON_WORD_ROWS + 1}).all())
+            with self._lock:
+                for word in missing:
+                    counts[word] = int(fresh.get(word, 0))
+                    self._counts[(params["tenant"], word)] = (counts[word], now)
+                while len(self._counts) > self.capacity:
+                    self._counts.popitem(last=False)
+        return {word for word, count in counts.items() if count > COMMON_WORD_ROWS}
+
+
+word_counts = WordCounts()
+
+
+@functools.cache
+def _word_counts_sql() -> str:
+    """Each scoped word's live rows in the agent (the agent-keyed word index), counted up to `%(cap)s`."""
+    return ("SELECT w.word, (SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.tenant_id = %(tenant)s "
+            f"AND m.agent_id = %(agent)s AND m.status = 'live' AND {ROW_WORDS} @> ARRAY[w.word] LIMIT %(cap)s) s) "
+            "FROM unnest(%(words)s::text[]) AS w(word)")
 
 
 def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
@@ -632,15 +681,17 @@ def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, A
                              n: int, among: Sequence[str] | None = None) -> tuple[list[Any] | None, bool]:
     """The top n among the scope's rows holding at least three, else at least two, of the query's
     words; when fewer than n rows hold two, those rows and then `among`'s rows holding one word, or
-    (no `among`) None: the caller then ranks every one-word match. Also whether a row of the scope
-    holds every word, when the rows returned cannot tell (a one-word query)."""
+    (no `among`) None: the caller then ranks every one-word match. With `among`, sets made only of
+    words common in the scope (`COMMON_WORD_ROWS`) are not looked up: their rows come from `among`.
+    Also whether a row of the scope holds every word, when the rows returned cannot tell."""
     words = _execute(session, f"SELECT {QUERY_WORDS}", params).scalar()
     words = sorted(words or [])[:KEYWORD_PAIR_WORDS]
+    common = word_counts.common(session, shape, params, words) if among is not None and len(words) > 1 else set()
     best: list[Any] = []
     for size in (3, 2):
-        if len(words) < size:
+        sets = [group for group in itertools.combinations(words, size) if not set(group) <= common]
+        if not sets:
             continue
-        sets = list(itertools.combinations(words, size))
         set_params = {f"pair_{i}": list(group) for i, group in enumerate(sets)}
         rows = _execute(session, _keyword_sql(shape, fetch, tie, len(sets)), {**params, **set_params}).all()
         if len(rows) >= n:
@@ -648,14 +699,15 @@ def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, A
         best = rows  # the two-word rows include the three-word ones
     if among is None or not words:
         return None, False
-    # Every row holding two or more words is in `best` (fewer than n), so one holding every word is
-    # too; a one-word query asks the word index whether any row of the scope holds it.
+    # Every row holding two or more words (bar sets of common words) is in `best` (fewer than n), so
+    # one holding every word is too unless every word is common; the word index answers otherwise.
     seen = {r.id for r in best}
     rest = _execute(session, _keyword_sql(shape, fetch, tie, among=True),
                     {**params, "among": [i for i in among if i not in seen]}).all()
-    full = len(words) == 1 and not any(r.full for r in rest) and bool(
+    rows = best + rest[:n - len(best)]
+    full = (len(words) == 1 or set(words) <= common) and not any(r.full for r in rows) and bool(
         _execute(session, _word_exists_sql(shape), {**params, "pair_0": words}).scalar())
-    return best + rest[:n - len(best)], full
+    return rows, full
 
 
 @functools.cache

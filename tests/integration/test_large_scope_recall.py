@@ -283,3 +283,26 @@ def test_the_codes_shortlist_is_the_nearest_by_hamming_distance_of_the_scope_or_
         assert sum(hamming[rows] < cutoff) <= 30  # and every row nearer than it is in
         assert {int(i[4:]) for i in shortlist} >= set(rows[hamming[rows] < cutoff].tolist())
     assert codes.rows_of("user-3") == len(rows) and codes.rows_of(None) == 500 and codes.nearest(query, 5, "nobody") == []
+
+
+def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_ctx, crowded, monkeypatch):
+    """Every row of ours holds "feel", "calm" and "item": ranking the rows holding two of them would
+    read the whole scope, so with the vector shortlist given, only sets holding a rarer word ("7")
+    are looked up, and the rest of the n come from the shortlist."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
+    monkeypatch.setattr(search, "word_counts", search.WordCounts())
+    scope = Scope(tenant_id, "ours", None)
+    statements: list[tuple[str, dict]] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        ours = conn.execute(text("SELECT id, content FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
+                                 "ORDER BY id"), {"t": tenant_id}).all()
+        shortlist = [r.id for r in ours[:300]]
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append((a[2], a[3])))
+        found = search.keyword_search(session, scope, {}, "Do we feel calm about item 7?", 20, fetch=query,
+                                      large=True, among=shortlist)
+    looked_up = [set(p[k]) for sql, p in statements if isinstance(p, dict) for k in p if k.startswith("pair_")]
+    contents = {r.id: r.content for r in ours}
+    assert looked_up and all(any(w.endswith(" 7") for w in group) for group in looked_up)
+    assert contents[found.hits[0][0]] == "We feel calm about item 7" and found.full_match
+    assert len(found.hits) == 20 and {i for i, _ in found.hits[1:]} <= set(shortlist)
