@@ -589,43 +589,78 @@ class KeywordResult:
 
 KEYWORD_PAIR_WORDS = 6  # at most 20 triples and 15 pairs (index lookups) for a long question
 # A word held by more of an agent's rows than this is common there: a set of the query's words made
-# only of common words is not looked up over the whole scope ("book" and "read" are each in ~3,000 of
-# the 1M-row bench table's 50,000-row agent; ranking the rows holding both took 70-80 ms). Counted
-# up to this bound (index lookups and a heap visit each) once per word every WORD_RECOUNT_S.
-COMMON_WORD_ROWS = 500
+# only of common words is not looked up over the whole scope ("book" and "read" are each in ~3,200 of
+# the 1M-row bench table's 50,000-row agent; ranking the rows holding both took 70-80 ms). A set
+# with a rarer word ranks at most this many rows. A first name there is in ~530 rows, so it stays a
+# word worth looking up.
+COMMON_WORD_ROWS = 1000
 WORD_RECOUNT_S = 300.0
 
 
 class WordCounts:
     """How many of an agent's live rows hold a word, up to COMMON_WORD_ROWS + 1, as last counted by
-    this process (bounded LRU; a count older than WORD_RECOUNT_S is counted again)."""
+    this process (bounded LRU; a count older than WORD_RECOUNT_S is counted again).
 
-    def __init__(self, capacity: int = 100_000):
+    Counting reads a heap page per row (up to 1,001: ~2 ms from shared buffers, 7-70 ms from the OS
+    cache on a loaded box), so it happens off the request, on a background thread with its own
+    connection: a word not counted yet is taken as not common (looked up, as before this existed)."""
+
+    def __init__(self, capacity: int = 100_000, background: bool = True):
         self.capacity = capacity
+        self.background = background
         self._counts: OrderedDict[tuple[str, str], tuple[int, float]] = OrderedDict()
+        self._pending: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        self._worker: Any = None
 
     def common(self, session: Session, shape: Shape, params: dict[str, Any], words: list[str]) -> set[str]:
-        """The words of `words` (scoped lexemes) common in the agent's scope."""
-        now, counts, missing = time.monotonic(), {}, []
+        """The words of `words` (scoped lexemes) known to be common in the agent's scope."""
+        now, tenant, counts, missing = time.monotonic(), params["tenant"], {}, []
         with self._lock:
             for word in words:
-                found = self._counts.get((params["tenant"], word))
-                if found is not None and now - found[1] <= WORD_RECOUNT_S:
+                found = self._counts.get((tenant, word))
+                if found is not None:
                     counts[word] = found[0]
-                    self._counts.move_to_end((params["tenant"], word))
-                else:
+                    self._counts.move_to_end((tenant, word))
+                if (found is None or now - found[1] > WORD_RECOUNT_S) and (tenant, word) not in self._pending:
                     missing.append(word)
+                    self._pending.add((tenant, word))
         if missing:
-            fresh = dict(_execute(session, _word_counts_sql(), {**params, "words": missing,
-                                                                 "cap": COMMON_WORD_ROWS + 1}).all())
-            with self._lock:
-                for word in missing:
-                    counts[word] = int(fresh.get(word, 0))
-                    self._counts[(params["tenant"], word)] = (counts[word], now)
-                while len(self._counts) > self.capacity:
-                    self._counts.popitem(last=False)
+            job = {"tenant": tenant, "agent": params["agent"], "words": missing, "cap": COMMON_WORD_ROWS + 1}
+            if self.background:
+                self._submit(session.connection().engine, job)
+            else:
+                counts.update(self._count(session.connection(), job))
         return {word for word, count in counts.items() if count > COMMON_WORD_ROWS}
+
+    def _submit(self, engine: Any, job: dict[str, Any]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._lock:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="word-counts")
+        self._worker.submit(self._count_on, engine, job)
+
+    def _count_on(self, engine: Any, job: dict[str, Any]) -> None:
+        try:
+            with engine.connect() as conn:
+                self._count(conn, job)
+                conn.commit()
+        except Exception:  # a count is only an optimisation: forget the attempt, try again later
+            with self._lock:
+                self._pending -= {(job["tenant"], word) for word in job["words"]}
+
+    def _count(self, conn: Any, job: dict[str, Any]) -> dict[str, int]:
+        fresh = dict(conn.exec_driver_sql(_word_counts_sql(), job).all())
+        counts = {word: int(fresh.get(word, 0)) for word in job["words"]}
+        now = time.monotonic()
+        with self._lock:
+            for word, count in counts.items():
+                self._counts[(job["tenant"], word)] = (count, now)
+                self._pending.discard((job["tenant"], word))
+            while len(self._counts) > self.capacity:
+                self._counts.popitem(last=False)
+        return counts
 
 
 word_counts = WordCounts()

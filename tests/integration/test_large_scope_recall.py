@@ -291,7 +291,7 @@ def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_c
     are looked up, and the rest of the n come from the shortlist."""
     tenant_id, query = crowded
     monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
-    monkeypatch.setattr(search, "word_counts", search.WordCounts())
+    monkeypatch.setattr(search, "word_counts", search.WordCounts(background=False))  # counted in the request
     scope = Scope(tenant_id, "ours", None)
     statements: list[tuple[str, dict]] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
@@ -306,3 +306,17 @@ def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_c
     assert looked_up and all(any(w.endswith(" 7") for w in group) for group in looked_up)
     assert contents[found.hits[0][0]] == "We feel calm about item 7" and found.full_match
     assert len(found.hits) == 20 and {i for i, _ in found.hits[1:]} <= set(shortlist)
+
+
+def test_words_are_counted_off_the_request(committed_ctx, crowded, monkeypatch):
+    """A word not counted yet is taken as rare (looked up as before); its count arrives from a
+    background thread on its own connection, and then the word is known to be common."""
+    tenant_id, _ = crowded
+    monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
+    counts = search.WordCounts()
+    shape, params = search.shape_and_params(Scope(tenant_id, "ours", None), {})
+    words = ["ours calm", "ours 7"]
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        assert counts.common(session, shape, params, words) == set()  # not counted yet: nothing skipped
+        counts._worker.shutdown(wait=True)
+        assert counts.common(session, shape, params, words) == {"ours calm"}
