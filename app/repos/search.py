@@ -1,16 +1,21 @@
 """Candidate retrieval for recall: vector kNN and full-text, both filtered inside the scan.
 
-Three vector paths, by the scope's live row count:
+The vector paths, by the scope's live row count:
 
 - up to `FULL_SCAN_MAX` rows: every row's vector is compared with the query, exactly (a btree range
   scan plus a sort; fractions of a millisecond at 100 rows, and it can never miss);
-- up to `EXACT_SCAN_MAX` rows (or more in a large table, `code_scan_max`): every row is still
+- past that, an agent's scope (all its users or one, no other filter): its binary codes held in
+  this process (`code_cache`: ~1 ms of numpy for 100,000 rows) give the `SHORTLIST` nearest, which
+  one statement re-reads under the full filter, with the rows changed since the copy was read, and
+  ranks with the full vectors (`CACHED_CODES`);
+- other shapes (type, tag, metadata or freshness filters, `as_of` snapshots), up to `EXACT_SCAN_MAX`
+  rows (or more in a large table, `code_scan_max`): every row is still
   compared, but over its 48-byte binary code
   (`embedding_bits`, migration 0033), read from an index that covers the scope's filter, so the scan
   never visits the table; the `SHORTLIST` nearest codes are then re-ranked with the full vectors.
   Reading 10,000 full vectors meant 10,000 heap pages (one row each, the scope's rows scattered over
   the table);
-- larger scopes: the HNSW index over live rows with pgvector's iterative scan, so filters apply
+- larger ones: the HNSW index over live rows with pgvector's iterative scan, so filters apply
   during the graph walk and a scope's top-k stays full even when other agents' rows are nearer.
   The walk visits about `HNSW_OVERFETCH` / (the scope's share of the table) nodes, so it is cheap
   for a scope that is most of the table and dear for a few percent of it, where the code scan
@@ -22,6 +27,10 @@ answerability gate): the full scan gets them from the same scan (window aggregat
 from their size and centroid (the mean of unit vectors' cosines to the query is the query's dot
 product with their mean vector), counted and averaged over a sample at most every
 `LARGE_SCOPE_RECOUNT_S` per process (`ScopeSizes`).
+
+The keyword leg in a scope past FULL_SCAN_MAX ranks the rows holding three, else two, of the
+query's words (`keyword_search`); when they do not fill the n, the rest come from the vector
+shortlist, and sets made only of words common in the scope (`WordCounts`) are not looked up.
 
 Every statement is SQL text built once per shape (which of user, `as_of` and the filters a request
 sets) and executed with bound parameters: building SQLAlchemy expressions and compiling them for
@@ -595,6 +604,9 @@ KEYWORD_PAIR_WORDS = 6  # at most 20 triples and 15 pairs (index lookups) for a 
 # word worth looking up.
 COMMON_WORD_ROWS = 1000
 WORD_RECOUNT_S = 300.0
+# Words are counted only in scopes this large: in a smaller one a set of words ranks a few hundred
+# rows at most (~5 ms), and counting would cost more CPU than it saves.
+COUNT_WORDS_PAST = 10 * COMMON_WORD_ROWS
 
 
 class WordCounts:
@@ -676,7 +688,8 @@ def _word_counts_sql() -> str:
 
 def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], query: str, n: int,
                    query_vec: Sequence[float] | None = None, *, fetch: Sequence[float] | None = None,
-                   large: bool = False, among: Sequence[str] | None = None) -> KeywordResult:
+                   large: bool = False, among: Sequence[str] | None = None,
+                   scope_rows: int = 0) -> KeywordResult:
     """`keyword_candidates`; with `fetch` (the query vector) also the rows and their distances to
     it, in the same statement.
 
@@ -702,7 +715,8 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
     tie = query_vec is not None  # with `fetch` as well, the same vector is bound once
     rows, full_match = None, False
     if large and shape.agent:
-        rows, full_match = _rows_sharing_most_words(session, shape, params, fetch is not None, tie, n, among)
+        rows, full_match = _rows_sharing_most_words(session, shape, params, fetch is not None, tie, n, among,
+                                                    count_words=scope_rows > COUNT_WORDS_PAST)
     if rows is None:
         rows = _execute(session, _keyword_sql(shape, fetch is not None, tie), params).all()
     full_match = full_match or any(r.full for r in rows)
@@ -713,15 +727,18 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
 
 
 def _rows_sharing_most_words(session: Session, shape: Shape, params: dict[str, Any], fetch: bool, tie: bool,
-                             n: int, among: Sequence[str] | None = None) -> tuple[list[Any] | None, bool]:
+                             n: int, among: Sequence[str] | None = None,
+                             count_words: bool = False) -> tuple[list[Any] | None, bool]:
     """The top n among the scope's rows holding at least three, else at least two, of the query's
     words; when fewer than n rows hold two, those rows and then `among`'s rows holding one word, or
     (no `among`) None: the caller then ranks every one-word match. With `among`, sets made only of
-    words common in the scope (`COMMON_WORD_ROWS`) are not looked up: their rows come from `among`.
+    words common in the scope (`COMMON_WORD_ROWS`; counted with `count_words`, i.e. past
+    COUNT_WORDS_PAST rows) are not looked up: their rows come from `among`.
     Also whether a row of the scope holds every word, when the rows returned cannot tell."""
     words = _execute(session, f"SELECT {QUERY_WORDS}", params).scalar()
     words = sorted(words or [])[:KEYWORD_PAIR_WORDS]
-    common = word_counts.common(session, shape, params, words) if among is not None and len(words) > 1 else set()
+    common = (word_counts.common(session, shape, params, words) if count_words and among is not None and len(words) > 1
+              else set())
     best: list[Any] = []
     for size in (3, 2):
         sets = [group for group in itertools.combinations(words, size) if not set(group) <= common]

@@ -93,7 +93,8 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
         # and the rows holding only one of the query's words come from the vector leg's shortlist.
         keyword = search.keyword_search(session, scope, filters, body["query"], pool,
                                         query_vec if vector.stats.exact else None, fetch=query_vec,
-                                        large=not vector.stats.exact, among=vector.pool)
+                                        large=not vector.stats.exact, among=vector.pool,
+                                        scope_rows=vector.stats.rows)
         if gated and not (keyword.full_match or answerable(vector.hits, vector.stats)):
             vector.hits, keyword = [], search.KeywordResult([])  # nothing in scope answers it
         fused = _fuse(method, vector.hits, keyword.hits)

@@ -300,7 +300,7 @@ def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_c
         shortlist = [r.id for r in ours[:300]]
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append((a[2], a[3])))
         found = search.keyword_search(session, scope, {}, "Do we feel calm about item 7?", 20, fetch=query,
-                                      large=True, among=shortlist)
+                                      large=True, among=shortlist, scope_rows=search.COUNT_WORDS_PAST + 1)
     looked_up = [set(p[k]) for sql, p in statements if isinstance(p, dict) for k in p if k.startswith("pair_")]
     contents = {r.id: r.content for r in ours}
     assert looked_up and all(any(w.endswith(" 7") for w in group) for group in looked_up)
