@@ -89,10 +89,12 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
             Session(bind=conn, expire_on_commit=False) as session:
         vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True)
         # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
-        # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id.
+        # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id,
+        # and the rows holding only one of the query's words come from the vector leg's shortlist.
         keyword = search.keyword_search(session, scope, filters, body["query"], pool,
                                         query_vec if vector.stats.exact else None, fetch=query_vec,
-                                        large=not vector.stats.exact)
+                                        large=not vector.stats.exact, among=vector.pool,
+                                        scope_rows=vector.stats.rows)
         if gated and not (keyword.full_match or answerable(vector.hits, vector.stats)):
             vector.hits, keyword = [], search.KeywordResult([])  # nothing in scope answers it
         fused = _fuse(method, vector.hits, keyword.hits)

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import Session
 
-from app.repos import search
+from app.repos import code_cache, search
 from app.repos.memories import Scope
 from app.services.tenants import create_tenant
 from tests.harness import unique
@@ -51,6 +51,7 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     tenant_id, query = crowded
     monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)  # OURS rows is a "large" scope now
     monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)  # whatever the table's size: HNSW past EXACT_SCAN_MAX
+    monkeypatch.setattr(search, "CACHED_CODES", False)  # the statement a filtered request still takes
     monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         assert conn.connection.dbapi_connection.autocommit
@@ -76,6 +77,7 @@ def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(committe
     tenant_id, query = crowded
     monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)  # OURS rows is a mid-size scope now
     monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())  # counted afresh
+    monkeypatch.setattr(search, "CACHED_CODES", False)  # the statement a filtered request still takes
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
@@ -166,6 +168,7 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed
                         [{**row, "t": tenant.id} for row in rows])
     monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)
     monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)
+    monkeypatch.setattr(search, "CACHED_CODES", False)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
@@ -174,3 +177,146 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed
     assert not found.stats.exact
     assert any("<=>" in s and "md5(m.content)" in s for s in statements)  # the copies are looked up by text digest
     assert [found.rows[i].content for i, _ in found.hits] == ["Ada drinks rooibos."] * 20
+
+
+def _exact(conn, tenant_id: str, query, agent: str = "ours", n: int = 20) -> list:
+    return conn.execute(text("SELECT id, (embedding <=> CAST(:q AS vector)) + 0 FROM memories WHERE tenant_id = :t "
+                             "AND agent_id = :agent AND status = 'live' ORDER BY 2, id LIMIT :n"),  # + 0: never HNSW
+                        {"t": tenant_id, "agent": agent, "q": query.to_text(), "n": n}).all()
+
+
+def test_a_large_scope_is_shortlisted_from_its_codes_held_in_process(committed_ctx, crowded, monkeypatch):
+    """Past FULL_SCAN_MAX the query's code is compared with a copy of the scope's codes in process
+    (no scan statement), and the shortlist re-ranked with the full vectors gives the exact top 20."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)
+    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
+    monkeypatch.setattr(code_cache, "cache", code_cache.CodeCache())
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        exact = _exact(conn, tenant_id, query)
+        statements.clear()
+        again = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+    assert not any("<~>" in s or "memories_embedding_live" in s for s in statements)
+    assert len(statements) == 1 and "search_changed_at" in statements[0]  # one statement once the copy is read
+    assert [i for i, _ in found.hits] == [i for i, _ in again.hits] == [i for i, _ in exact]
+    assert [d for _, d in found.hits] == pytest.approx([float(d) for _, d in exact], abs=1e-6)
+    assert len(found.pool) == search.SHORTLIST and set(found.rows) <= set(found.pool)
+
+
+def test_the_codes_held_in_process_never_hide_a_later_write_nor_return_a_removed_row(committed_ctx, crowded,
+                                                                                      monkeypatch):
+    """Rows written after the copy was read are read from the table by every search (the trigger of
+    migration 0034 stamps them), and a shortlisted row that left the scope is filtered out."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)
+    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
+    monkeypatch.setattr(code_cache, "cache", code_cache.CodeCache())
+    scope = Scope(tenant_id, "ours", None)
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        before = search.vector_search(session, scope, {}, query, 20)  # the copy is read now
+        assert code_cache.cache.get(session, tenant_id, "ours") is not None
+    new_id = f"mem_{unique('late')}"
+    with committed_ctx.db.sessions.begin() as session:  # nearest of all, written after the copy
+        session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, "
+                             "live_from) VALUES (:id, :t, 'ours', 'semantic', 'We feel calm, late', "
+                             "CAST(:v AS vector), 'live', now())"), {"id": new_id, "t": tenant_id, "v": query.to_text()})
+        session.execute(text("UPDATE memories SET status = 'forgotten' WHERE tenant_id = :t AND id = :id"),
+                        {"t": tenant_id, "id": before.hits[0][0]})
+    try:
+        with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+            after = search.vector_search(session, scope, {}, query, 20)
+            exact = _exact(conn, tenant_id, query)
+        assert after.hits[0] == (new_id, pytest.approx(0.0, abs=1e-6))
+        assert before.hits[0][0] not in {i for i, _ in after.hits}
+        assert [i for i, _ in after.hits] == [i for i, _ in exact]
+    finally:
+        with committed_ctx.db.sessions.begin() as session:
+            session.execute(text("UPDATE memories SET status = 'live' WHERE tenant_id = :t AND id = :id"),
+                            {"t": tenant_id, "id": before.hits[0][0]})
+            session.execute(text("DELETE FROM memories WHERE tenant_id = :t AND id = :id"),
+                            {"t": tenant_id, "id": new_id})
+
+
+def test_a_large_scopes_one_word_rows_come_from_the_vector_shortlist(committed_ctx, crowded):
+    """When the rows holding two of the query's words do not fill n, the rest are the vector leg's
+    shortlisted rows holding one word (primary-key lookups), not a ranking of every one-word match."""
+    tenant_id, query = crowded
+    scope = Scope(tenant_id, "ours", None)
+    statements: list[str] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        ours = conn.execute(text("SELECT id, content FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
+                                 "ORDER BY id"), {"t": tenant_id}).all()
+        shortlist = [r.id for r in ours[:300]]
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        # "calm" is in every row of ours, "7" in one ("item 7"), "crowd"/"member" in none of ours
+        found = search.keyword_search(session, scope, {}, "How calm is crowd member 7?", 20, fetch=query, large=True,
+                                      among=shortlist)
+    contents = {r.id: r.content for r in ours}
+    assert len(found.hits) == 20
+    assert contents[found.hits[0][0]] == "We feel calm about item 7"  # the one row holding two words first
+    assert {i for i, _ in found.hits[1:]} <= set(shortlist)
+    assert not any("&&" in s for s in statements)  # never every one-word match of the scope
+
+
+def test_the_codes_shortlist_is_the_nearest_by_hamming_distance_of_the_scope_or_one_user():
+    """`ScopeCodes.nearest` against a plain Hamming distance over pgvector's `binary_quantize` bits
+    (sign bits, most significant first): the same shortlist, of the whole scope or of one user."""
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((500, 384))
+    users = [f"user-{i % 7}" for i in range(500)]
+    raw = np.packbits(vectors > 0, axis=1)  # (500, 48) bytes, as PostgreSQL stores bit(384)
+    index = {u: n for n, u in enumerate(dict.fromkeys(users))}
+    codes = code_cache.ScopeCodes(np.array([f"mem_{i}".encode() for i in range(500)], dtype=np.bytes_),
+                                  np.array([index[u] for u in users], dtype=np.int32), index,
+                                  np.ascontiguousarray(raw.view(np.uint64).T), since=None, loaded=0.0)
+    query = rng.standard_normal(384)
+    hamming = np.unpackbits(raw ^ np.packbits(query > 0), axis=1).sum(axis=1)
+    for user, rows in ((None, np.arange(500)), ("user-3", np.flatnonzero(np.array(users) == "user-3"))):
+        shortlist = codes.nearest(query, 30, user)
+        cutoff = np.sort(hamming[rows])[29]
+        assert len(shortlist) == 30 and len(set(shortlist)) == 30
+        assert {int(i[4:]) for i in shortlist} <= set(rows.tolist())
+        assert all(hamming[int(i[4:])] <= cutoff for i in shortlist)  # none farther than the 30th nearest
+        assert sum(hamming[rows] < cutoff) <= 30  # and every row nearer than it is in
+        assert {int(i[4:]) for i in shortlist} >= set(rows[hamming[rows] < cutoff].tolist())
+    assert codes.rows_of("user-3") == len(rows) and codes.rows_of(None) == 500 and codes.nearest(query, 5, "nobody") == []
+
+
+def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_ctx, crowded, monkeypatch):
+    """Every row of ours holds "feel", "calm" and "item": ranking the rows holding two of them would
+    read the whole scope, so with the vector shortlist given, only sets holding a rarer word ("7")
+    are looked up, and the rest of the n come from the shortlist."""
+    tenant_id, query = crowded
+    monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
+    monkeypatch.setattr(search, "word_counts", search.WordCounts(background=False))  # counted in the request
+    scope = Scope(tenant_id, "ours", None)
+    statements: list[tuple[str, dict]] = []
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        ours = conn.execute(text("SELECT id, content FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
+                                 "ORDER BY id"), {"t": tenant_id}).all()
+        shortlist = [r.id for r in ours[:300]]
+        event.listen(conn, "before_cursor_execute", lambda *a: statements.append((a[2], a[3])))
+        found = search.keyword_search(session, scope, {}, "Do we feel calm about item 7?", 20, fetch=query,
+                                      large=True, among=shortlist, scope_rows=search.COUNT_WORDS_PAST + 1)
+    looked_up = [set(p[k]) for sql, p in statements if isinstance(p, dict) for k in p if k.startswith("pair_")]
+    contents = {r.id: r.content for r in ours}
+    assert looked_up and all(any(w.endswith(" 7") for w in group) for group in looked_up)
+    assert contents[found.hits[0][0]] == "We feel calm about item 7" and found.full_match
+    assert len(found.hits) == 20 and {i for i, _ in found.hits[1:]} <= set(shortlist)
+
+
+def test_words_are_counted_off_the_request(committed_ctx, crowded, monkeypatch):
+    """A word not counted yet is taken as rare (looked up as before); its count arrives from a
+    background thread on its own connection, and then the word is known to be common."""
+    tenant_id, _ = crowded
+    monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
+    counts = search.WordCounts()
+    shape, params = search.shape_and_params(Scope(tenant_id, "ours", None), {})
+    words = ["ours calm", "ours 7"]
+    with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
+        assert counts.common(session, shape, params, words) == set()  # not counted yet: nothing skipped
+        counts._worker.shutdown(wait=True)
+        assert counts.common(session, shape, params, words) == {"ours calm"}
