@@ -23,6 +23,7 @@ rules) stop on it: the figure used to pick ``L2`` and the thresholds' shares.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Iterable, Sequence
 
@@ -44,8 +45,9 @@ spent sets' benign writes (2.7 % at 3 %, for 90.6 % caught; 3.6 % at 4 % for 91.
 86.2 %), since the one blind measurement so far (heldout_v3) staged 2.5 points more benign writes
 than the set measured before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
-#: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen".
-SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3")
+#: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen"
+#: (the fourth, ``heldout_v4``, since the fifth pass).
+SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4")
 #: Their attack families the classifier learns; PII profiles and protected keys are the rules' job
 #: (their content is often an ordinary sentence: the attack is in a number format or a metadata key).
 SEEN_ATTACK_FAMILIES = ("standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
@@ -88,7 +90,7 @@ def fit(vectors: np.ndarray, texts: Sequence[str], labels: Sequence[bool], model
     word part is sparse, so it is built from the buckets each row uses rather than 16 384 columns."""
     y = np.asarray(labels, dtype=np.float64)
     embedded = np.asarray(vectors, dtype=np.float64)
-    words = _word_matrix(texts)
+    words = word_matrix(texts)
     columns, lexical_rows = words
     gram = embedded @ embedded.T + lexical_rows @ lexical_rows.T
     alpha, bias = _descend(gram, y)
@@ -100,7 +102,7 @@ def fit(vectors: np.ndarray, texts: Sequence[str], labels: Sequence[bool], model
     return Classifier((embedded.T @ alpha).astype(np.float32), lexical.astype(np.float32), bias, model, medium, high)
 
 
-def _word_matrix(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def word_matrix(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(the buckets any row uses, each row's ``lexical_vector`` restricted to those buckets)."""
     per_row = [lexical_buckets(t) for t in texts]
     columns = np.unique(np.concatenate(per_row)) if per_row else np.zeros(0, dtype=np.int64)
@@ -131,15 +133,21 @@ def _descend(gram: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
 def thresholds(gram: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(medium, high): the out-of-fold probabilities above which ``MEDIUM_BENIGN`` and ``HIGH_BENIGN``
     of the benign rows lie (fixed fold assignment, so retraining reproduces them)."""
+    held = out_of_fold(gram, y)
+    benign = np.sort(held[y == 0])[::-1]
+    at = lambda share: float(benign[min(int(share * len(benign)), len(benign) - 1)]) + 1e-6  # noqa: E731
+    return at(MEDIUM_BENIGN), at(HIGH_BENIGN)
+
+
+def out_of_fold(gram: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Every row's probability from the model trained on the other ``FOLDS - 1`` folds (fixed folds)."""
     order = np.random.default_rng(1).permutation(len(y))
     held = np.zeros(len(y))
     for fold in np.array_split(order, FOLDS):
         train_rows = np.setdiff1d(order, fold)
         alpha, bias = _descend(gram[np.ix_(train_rows, train_rows)], y[train_rows])
         held[fold] = 1.0 / (1.0 + np.exp(-(gram[np.ix_(fold, train_rows)] @ alpha + bias)))
-    benign = np.sort(held[y == 0])[::-1]
-    at = lambda share: float(benign[min(int(share * len(benign)), len(benign) - 1)]) + 1e-6  # noqa: E731
-    return at(MEDIUM_BENIGN), at(HIGH_BENIGN)
+    return held
 
 
 def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.ndarray] | None = None,
@@ -178,16 +186,38 @@ def check() -> list[str]:
     held_out |= {r["content"] for name, path in HELDOUT_SETS.items() if name not in SEEN_SETS
                  for r in load_corpus(path)}
     held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
+    problems += _second_stage_problems([text for text, _, _ in training_rows()])
     if {text for text, _, _ in training_rows()} & held_out:
         problems.append("a training row is in the test split, an unseen held-out set, an external corpus or the "
                         "load writes")
     return problems
 
 
+def rows_digest(texts: Sequence[str]) -> str:
+    """SHA-256 of training texts in order (what the second stage's ``attack_minilm.json`` records)."""
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8") + b"\0")
+    return digest.hexdigest()
+
+
+def _second_stage_problems(texts: list[str]) -> list[str]:
+    """The shipped second stage (``reranker``) must have been trained on exactly these rows."""
+    from app.core.screening import reranker
+
+    if not reranker.CONFIG.is_file():
+        return []
+    config = json.loads(reranker.CONFIG.read_text(encoding="utf-8"))
+    if config.get("skip_set") is not None or config.get("training_rows_sha256") != rows_digest(texts):
+        return ["the shipped attack_minilm_int8.onnx was not trained on the current training rows "
+                "(python -m app.bench.make_screening_finetune)"]
+    return []
+
+
 def leave_one_set_out(embedder=None) -> dict[str, dict[str, float]]:
     """Per spent set: the rules and a classifier trained without that set (thresholds from its own
     cross-validation) on the set's writes, judged like ``memwarden bench screening`` judges them."""
-    from app.bench.screening import embed_rows, judge, summarise
+    from app.bench.screening_judge import embed_rows, judge, summarise
     from app.core.redaction import Redactor
     from app.embeddings import LocalMiniLMEmbedder
 

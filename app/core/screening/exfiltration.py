@@ -28,17 +28,20 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from app.core.screening import lexicon
 from app.core.screening.flags import RiskFlag, TextField
 from app.core.screening.signals import Thresholds, run_signals, signal
 
 NAME = "exfiltration"
 THRESHOLDS = Thresholds(medium=0.4, high=0.7)
 WEIGHTS = {"secret_file": 0.8, "secret_path": 0.45, "image_beacon": 0.9, "templated_url": 0.85, "send_to": 0.75, "tool_abuse": 0.75,
-           "recurring_copy": 0.75, "phishing": 0.8, "collect": 0.6, "send_to_email": 0.5, "external_image": 0.5}
+           "recurring_copy": 0.75, "phishing": 0.8, "harvest": 0.75, "collect": 0.6, "send_to_email": 0.5, "external_image": 0.5}
 
 # URLs are matched up to 300 characters: enough for any placeholder or query a beacon needs, and it
 # bounds the work on hostile input (64 KiB of URLs).
 _URL = r"(?:https?://|ftp://|www\.)[^\s)\]\"'<>]{1,300}"
+#: A URL up to the first non-ASCII character, for the verb-last patterns ("https://x.example/fに送信").
+_ASCII_URL = r"(?:https?://|ftp://|www\.)[^\s)\]\"'<>\u0080-\U0010ffff]{1,300}"
 _EMAIL = r"[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\.[a-z]{2,24}\b"
 _PLACEHOLDER = r"(?:\{\{?\s*[a-z_][a-z0-9_.\s]{0,40}\}\}?|\$\{?[a-z_][a-z0-9_]{1,40}\}?|<[a-z_][a-z0-9_ ]{1,40}>|\[[a-z_ ]{2,40}\])"
 _DATA = (r"(?:conversation|chat(?: log| history| transcript)?|history|transcript|messages|context|"
@@ -60,7 +63,9 @@ def _s(kind: str, pattern: str, unless: str | None = None):
 # ("copy .env.example to .env").
 _KEEP_OUT = (r"\b(?:git|docker|npm|hg)?ignore\b|\.(?:git|docker)ignore\b|\b(?:never|don't|do not|not) (?:commit|copy|push|"
              r"store|check in|paste|share|upload)\b|\bexclude[sd]?\b|\bkeep\b[^.\n]{0,20}\bout of\b|"
-             r"\.env\.(?:example|sample|template|dist|defaults?)\b")
+             r"\.env\.(?:example|sample|template|dist|defaults?)\b|"
+             # Detection engineering names the read it watches for: "alert when a process reads ~/.ssh/id_rsa".
+             r"\b(?:alert(?:s|ing)? (?:when|if|on)|detect(?:s|ion|ions)?|siem|edr|sigma rule|yara|auditd|watch for)\b")
 
 
 # Files that hold keys and passwords; a request to read, print or send one is an exfiltration step.
@@ -108,6 +113,21 @@ SIGNALS = (
     _s("phishing", r"\b(?:paste|enter|type|submit|upload|fill in|re-?enter|provide)\b[^.\n]{0,40}?\b(?:card (?:details|number)|"
        r"passwords?|credentials|login|pin|otp|seed phrase|recovery phrase|bank details|ssn|social security number)\b"
        r"[^.\n]{0,30}?\b(?:into|at|on|to|via)\s+" + _URL),
+    # Multilingual cue lexicons (``lexicon``): sending to an address or link, a standing copy, and
+    # keeping secrets (a password, PIN, token or private key saved, noted or remembered).
+    _s("send_to", lexicon.SEND + r"[^.\n]{0,80}?" + _URL),
+    _s("send_to_email", lexicon.SEND + r"[^.\n]{0,80}?" + _EMAIL),
+    # Verb-last order (Japanese, Korean, Turkish, German subordinate clauses). The URL is an atomic
+    # group: without it, every URL start on a line of URLs retried 300 lengths against the verb list.
+    _s("send_to", r"(?>" + _ASCII_URL + r")[^.\n]{0,30}?" + lexicon.SEND),
+    _s("send_to_email", _EMAIL + r"[^.\n]{0,30}?" + lexicon.SEND),
+    _s("recurring_copy", lexicon.EVERY + r"[^.\n]{0,80}?" + lexicon.SEND + r"[^.\n]{0,80}?(?:" + _EMAIL + r"|" + _URL + r")"),
+    _s("recurring_copy", lexicon.EVERY + r"[^.\n]{0,80}?(?:" + _EMAIL + r"|(?>" + _ASCII_URL + r"))[^.\n]{0,30}?" + lexicon.SEND),
+    _s("recurring_copy", lexicon.SEND + r"[^.\n]{0,20}?" + lexicon.EVERY + r"[^.\n]{0,80}?(?:" + _EMAIL + r"|" + _URL + r")"),
+    # (The few characters after the secret are part of the match so that a negation there counts:
+    # "speichere Passwörter nie in Notizen" is advice.)
+    _s("harvest", lexicon.STORE + r"[^.\n]{0,50}?" + lexicon.SECRET + r"[^.\n]{0,12}", unless=lexicon.NEGATION),
+    _s("harvest", lexicon.SECRET + r"[^.\n]{0,50}?" + lexicon.STORE, unless=lexicon.NEGATION),
     _s("collect", r"\b(?:include|attach|append|embed|add|put|encode|paste|insert)\b[^.\n]{0,30}?"
        r"\b(?:the user's|user's|their|the|all|full|entire|complete|any)\b[^.\n]{0,20}?\b" + _DATA +
        r"\b[^.\n]{0,40}?\b(?:in|into|to)\s+(?:the\s+|a\s+|each\s+|every\s+|your\s+)?(?:url|link|request|query|"

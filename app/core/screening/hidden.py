@@ -3,7 +3,8 @@
 * Unicode tag characters (U+E0000–E007F) spell invisible ASCII ("ASCII smuggling"): high.
   The one legitimate use, subdivision flag emoji (🏴 + tags + U+E007F), is skipped.
 * Bidirectional overrides and isolates (U+202A–202E, U+2066–2069, U+200E/F, U+061C) reorder what
-  is displayed ("Trojan Source"): high.
+  is displayed ("Trojan Source"): high. A direction mark (U+200E/F, U+061C) next to Arabic or Hebrew
+  letters is ordinary mixed-direction writing and is skipped.
 * Zero-width and other invisible format characters (U+200B–200D, U+2060–2064, U+FEFF, U+180E,
   U+00AD …): high, except a zero-width joiner between emoji (👩‍💻) or a joiner/non-joiner inside a
   word of a script that needs them (Arabic, Persian, Indic …), which is ordinary writing.
@@ -29,6 +30,10 @@ MEDIUM, HIGH = 0.4, 0.7
 
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 _JOINERS = frozenset("\u200c\u200d")
+#: Direction marks (LRM, RLM, ALM): invisible, but they only nudge neutral characters next to
+#: right-to-left text; overrides and isolates (the "Trojan Source" ones) stay high everywhere.
+_MARKS = frozenset("\u200e\u200f\u061c")
+_RTL_SCRIPTS = ("ARABIC", "HEBREW", "SYRIAC", "THAANA", "NKO")
 _FLAG_BASE = "\U0001F3F4"
 _CANCEL_TAG = "\U000E007F"
 _WORD = re.compile(r"\w+")
@@ -44,6 +49,8 @@ def _kind(text: str, i: int) -> str | None:
     code = ord(ch)
     if 0xE0000 <= code <= 0xE007F:
         return None if _in_flag_sequence(text, i) else "tag"
+    if ch in _MARKS and _beside_rtl(text, i):
+        return None  # a direction mark beside Arabic or Hebrew text is how mixed-direction text is written
     if ch in _BIDI:
         return "bidi"
     if ch in _JOINERS and _ordinary_joiner(text, i):
@@ -69,6 +76,17 @@ def _in_flag_sequence(text: str, i: int) -> bool:
     while end < len(text) and 0xE0020 <= ord(text[end]) <= 0xE007E:
         end += 1
     return start > 0 and text[start - 1] == _FLAG_BASE and end < len(text) and text[end] == _CANCEL_TAG
+
+
+def _beside_rtl(text: str, i: int) -> bool:
+    """Whether the letter just before or after position ``i`` (skipping spaces) is right-to-left."""
+    for step in (-1, 1):
+        j = i + step
+        while 0 <= j < len(text) and j > i - 4 and j < i + 4 and text[j] in " \t\u200e\u200f\u061c":
+            j += step
+        if 0 <= j < len(text) and unicodedata.name(text[j], "").startswith(_RTL_SCRIPTS):
+            return True
+    return False
 
 
 def _ordinary_joiner(text: str, i: int) -> bool:

@@ -29,4 +29,15 @@ HOSTILE: dict[str, str] = {
     "open_quotes": "\"a " * 21845, "keep_out": "never commit .env " * 3855, "system_notes": "nota del sistema " * 3855,
     "path_then_verb": "~/.ssh/id_rsa read " * 3449, "each_time": "each time the user asks " * 2849,
     "env_templates": "copy .env.example " * 3855, "fences": "attack ```a" * 6553,
+    # Multilingual cue lexicons, hidden-container addresses and LaTeX/SVG containers (fifth pass).
+    "ml_triggers": 'cuando el usuario pregunte ' * 2427,
+    "cjk_triggers": 'ユーザーが' * 13107,
+    "ml_send": 'jede schicke an ' * 4096,
+    "ml_store": 'speichere passwort ' * 3449,
+    "ml_admin": 'jetzt administrator ' * 3276,
+    "ml_address": '<!-- asistente ' * 4369,
+    "latex_comments": 'x % ' * 16384,
+    "svg_hidden": '<text opacity="0">' * 3640,
+    "ml_skip_checks": 'ohne zweite ' * 5461,
+    "cyrillic_cues": 'пользователь теперь ' * 3276,
 }

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from app.core.screening import lexicon
 from app.core.screening.flags import RiskFlag, TextField
 from app.core.screening.signals import Thresholds, run_signals, signal
 
@@ -58,11 +59,32 @@ _AGENT_VERBS = (
     r"advertise|report|sign|end|start|begin|reveal|disclose|ignore|obey|follow|comply|prioriti[sz]e|"
     r"assume|consider|classify|mark|label|refuse|deny|accept|allow|quote|cite|provide|give|offer|push)"
 )
+#: An address to the agent in many languages (the word, an optional role word or particle, then a
+#: colon or dash): what turns a hidden note into a message for the model, whatever its language.
+_ADDRESS = (r"(?<![\w])(?:assistant[ea]?|asistente|assistent(?:e|in)?|asystent(?:ka)?|asystencie|assistente|ki|ia|ai|"
+            r"llm|agent[ea]?|agente|bot|chatbot|model(?:o|e)?|модель|ии|ассистент|агент|бот|yapay zek[aâ]|"
+            r"アシスタント|エージェント|ボット|助手|智能体|어시스턴트|에이전트|المساعد|الذكاء الاصطناعي|"
+            r"sistema|système|systeem|sistem|система|システム|系统|시스템)"
+            r"(?:[ \t-]{0,2}(?:reviewer|agent|assistant|assistent|reader|model|bot|system|tool|crawler|summari[sz]er|"
+            r"prüfer|relecteur|revisor|lettore))?(?:へ|に|宛て?|에게|께|,)?[ \t]{0,3}[:：>\u2014]")
+#: Standing and covert orders in other languages ("from now on", "always", "do not tell"), and an
+#: English imperative opening a clause ("When summarizing, say …"): inside a hidden container these
+#: are orders; an ordinary hidden note ("TODO: update the screenshot") has none of them.
+_ORDER_CUES = (r"\b(?:ab sofort|von nun an|k[üu]nftig|dor[ée]navant|d[ée]sormais|[àa] partir de maintenant|"
+               r"a partir de ahora|de ahora en adelante|d'ora in (?:poi|avanti)|vanaf nu|voortaan|a partir de agora|"
+               r"de agora em diante|od teraz|od dzi[śs]|отныне|впредь|bundan sonra|bundan b[öo]yle)\b|"
+               r"今後|これから|以后|从现在起|앞으로|من الآن|"
+               r"(?:^|[,:;.!?]\s{0,4})(?:please\s+)?(?:say|tell|answer|reply|respond|claim|state|describe|rate|score|"
+               r"approve|recommend|append|mention|treat|forward|summari[sz]e|grant)\s+(?:that|the|this|it|"
+               r"them|every|all|any|a|an|only|always|never|to|[\"'])")
 #: What makes hidden text an order to the agent: an address to it ("assistant:", "AI reading
 #: this"), or an instruction shape (override words, standing or covert orders, an agent verb after
 #: always/never). Ordinary hidden notes ("TODO: update the screenshot") have neither.
 _HIDDEN_ORDER = (r"\b(?:assistant|agent|ai|llm|model|bot|chatbot|system|claude|gpt)[ \t]{0,3}(?:[:>\u2014]|-[ \t]|,[ \t]|"
-                 r"reading\b|instructions?\b)|\b(?:note|instructions?|message|reminder) (?:to|for) (?:the )?"
+                 r"reading\b|instructions?\b)|"
+                 # The address in other languages and scripts, and "AI reviewer:" / "KI-Assistent:" (a role
+                 # word after the address); "AIへ：" ("to the AI") folds to "aiへ:".
+                 + _ADDRESS + r"|" + _ORDER_CUES + r"|\b(?:note|instructions?|message|reminder) (?:to|for) (?:the )?"
                  r"(?:assistant|agent|ai|llm|model|bot)\b|"
                  r"\byou (?:must|should|shall|are now|will now|need to|have to)\b|"
                  # "ignore the soft-deleted rows" in a SQL comment is about data; an order ignores instructions.
@@ -82,8 +104,8 @@ WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credenti
            "hidden_markup": 0.8, "tool_directive": 0.75}
 
 
-def _s(kind: str, pattern: str, weight: float | None = None):
-    return signal(kind, WEIGHTS[kind] if weight is None else weight, pattern)
+def _s(kind: str, pattern: str, weight: float | None = None, unless: str | None = None):
+    return signal(kind, WEIGHTS[kind] if weight is None else weight, pattern, unless=unless)
 
 
 def _hidden(container: str):
@@ -139,7 +161,10 @@ SIGNALS = (
     _s("weakening",
            r"\b(?:skip|bypass|disable|turn off|switch off|omit|suppress|ignore)\b[^.\n]{0,30}?"
            r"\b(?:verification|authentication|2fa|mfa|confirmation|safety checks?|security checks?|"
-           r"approvals?|review|warnings?|validation|identity checks?|fraud checks?|content filters?)\b"),
+           r"approvals?|review|warnings?|validation|identity checks?|fraud checks?|content filters?)\b",
+           # "there's no need to turn off certificate verification" argues for the check.
+           unless=r"\b(?:no need to|don't|do not|never|not|shouldn't|should not|stop|instead of)\s+(?:ever\s+)?"
+                  r"(?:skip|bypass|disable|turn off|switch off|omit|suppress|ignore)\b"),
     _s("weakening",
            r"\b(?:approve|accept|authori[sz]e|grant|execute|run|process|honou?r)\b[^.\n]{0,20}?"
            r"\b(?:all|any|every)\b[^.\n]{0,25}?\b(?:requests?|transfers?|payments?|commands?|refunds?|"
@@ -198,6 +223,14 @@ SIGNALS = (
            r"[àa] l'avenir|a partir de ahora|de ahora en adelante|desde ahora|en adelante|d'ora in (?:poi|avanti)|"
            r"da ora in (?:poi|avanti)|vanaf nu|voortaan|van nu af aan|a partir de agora|de agora em diante|daqui em diante)\b"
            r"|\b(?:bei jeder|[àa] chaque|en cada|cada vez que|ad ogni|ogni volta che|bij elke|elke keer als|sempre que)\b", 0.45),
+    # Multilingual cue lexicons (``lexicon``): the same kinds and weights as the English cues above.
+    _s("directive", lexicon.FUTURE, 0.45),
+    _s("trigger", lexicon.TRIGGER),
+    _s("promotion", lexicon.PROMOTION),
+    _s("concealment", lexicon.CONCEALMENT),
+    _s("credential_request",
+           r"(?:\b(?:frag\w*|fordere?|demande[rz]?|pide|p[íi]dele|solicita\w*|chiedi\w*|vraag|pe[çc]a|pergunte|popro[śs]|"
+           r"попроси|запроси|sor)\b|聞いて|尋ねて|물어|요청)[^.\n]{0,40}?" + lexicon.SECRET),
     _s("hidden_markup",
            r"<!--\s{0,8}(?:\[?[a-z_ -]{0,20}\]?\s{0,4}:\s{0,4})?(?:assistant|ai|agent|llm|model|system|tool|bot|note to|"
            r"instructions?|ignore|always|never|you must|you should|the next|important|override|todo for (?:the )?ai)\b"),
@@ -215,7 +248,7 @@ SIGNALS = (
     _hidden(r"<!--[^<>]{0,400}"),
     _hidden(r"^[ \t]{0,8}\[[^\]\n]{0,40}\]:[^\n]{0,400}"),
     _hidden(r"<[a-z]{1,10}\b[^<>\n]{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d])|"
-            r"colou?r\s*[:=]\s*[\"']?(?:#fff(?:fff)?\b|white\b)|\shidden\b|opacity\s*:\s*0(?![.\d]))[^<>\n]{0,100}>[^<]{0,400}"),
+            r"colou?r\s*[:=]\s*[\"']?(?:#fff(?:fff)?\b|white\b)|\shidden\b|(?:fill-)?opacity\s*[:=]\s*[\"']?0(?![.\d])|font-size\s*=\s*[\"']?0(?![.\d])|fill\s*=\s*[\"']?(?:#fff(?:fff)?\b|white\b|none\b)|(?:width|height)\s*[:=]\s*[\"']?0(?:px)?[\"';\s]|aria-hidden\s*=\s*[\"']?true)[^<>\n]{0,100}>[^<]{0,400}"),
     _hidden(r"<details\b[^<>]{0,100}>[^\n]{0,400}"),
     _hidden(r"\balt\s*=\s*[\"'][^\"'<>\n]{0,300}"),
     _hidden(r"!\[[^\]\n]{0,300}\]\("),
@@ -223,6 +256,8 @@ SIGNALS = (
     _hidden(r"^[ \t]{0,8}(?:```|~~~)[ \t]{0,4}(?:notes?|comment|todo|memo|hidden|system|assistant|instructions?|prompt|"
             r"ai|agent|llm|meta)[ \t]*\n[^`]{0,400}"),
     _hidden(r"(?:^|[ \t;])(?:#|//|--|/\*)[^\n]{0,200}"),
+    # LaTeX comments: "%" at a line's start or after text, not a percentage ("20 % de marge").
+    _hidden(r"(?:^[ \t]{0,8}|(?<=[^\d\s%])[ \t]{0,2})%(?![\d%])[^\n]{0,200}"),
     _s("tool_directive",
            r"\b(?:next|every|each|first|following)\s+(?:tool|function|api)\s+calls?\b[^.\n]{0,20}?\b(?:must|should|shall|"
            r"will|has to|needs? to|is to|be)\b"),

@@ -19,12 +19,17 @@ high risk by default, whatever the sentence template. Kinds of evidence (all hig
 * ``protected_key``: a tag or metadata key naming a protected setting (``role``, ``permissions``,
   ``system_prompt``, ``identity`` …, plus the tenant's own ``protected_keys``), or a longer key
   built on one (``system_prompt_append``, ``agent_permissions``), or a trust level set to a
-  privileged value (``trust_level: system``). A bare tag naming one (``permissions``, no value)
+  privileged value (``trust_level: system``). Keys are known by meaning, not one spelling: synonyms
+  (``sudo``, ``superadmin``, ``auto_approve``, ``skip_review``, ``directives_path``) and translations
+  (``rolle``, ``rôle``, ``berechtigungen``, ``permisos``, ``権限`` …). Also a scope key whose value is a
+  wildcard or every tenant (``tenant_id: "*"``, ``scope: all-tenants``), a reviewer key whose value
+  removes the reviewer (``reviewer: self``, ``approval: auto``), and a configuration tag set to a
+  bypass (``system:override``, ``policy:bypass``). A bare tag naming one (``permissions``, no value)
   is a topic ("notes about permissions"), not a setting: medium.
 * ``protected_path``: a workspace file's path, or a metadata ``path``/``file`` value, matching one of
   the tenant's ``protected_paths`` globs (e.g. ``DIRECTIVES*``; none by default).
 
-Known limits: English only; a fact about a *third* person's job ("Ana is an admin at her bank") is
+Known limits: the content rules are English with the commonest forms in a few other languages; a fact about a *third* person's job ("Ana is an admin at her bank") is
 not matched unless it uses the privileged-rights shape; an instruction phrased with no role,
 permission or trust vocabulary is left to the other detectors and the semantic signal.
 """
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from app.core.jsontext import pointer_segment
+from app.core.screening import lexicon
 from app.core.screening.flags import RiskFlag, Span, TextField
 from app.core.screening.signals import Thresholds, run_signals, signal
 
@@ -48,6 +54,19 @@ DEFAULT_KEYS = frozenset({
     "role", "roles", "permission", "permissions", "privilege", "privileges", "system_prompt", "systemprompt",
     "system_message", "identity", "persona", "instructions", "system_instructions", "safety_rules", "guardrails",
     "trusted_sources", "trusted_source", "access_level", "is_admin", "admin", "superuser", "scopes", "acl",
+    # The same settings under other names: privilege switches and review bypasses (an agent that
+    # reads ``auto_approve: true`` or ``sudo: yes`` back has been told to skip review) …
+    "sudo", "superadmin", "super_admin", "is_superuser", "is_root", "elevated", "privileged",
+    "auto_approve", "autoapprove", "auto_approved", "auto_accept", "approve_all", "skip_review", "no_review",
+    "bypass_review", "review_bypass", "bypass", "override", "overrides", "can_override_review", "jailbreak",
+    "directives", "directive", "directives_path", "directives_file", "system_directives", "rules_file",
+    "agent_rules", "system_rules", "policy_override", "safety_mode", "guardrail", "filters_off",
+    # … and in other languages (role, permissions, rights, identity, administrator).
+    "rolle", "rollen", "rôle", "rol", "ruolo", "rola", "роль", "ロール", "役割", "역할", "角色", "دور",
+    "berechtigung", "berechtigungen", "rechte", "permisos", "permiso", "permessi", "autorisations", "droits",
+    "rechten", "machtigingen", "permissões", "permissoes", "uprawnienia", "права", "разрешения", "yetki",
+    "yetkiler", "権限", "권한", "权限", "صلاحيات", "identität", "identité", "identidad", "identità",
+    "administrateur", "administrador", "amministratore", "beheerder",
 })
 #: Workspace paths protected by default: none. Workspace files such as ``DIRECTIVES.md`` or
 #: ``SOUL.md`` are what the workspace is for, so staging every write to them would be a tenant's
@@ -62,6 +81,25 @@ _SUFFIXES = ("_permissions", "_privileges", "_system_prompt", "_guardrails", "_i
 _LEVEL_KEYS = frozenset({"trust_level", "trust", "clearance", "privilege_level", "auth_level", "authority"})
 _PRIVILEGED_VALUE = re.compile(r"(?i)^\s*(?:system|admin|administrator|root|owner|superuser|super_?admin|full|max(?:imum)?|"
                                r"unrestricted|elevated|god|developer|trusted|verified)\s*$")
+#: Keys that name whose data a memory belongs to or who may see it: protected when the value is a
+#: wildcard or spans every tenant or user (``tenant_id: "*"``, ``scope: all-tenants``).
+_SCOPE_KEYS = frozenset({"tenant", "tenant_id", "tenants", "scope", "scopes", "visibility", "audience", "user_id",
+                         "users", "owner", "owner_id", "namespace", "org", "org_id", "organisation", "organization",
+                         "workspace", "shared_with", "access", "applies_to"})
+_WILDCARD_VALUE = re.compile(r"(?i)^\s*(?:\*|%|any|all|every(?:one|body)?|global|public|\.\*|all[ _-]?(?:tenants?|users?|"
+                             r"orgs?|organi[sz]ations?|workspaces?|customers?)|cross[ _-]?tenant|\*:\*)\s*$")
+#: Keys that say who reviews or approves a write: protected when the value removes the reviewer.
+_REVIEW_KEYS = frozenset({"reviewer", "approver", "review", "approval", "reviewed_by", "approved_by", "review_mode",
+                          "approval_mode", "review_policy", "approval_policy"})
+_NO_REVIEW_VALUE = re.compile(r"(?i)^\s*(?:self|none|null|skip|skipped|auto|automatic|bypass|bypassed|off|no|false|"
+                              r"disabled|not[ _-]?required|agent|assistant|system)\s*$")
+#: Tag prefixes that address the agent's configuration (``system:override``, ``policy:bypass``), and
+#: the values that make such a tag an order rather than a topic.
+_CONFIG_TAG_KEYS = frozenset({"system", "agent", "assistant", "policy", "mode", "security", "safety", "review",
+                              "approval", "guard", "guardrails", "filter", "filters", "auth", "access", "trust"})
+_OVERRIDE_VALUE = re.compile(r"(?i)^\s*(?:override|overridden|bypass|bypassed|off|disabled?|none|skip|skipped|"
+                             r"unrestricted|unlocked|admin|root|sudo|god|jailbreak|jailbroken|auto|all|full|"
+                             r"elevated|trusted|system|ignore)\s*$")
 _PATH_KEYS = frozenset({"path", "file", "filename", "file_path", "filepath", "target", "target_path", "workspace_file"})
 MAX_CONFIGURED = 64
 """At most this many extra keys and path globs per tenant (each at most 128 characters)."""
@@ -133,6 +171,12 @@ SIGNALS = (
            r"\b(?:es|ist|est|[èe]|is|[ée])\s+(?:ahora\s+|jetzt\s+|ab sofort\s+|maintenant\s+|ora\s+|nu\s+|agora\s+)?"
            r"(?:un\s+|una\s+|ein\s+|eine\s+|une\s+|een\s+|um\s+|uma\s+)?(?:administrador(?:a)?|administrator(?:in)?|"
            r"administrateur(?:rice)?|amministratore|beheerder|admin|superusuario|superuser|propietario|eigent[üu]mer|propri[ée]taire)\b"),
+    # Other languages (``lexicon``): administrator rights named (weak: people state their own jobs),
+    # rights said to be new ("désormais … droits de l'administrateur", "zum Superadmin befördert"),
+    # and checks declared unnecessary; a claim plus a skipped check is high.
+    signal("admin_named", 0.5, lexicon.ADMIN),
+    signal("privilege_claim", 0.8, lexicon.NOW_GRANTED + r"[^.\n。]{0,40}?" + lexicon.ADMIN),
+    signal("checks_skipped", 0.6, lexicon.SKIP_CHECKS),
     signal("role_change", 0.8,
            r"\b" + _YOU + r"\s+(?:are|is)\s+now\s+(?:(?:an?|the|my)\s+[a-z]|in\s+[a-z]{2,20}\s+mode\b)"),
     signal("role_change", 0.8,
@@ -205,6 +249,19 @@ def _protected_key(name: str, keys: frozenset[str]) -> bool:
     return name in keys or name.startswith(tuple(p + "_" for p in _PREFIXES)) or name.endswith(_SUFFIXES)
 
 
+def _matches_any(value: Any, pattern: re.Pattern[str]) -> bool:
+    """Whether a metadata value (a string, or a list of strings) matches ``pattern``."""
+    if isinstance(value, str):
+        return bool(pattern.match(value))
+    return isinstance(value, (list, tuple)) and any(isinstance(v, str) and pattern.match(v) for v in value[:64])
+
+
+def _config_tag(tag: str) -> bool:
+    """``system:override``, ``policy=bypass``: a tag that sets the agent's configuration to a bypass."""
+    parts = re.split(r"[:=]", tag, maxsplit=1)
+    return len(parts) == 2 and _key(parts[0]) in _CONFIG_TAG_KEYS and bool(_OVERRIDE_VALUE.match(parts[1]))
+
+
 def _path_protected(value: str, globs: Sequence[str]) -> bool:
     base = value.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
     return any(fnmatch.fnmatchcase(base, g.lower()) or fnmatch.fnmatchcase(value.lower(), g.lower()) for g in globs)
@@ -228,6 +285,8 @@ def detect(fields: Sequence[TextField], tags: Sequence[str] = (), metadata: Mapp
     for i, tag in enumerate(tags):
         if _path_protected(tag, paths) or (_protected_key(_tag_key(tag), keys) and re.search(r"[:=]", tag)):
             spans.append(Span(f"tags/{i}", 0, len(tag)))
+        elif _config_tag(tag):
+            spans.append(Span(f"tags/{i}", 0, len(tag)))
         elif _protected_key(_tag_key(tag), keys):
             topics.append(Span(f"tags/{i}", 0, len(tag)))
     for path, key, value in _metadata_keys(metadata or {}, "metadata"):
@@ -237,6 +296,10 @@ def detect(fields: Sequence[TextField], tags: Sequence[str] = (), metadata: Mapp
         elif name in _LEVEL_KEYS and isinstance(value, str) and _PRIVILEGED_VALUE.match(value):
             spans.append(_value_span(path, value))
         elif name in _PATH_KEYS and isinstance(value, str) and _path_protected(value, paths):
+            spans.append(_value_span(path, value))
+        elif name in _SCOPE_KEYS and _matches_any(value, _WILDCARD_VALUE):
+            spans.append(_value_span(path, value))
+        elif name in _REVIEW_KEYS and _matches_any(value, _NO_REVIEW_VALUE):
             spans.append(_value_span(path, value))
     if not spans and topics and (flag is None or flag.severity != "high"):
         return RiskFlag(NAME, "medium", max(flag.score if flag else 0.0, 0.5), (*(flag.evidence if flag else ()), *topics))

@@ -27,13 +27,21 @@ Scoring each sentence as well as the whole text (sentence vectors pooled from th
 pass) was tried for orders buried in long paragraphs and left out: on the spent sets it stopped
 as many more benign writes as attacks (docs/benchmarks.md, fourth pass).
 
+When this first stage is unsure (its probability at or above a gate), a second stage joins the
+vote: a fine-tuned MiniLM classifier that reads the text itself (``reranker``); the flag's score is
+then the mean of the two probabilities, with the second stage's thresholds. On the fourth held-out
+set, with both trained without it, the mean stopped more attacks at fewer false positives than
+either model alone (docs/benchmarks.md, fifth pass).
+
 It runs only when the embedding came from the model the exemplars were embedded with (another
 embedder's vectors are not comparable) and is skipped for procedural (FSM JSON) writes. Evidence
 is the whole content: the signal says "this reads like an attack", not which words.
-Known limits: mostly English exemplars (a few in German, French, Spanish, Dutch and Italian); an
-attack family with no exemplar is caught only by the rules (leave-one-family-out figures in
-docs/benchmarks.md); short texts embed noisily; a preference phrased as an order sits close to a
-standing instruction.
+Known limits: the embedding model reads English, so other languages lean on the rules' cue lexicons
+(``lexicon``); the exemplars hold ordinary notes and attacks in many languages so that a language is
+not itself a sign of attack; an attack family with no exemplar is caught mostly by the rules
+(leave-one-family-out figures in docs/benchmarks.md); short texts embed noisily; a preference
+phrased as an order sits close to a standing instruction; a harmful "lesson" sits close to an honest
+one.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from app.core.screening import language, reranker
 from app.core.screening.flags import RiskFlag, Span
 
 NAME = "semantic_attack"
@@ -57,6 +66,12 @@ LEXICAL_CHARS = 4096
 #: rows catch the most attacks at 2 % benign (0.75 against 0.68 at 1 and 0.59 without words).
 LEXICAL_WEIGHT = 3.0
 _WORD = re.compile(r"[a-z0-9_']+")
+FOREIGN_CAP = False
+"""Whether a text that is not English (``language.is_english``) gets at most a medium vote. Tried in
+the fifth pass (the English embedding had learned "another language" as a sign of attack) and not
+shipped: trained without the fourth held-out set and measured on it, with the multilingual rules it
+stopped 3 fewer attacks for 1 fewer benign write staged (82.3 % / 1.5 % against 83.5 % / 1.9 %);
+benign non-English training rows did more for the false positives (docs/benchmarks.md)."""
 
 
 def lexical_buckets(content: str) -> np.ndarray:
@@ -116,14 +131,26 @@ def load() -> Classifier:
 
 def detect(content: str, embedding: Sequence[float] | None, embedder: str | None,
            classifier: Classifier | None = None) -> RiskFlag | None:
-    """The ``semantic_attack`` flag, or None (also when the embedding is from another model)."""
+    """The ``semantic_attack`` flag, or None (also when the embedding is from another model).
+
+    With the shipped classifier, the shipped second stage (``reranker``) joins the vote when the
+    first stage's probability reaches its gate; a replacement ``classifier`` (the benchmark's
+    leave-one-out runs) decides alone with its own thresholds, since the second stage was trained
+    on every row."""
     if embedding is None or not content.strip():
         return None
+    second = reranker.load() if classifier is None else None
     classifier = classifier or load()
     if embedder != classifier.model:
         return None
     probability = classifier.probability(embedding, content)
-    level = classifier.severity(probability)
+    if second is not None:
+        probability, level = second.vote(probability, content)
+    else:
+        level = classifier.severity(probability)
     if level is None:
         return None
+    if level == "high" and FOREIGN_CAP and not language.is_english(content):
+        # Measured and not shipped (FOREIGN_CAP is False): see its docstring.
+        level = "medium"
     return RiskFlag(NAME, level, probability, (Span("content", 0, len(content)),))
