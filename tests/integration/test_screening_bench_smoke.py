@@ -93,7 +93,7 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     # Every hand-written set is either spent (read and trained on: labelled so, with a
     # leave-one-set-out figure beside its plain one) or blind (never trained on); at least one is blind.
     sets = {name: part for name, part in report["corpora"].items() if name.startswith("heldout")}
-    assert {"heldout", "heldout_fresh", "heldout_v3", "heldout_v4"} <= set(sets)
+    assert {"heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5"} <= set(sets)
     for name, part in sets.items():
         if part["tuned_on"]:
             assert part["status"].startswith("seen/trained"), name
@@ -105,7 +105,7 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     assert "skipped" in external or external["writes"] > 100
     fresh = report["corpora"]["heldout_fresh"]
     assert fresh["poisoned"] >= 90 and fresh["benign"] >= 100
-    for name in ("heldout_v3", "heldout_v4"):  # written without sight of the detectors (issue 21)
+    for name in ("heldout_v3", "heldout_v4", "heldout_v5"):  # written without sight of the detectors
         assert sets[name]["poisoned"] >= 200 and sets[name]["benign"] >= 200, name
         assert {"secret_harvest", "pii_profile", "protected_keys"} <= set(sets[name]["classes"]), name
     load = report["corpora"]["benign_load"]
@@ -114,4 +114,4 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     amsb = report["corpora"]["external:agent-memory-guard-amsb"]
     assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
     assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed
-    assert "heldout_v4 family" in printed and "goals on held-out set heldout_v4" in printed
+    assert "heldout_v5 family" in printed and "goals on held-out set heldout_v5" in printed
