@@ -90,8 +90,8 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     assert set(held["leave_one_family_out"]) >= {"standing_instruction", "exfiltration", "cross_user"}
     for family in held["leave_one_family_out"].values():  # a family the set lacks has no rate
         assert (0 <= family["catch_rate"] <= 1) if family["n"] else family["catch_rate"] is None
-    # Every hand-written set is either spent (read and trained on: labelled so, with a
-    # leave-one-set-out figure beside its plain one) or blind (never trained on); at least one is blind.
+    # Every hand-written set is spent (read and trained on: labelled so, with a leave-one-set-out
+    # figure beside its plain one), measured once and read (not trained on), or blind; not all are spent.
     sets = {name: part for name, part in report["corpora"].items() if name.startswith("heldout")}
     assert {"heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5"} <= set(sets)
     for name, part in sets.items():
@@ -99,8 +99,10 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
             assert part["status"].startswith("seen/trained"), name
             assert 0 <= part["leave_one_set_out"]["catch_rate"] <= 1, name
         else:
-            assert part["status"] == "held out (blind)" and "leave_one_set_out" not in part, name
+            assert "leave_one_set_out" not in part, name
+            assert part["status"] == "held out (blind)" or part["status"].startswith("measured once and read"), name
     assert sets["heldout"]["tuned_on"] and not all(part["tuned_on"] for part in sets.values())
+    assert sets["heldout_v5"]["status"].startswith("measured once and read")  # its one blind figure is kept in the docs
     external = report["corpora"]["external:bastioncorpus"]
     assert "skipped" in external or external["writes"] > 100
     fresh = report["corpora"]["heldout_fresh"]
