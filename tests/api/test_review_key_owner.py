@@ -92,7 +92,8 @@ def test_two_owners_approve_and_audit_names_the_key(client, ctx, tenant, agent, 
     assert f"user:{alice.id}" in recorded[2] and f"user:{bob.id}" in approved[2]  # for these people
 
 
-def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agent, reviewer, two_person, person):
+def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agent, reviewer, two_person, person,
+                                                       make_key):
     change_id = _stage(client, agent, "Lobby opens at 8.")
     one = client.post(f"/v1/changes/{change_id}/approve", json={}, headers=reviewer).json()
     approval = one["approvals"][0]
@@ -103,6 +104,18 @@ def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agen
     assert done["status"] == "approved"
     shown = client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"]
     assert [a["owner"] for a in shown] == [None, done["approvals"][1]["owner"]]
+    auditor = bearer(make_key(scopes="audit:read"))
+    [logged] = [d for d in client.get("/v1/audit/decisions", headers=auditor).json()["items"]
+                if d["change_id"] == change_id]
+    assert logged["approved_by"] == [a["by"] for a in shown]
+    assert logged["approved_via"] == [a["via_key"] for a in shown]
+    admin = create_user(ctx, username=f"adm-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role="admin",
+                        actor=ACTOR)
+    web_sign_in(client, admin.username, PASSWORD)
+    page = client.get(f"/review/{change_id}").text
+    assert f"key {approval['via_key']} (no owner)" in page and f"(with key {shown[1]['via_key']})" in page
+    log_page = client.get("/audit/decisions").text
+    assert f"key {approval['via_key']} (no owner)" in log_page and 'data-testid="decision-via-key"' in log_page
 
 
 def test_the_tenant_can_refuse_unowned_keys_on_two_person_changes(client, ctx, tenant, agent, reviewer, two_person):
@@ -128,3 +141,27 @@ def test_an_unknown_owner_is_refused(ctx, tenant, make_tenant):
                            role="reviewer", actor=ACTOR)
     with pytest.raises(ValidationFailed):  # a user of another tenant is not this tenant's
         create_key(ctx, tenant_id=tenant.id, scopes="review:decide", actor=ACTOR, owner=stranger.id)
+
+
+def test_cli_owner_and_warning(ctx, tenant, person, monkeypatch, capsys):
+    import app.cli
+    import app.cli_common
+
+    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    base = ["apikey", "create", "--tenant", tenant.name, "--scopes", "review:decide,memory:read"]
+    assert app.cli.main([*base, "--owner", "nobody-here"]) == 2
+    err = capsys.readouterr().err
+    assert "error: no user 'nobody-here' holds a role in this tenant" in err
+    erin = person("erin")
+    assert app.cli.main([*base, "--owner", erin.username]) == 0
+    out, err = capsys.readouterr()
+    assert f"owner={erin.id}" in out and "warning" not in err
+    assert app.cli.main(base) == 0
+    assert "warning: this key has review:decide and no owner" in capsys.readouterr().err
+    assert app.cli.main(["apikey", "create", "--tenant", tenant.name, "--scopes", "memory:read"]) == 0
+    assert "warning" not in capsys.readouterr().err  # no review:decide, nothing to warn about
+    assert app.cli.main(["apikey", "list", "--tenant", tenant.name]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.rsplit("\t", 1)[1] for line in listed] == [f"owner={erin.id}", "no-owner", "no-owner"]
+    assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--two-person-owned-keys", "on"]) == 0
+    assert "people only" in capsys.readouterr().out
