@@ -593,22 +593,17 @@ def _with_approval(approvals: list[dict[str, Any]], who: str, approver: dict[str
     return [*approvals, entry]
 
 
-NO_OWNER = "key {key} (no owner)"
-"""The name an approval given with a key of no one is recorded under."""
-
-
 def _approver(session, tenant_id: str, actor: dict[str, Any]) -> dict[str, Any]:
     """Whom a decision by `actor` counts as: a person signed in is themselves; a decision made with
     an API key that belongs to someone is that person's (`user:<id>`, their username), so they
     cannot give a second approval with a sign-in or another key of theirs; one made with a key of
-    no one is the key's (`api_key:<id>`, named as such). A key whose owner no longer holds a role in
+    no one is the key's (`api_key:<id>`, no name: pages show it as "key <id> (no owner)"). A key whose owner no longer holds a role in
     the tenant, or is disabled, decides nothing (403)."""
     if actor.get("kind") != "api_key":
         return actor
     key_id, owner = actor.get("id"), actor.get("owner_user_id")
     if owner is None:
-        return {"kind": "api_key", "id": key_id, "name": NO_OWNER.format(key=key_id), "via_key": key_id,
-                "owner": None}
+        return {"kind": "api_key", "id": key_id, "name": None, "via_key": key_id, "owner": None}
     found = users_repo.member(session, tenant_id=tenant_id, user_id=owner)
     if found is None or found[0].disabled_at is not None:
         raise Forbidden("this key's owner no longer holds an active role in this tenant, so its decisions "

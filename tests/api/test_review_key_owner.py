@@ -98,7 +98,7 @@ def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agen
     one = client.post(f"/v1/changes/{change_id}/approve", json={}, headers=reviewer).json()
     approval = one["approvals"][0]
     assert approval["by"].startswith("api_key:key_") and approval["owner"] is None
-    assert approval["name"] == f"key {approval['via_key']} (no owner)"
+    assert approval["name"] is None and approval["by"] == f"api_key:{approval['via_key']}"  # no person's name
     done = client.post(f"/v1/changes/{change_id}/approve", json={},
                        headers=_key(ctx, tenant, owner=person("carol").id)).json()
     assert done["status"] == "approved"
@@ -115,7 +115,7 @@ def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agen
     page = client.get(f"/review/{change_id}").text
     assert f"key {approval['via_key']} (no owner)" in page and f"(with key {shown[1]['via_key']})" in page
     log_page = client.get("/audit/decisions").text
-    assert f"key {approval['via_key']} (no owner)" in log_page and 'data-testid="decision-via-key"' in log_page
+    assert 'data-testid="decision-unowned-key"' in log_page and 'data-testid="decision-via-key"' in log_page
 
 
 def test_the_tenant_can_refuse_unowned_keys_on_two_person_changes(client, ctx, tenant, agent, reviewer, two_person):
@@ -165,3 +165,16 @@ def test_cli_owner_and_warning(ctx, tenant, person, monkeypatch, capsys):
     assert [line.rsplit("\t", 1)[1] for line in listed] == [f"owner={erin.id}", "no-owner", "no-owner"]
     assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--two-person-owned-keys", "on"]) == 0
     assert "people only" in capsys.readouterr().out
+
+
+def test_a_key_whose_owner_left_the_tenant_decides_nothing(client, ctx, tenant, agent, two_person, person):
+    from app.services.users import set_role
+
+    frank = person("frank")
+    key = _key(ctx, tenant, owner=frank.id)
+    change_id = _stage(client, agent, "Badge readers reset nightly.")
+    set_role(ctx, user_id=frank.id, tenant_id=tenant.id, role=None, actor=ACTOR)
+    error = assert_error(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=key), 403, "forbidden")
+    assert "owner no longer holds" in error["message"]
+    assert_error(client.post(f"/v1/changes/{change_id}/reject", json={"reason": "no"}, headers=key), 403, "forbidden")
+    assert client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"] == []
