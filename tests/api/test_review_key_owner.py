@@ -178,3 +178,24 @@ def test_a_key_whose_owner_left_the_tenant_decides_nothing(client, ctx, tenant, 
     assert "owner no longer holds" in error["message"]
     assert_error(client.post(f"/v1/changes/{change_id}/reject", json={"reason": "no"}, headers=key), 403, "forbidden")
     assert client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"] == []
+
+
+def test_migrations_have_one_head_and_the_test_database_is_at_it(ctx):
+    """Migration 0035 (the key owner) follows 0034 on one line of history, and the harness's fresh
+    database was migrated to it: a second head, or a skipped migration, fails here."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from app.db.database import MIGRATIONS_DIR
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    script = ScriptDirectory.from_config(cfg)
+    assert script.get_revision("0035").down_revision == "0034"
+    assert len(script.get_heads()) == 1
+    with ctx.db.sessions() as session:
+        assert session.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == script.get_heads()
+        column = session.execute(text(
+            "SELECT is_nullable, column_default FROM information_schema.columns "
+            "WHERE table_name = 'api_keys' AND column_name = 'owner_user_id'")).one()
+    assert tuple(column) == ("YES", None)  # nullable, no default: adding it rewrote nothing
