@@ -26,7 +26,8 @@ from app.services.cursors import decode_cursor
 DEFAULT_LIMIT = 100
 EXPORT_PAGE = 500
 COLUMNS = ("change_id", "status", "agent_id", "operation", "decided_by", "decided_at", "approved_by",
-           "approved_via", "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule", "learned_rule")
+           "approved_via", "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule",
+           "learned_rule")
 
 
 def _reviewer_labels(reviewer: str) -> tuple[str, ...]:

@@ -597,8 +597,8 @@ def _approver(session, tenant_id: str, actor: dict[str, Any]) -> dict[str, Any]:
     """Whom a decision by `actor` counts as: a person signed in is themselves; a decision made with
     an API key that belongs to someone is that person's (`user:<id>`, their username), so they
     cannot give a second approval with a sign-in or another key of theirs; one made with a key of
-    no one is the key's (`api_key:<id>`, no name: pages show it as "key <id> (no owner)"). A key whose owner no longer holds a role in
-    the tenant, or is disabled, decides nothing (403)."""
+    no one is the key's (`api_key:<id>`, no name: pages show it as "key <id> (no owner)"). A key
+    whose owner no longer holds a role in the tenant, or is disabled, decides nothing (403)."""
     if actor.get("kind") != "api_key":
         return actor
     key_id, owner = actor.get("id"), actor.get("owner_user_id")

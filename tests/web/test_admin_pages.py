@@ -223,8 +223,8 @@ def test_a_key_can_be_given_an_owner_and_the_list_shows_it(client, ctx, admin, t
     owners = re.findall(r'data-testid="key-owner">(.*?)</td>', page, re.S)
     assert [o.strip() for o in owners][0] == reviewer.username and "no owner" in owners[1]
     with ctx.db.sessions() as session:
-        stored = session.execute(text("SELECT owner_user_id FROM api_keys WHERE tenant_id = :t ORDER BY created_at, id"),
-                                 {"t": tenant.id}).scalars().all()
+        stored = session.execute(text("SELECT owner_user_id FROM api_keys WHERE tenant_id = :t "
+                                      "ORDER BY created_at, id"), {"t": tenant.id}).scalars().all()
     assert stored == [reviewer.id, None]
     stranger = client.post("/admin/keys", data={"csrf_token": csrf, "scopes": ["review:decide"],
                                                 "owner": "usr_not_here"}, headers=HX)
