@@ -6,6 +6,7 @@ says so wherever approvals are shown; a tenant may refuse it on two-person chang
 import pytest
 from sqlalchemy import text
 
+from app.core.access import parse_token
 from app.services.apikeys import create_key
 from app.services.tenant_config import set_policy, set_two_person_owned_keys
 from app.services.users import create_user
@@ -74,10 +75,11 @@ def test_one_person_with_an_owned_key_and_a_sign_in_is_one_approver(client, ctx,
     assert change["status"] == "pending" and [a["by"] for a in change["approvals"]] == [f"user:{alice.id}"]
 
 
-def test_two_owners_approve_and_audit_names_the_key(client, ctx, tenant, agent, two_person, person):
+def test_two_owners_approve_and_audit_names_the_key(client, ctx, tenant, agent, two_person, person, make_key):
     alice, bob = person("alice"), person("bob")
     change_id = _stage(client, agent, "Payroll moves to the 25th.")
-    client.post(f"/v1/changes/{change_id}/approve", json={}, headers=_key(ctx, tenant, owner=alice.username))
+    alices_key = _key(ctx, tenant, owner=alice.username)
+    client.post(f"/v1/changes/{change_id}/approve", json={}, headers=alices_key)
     done = client.post(f"/v1/changes/{change_id}/approve", json={}, headers=_key(ctx, tenant, owner=bob.id)).json()
     assert done["status"] == "approved"
     assert [(a["by"], a["name"]) for a in done["approvals"]] == [(f"user:{alice.id}", alice.username),
@@ -90,6 +92,12 @@ def test_two_owners_approve_and_audit_names_the_key(client, ctx, tenant, agent, 
     recorded, approved = [r for r in rows if r[0] in ("change.approval_recorded", "change.approved")]
     assert recorded[1].startswith("api_key:") and approved[1].startswith("api_key:")  # the key acted
     assert f"user:{alice.id}" in recorded[2] and f"user:{bob.id}" in approved[2]  # for these people
+    auditor = bearer(make_key(scopes="audit:read"))
+    for reviewer in (f"user:{alice.id}", f"api_key:{done['approvals'][0]['via_key']}", done["approvals"][1]["via_key"]):
+        found = client.get("/v1/audit/decisions", params={"reviewer": reviewer}, headers=auditor).json()["items"]
+        assert [d["change_id"] for d in found] == [change_id], reviewer  # the person, or the key they used
+    other_key = f"api_key:{parse_token(make_key(scopes='review:decide'))}"
+    assert client.get("/v1/audit/decisions", params={"reviewer": other_key}, headers=auditor).json()["items"] == []
 
 
 def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agent, reviewer, two_person, person,
