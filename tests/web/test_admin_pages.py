@@ -229,3 +229,8 @@ def test_a_key_can_be_given_an_owner_and_the_list_shows_it(client, ctx, admin, t
     stranger = client.post("/admin/keys", data={"csrf_token": csrf, "scopes": ["review:decide"],
                                                 "owner": "usr_not_here"}, headers=HX)
     assert stranger.status_code == 422 and "holds a role in this tenant" in stranger.text
+    assert "key of no one may give one" in client.get("/admin").text
+    from app.services.tenant_config import set_two_person_owned_keys
+
+    set_two_person_owned_keys(ctx, tenant_id=tenant.id, on=True, actor=ACTOR)
+    assert "people only" in client.get("/admin").text
