@@ -117,10 +117,15 @@ def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
     ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     created = create_key(ctx, tenant_id=tenant.id, scopes=args.scopes, agents=args.agents, name=args.name,
-                         actor=cli_common.cli_actor(), sources=args.sources)
+                         actor=cli_common.cli_actor(), sources=args.sources, owner=args.owner)
     print(f"created {created.key.id} for tenant {tenant.name}: scopes={','.join(created.key.scopes)} "
           f"agents={','.join(created.key.agents)}"
-          + (f" sources={','.join(created.key.sources)}" if created.key.sources else ""))
+          + (f" sources={','.join(created.key.sources)}" if created.key.sources else "")
+          + (f" owner={created.key.owner_user_id}" if created.key.owner_user_id else ""))
+    if "review:decide" in created.key.scopes and not created.key.owner_user_id:
+        print("warning: this key has review:decide and no owner (--owner): its approvals of changes that need "
+              "two approvals cannot be tied to a person, so one person holding it and a sign-in (or another "
+              "key) could give both", file=sys.stderr)
     print("the key is shown once; store it now:", file=sys.stderr)
     print(created.token)
     return 0
@@ -134,7 +139,8 @@ def cmd_apikey_list(args: argparse.Namespace, settings: Settings) -> int:
     tenant = resolve_tenant(ctx, args.tenant)
     for key in list_keys(ctx, tenant_id=tenant.id):
         state = "revoked" if key.revoked_at else "active"
-        print(f"{key.id}\t{state}\t{','.join(key.scopes)}\t{','.join(key.agents)}\t{key.name}")
+        owner = f"owner={key.owner_user_id}" if key.owner_user_id else "no-owner"
+        print(f"{key.id}\t{state}\t{','.join(key.scopes)}\t{','.join(key.agents)}\t{key.name}\t{owner}")
     return 0
 
 
@@ -224,6 +230,13 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
                                   + ", ".join(f"{value}={role}" for value, role in rule.role_map)
                                   + (f"; email domains {', '.join(rule.email_domains)}" if rule.email_domains else "")
                                   if rule else "off"))
+    if args.two_person_owned_keys is not None:
+        from app.services.tenant_config import set_two_person_owned_keys
+
+        on = args.two_person_owned_keys == "on"
+        set_two_person_owned_keys(ctx, tenant_id=tenant.id, on=on, actor=cli_common.cli_actor())
+        print("two-person approvals: " + ("people only (signed in, or keys with an owner)" if on
+                                          else "keys of no one may approve too"))
     if args.read_budget_per_key is not None or args.read_budget_per_agent is not None:
         budgets = set_read_budget(ctx, tenant_id=tenant.id, actor=cli_common.cli_actor(),
                                   per_key=args.read_budget_per_key, per_agent=args.read_budget_per_agent)
@@ -309,6 +322,8 @@ def build_parser() -> argparse.ArgumentParser:
     k_create.add_argument("--name", default="")
     k_create.add_argument("--sources", default="", help="comma-separated globs of privileged `source` values the "
                           "key may assert without a provenance flag, e.g. tool:*,system:cron (default none)")
+    k_create.add_argument("--owner", help="the person the key belongs to (username or user id of someone with a "
+                          "role in the tenant): its approvals count as theirs in the two-person rule")
     k_create.set_defaults(func=cmd_apikey_create)
     k_list = apikey.add_parser("list", help="list a tenant's keys")
     k_list.add_argument("--tenant", required=True)
@@ -339,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "MEMWARDEN_READ_BUDGET_PER_KEY)")
     t_set.add_argument("--read-budget-per-agent", type=int, metavar="N",
                        help="distinct memories of one agent returned per window over all keys (0: no budget)")
+    t_set.add_argument("--two-person-owned-keys", choices=["on", "off"],
+                       help="on: approvals of changes needing two or more must come from people (signed in, or an "
+                            "API key with an owner); a key of no one gets 403 there (default off)")
     t_set.set_defaults(func=cmd_tenant_set)
 
     review = sub.add_parser("review", help="the review queue").add_subparsers(dest="review_command", required=True)

@@ -49,7 +49,7 @@ def _decision(kind: str):
                                           memory_ids=tuple(body["memory_ids"]) if "memory_ids" in body else None)
         result = await run_in_threadpool(
             review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
-            actor=principal.actor, may_see=principal.may_act_for, request=decision)
+            actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision)
         return json_response(result)
 
     handler.__name__ = kind

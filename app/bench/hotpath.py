@@ -203,8 +203,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             common.in_process_context(data_dir, pool_size=5, secret_key="hotpath-bench") as (ctx, _urls):
         counter = StatementCounter(ctx.db.engine)
         tenant = create_tenant(ctx, name="hotpath", actor=common.BENCH_ACTOR)
+        owner = None
+        if args.key_owner:  # the key belongs to a reviewer: each approval is counted as theirs (one read more)
+            from app.services.users import create_user
+
+            owner = create_user(ctx, username="hotpath-reviewer", password="hotpath-bench-password",
+                                tenant_id=tenant.id, role="reviewer", actor=common.BENCH_ACTOR).id
         token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide",
-                           actor=common.BENCH_ACTOR).token
+                           actor=common.BENCH_ACTOR, owner=owner).token
         headers = {"Authorization": f"Bearer {token}"}
         app = create_app(ctx.settings, ctx=ctx)
         result, profiler, (embed_cpu, screen_cpu) = asyncio.run(_drive(app, ctx, headers, counter, args))
@@ -215,6 +221,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                   "(rate limit on); round trips = statements + the BEGIN psycopg sends + COMMIT/ROLLBACK that reach "
                   "the server, per request; "
                   "CPU = this process's time.process_time per request (PostgreSQL not included)",
+        "key_owner": bool(args.key_owner),
         "embedder_cpu_ms_per_text": embed_cpu,
         "screening_cpu_ms_per_write": screen_cpu,
         **result,
@@ -425,6 +432,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--http", action="store_true",
                         help="time remember and recall over HTTP against `memwarden serve` (issue 25 goal 1), "
                              "with the floor and the server process's CPU, instead of in process")
+    parser.add_argument("--key-owner", action="store_true",
+                        help="in process: the key belongs to a reviewer, so each approval is counted as theirs "
+                             "(issue 22's two-person rule)")
     parser.set_defaults(func=run)
 
 

@@ -98,6 +98,8 @@ class Principal:
     config_version: int | None = None
     """The version of the tenant's settings and secrets seen when the key was checked (keys the
     per-process cache of `app.services.tenant_config.rules_for`); None when not known."""
+    owner_user_id: str | None = None
+    """The person the key belongs to, or None: its approvals of changes count as that person's."""
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
@@ -109,3 +111,9 @@ class Principal:
     def actor(self) -> dict[str, str]:
         """How this caller is named in audit entries."""
         return {"kind": "api_key", "id": self.key_id}
+
+    @property
+    def reviewer_actor(self) -> dict[str, str | None]:
+        """`actor` plus the key's owner (None: no one), for deciding a change: an owned key's
+        approval is counted as its owner's (`app.services.review`); audit entries name the key."""
+        return {**self.actor, "owner_user_id": self.owner_user_id}

@@ -50,6 +50,9 @@ class ApiKey(Base):
     last_used_at: Mapped[datetime | None]
     read_budget_exceeded_at: Mapped[datetime | None]
     """When the key last met its read budget (`app.services.read_budgets`); shown on the admin page."""
+    owner_user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"))
+    """The person the key belongs to (None: no one). Its approvals count as that person's, so one
+    person cannot give both approvals of a two-person change with a key and a sign-in."""
 
 
 class AuditEntry(Base):

@@ -272,6 +272,15 @@ class DecisionFilter:
 DECIDED = ("approved", "rejected")
 
 
+def _decided_with_key(label: str) -> list:
+    """For a key's label (`api_key:<id>`): an approval given with it, or a decision made with it."""
+    if not label.startswith("api_key:"):
+        return []
+    key_id = label.split(":", 1)[1]
+    return [Change.approvals.contains([{"via_key": key_id}]),
+            Change.decided_view.contains({"reviewer": {"via_key": key_id}})]
+
+
 def decisions_page(session: Session, *, tenant_id: str, flt: DecisionFilter, limit: int,
                    after: tuple[datetime, str] | None = None) -> list[Change]:
     """Up to `limit` of the tenant's approved or rejected changes, newest decision first, after the
@@ -279,9 +288,10 @@ def decisions_page(session: Session, *, tenant_id: str, flt: DecisionFilter, lim
     conds = [Change.tenant_id == tenant_id, Change.decided_at.is_not(None),
              Change.status.in_([flt.status] if flt.status else DECIDED)]
     if flt.reviewer:
-        # The decider, or any approver of a two-person change (each approval records `by`).
-        conds.append(or_(*[or_(Change.decided_by == label, Change.approvals.contains([{"by": label}]))
-                           for label in flt.reviewer]))
+        # The decider, or any approver of a two-person change (each approval records `by`); a key
+        # also matches what its owner decided with it (recorded as theirs, with `via_key`).
+        conds.append(or_(*[or_(Change.decided_by == label, Change.approvals.contains([{"by": label}]),
+                               *_decided_with_key(label)) for label in flt.reviewer]))
     if flt.agent_id:
         conds.append(Change.agent_id == flt.agent_id)
     if flt.operation:

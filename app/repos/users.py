@@ -84,6 +84,14 @@ def members(session: Session, *, tenant_id: str) -> list:
                            .where(UserRole.tenant_id == tenant_id).order_by(User.username)).all()
 
 
+def members_named(session: Session, *, tenant_id: str, name_or_id: str) -> list[User]:
+    """The users holding a role in this tenant whose id or username is `name_or_id` (an operator's
+    account and a tenant's own may share a username: then both)."""
+    return list(session.scalars(select(User).join(UserRole, UserRole.user_id == User.id).where(
+        UserRole.tenant_id == tenant_id, (User.id == name_or_id) | (User.username == name_or_id))
+        .order_by(User.id)))
+
+
 def tenant_ids_of(session: Session, *, user_id: str) -> list[str]:
     """The tenants the user holds a role in."""
     return list(session.scalars(select(UserRole.tenant_id).where(UserRole.user_id == user_id)))

@@ -12,6 +12,7 @@ from app.db import prepared
 from app.db.models import ApiKey
 from app.errors import NotFound, ValidationFailed
 from app.repos import apikeys as key_repo
+from app.repos import users as users_repo
 from app.services import rate_limits
 from app.services.context import AppContext
 
@@ -24,11 +25,15 @@ class CreatedKey:
 
 
 def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agents: str | list[str] | None = None,
-               name: str = "", actor: dict, sources: str | list[str] | None = None) -> CreatedKey:
-    """Issue a key for one tenant; the audit entry records its id, scopes, agents and sources, never the token.
+               name: str = "", actor: dict, sources: str | list[str] | None = None,
+               owner: str | None = None) -> CreatedKey:
+    """Issue a key for one tenant; the audit entry records its id, scopes, agents, sources and
+    owner, never the token.
 
     `sources` are globs of privileged `source` values the key may assert (`system`, `tool:*` …);
-    by default none, so write screening flags such claims as provenance laundering."""
+    by default none, so write screening flags such claims as provenance laundering. `owner` (a
+    username or user id of someone holding a role in the tenant) is the person the key belongs
+    to: its approvals count as theirs (422 when no such user is in the tenant)."""
     try:
         scope_list = access.normalise_scopes(scopes)
     except ValueError as exc:
@@ -43,13 +48,27 @@ def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agen
         raise ValidationFailed.at("/sources", str(exc)) from None
     issued = access.issue_token()
     with ctx.db.sessions.begin() as session:
+        owner_id = _owner_id(session, tenant_id, owner) if owner else None
         key = key_repo.insert(session, key_id=issued.key_id, tenant_id=tenant_id, name=name[:200],
                               token_hash=issued.token_hash, scopes=scope_list, agents=agent_list,
-                              sources=source_list)
+                              sources=source_list, owner_user_id=owner_id)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="apikey.created", actor=actor,
                          subject={"type": "api_key", "id": key.id},
-                         data={"scopes": scope_list, "agents": agent_list, "sources": source_list})
+                         data={"scopes": scope_list, "agents": agent_list, "sources": source_list,
+                               "owner_user_id": owner_id})
     return CreatedKey(key, issued.token)
+
+
+def _owner_id(session, tenant_id: str, owner: str) -> str:
+    """The id of the one user holding a role in this tenant whose username or id is `owner`; 422 otherwise."""
+    found = users_repo.members_named(session, tenant_id=tenant_id, name_or_id=owner.strip())
+    if not found:
+        raise ValidationFailed.at("/owner", f"no user {owner.strip()[:200]!r} holds a role in this tenant; "
+                                  "create the user or grant them a role first")
+    if len(found) > 1:
+        raise ValidationFailed.at("/owner", f"{len(found)} users of this tenant are named {owner.strip()[:200]!r}; "
+                                  f"give the user id instead ({', '.join(u.id for u in found)})")
+    return found[0].id
 
 
 def list_keys(ctx: AppContext, *, tenant_id: str) -> list[ApiKey]:
@@ -137,12 +156,13 @@ def _principal(key: key_repo.ActiveKey) -> access.Principal:
     """The Principal for a key row just read: the one built from the same row before, if the row
     (scopes, agents, sources, tenant, its config version) is unchanged. A cache of objects, not of
     verdicts: the row is read, and revocation checked, on every request."""
-    fields = key[:6] + key[7:8]  # everything but last_used_at and the bucket
+    fields = key[:6] + key[7:9]  # everything but last_used_at and the bucket
     cached = _PRINCIPALS.get(key.id)
     if cached is not None and cached[0] == fields:
         return cached[1]
     principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
-                                 tuple(key.sources or ()), config_version=key.tenant_config_version)
+                                 tuple(key.sources or ()), config_version=key.tenant_config_version,
+                                 owner_user_id=key.owner_user_id)
     if len(_PRINCIPALS) >= _PRINCIPALS_MAX:
         _PRINCIPALS.clear()
     _PRINCIPALS[key.id] = (fields, principal)

@@ -26,7 +26,8 @@ from app.services.cursors import decode_cursor
 DEFAULT_LIMIT = 100
 EXPORT_PAGE = 500
 COLUMNS = ("change_id", "status", "agent_id", "operation", "decided_by", "decided_at", "approved_by",
-           "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule", "learned_rule")
+           "approved_via", "approvals_required", "submitted_by", "submitted_at", "risk_level", "policy_rule",
+           "learned_rule")
 
 
 def _reviewer_labels(reviewer: str) -> tuple[str, ...]:
@@ -71,10 +72,15 @@ def decision_json(change: Change) -> dict[str, Any]:
     """One decision as the log shows it (no request body, no content, no reason)."""
     return {"change_id": change.id, "status": change.status, "agent_id": change.agent_id,
             "operation": change.operation, "decided_by": change.decided_by, "decided_at": format_ts(change.decided_at),
-            "approved_by": [a.get("by") for a in change.approvals if isinstance(a, dict) and a.get("by")],
+            "approved_by": [a.get("by") for a in _approvals(change)],
+            "approved_via": [a.get("via_key") for a in _approvals(change)],
             "approvals_required": change.approvals_required, "submitted_by": change.submitted_by,
             "submitted_at": format_ts(change.submitted_at), "risk_level": change.risk_level,
             "policy_rule": change.policy_rule, "learned_rule": learned_rule(change)}
+
+
+def _approvals(change: Change) -> list[dict[str, Any]]:
+    return [a for a in change.approvals if isinstance(a, dict) and a.get("by")]
 
 
 def learned_rule(change: Change) -> str | None:
@@ -93,6 +99,11 @@ def names_of(change: Change) -> dict[str, str]:
     return names
 
 
+def vias_of(change: Change) -> dict[str, str]:
+    """The API key each approval given with one was given with, by actor label (for the page)."""
+    return {a["by"]: a["via_key"] for a in _approvals(change) if a.get("via_key")}
+
+
 def list_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter, limit: int = DEFAULT_LIMIT,
                    cursor: str | None = None, *, with_names: bool = False) -> dict[str, Any]:
     """One page of the tenant's decisions, newest first: `{items, next_cursor}`. `with_names` adds
@@ -102,7 +113,7 @@ def list_decisions(ctx: AppContext, tenant_id: str, flt: DecisionFilter, limit: 
         rows = changes_repo.decisions_page(session, tenant_id=tenant_id, flt=flt, limit=limit + 1, after=after)
     more, rows = len(rows) > limit, rows[:limit]
     next_cursor = encode_cursor(rows[-1].decided_at, rows[-1].id) if more else None
-    items = [{**decision_json(c), **({"names": names_of(c)} if with_names else {})} for c in rows]
+    items = [{**decision_json(c), **({"names": names_of(c), "via": vias_of(c)} if with_names else {})} for c in rows]
     return {"items": items, "next_cursor": next_cursor}
 
 
@@ -142,4 +153,10 @@ def csv_lines(items) -> Iterator[str]:
 
     yield line(COLUMNS)
     for item in items:
-        yield line([csv_cell(" ".join(item[c]) if c == "approved_by" else item[c]) for c in COLUMNS])
+        yield line([csv_cell(_joined(item[c]) if c in ("approved_by", "approved_via") else item[c])
+                    for c in COLUMNS])
+
+
+def _joined(values: list[str | None]) -> str:
+    """A list cell: its values joined by spaces, `-` for none (a signed-in approval used no key)."""
+    return " ".join(v or "-" for v in values)

@@ -24,9 +24,11 @@ from app.observability import metrics
 from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos import search
+from app.repos import tenants as tenant_repo
+from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import compaction, events, recover, workspace
+from app.services import compaction, events, recover, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import Reviewer, TenantRole
@@ -131,8 +133,10 @@ def _snapshot(diff: dict[str, Any], actor: dict[str, Any]) -> tuple[dict[str, An
 
 
 def _reviewer(actor: dict[str, Any]) -> dict[str, Any]:
-    """Who decided, as a decided change keeps it (a person's username is their display name)."""
-    return {"kind": actor.get("kind"), "id": actor.get("id"), "name": actor.get("name")}
+    """Who decided, as a decided change keeps it (a person's username is their display name; a
+    decision made with an API key also keeps the key's id)."""
+    kept = {"kind": actor.get("kind"), "id": actor.get("id"), "name": actor.get("name")}
+    return {**kept, "via_key": actor["via_key"]} if actor.get("via_key") else kept
 
 
 def list_changes(ctx: AppContext, tenant_id: str, may_see_patterns: tuple[str, ...], flt: QueueFilter,
@@ -385,6 +389,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     if request.decision == "reject" and not (request.reason or "").strip():
         raise ValidationFailed.at("/reason", "a reason is required to reject")
     approving = request.decision == "approve"
+    approver = _approver(session, tenant_id, actor)
     prepared = None
     if approving and (request.edits or request.merge_into or request.supersedes or request.memory_ids is not None
                       or operation == "merge"):
@@ -394,7 +399,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         row = _lock_change_row(session, tenant_id, change_id, may_see)
         _require_risk_confirmed(row, request)
         if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
-            return _approve_staged_memory(ctx, session, row, actor, request)
+            return _approve_staged_memory(ctx, session, row, actor, approver, request)
     change = load_change(session, tenant_id, change_id, may_see, lock=True)
     if approving and prepared is None and change.operation == "merge":
         session.rollback()  # the lock is let go while the plan is embedded
@@ -410,28 +415,30 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
             raise Conflict("live state changed since this diff was shown; review the fresh diff",
                            details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
                                     "diff": fresh})
-    who = _actor_label(actor)
+    who = _actor_label(approver)
     now = utcnow()
     if request.decision == "reject":
-        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), actor)
+        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), approver)
         change.decided_at, change.decided_by, change.reason = now, who, request.reason
         _reject(ctx, session, change, actor, request.reason)
     else:
+        _require_owned_key(session, tenant_id, approver, change.approvals_required)
         _require_new_reviewer(change.approvals, who)
         if change.approvals_required > len(change.approvals) + 1:
             _require_no_outcome_choice(change, request)
-            change.approvals = _with_approval(change.approvals, who, actor, now)
+            change.approvals = _with_approval(change.approvals, who, approver, now)
             ctx.audit.append(session, tenant_id=tenant_id, event_type="change.approval_recorded", actor=actor,
                              subject={"type": "change", "id": change.id},
-                             data={"approvals": len(change.approvals), "required": change.approvals_required})
+                             data={"approvals": len(change.approvals), "required": change.approvals_required,
+                                   "approver": who})
             events.change_event(session, change, "approval_recorded")  # other reviewers' pages follow it
             session.flush()
             return {**change_json(change), "result": None}
         # What the reviewer saw is kept before the change is applied (applying changes live state).
-        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), actor)
+        change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), approver)
         result = _apply(ctx, session, change, actor, request, prepared)
         # Every column of the change is set together, so it is written in one UPDATE.
-        change.approvals = _with_approval(change.approvals, who, actor, now)
+        change.approvals = _with_approval(change.approvals, who, approver, now)
         change.result, change.status = result, "approved"
         change.decided_at, change.decided_by, change.reason = now, who, request.reason
         _record_approval(ctx, session, change, actor, request)
@@ -577,8 +584,41 @@ def _require_new_reviewer(approvals: list[dict[str, Any]], who: str) -> None:
         raise Conflict("the same reviewer cannot give both approvals", details={"reason": "same_reviewer"})
 
 
-def _with_approval(approvals: list[dict[str, Any]], who: str, actor: dict[str, Any], now) -> list[dict[str, Any]]:
-    return [*approvals, {"by": who, "name": actor.get("name"), "at": format_ts(now)}]
+def _with_approval(approvals: list[dict[str, Any]], who: str, approver: dict[str, Any], now) -> list[dict[str, Any]]:
+    """`approvals` and this one: who it counts as (`by`, `name`) and, when given with an API key, the
+    key (`via_key`) and its owner's id (`owner`: None for a key of no one)."""
+    entry = {"by": who, "name": approver.get("name"), "at": format_ts(now)}
+    if approver.get("via_key"):
+        entry.update(via_key=approver["via_key"], owner=approver.get("owner"))
+    return [*approvals, entry]
+
+
+def _approver(session, tenant_id: str, actor: dict[str, Any]) -> dict[str, Any]:
+    """Whom a decision by `actor` counts as: a person signed in is themselves; a decision made with
+    an API key that belongs to someone is that person's (`user:<id>`, their username), so they
+    cannot give a second approval with a sign-in or another key of theirs; one made with a key of
+    no one is the key's (`api_key:<id>`, no name: pages show it as "key <id> (no owner)"). A key
+    whose owner no longer holds a role in the tenant, or is disabled, decides nothing (403)."""
+    if actor.get("kind") != "api_key":
+        return actor
+    key_id, owner = actor.get("id"), actor.get("owner_user_id")
+    if owner is None:
+        return {"kind": "api_key", "id": key_id, "name": None, "via_key": key_id, "owner": None}
+    found = users_repo.member(session, tenant_id=tenant_id, user_id=owner)
+    if found is None or found[0].disabled_at is not None:
+        raise Forbidden("this key's owner no longer holds an active role in this tenant, so its decisions "
+                        "cannot be counted as theirs; create a key for someone who does")
+    return {"kind": "user", "id": owner, "name": found[0].username, "via_key": key_id, "owner": owner}
+
+
+def _require_owned_key(session, tenant_id: str, approver: dict[str, Any], approvals_required: int) -> None:
+    """Refuse (403) an approval with a key of no one of a change needing two or more approvals when
+    the tenant asks for owned keys there; such an approval cannot be tied to a person."""
+    if approver.get("kind") != "api_key" or approvals_required < 2:
+        return
+    if tenant_config.two_person_owned_keys(tenant_repo.settings_of(session, tenant_id=tenant_id)):
+        raise Forbidden(f"this change needs {approvals_required} approvals from different people and this key "
+                        "belongs to no one; approve with a key that has an owner, or sign in")
 
 
 def _record_approval(ctx: AppContext, session, change, actor: dict[str, Any], request: DecisionRequest) -> None:
@@ -601,16 +641,18 @@ def _lock_change_row(session, tenant_id: str, change_id: str, may_see: AgentChec
     return row
 
 
-def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
+def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any], approver: dict[str, Any],
                            request: DecisionRequest) -> dict[str, Any]:
     """Approve a locked, pending `remember` change that needs no further approval, without edits:
-    the same writes, audit entries and events as the general path (`_apply`, `_committed`)."""
-    who, now = _actor_label(actor), utcnow()
+    the same writes, audit entries and events as the general path (`_apply`, `_committed`).
+    `approver` is whom the approval counts as (`_approver`); audit entries name `actor`."""
+    who, now = _actor_label(approver), utcnow()
+    _require_owned_key(session, row.tenant_id, approver, row.approvals_required)
     _require_new_reviewer(row.approvals, who)
     memory_id = row.memory_ids[0]
-    reviewer = _reviewer(actor)
+    reviewer = _reviewer(approver)
     decided = SimpleNamespace(**{
-        **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, actor, now),
+        **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, approver, now),
         "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason,
         "decided_view": {"reviewer": reviewer}})
     memory = changes_repo.approve_staged_remember(

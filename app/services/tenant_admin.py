@@ -39,6 +39,7 @@ def settings_view(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
         "policy_is_default": not stored,
         "redaction_mode": (tenant.settings or {}).get("redaction_mode", "redact"),
         "review_sla": format_duration(tenant_config.review_sla_seconds(tenant.settings)),
+        "two_person_owned_keys": tenant_config.two_person_owned_keys(tenant.settings),
         "secrets": [{"id": s.id, "label": s.label, "created_at": format_ts(s.created_at)} for s in secrets],
     }
 

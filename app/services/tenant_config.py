@@ -217,6 +217,22 @@ def set_policy(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> No
                        "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest()})
 
 
+TWO_PERSON_OWNED_KEYS = "two_person_owned_keys"
+"""Tenant setting (true or absent): approvals of changes needing two or more come from people."""
+
+
+def two_person_owned_keys(settings: dict | None) -> bool:
+    """Whether a tenant's settings refuse approvals by keys of no one on changes needing two or more."""
+    return (settings or {}).get(TWO_PERSON_OWNED_KEYS) is True
+
+
+def set_two_person_owned_keys(ctx: AppContext, *, tenant_id: str, on: bool, actor: dict) -> None:
+    """Whether approvals of changes needing two or more must come from people (signed in, or with an
+    API key that has an owner): on, a key of no one gets 403 there (`app.services.review`)."""
+    _set_setting(ctx, tenant_id, TWO_PERSON_OWNED_KEYS, True if on else None, event_type="tenant.settings_changed",
+                 data={TWO_PERSON_OWNED_KEYS: bool(on)}, actor=actor)
+
+
 READ_BUDGET_KINDS = ("per_key", "per_agent")
 
 

@@ -38,6 +38,7 @@ EMPTY_POLICY_TEST = {"policy_test": None, "policy_sample": SAMPLE_WRITE}
 def _load(ctx, role: TenantRole) -> dict[str, Any]:
     members = users.list_users(ctx, role.tenant_id)
     keys = apikeys.list_keys(ctx, tenant_id=role.tenant_id)
+    names = {u.id: u.username for u, _ in members}
     return {
         "members": [{"id": u.id, "username": u.username, "role": r.role, "agents": list(r.agents),
                      "sign_in_name": f"{role.tenant_name}/{u.username}" if u.home_tenant_id else u.username,
@@ -45,7 +46,11 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                     for u, r in members],
         "keys": [{"id": k.id, "name": k.name, "scopes": list(k.scopes), "agents": list(k.agents),
                   "created_at": k.created_at, "last_used_at": k.last_used_at, "revoked_at": k.revoked_at,
-                  "read_budget_exceeded_at": k.read_budget_exceeded_at}
+                  "read_budget_exceeded_at": k.read_budget_exceeded_at, "owner_id": k.owner_user_id,
+                  # An owner who no longer holds a role here is shown by id (their key decides nothing).
+                  "owner": names.get(k.owner_user_id, k.owner_user_id) if k.owner_user_id else None,
+                  "owner_left": bool(k.owner_user_id) and k.owner_user_id not in names,
+                  "decides": "review:decide" in k.scopes}
                  for k in keys],
         **tenant_admin.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),
@@ -132,11 +137,12 @@ async def create_key(request: Request):
     try:
         created = await run_in_threadpool(
             apikeys.create_key, request.app.state.ctx, tenant_id=role.tenant_id, scopes=scopes,
-            agents=_text(form, "agents") or "*", name=_text(form, "name", 200).strip(), actor=user.actor)
+            agents=_text(form, "agents") or "*", name=_text(form, "name", 200).strip(), actor=user.actor,
+            owner=_text(form, "owner", 200).strip() or None)
     except AppError as error:
         return await _respond(request, user, role, "keys", error=error)
     new_key = {"id": created.key.id, "token": created.token, "scopes": list(created.key.scopes),
-               "agents": list(created.key.agents)}
+               "agents": list(created.key.agents), "owner_id": created.key.owner_user_id}
     return await _respond(request, user, role, "keys", extra={"new_key": new_key}, status=201)
 
 

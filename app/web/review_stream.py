@@ -80,7 +80,8 @@ def _approval_banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> s
     last = change["approvals"][-1]
     if last.get("by") == f"user:{user.user_id}":
         return None
-    return _one_line("review/_live_approval.html", name=last.get("name") or last.get("by"), at=last.get("at"),
+    name = f"key {last['via_key']} (no owner)" if last.get("via_key") and not last.get("owner") else None
+    return _one_line("review/_live_approval.html", name=name or last.get("name") or last.get("by"), at=last.get("at"),
                      given=len(change["approvals"]), required=change["approvals_required"],
                      ago=f"{age(parse_ts(last.get('at')), utcnow())} ago")
 

@@ -206,3 +206,31 @@ def test_redaction_mode_and_registered_secret(client, ctx, admin, tenant, csrf, 
     assert client.post("/admin/redaction", data={"csrf_token": csrf, "mode": "shred"}, headers=HX).status_code == 422
     assert _events(ctx, tenant.id, "secret.") == ["secret.registered"]
     assert _events(ctx, tenant.id, "tenant.settings") == ["tenant.settings_changed"]
+
+
+def test_a_key_can_be_given_an_owner_and_the_list_shows_it(client, ctx, admin, tenant, csrf):
+    """Issue 22: the form offers the tenant's people as owners; the list says whose each key is, and
+    flags a review key of no one (its approvals cannot be tied to a person)."""
+    reviewer = create_user(ctx, username=f"rev-{tenant.name}", password=PASSWORD, tenant_id=tenant.id,
+                           role="reviewer", actor=ACTOR)
+    form = client.get("/admin").text
+    assert f'<option value="{reviewer.id}">{reviewer.username} (reviewer)</option>' in form
+    owned = client.post("/admin/keys", data={"csrf_token": csrf, "scopes": ["review:decide"], "owner": reviewer.id},
+                        headers=HX)
+    assert owned.status_code == 201 and f"owner {reviewer.username})" in owned.text
+    client.post("/admin/keys", data={"csrf_token": csrf, "scopes": ["review:decide"], "owner": ""}, headers=HX)
+    page = client.get("/admin").text
+    owners = re.findall(r'data-testid="key-owner">(.*?)</td>', page, re.S)
+    assert [o.strip() for o in owners][0] == reviewer.username and "no owner" in owners[1]
+    with ctx.db.sessions() as session:
+        stored = session.execute(text("SELECT owner_user_id FROM api_keys WHERE tenant_id = :t "
+                                      "ORDER BY created_at, id"), {"t": tenant.id}).scalars().all()
+    assert stored == [reviewer.id, None]
+    stranger = client.post("/admin/keys", data={"csrf_token": csrf, "scopes": ["review:decide"],
+                                                "owner": "usr_not_here"}, headers=HX)
+    assert stranger.status_code == 422 and "holds a role in this tenant" in stranger.text
+    assert "key of no one may give one" in client.get("/admin").text
+    from app.services.tenant_config import set_two_person_owned_keys
+
+    set_two_person_owned_keys(ctx, tenant_id=tenant.id, on=True, actor=ACTOR)
+    assert "people only" in client.get("/admin").text
