@@ -182,8 +182,14 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         # edit chains under it, and a signature over their tampered state would race their asserts;
         # tests of the cadence itself pass their own interval.
         "MEMWARDEN_CHECKPOINT_INTERVAL_SECONDS": "86400",
-        # Tests that route a tenant to memory backends wait for deliveries; poll the outbox briskly.
+        # Tests that route a tenant to memory backends wait for deliveries; poll the outbox briskly and
+        # retry briskly too: whichever server leads the delivery job (often the session's live server,
+        # not the test's own) schedules the retries, and the defaults' 5 s x 4 per attempt made a
+        # backend that came back wait over a minute for its next attempt.
         "MEMWARDEN_BACKEND_POLL_SECONDS": "0.2",
+        "MEMWARDEN_BACKEND_RETRY_BASE_SECONDS": "0.5",
+        "MEMWARDEN_BACKEND_RETRY_MAX_SECONDS": "2",
+        "MEMWARDEN_BACKEND_MAX_ATTEMPTS": "50",
         # Likewise the memory state check: the chain tests append entries about memories that never
         # existed, which a round over every tenant would report; its own tests pass an interval.
         "MEMWARDEN_STATE_CHECK_INTERVAL_SECONDS": "0",
