@@ -31,7 +31,7 @@ from app.repos.memories import Scope
 from app.services import compaction, events, recover, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
-from app.services.users import Reviewer, TenantRole
+from app.services.users import ROLE_POWERS, Reviewer, TenantRole
 
 NEIGHBOURS = 5
 
@@ -598,7 +598,8 @@ def _approver(session, tenant_id: str, actor: dict[str, Any]) -> dict[str, Any]:
     an API key that belongs to someone is that person's (`user:<id>`, their username), so they
     cannot give a second approval with a sign-in or another key of theirs; one made with a key of
     no one is the key's (`api_key:<id>`, no name: pages show it as "key <id> (no owner)"). A key
-    whose owner no longer holds a role in the tenant, or is disabled, decides nothing (403)."""
+    whose owner no longer holds a role in the tenant, is disabled, or holds a role that does not
+    decide (a viewer, an auditor) decides nothing (403): a key never decides more than its owner could."""
     if actor.get("kind") != "api_key":
         return actor
     key_id, owner = actor.get("id"), actor.get("owner_user_id")
@@ -608,6 +609,9 @@ def _approver(session, tenant_id: str, actor: dict[str, Any]) -> dict[str, Any]:
     if found is None or found[0].disabled_at is not None:
         raise Forbidden("this key's owner no longer holds an active role in this tenant, so its decisions "
                         "cannot be counted as theirs; create a key for someone who does")
+    if "decide" not in ROLE_POWERS[found[1].role]:  # a key never decides more than its owner could
+        raise Forbidden(f"this key's owner holds the role '{found[1].role}' in this tenant, which does not "
+                        "decide changes, so the key may not either")
     return {"kind": "user", "id": owner, "name": found[0].username, "via_key": key_id, "owner": owner}
 
 

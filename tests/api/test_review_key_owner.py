@@ -188,6 +188,23 @@ def test_a_key_whose_owner_left_the_tenant_decides_nothing(client, ctx, tenant, 
     assert client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"] == []
 
 
+def test_a_key_decides_no_more_than_its_owner_could(client, ctx, tenant, agent, two_person, person):
+    """A `review:decide` key owned by a viewer (or an auditor) cannot approve or reject: least privilege
+    holds across credentials, not only within one."""
+    from app.services.users import set_role
+
+    vera = person("vera")
+    key = _key(ctx, tenant, owner=vera.id)
+    change_id = _stage(client, agent, "Loading dock opens at six.")
+    for role in ("viewer", "auditor"):
+        set_role(ctx, user_id=vera.id, tenant_id=tenant.id, role=role, actor=ACTOR)
+        error = assert_error(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=key), 403, "forbidden")
+        assert f"'{role}'" in error["message"]
+        assert_error(client.post(f"/v1/changes/{change_id}/reject", json={"reason": "no"}, headers=key), 403, "forbidden")
+    set_role(ctx, user_id=vera.id, tenant_id=tenant.id, role="reviewer", actor=ACTOR)
+    assert client.post(f"/v1/changes/{change_id}/approve", json={}, headers=key).json()["approvals"][0]["name"] == vera.username
+
+
 def test_migrations_have_one_head_and_the_test_database_is_at_it(ctx):
     """Migration 0035 (the key owner) follows 0034 on one line of history, and the harness's fresh
     database was migrated to it: a second head, or a skipped migration, fails here."""
