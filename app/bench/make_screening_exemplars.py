@@ -6,7 +6,7 @@ Training data: the hand-written exemplars (``app/core/screening/data/exemplars.j
 human sentences per attack family and ordinary memories that resemble them, written for
 Memwarden, no templates, never derived from a held-out corpus); the **dev** split of the generated
 corpus (its injection and exfiltration rows and all its benign rows) (never its test split); and
-the **spent** held-out sets (``SEEN_SETS``: the three sets that were measured once, read, and are
+the **spent** held-out sets (``SEEN_SETS``: the five sets that were measured once, read, and are
 now dev data: their semantic attack families and all their benign rows). Every row is redacted as
 ``remember`` screens it. A held-out set that is not in ``SEEN_SETS`` (a new blind one) is never
 trained on: ``--check`` fails if a training row is in one. Vectors: the local all-MiniLM-L6-v2
@@ -17,9 +17,10 @@ by the cross-validation folds: the same steps, since every step's weights are a 
 rows, but fast with 16 768 features). Thresholds: 5-fold cross-validation over the same rows gives
 every row a probability from a model that did not see it; medium and high are where 5 % and 2 % of
 the benign rows would be flagged. Rerun after editing the exemplars or changing the local model.
-``--leave-one-set-out`` prints, for each spent set, what the classifier trained without it (and the
-rules) stop on it: the figure used to pick ``L2`` and the thresholds' shares.
-"""
+``--leave-one-set-out`` prints, for each spent set (``--sets`` to choose), what the classifier trained
+without it (and the rules) stop on it: the figure used to pick ``L2``, the thresholds' shares and,
+in the sixth pass, which new exemplars to keep (``--sets heldout_v3,heldout_v4,heldout_v5``; the three
+sets written blind by hand, docs/benchmarks.md "Sixth pass")."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ spent sets' benign writes (2.7 % at 3 %, for 90.6 % caught; 3.6 % at 4 % for 91.
 than the set measured before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 #: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen"
-#: (the fourth, ``heldout_v4``, since the fifth pass).
-SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4")
+#: (the fourth, ``heldout_v4``, since the fifth pass; the fifth, ``heldout_v5``, since the sixth).
+SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5")
 #: Their attack families the classifier learns; PII profiles and protected keys are the rules' job
 #: (their content is often an ordinary sentence: the attack is in a number format or a metadata key).
 SEEN_ATTACK_FAMILIES = ("standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
@@ -214,16 +215,16 @@ def _second_stage_problems(texts: list[str]) -> list[str]:
     return []
 
 
-def leave_one_set_out(embedder=None) -> dict[str, dict[str, float]]:
-    """Per spent set: the rules and a classifier trained without that set (thresholds from its own
-    cross-validation) on the set's writes, judged like ``memwarden bench screening`` judges them."""
+def leave_one_set_out(embedder=None, sets: Sequence[str] = SEEN_SETS) -> dict[str, dict[str, float]]:
+    """Per spent set in ``sets``: the rules and a classifier trained without that set (thresholds from
+    its own cross-validation) on the set's writes, judged like ``memwarden bench screening`` judges them."""
     from app.bench.screening_judge import embed_rows, judge, summarise
     from app.core.redaction import Redactor
     from app.embeddings import LocalMiniLMEmbedder
 
     embedder = embedder or LocalMiniLMEmbedder()
     redactor, cache, out = Redactor(), {}, {}
-    for name in SEEN_SETS:
+    for name in sets:
         classifier = train(embedder, skip_set=name, cache=cache)
         rows = load_corpus(HELDOUT_SETS[name])
         vectors = embed_rows(rows, redactor, embedder)
@@ -246,10 +247,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--l2", type=float, default=L2, help=f"with --leave-one-set-out: the L2 weight (default {L2})")
     parser.add_argument("--high-share", type=float, default=HIGH_BENIGN,
                         help=f"with --leave-one-set-out: benign training share above high (default {HIGH_BENIGN})")
+    parser.add_argument("--sets", default=",".join(SEEN_SETS),
+                        help="with --leave-one-set-out: the spent sets to leave out in turn (comma-separated)")
     args = parser.parse_args(argv)
     if args.leave_one_set_out:
         L2, HIGH_BENIGN = args.l2, args.high_share
-        figures = leave_one_set_out()
+        figures = leave_one_set_out(sets=[s for s in args.sets.split(",") if s])
         pooled = [sum(round(f[k] * f[n]) for f in figures.values()) / sum(f[n] for f in figures.values())
                   for k, n in (("caught", "poisoned"), ("benign_staged", "benign"))]
         print(json.dumps({"l2": L2, "high_share": HIGH_BENIGN, "sets": figures,

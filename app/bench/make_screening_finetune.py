@@ -94,9 +94,7 @@ def train(path: str, base: str, out: str | None) -> None:
     np.random.seed(0)
     torch.set_num_threads(2)
     tokenizer = AutoTokenizer.from_pretrained(base)
-    order = list(range(len(rows)))
-    random.Random(1).shuffle(order)
-    held_back, trained = order[:int(CALIBRATION_SHARE * len(order))], order[int(CALIBRATION_SHARE * len(order)):]
+    held_back, trained = split(len(rows))
 
     class Classifier(torch.nn.Module):
         def __init__(self) -> None:
@@ -173,6 +171,18 @@ def train(path: str, base: str, out: str | None) -> None:
         _recalibrate(Path(out), [rows[j] for j in held_back])
 
 
+def split(n: int) -> tuple[list[int], list[int]]:
+    """(held-back, trained) row indices: a fixed shuffle, ``CALIBRATION_SHARE`` held back."""
+    order = list(range(n))
+    random.Random(1).shuffle(order)
+    return order[:int(CALIBRATION_SHARE * n)], order[int(CALIBRATION_SHARE * n):]
+
+
+def held_back_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training rows held back for calibration (as ``train`` held them back)."""
+    return [rows[j] for j in split(len(rows))[0]]
+
+
 def _recalibrate(out: Path, held_back: list[dict[str, Any]]) -> None:
     import numpy as np
     import onnxruntime as ort
@@ -180,6 +190,9 @@ def _recalibrate(out: Path, held_back: list[dict[str, Any]]) -> None:
 
     tokenizer = Tokenizer.from_file(str(Path(__file__).resolve().parents[1] / "model" / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
+    # The file pads every text to 128 pieces; with an all-ones mask the model would read the padding
+    # (as the runtime, ``reranker``, does not): the sixth pass found the thresholds halved by it.
+    tokenizer.no_padding()
     session = ort.InferenceSession(str(out / "attack_minilm_int8.onnx"), providers=["CPUExecutionProvider"])
     second = []
     for row in held_back:
@@ -243,9 +256,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     step2.add_argument("path")
     step2.add_argument("--base", required=True, help="folder of the all-MiniLM-L6-v2 weights (safetensors + tokenizer)")
     step2.add_argument("--out", default=None, help=f"where to write the model (the shipped one: {DATA})")
+    step3 = sub.add_parser("recalibrate", help="project environment: reset an exported model's thresholds from "
+                                                "its int8 outputs on the held-back rows (no torch needed)")
+    step3.add_argument("path")
+    step3.add_argument("--out", default=str(DATA))
     args = parser.parse_args(argv)
     if args.step == "export":
         export(args.path, args.skip_set)
+    elif args.step == "recalibrate":
+        _recalibrate(Path(args.out), held_back_rows(json.loads(Path(args.path).read_text(encoding="utf-8"))["train"]))
     else:
         train(args.path, args.base, args.out)
     return 0

@@ -114,8 +114,8 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
         else:
             assert "leave_one_set_out" not in part, name
             assert part["status"] == "held out (blind)" or part["status"].startswith("measured once and read"), name
-    assert sets["heldout"]["tuned_on"] and not all(part["tuned_on"] for part in sets.values())
-    assert sets["heldout_v5"]["status"].startswith("measured once and read")  # its one blind figure is kept in the docs
+    # heldout_v5 is spent since the sixth pass (its one blind figure is kept in the docs).
+    assert sets["heldout"]["tuned_on"] and sets["heldout_v5"]["tuned_on"]
     external = report["corpora"]["external:bastioncorpus"]
     assert "skipped" in external or external["writes"] > 100
     fresh = report["corpora"]["heldout_fresh"]
@@ -129,4 +129,4 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     amsb = report["corpora"]["external:agent-memory-guard-amsb"]
     assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
     assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed
-    assert "heldout_v5 family" in printed and "goals on held-out set heldout_v5" in printed
+    assert "heldout_v5 family" in printed and "goals on leave-one-set-out on seen set heldout_v5" in printed

@@ -566,6 +566,24 @@ def test_national_id_formats_and_birth_labels_make_a_profile(text: str) -> None:
     assert flags_of(text)["pii"]["severity"] == "high", text
 
 
+@pytest.mark.parametrize("text", [
+    "Customer Petra Novak, passport 48213377, 17 Willow Road, Leeds, mobile 07700 900311",
+    "Jonas Berg, born 04.02.1987, Birkenweg 12, 3011 Bern, Tel. 079 555 12 34",
+    "Intake: Amir Haddad, MRN 00391822, DOB 1971-06-30",
+    '{"nombre": "Eva Ruiz", "id number": "77120045", "direccion": "Calle Luna 9, 2A", "telefono": "+34 611 22 33 44"}',
+])
+def test_a_postal_address_or_medical_id_completes_a_profile(text: str) -> None:
+    assert flags_of(text)["pii"]["severity"] == "high", text
+
+
+def test_an_address_alone_or_with_contacts_is_not_a_profile() -> None:
+    # Businesses print their street address next to a phone and an email: no id, no birth date.
+    for text in ("Print shop: 22 Mill Street, 0161 496 0733, orders@print.example",
+                 "Hausverwaltung, Lindenweg 4, Tel. 030 555 01 99",
+                 "The config lives at /etc/app/config.yaml, port 8443."):
+        assert flags_of(text).get("pii", {}).get("severity") in (None, "low"), text
+
+
 def test_check_digits_decide_unlabelled_ids() -> None:
     from app.core.screening import identifiers
 

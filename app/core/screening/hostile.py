@@ -40,4 +40,8 @@ HOSTILE: dict[str, str] = {
     "svg_hidden": '<text opacity="0">' * 3640,
     "ml_skip_checks": 'ohne zweite ' * 5461,
     "cyrillic_cues": 'пользователь теперь ' * 3276,
+    # The sixth pass's postal addresses: house numbers before words that never end in a street word,
+    # street-word stems without their number, and address labels without a digit after them.
+    "street_numbers": '12 oak elm pine ' * 4096, "street_words": 'lindenweg ' * 6553,
+    "address_labels": 'home address: ' * 4681,
 }

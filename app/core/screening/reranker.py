@@ -10,8 +10,9 @@ in a separate environment with torch — torch is never a runtime or test depend
 pass costs a few milliseconds, so it runs only when the first stage's probability is at least
 ``gate``: below it, even a certain second opinion could not lift the mean of the two to the high
 threshold, so the write gets no ``semantic_attack`` flag without it. Most ordinary writes stay below the
-gate (3 % of the benchmarks' load writes, 23 % of a new writer's benign notes, 2 of the hot path's
-5 fact templates); attack-like ones mostly reach it. So the median write pays nothing extra and the
+gate (fifth pass: 3 % of the benchmarks' load writes, 23 % of a new writer's benign notes, 2 of the
+hot path's 5 fact templates; sixth pass, gate 0.476: 13 of the 727 load writes, none of the hot path's
+templates); attack-like ones mostly reach it. So the median write pays nothing extra and the
 95th percentile pays one call (``memwarden bench hotpath``).
 
 The vote is the mean of the two probabilities, with its own thresholds (``data/attack_minilm.json``:

@@ -27,8 +27,9 @@ not cover:
 * a date of birth after its label ("DOB", "date of birth", "born on", "geboren", "née le",
   "生年月日" …): low;
 * a "profile", the kit for account-recovery fraud and impersonation, high: a date of birth together
-  with two other identifiers (phone, email, id number, SSN, IBAN) or with an id number; an id
-  number with two others (phone, email, IBAN); or an id number whose check digit passes with any
+  with two other identifiers (phone, email, id number, SSN, IBAN, postal address) or with an id number; an id
+  number with two others (phone, email, IBAN, postal address: a label, "lives at", or a house number
+  beside a street word; sixth pass, from v5's misses); or an id number whose check digit passes with any
   other identifier.
 """
 
@@ -67,7 +68,7 @@ _ID_NUMBER = re.compile(
     r"(?i)\b(?:passport|driver'?s? licen[cs]e|driving licen[cs]e|licen[cs]e number|national id|id card|tax id|"
     r"tax file number|nin|ni number|national insurance|nhs number|social insurance|sin|personal id|"
     r"personnummer|residence permit|visa number|medicare|aadhaar|pan card|citizen id|identity card|dni|nie|"
-    r"id number|id no)\b(?: number| no\.?| #| nr\.?)?[^\w\n]{0,4}(?:(?:is|was|reads|number|no)\b[^\w\n]{0,4}){0,2}"
+    r"id number|id no|mrn|medical record(?: number)?|patient id|member id|insurance id|steuer-?id)\b(?: number| no\.?| #| nr\.?)?[^\w\n]{0,4}(?:(?:is|was|reads|number|no)\b[^\w\n]{0,4}){0,2}"
     r"(?P<value>(?:[A-Z]{1,3}[ -]?)?\d{2,14}(?:[ -]\d{2,8}){0,3}[A-Z]?)\b")
 # UK National Insurance numbers have a fixed, checkable shape (two prefix letters, six digits, A-D).
 _NINO = re.compile(r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b")
@@ -124,15 +125,28 @@ def _phone_like(text: str) -> bool:
     return True
 
 
+# A postal address: after its label in the languages the id labels cover, after "lives at", or a
+# house number beside a street word (English number-first, German/Dutch/Scandinavian word-first).
+# Alone it is no flag (businesses print theirs); it counts toward a profile beside an id or a birth date.
+_ADDRESS = re.compile(
+    r"(?i)(?:\b(?:home |postal |street |permanent |mailing )?(?:address|addr|adresse|anschrift|direcci[oó]n|domicilio|"
+    r"indirizzo|endere[cç]o|adres)\b[^\w\n]{0,4}(?=[^\n]{0,12}\d)|\blives at\b|\bwohnt in\b|\bvive en\b|"
+    r"\b\d{1,5}[a-z]?,? (?:[a-z][\w'.-]{1,20} ){1,3}(?:st|street|rd|road|ave|avenue|lane|ln|blvd|boulevard|drive|"
+    r"dr|way|court|ct|place|pl|crescent|close|terrace)\b|"
+    r"\b[a-zäöüåéè-]{2,30}(?:stra(?:ß|ss)e|str\.|weg|gasse|platz|gracht|laan|straat|v[aä]gen|gatan|gade) ?\d{1,4}\b)"
+    r"|(?:住址|地址|주소|住所)")
+
+
 _FIVE_DIGITS = re.compile(r"\d(?:[ ./-]?\d){4}")
 
 
 def _profile(kinds: set[str]) -> bool:
     """A date of birth with two other identifiers or an id number; an id number with two others
-    (phone, email, IBAN); a checksum-verified id number with any other identifier."""
+    (phone, email, IBAN, postal address); a checksum-verified id number with any other identifier.
+    An address counts only beside a birth date or an id number (businesses print address and phone)."""
     ids = kinds & {"id_number", "ssn", "verified_id"}
-    others = kinds & {"email", "phone", "iban", "date_of_birth"}
-    if "date_of_birth" in kinds and (len(kinds & {"email", "phone", "iban"}) + bool(ids) >= 2 or ids):
+    others = kinds & {"email", "phone", "iban", "date_of_birth", "address"}
+    if "date_of_birth" in kinds and (len(kinds & {"email", "phone", "iban", "address"}) + bool(ids) >= 2 or ids):
         return True
     return bool(ids) and (len(others) >= 2 or ("verified_id" in ids and len(others | (ids - {"verified_id"})) >= 1))
 
@@ -148,6 +162,7 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
     pii: dict[str, float] = {}
     secret_spans: list[Span] = []
     pii_spans: list[Span] = []
+    kinds_only: set[str] = set()
 
     def hit(store: dict[str, float], spans: list[Span], kind: str, weight: float, field: str, span) -> None:
         store[kind] = max(store.get(kind, 0.0), weight)
@@ -201,7 +216,12 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
         if any(c.isdigit() for c in text):
             for span in identifiers.find_birth_dates(text):
                 hit(pii, pii_spans, "date_of_birth", 0.3, f, span)
-    if _profile(set(pii)):
+            # Kept as a kind, not a score: an address raises nothing alone (see ``_profile``).
+            address = _ADDRESS.search(text)
+            if address:
+                kinds_only.add("address")
+                pii_spans.append(Span(f, *address.span()))
+    if pii and _profile(set(pii) | kinds_only):
         # Enough to impersonate the person: the answers to account-recovery questions and the kit
         # for identity fraud, in any country's formats.
         pii["profile"] = 0.6
