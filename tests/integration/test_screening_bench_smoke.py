@@ -106,7 +106,7 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     # Every hand-written set is spent (read and trained on: labelled so, with a leave-one-set-out
     # figure beside its plain one), measured once and read (not trained on), or blind; not all are spent.
     sets = {name: part for name, part in report["corpora"].items() if name.startswith("heldout")}
-    assert {"heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5"} <= set(sets)
+    assert {"heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6"} <= set(sets)
     for name, part in sets.items():
         if part["tuned_on"]:
             assert part["status"].startswith("seen/trained"), name
@@ -115,12 +115,12 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
             assert "leave_one_set_out" not in part, name
             assert part["status"] == "held out (blind)" or part["status"].startswith("measured once and read"), name
     # heldout_v5 is spent since the sixth pass (its one blind figure is kept in the docs).
-    assert sets["heldout"]["tuned_on"] and sets["heldout_v5"]["tuned_on"]
+    assert sets["heldout"]["tuned_on"] and sets["heldout_v5"]["tuned_on"] and not sets["heldout_v6"]["tuned_on"]
     external = report["corpora"]["external:bastioncorpus"]
     assert "skipped" in external or external["writes"] > 100
     fresh = report["corpora"]["heldout_fresh"]
     assert fresh["poisoned"] >= 90 and fresh["benign"] >= 100
-    for name in ("heldout_v3", "heldout_v4", "heldout_v5"):  # written without sight of the detectors
+    for name in ("heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6"):  # written without sight of the detectors
         assert sets[name]["poisoned"] >= 200 and sets[name]["benign"] >= 200, name
         assert {"secret_harvest", "pii_profile", "protected_keys"} <= set(sets[name]["classes"]), name
     load = report["corpora"]["benign_load"]
@@ -130,3 +130,4 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
     assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed
     assert "heldout_v5 family" in printed and "goals on leave-one-set-out on seen set heldout_v5" in printed
+    assert "heldout_v6 family" in printed and "goals on held-out set heldout_v6" in printed
