@@ -330,7 +330,8 @@ def cmd_screening(args: argparse.Namespace, settings) -> int:
         held = (report.get("corpora") or {}).get(name)
         if held:
             figures = held.get("leave_one_set_out", held) if held.get("tuned_on") else held
-            which = "leave-one-set-out on seen set " if held.get("tuned_on") else "held-out set "
+            which = ("leave-one-set-out on seen set " if held.get("tuned_on")
+                     else "read (no longer blind) held-out set " if name in MEASURED_SETS else "held-out set ")
             print(f"goals on {which}{name}: "
                   f"catch_rate_ge_0.90={'met' if figures['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
                   f"benign_staged_le_0.05={'met' if figures['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
