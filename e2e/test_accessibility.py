@@ -69,7 +69,7 @@ def check_current(page: Page, base_url: str, label: str, found: dict) -> None:
         found[label] = violations
 
 
-def _report(found: dict) -> str:
+def describe_violations(found: dict) -> str:
     lines = []
     for where, violations in found.items():
         for v in violations:
@@ -154,7 +154,7 @@ def test_no_critical_or_serious_axe_violation_on_any_page_at_1366_and_390(page, 
         expect(page.get_by_test_id("confirm-risk")).to_be_visible()
         check_current(page, world.base_url, f"/review bulk approve plan @ {viewport['width']}px", found)
 
-    assert found == {}, "axe-core critical/serious violations:\n" + _report(found)
+    assert found == {}, "axe-core critical/serious violations:\n" + describe_violations(found)
 
 
 def test_the_memory_history_table_scrolls_by_keyboard_on_a_phone(page, world):
@@ -287,4 +287,4 @@ def test_no_critical_or_serious_axe_violation_on_the_other_review_states(page, b
     expect(page.get_by_test_id("audit-status")).to_be_visible()
     _every_width(page, world.base_url, "/audit after verifying", found)
 
-    assert found == {}, "axe-core critical/serious violations:\n" + _report(found)
+    assert found == {}, "axe-core critical/serious violations:\n" + describe_violations(found)
