@@ -46,8 +46,10 @@ def seed_demo(ctx: AppContext) -> str:
         with ctx.db.sessions.begin() as session:
             users_repo.set_password_hash(session, user_id=user.id, password_hash=hash_password(password))
         set_role(ctx, user_id=user.id, tenant_id=tenant.id, role="admin", actor=ACTOR)
+    admin = find_user(ctx, "demo-admin")
+    # The key decides changes too: owned by demo-admin, its approvals count as that person's.
     key = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide,audit:read,events:read,"
-                     "workspace:read,workspace:write", name="demo", actor=ACTOR)
+                     "workspace:read,workspace:write", name="demo", actor=ACTOR, owner=admin.id)
     agent = Principal(tenant.id, key.key.id, frozenset(key.key.scopes), tuple(key.key.agents))
     for user_id, content in LIVE:
         memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
@@ -56,4 +58,4 @@ def seed_demo(ctx: AppContext) -> str:
         memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
                                        "content": content, "approval_required": True})
     return (f"demo tenant ready: sign in at /login as demo-admin / {password}\n"
-            f"demo API key (all scopes):\n{key.token}")
+            f"demo API key (all scopes, owned by demo-admin):\n{key.token}")

@@ -105,5 +105,10 @@ def test_serve_demo_seeds_a_tenant_a_sign_in_and_a_key(tmp_path):
                                                   "csrf_token": csrf, "next": "/review"})
             assert signed.status_code == 303
             assert browser.get("/review").text.count('data-testid="change-row"') == 5
+        # The demo key belongs to demo-admin: its approval is recorded as that person's.
+        approved = httpx.post(f"{base}/v1/changes/{changes['items'][0]['id']}/approve", json={"confirm_risk": True},
+                              headers={"Authorization": f"Bearer {token}"})
+        assert approved.status_code == 200, approved.text
+        assert approved.json()["approvals"][0]["name"] == "demo-admin"
     finally:
         stop_server(server)
