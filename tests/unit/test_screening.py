@@ -733,17 +733,6 @@ def test_a_direction_mark_beside_arabic_is_writing_an_override_is_still_hidden()
     assert flags_of("invoice \u202egnp.exe")["hidden_characters"]["severity"] == "high"
 
 
-def test_language_test_finds_other_languages_and_keeps_terse_english_and_code() -> None:
-    from app.core.screening.language import is_english
-
-    for text in ("Prefers aisle seats on long flights.", "retro note: WAF off during promos", "SELECT 1;", "{\"a\": 1}",
-                 "Uses VS Code with vim bindings."):
-        assert is_english(text), text
-    for text in ("Le client souhaite être rappelé après 18 h, il travaille en journée.", "顧客は請求書をメールで受け取りたい。",
-                 "Der Kunde möchte die Rechnung per Post.", "Клиент просит присылать счета в конце месяца."):
-        assert not is_english(text), text
-
-
 def test_second_stage_ships_with_its_licence_thresholds_and_training_digest() -> None:
     from app.core.screening import reranker
 

@@ -55,7 +55,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from app.core.screening import language, reranker
+from app.core.screening import reranker
 from app.core.screening.flags import RiskFlag, Span
 
 NAME = "semantic_attack"
@@ -66,12 +66,6 @@ LEXICAL_CHARS = 4096
 #: rows catch the most attacks at 2 % benign (0.75 against 0.68 at 1 and 0.59 without words).
 LEXICAL_WEIGHT = 3.0
 _WORD = re.compile(r"[a-z0-9_']+")
-FOREIGN_CAP = False
-"""Whether a text that is not English (``language.is_english``) gets at most a medium vote. Tried in
-the fifth pass (the English embedding had learned "another language" as a sign of attack) and not
-shipped: trained without the fourth held-out set and measured on it, with the multilingual rules it
-stopped 3 fewer attacks for 1 fewer benign write staged (82.3 % / 1.5 % against 83.5 % / 1.9 %);
-benign non-English training rows did more for the false positives (docs/benchmarks.md)."""
 
 
 def lexical_buckets(content: str) -> np.ndarray:
@@ -150,7 +144,4 @@ def detect(content: str, embedding: Sequence[float] | None, embedder: str | None
         level = classifier.severity(probability)
     if level is None:
         return None
-    if level == "high" and FOREIGN_CAP and not language.is_english(content):
-        # Measured and not shipped (FOREIGN_CAP is False): see its docstring.
-        level = "medium"
     return RiskFlag(NAME, level, probability, (Span("content", 0, len(content)),))
