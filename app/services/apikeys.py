@@ -114,7 +114,7 @@ def authenticate_and_take_token(ctx: AppContext, token: str, *, per_minute: int
     principal = _principal(key)
     retry = rate_limits.retry_after(key.tokens, key.allowed, per_minute) if per_minute > 0 else None
     if retry is None and (per_minute <= 0 or key.tokens >= 1):
-        if len(_RECENT) >= _PRINCIPALS_MAX:
+        if len(_RECENT) >= _RECENT_MAX:
             _RECENT.clear()
         _RECENT[token_hash] = RecentKey(time.monotonic(), key.tenant_id, key.tenant_config_version)
     else:  # over its limit, or about to be: no more early work for it until a check allows it again
@@ -133,6 +133,7 @@ class RecentKey:
 
 RECENT_SECONDS = 60.0
 _RECENT: dict[bytes, RecentKey] = {}
+_RECENT_MAX = 10_000
 
 
 def recently_verified(token: str) -> RecentKey | None:
