@@ -61,23 +61,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Memory
 from app.repos import code_cache
 from app.repos.memories import ONCE_LIVE, Scope
-
-
-class SqlVector(Vector):
-    """A vector rendered to pgvector's text form once, however many statements bind it (a remember
-    binds its embedding for screening and the insert; a recall for the vector and keyword queries).
-    Rendering 384 floats costs ~0.2 ms of CPU each time."""
-
-    def __init__(self, values: Any):
-        super().__init__(values)
-        self._text = super().to_text()
-
-    def to_text(self) -> str:
-        return self._text
-
-
-def _vector_text(vec: Sequence[float]) -> str:
-    return vec.to_text() if isinstance(vec, Vector) else Vector(list(vec)).to_text()
+from app.db.vectors import SqlVector, VectorParam, vector_param  # noqa: F401 — SqlVector: services bind it
 
 
 def _array(vec: Sequence[float]) -> np.ndarray:
@@ -436,7 +420,7 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
                   *, fetch: bool = False) -> VectorResult:
     """Up to `n` nearest live memories in scope with the scope's stats (and, with `fetch`, the rows)."""
     shape, params = shape_and_params(scope, filters)
-    params.update(q=_vector_text(query_vec), n=n)
+    params.update(q=vector_param(query_vec), n=n)
     key = ScopeSizes.key(scope, filters)
     size = scope_sizes.get(key)
     centroid = scope_sizes.centroid(key)
@@ -529,7 +513,7 @@ def run_vector_path(session: Session, scope: Scope, filters: dict[str, Any], que
     shortlist is taken in process first (its time the first line under `explain`: "Shortlist in
     process: … ms"), then the statement re-ranks it."""
     shape, params = shape_and_params(scope, filters)
-    params.update(q=_vector_text(query_vec), n=n, shortlist=max(n, shortlist), overfetch=max(n, overfetch))
+    params.update(q=vector_param(query_vec), n=n, shortlist=max(n, shortlist), overfetch=max(n, overfetch))
     head: list[str] = []
     if path == "cached codes":
         codes = code_cache.cache.get(session, scope.tenant_id, scope.agent_id)
@@ -711,7 +695,7 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
         return KeywordResult([])
     shape, params = shape_and_params(scope, filters)
     vec = fetch if fetch is not None else query_vec
-    params.update(text=query, n=n, q=_vector_text(vec) if vec is not None else None)
+    params.update(text=query, n=n, q=vector_param(vec) if vec is not None else None)
     tie = query_vec is not None  # with `fetch` as well, the same vector is bound once
     rows, full_match = None, False
     if large and shape.agent:
