@@ -58,10 +58,11 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.db import prepared
 from app.db.models import Memory
+from app.db.vectors import SqlVector, VectorParam, vector_param  # noqa: F401 — SqlVector: services bind it
 from app.repos import code_cache
 from app.repos.memories import ONCE_LIVE, Scope
-from app.db.vectors import SqlVector, VectorParam, vector_param  # noqa: F401 — SqlVector: services bind it
 
 
 def _array(vec: Sequence[float]) -> np.ndarray:
@@ -292,9 +293,24 @@ def _keyword_sql(shape: Shape, fetch: bool, tie_by_distance: bool, pairs: int = 
             f"FROM {rows} WHERE {' AND '.join(conds)} ORDER BY rank DESC, {tie}, m.id LIMIT %(n)s")
 
 
-def _execute(session: Session, sql: str, params: dict[str, Any]):
-    """Run a pre-built statement on the session's connection (psycopg binds the parameters)."""
-    return session.connection().exec_driver_sql(sql, params)
+class _Rows(list):
+    """A statement's rows (named tuples), read as SQLAlchemy's result would be."""
+
+    def all(self) -> list[Any]:
+        return self
+
+    def scalar(self) -> Any:
+        return self[0][0] if self else None
+
+    def scalars(self) -> list[Any]:
+        return [row[0] for row in self]
+
+
+def _execute(session: Session, sql: str, params: dict[str, Any]) -> _Rows:
+    """Run a pre-built statement on the session's psycopg connection, in its transaction
+    (`app.db.prepared`: psycopg binds the parameters; ~0.1 ms of CPU less per statement than
+    SQLAlchemy's execution context and result wrapping, on a path that runs one to three per request)."""
+    return _Rows(prepared.fetch_rows(session.connection(), prepared.Statement(sql), params, prepare=None))
 
 
 # --- scope sizes --------------------------------------------------------------------------------
