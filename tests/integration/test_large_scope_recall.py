@@ -347,3 +347,17 @@ def test_words_are_counted_off_the_request(committed_ctx, crowded, monkeypatch):
         assert counts.common(session, shape, params, words) == set()  # not counted yet: nothing skipped
         counts._worker.shutdown(wait=True)
         assert counts.common(session, shape, params, words) == {"ours calm"}
+
+
+def test_a_vector_bound_in_binary_is_the_vector_its_text_names(committed_ctx):
+    """Statements bind vectors in pgvector's binary form (`app.db.vectors`): the server reads the very
+    vector the text form names, for awkward values too (tiny, negative, not exact in decimal)."""
+    values = [1 / 3, -2.5e-8, 0.0, -0.7071067811865476, 1e-38, 123.456] + [0.001 * i for i in range(378)]
+    vec = search.SqlVector(values)
+    with committed_ctx.db.reader() as conn:
+        same, distance, dims = conn.exec_driver_sql(
+            "SELECT %(b)s::vector = %(t)s::vector, %(b)s::vector <=> %(t)s::vector, vector_dims(%(b)s::vector)",
+            {"b": search.vector_param(vec), "t": vec.to_text()}).one()
+        none = conn.exec_driver_sql("SELECT %(b)s::vector IS NULL", {"b": None}).scalar()
+    assert same and distance == 0.0 and dims == 384 and none
+    assert search.vector_param(values).data == vec.param.data  # a plain list packs the same bytes
