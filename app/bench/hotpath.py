@@ -69,7 +69,7 @@ class StatementCounter:
     def _statement(self, conn, cursor, statement, parameters, context, executemany) -> None:
         self._prepared(statement, conn.connection.dbapi_connection)
 
-    def _prepared(self, statement: str, dbapi) -> None:
+    def _prepared(self, statement: str, dbapi, params=None) -> None:
         if self.active:
             if not dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
                 self.kinds["BEGIN"] += 1

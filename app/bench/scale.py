@@ -358,6 +358,7 @@ def explain(ctx, principal, row: Row) -> list[str]:
     """Replay one recall in-process and EXPLAIN (ANALYZE, BUFFERS) its vector and keyword queries."""
     from sqlalchemy import event
 
+    from app.db import prepared
     from app.services import recall
 
     captured: list[tuple[str, Any]] = []
@@ -365,11 +366,16 @@ def explain(ctx, principal, row: Row) -> list[str]:
     def capture(conn, cursor, statement, parameters, context, executemany):
         captured.append((statement, parameters))
 
+    def capture_prepared(statement, conn, parameters):  # the candidate queries run on psycopg itself
+        captured.append((statement, parameters))
+
     event.listen(ctx.db.engine, "before_cursor_execute", capture)
+    prepared.observers.append(capture_prepared)
     try:
         recall.recall(ctx, principal, {"agent_id": row.agent, "query": row.memory.question, "k": 5})
     finally:
         event.remove(ctx.db.engine, "before_cursor_execute", capture)
+        prepared.observers.remove(capture_prepared)
     out: list[str] = []
     with ctx.db.engine.connect() as conn:
         with conn.begin() as tx:

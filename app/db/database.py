@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.embedded import APP_ROLE, EmbeddedServer, start_embedded
+from app.db import vectors  # noqa: F401 — its binary vector parameter registered before any connection is made
 from app.db.replicas import Replica, ReplicaSet
 from app.observability import tracing
 from app.observability.db_pool import InstrumentedQueuePool

@@ -36,8 +36,9 @@ from app.observability import tracing
 if TYPE_CHECKING:
     from app.db.database import Database
 
-observers: list[Callable[[str, psycopg.Connection], None]] = []
-"""Called with each statement's text and connection before it is sent (benchmarks count round trips)."""
+observers: list[Callable[[str, psycopg.Connection, Any], None]] = []
+"""Called with each statement's text, connection and parameters before it is sent (benchmarks
+count round trips; `memwarden bench scale` replays recall's statements under EXPLAIN)."""
 
 
 Params = Union[Mapping[str, Any], Sequence[Any]]
@@ -80,6 +81,14 @@ def fetch_all(conn: Conn, statement: Statement, params: Params) -> list[tuple]:
         return cursor.fetchall()
 
 
+def fetch_rows(conn: Conn, statement: Statement, params: Params, *, prepare: bool | None = True) -> list[Any]:
+    """Every row of `statement` as named tuples (attributes named as the columns). `prepare=None`
+    leaves it to psycopg (prepared from its fifth run on a connection), for statement texts built
+    per request shape, of which a connection may see many."""
+    with _run(conn, statement, params, namedtuple_row, prepare=prepare) as cursor:
+        return cursor.fetchall()
+
+
 def fetch_none(conn: Conn, statement: Statement, params: Params) -> int:
     """Run `statement` (one that returns no rows) on `conn`; the number of rows it touched."""
     with _run(conn, statement, params) as cursor:
@@ -87,15 +96,16 @@ def fetch_none(conn: Conn, statement: Statement, params: Params) -> int:
 
 
 @contextmanager
-def _run(conn: Conn, statement: Statement, params: Params, row_factory: Any = None) -> Iterator[psycopg.Cursor]:
+def _run(conn: Conn, statement: Statement, params: Params, row_factory: Any = None,
+         prepare: bool | None = True) -> Iterator[psycopg.Cursor]:
     """The cursor that ran `statement` (prepared), psycopg's errors raised as SQLAlchemy's."""
     driver = conn.connection.driver_connection if isinstance(conn, Connection) else conn
     for observe in observers:
-        observe(statement.sql, driver)
+        observe(statement.sql, driver, params)
     with tracing.client_span(statement.operation):
         try:
             with driver.cursor(row_factory=row_factory) if row_factory else driver.cursor() as cursor:
-                cursor.execute(statement.sql, params, prepare=True)
+                cursor.execute(statement.sql, params, prepare=prepare)
                 yield cursor
         except psycopg.Error as exc:
             raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
 from app.db.models import Memory
+from app.db.vectors import vector_param
 
 # Time is `statement_timestamp()`, not `now()`: now() is frozen at transaction start, which
 # would let a long transaction (or a test's outer one) see an expired row as live.
@@ -92,15 +93,14 @@ NEW_ROWS_SQL = (f"INSERT INTO memories ({', '.join(_COLUMN_NAMES)}) "
 
 def insert_rows(memories: Sequence[Memory]) -> tuple[str, list[dict[str, Any]]]:
     """New rows (transient `Memory` objects, never added to a session) as an INSERT's psycopg text
-    and its parameter rows, for `insert_with_commit`. The embedding goes as pgvector's text (a
-    `SqlVector` rendered it once already); metadata as JSONB."""
+    and its parameter rows, for `insert_with_commit`. The embedding goes in pgvector's binary form (a
+    `SqlVector` packed it once already, `app.db.vectors`); metadata as JSONB."""
     rows = []
     for memory in memories:
         row = {name: getattr(memory, name) for name in _NEW_ROW_COLUMNS}
         row["metadata_"] = Jsonb(row["metadata_"])
         if row["embedding"] is not None:
-            row["embedding"] = (row["embedding"] if isinstance(row["embedding"], Vector)
-                                else Vector(row["embedding"])).to_text()
+            row["embedding"] = vector_param(row["embedding"])
         rows.append(row)
     return NEW_ROWS_SQL, rows
 

@@ -65,7 +65,7 @@ def test_the_audit_insert_goes_with_the_commit_and_is_durable_on_return(committe
     statements: list[str] = []
     event.listen(one_connection, "before_cursor_execute", lambda c, cur, stmt, *a: statements.append(stmt))
     sessions = sessionmaker(one_connection, expire_on_commit=False)
-    observe = lambda stmt, conn: statements.append(stmt)  # noqa: E731 — pre-built statements (the lock)
+    observe = lambda stmt, conn, params: statements.append(stmt)  # noqa: E731 — pre-built statements (the lock)
     prepared.observers.append(observe)
     try:
         with sessions.begin() as session:

@@ -6,6 +6,7 @@ import pytest
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import Session
 
+from app.db import prepared
 from app.repos import code_cache, search
 from app.repos.memories import Scope
 from app.services.tenants import create_tenant
@@ -17,6 +18,32 @@ CROWD, OURS = 3000, 2000  # other agents' rows nearest the query; ours are all f
 
 def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+@pytest.fixture
+def watch():
+    """`watch(conn, statements)`: every statement sent on `conn` is appended to `statements` (with
+    `params`, as (text, parameters)): those SQLAlchemy runs and those psycopg runs itself
+    (`app.db.prepared`, where recall's candidate queries go)."""
+    added = []
+
+    def start(conn, statements: list, params: bool = False) -> None:
+        driver = conn.connection.driver_connection
+
+        def record(sql, parameters):
+            statements.append((sql, parameters) if params else sql)
+
+        def observe(sql, on, parameters):
+            if on is driver:
+                record(sql, parameters)
+
+        event.listen(conn, "before_cursor_execute", lambda *a: record(a[2], a[3]))
+        prepared.observers.append(observe)
+        added.append(observe)
+
+    yield start
+    for observe in added:
+        prepared.observers.remove(observe)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +97,7 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     assert len(set(found.rows) & set(exact)) >= 18  # approximate, but it is the scope's own top 20
 
 
-def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(committed_ctx, crowded, monkeypatch):
+def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(watch, committed_ctx, crowded, monkeypatch):
     """Past FULL_SCAN_MAX every row's binary code is compared with the query's from the covering
     index (no vector read from the table), and the shortlist is re-ranked with the full vectors:
     the scope's own exact top 20, and the scope mean from its centroid."""
@@ -80,7 +107,7 @@ def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(committe
     monkeypatch.setattr(search, "CACHED_CODES", False)  # the statement a filtered request still takes
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        watch(conn, statements)
         found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
         exact = conn.execute(text("SELECT id, embedding <=> CAST(:q AS vector) FROM memories WHERE tenant_id = :t "
                                   "AND agent_id = 'ours' ORDER BY 2 LIMIT 20"),
@@ -127,7 +154,7 @@ def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crow
     assert "memories_tsv_live" not in plan  # never the table-wide word index for an agent's scope
 
 
-def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the_same_answer(committed_ctx, crowded):
+def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the_same_answer(watch, committed_ctx, crowded):
     """`large`: the rows holding three, then two, of the query's words come from lookups on the
     agent-keyed index instead of ranking every row that holds one of them; the top n is the same,
     and a query whose two-word rows do not fill n falls back to the full match."""
@@ -135,7 +162,7 @@ def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the
     scope = Scope(tenant_id, "ours", None)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        watch(conn, statements)
         # (question, n, statements sent): the words, then each tier tried, then the full match if needed
         for question, n, sent_count in (("Do we feel calm?", 20, 2),  # two words: pairs fill 20
                                         ("Do we feel calm?", OURS + 1, 3),  # pairs do not fill: full match
@@ -150,7 +177,7 @@ def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the
     assert {row.agent_id for row in tiered.rows.values()} == {"ours"}
 
 
-def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed_ctx, settings, monkeypatch):
+def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(watch, committed_ctx, settings, monkeypatch):
     """Identical texts have identical vectors, which an HNSW graph links poorly; the HNSW path adds
     every in-scope copy of its candidates' texts, so a fact stored 30 times fills the top 20."""
     tenant = create_tenant(committed_ctx, name=unique("copies"), actor=ACTOR)
@@ -171,7 +198,7 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(committed
     monkeypatch.setattr(search, "CACHED_CODES", False)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        watch(conn, statements)
         found = search.vector_search(session, Scope(tenant.id, "copies", None), {}, search.SqlVector(query.tolist()),
                                      20, fetch=True)
     assert not found.stats.exact
@@ -185,7 +212,7 @@ def _exact(conn, tenant_id: str, query, agent: str = "ours", n: int = 20) -> lis
                         {"t": tenant_id, "agent": agent, "q": query.to_text(), "n": n}).all()
 
 
-def test_a_large_scope_is_shortlisted_from_its_codes_held_in_process(committed_ctx, crowded, monkeypatch):
+def test_a_large_scope_is_shortlisted_from_its_codes_held_in_process(watch, committed_ctx, crowded, monkeypatch):
     """Past FULL_SCAN_MAX the query's code is compared with a copy of the scope's codes in process
     (no scan statement), and the shortlist re-ranked with the full vectors gives the exact top 20."""
     tenant_id, query = crowded
@@ -194,7 +221,7 @@ def test_a_large_scope_is_shortlisted_from_its_codes_held_in_process(committed_c
     monkeypatch.setattr(code_cache, "cache", code_cache.CodeCache())
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        watch(conn, statements)
         found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
         exact = _exact(conn, tenant_id, query)
         statements.clear()
@@ -240,7 +267,7 @@ def test_the_codes_held_in_process_never_hide_a_later_write_nor_return_a_removed
                             {"t": tenant_id, "id": new_id})
 
 
-def test_a_large_scopes_one_word_rows_come_from_the_vector_shortlist(committed_ctx, crowded):
+def test_a_large_scopes_one_word_rows_come_from_the_vector_shortlist(watch, committed_ctx, crowded):
     """When the rows holding two of the query's words do not fill n, the rest are the vector leg's
     shortlisted rows holding one word (primary-key lookups), not a ranking of every one-word match."""
     tenant_id, query = crowded
@@ -250,7 +277,7 @@ def test_a_large_scopes_one_word_rows_come_from_the_vector_shortlist(committed_c
         ours = conn.execute(text("SELECT id, content FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
                                  "ORDER BY id"), {"t": tenant_id}).all()
         shortlist = [r.id for r in ours[:300]]
-        event.listen(conn, "before_cursor_execute", lambda *a: statements.append(a[2]))
+        watch(conn, statements)
         # "calm" is in every row of ours, "7" in one ("item 7"), "crowd"/"member" in none of ours
         found = search.keyword_search(session, scope, {}, "How calm is crowd member 7?", 20, fetch=query, large=True,
                                       among=shortlist)
@@ -285,7 +312,7 @@ def test_the_codes_shortlist_is_the_nearest_by_hamming_distance_of_the_scope_or_
     assert codes.rows_of("user-3") == len(rows) and codes.rows_of(None) == 500 and codes.nearest(query, 5, "nobody") == []
 
 
-def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_ctx, crowded, monkeypatch):
+def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(watch, committed_ctx, crowded, monkeypatch):
     """Every row of ours holds "feel", "calm" and "item": ranking the rows holding two of them would
     read the whole scope, so with the vector shortlist given, only sets holding a rarer word ("7")
     are looked up, and the rest of the n come from the shortlist."""
@@ -298,7 +325,7 @@ def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(committed_c
         ours = conn.execute(text("SELECT id, content FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
                                  "ORDER BY id"), {"t": tenant_id}).all()
         shortlist = [r.id for r in ours[:300]]
-        event.listen(conn, "before_cursor_execute", lambda *a: statements.append((a[2], a[3])))
+        watch(conn, statements, params=True)
         found = search.keyword_search(session, scope, {}, "Do we feel calm about item 7?", 20, fetch=query,
                                       large=True, among=shortlist, scope_rows=search.COUNT_WORDS_PAST + 1)
     looked_up = [set(p[k]) for sql, p in statements if isinstance(p, dict) for k in p if k.startswith("pair_")]
@@ -320,3 +347,17 @@ def test_words_are_counted_off_the_request(committed_ctx, crowded, monkeypatch):
         assert counts.common(session, shape, params, words) == set()  # not counted yet: nothing skipped
         counts._worker.shutdown(wait=True)
         assert counts.common(session, shape, params, words) == {"ours calm"}
+
+
+def test_a_vector_bound_in_binary_is_the_vector_its_text_names(committed_ctx):
+    """Statements bind vectors in pgvector's binary form (`app.db.vectors`): the server reads the very
+    vector the text form names, for awkward values too (tiny, negative, not exact in decimal)."""
+    values = [1 / 3, -2.5e-8, 0.0, -0.7071067811865476, 1e-38, 123.456] + [0.001 * i for i in range(378)]
+    vec = search.SqlVector(values)
+    with committed_ctx.db.reader() as conn:
+        same, distance, dims = conn.exec_driver_sql(
+            "SELECT %(b)s::vector = %(t)s::vector, %(b)s::vector <=> %(t)s::vector, vector_dims(%(b)s::vector)",
+            {"b": search.vector_param(vec), "t": vec.to_text()}).one()
+        none = conn.exec_driver_sql("SELECT %(b)s::vector IS NULL", {"b": None}).scalar()
+    assert same and distance == 0.0 and dims == 384 and none
+    assert search.vector_param(values).data == vec.param.data  # a plain list packs the same bytes
