@@ -58,6 +58,8 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import relevance
+
 from app.db.models import Memory
 from app.repos import code_cache
 from app.repos.memories import ONCE_LIVE, Scope
@@ -125,6 +127,9 @@ class ScopeStats:
     rows: int
     mean_similarity: float
     exact: bool
+    residual_best: float | None = None
+    """The best scope-residual similarity (`app.core.relevance`) among the hits; computed by the
+    full scan (scopes up to FULL_SCAN_MAX rows), None on the larger paths."""
 
 
 # --- SQL, built once per shape ------------------------------------------------------------------
@@ -212,14 +217,20 @@ def _centroid_sql(shape: Shape) -> str:
 
 @functools.cache
 def _full_scan_sql(shape: Shape, fetch: bool) -> str:
-    """Every row's distance, computed once per row in a fenced subquery (OFFSET 0), ranked exactly;
-    the window aggregates see every row of the scope before the LIMIT."""
-    ranked = ("SELECT s.id, s.distance, count(*) OVER () AS scope_rows, avg(s.distance) OVER () AS mean_distance "
-              f"FROM (SELECT m.id, m.embedding <=> {QUERY} AS distance FROM memories m WHERE {_where(shape)} "
-              "AND m.embedding IS NOT NULL OFFSET 0) s ORDER BY s.distance, s.id LIMIT %(n)s")
+    """Every row's distance, computed once per row in a materialised scan, ranked exactly; the
+    window aggregates see every row of the scope before the LIMIT. The scope's centroid (mean
+    vector) comes from the same scan: each hit's inner product with it and its own squared norm
+    give recall's scope-residual similarity (`app.core.relevance`)."""
+    ranked = (f"WITH s AS MATERIALIZED (SELECT m.id, m.embedding, m.embedding <=> {QUERY} AS distance "
+              f"FROM memories m WHERE {_where(shape)} AND m.embedding IS NOT NULL), "
+              "c AS (SELECT avg(s.embedding) AS v FROM s) "
+              "SELECT r.id, r.distance, r.scope_rows, r.mean_distance, -(r.embedding <#> c.v) AS centroid_dot, "
+              "-(c.v <#> c.v) AS centroid_norm2 FROM (SELECT s.id, s.embedding, s.distance, count(*) OVER () AS scope_rows, "
+              "avg(s.distance) OVER () AS mean_distance FROM s ORDER BY s.distance, s.id LIMIT %(n)s) r, c "
+              "ORDER BY r.distance, r.id")
     if not fetch:
         return ranked
-    return (f"SELECT {ENTRY}, r.distance, r.scope_rows, r.mean_distance FROM ({ranked}) r "
+    return (f"SELECT {ENTRY}, r.distance, r.scope_rows, r.mean_distance, r.centroid_dot, r.centroid_norm2 FROM ({ranked}) r "
             "JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = r.id ORDER BY r.distance, m.id")
 
 
@@ -451,8 +462,11 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
         scope_sizes.put(key, int(rows[0].scope_rows) if rows else 0)
         if not rows:
             return VectorResult([], ScopeStats(0, 0.0, True))
+        mean = 1.0 - float(rows[0].mean_distance)
+        residual = max(relevance.residual_similarity(1.0 - float(r.distance), mean, float(r.centroid_dot),
+                                                     float(r.centroid_norm2)) for r in rows)
         return VectorResult([(r.id, float(r.distance)) for r in rows],
-                            ScopeStats(int(rows[0].scope_rows), 1.0 - float(rows[0].mean_distance), True),
+                            ScopeStats(int(rows[0].scope_rows), mean, True, residual),
                             {r.id: r for r in rows} if fetch else {}, [r.id for r in rows])
     if centroid is None:  # a scope counted just now (or grown past FULL_SCAN_MAX): its sample's mean
         centroid = _scope_centroid(session, shape, params)

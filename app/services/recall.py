@@ -56,11 +56,18 @@ from app.services.memories import _as_of, entry_json, require_agent
 
 # Calibrated by `memwarden bench calibrate` (see the module docstring); keep in step with it.
 DEFAULT_MIN_SCORE = 0.19
-DEFAULT_MIN_LIFT = 0.36
-LIFT_BETA = 0.5
+DEFAULT_MIN_LIFT = 0.595
+LIFT_BETA = 0.3
 LIFT_PRIOR_ROWS = 2.0
-GENERIC_MAX_MEAN = 0.17
-GENERIC_MIN_GAP = 0.11
+GENERIC_MAX_MEAN = 0.10
+GENERIC_MIN_GAP = 0.095
+RESIDUAL_WEIGHT = 1.0
+# Past FULL_SCAN_MAX rows the search gives no residual similarity: there the gate is the lift
+# alone, with the values calibrate fits for that rule (its "floor+gate+generic").
+PLAIN_MIN_LIFT = 0.36
+PLAIN_LIFT_BETA = 0.5
+PLAIN_GENERIC_MAX_MEAN = 0.15
+PLAIN_GENERIC_MIN_GAP = 0.085
 RRF_K = 60
 WEIGHTS = (0.7, 0.3)  # vector, keyword — for fusion="weighted"
 
@@ -173,8 +180,11 @@ def _shrunk_mean(stats: search.ScopeStats) -> float:
 
 
 def lift(best_similarity: float, stats: search.ScopeStats) -> float:
-    """How far the best memory stands out from the scope's average one (see the module docstring)."""
-    return best_similarity - LIFT_BETA * _shrunk_mean(stats)
+    """How far the best memory stands out from the scope's average one, plus (where the search
+    gives it) the best scope-residual similarity (see the module docstring)."""
+    if stats.residual_best is None:
+        return best_similarity - PLAIN_LIFT_BETA * _shrunk_mean(stats)
+    return best_similarity - LIFT_BETA * _shrunk_mean(stats) + RESIDUAL_WEIGHT * stats.residual_best
 
 
 def answerable(vector: list[tuple[str, float]], stats: search.ScopeStats) -> bool:
@@ -183,9 +193,12 @@ def answerable(vector: list[tuple[str, float]], stats: search.ScopeStats) -> boo
     if not vector:
         return False
     best = 1.0 - vector[0][1]
-    if lift(best, stats) >= DEFAULT_MIN_LIFT:
+    plain = stats.residual_best is None
+    if lift(best, stats) >= (PLAIN_MIN_LIFT if plain else DEFAULT_MIN_LIFT):
         return True
     mean = _shrunk_mean(stats)  # the generic path: a question sharing nothing with the scope
+    if plain:
+        return mean < PLAIN_GENERIC_MAX_MEAN and best - mean >= PLAIN_GENERIC_MIN_GAP
     return mean < GENERIC_MAX_MEAN and best - mean >= GENERIC_MIN_GAP
 
 
