@@ -62,8 +62,11 @@ LIFT_PRIOR_ROWS = 2.0
 GENERIC_MAX_MEAN = 0.10
 GENERIC_MIN_GAP = 0.095
 RESIDUAL_WEIGHT = 1.0
-# Past FULL_SCAN_MAX rows the search gives no residual similarity: there the gate is the lift
-# alone, with the values calibrate fits for that rule (its "floor+gate+generic").
+# Past FULL_SCAN_MAX rows the search gives no residual similarity, and in a scope of fewer than
+# RESIDUAL_MIN_ROWS memories the centroid is mostly the memories themselves (one memory: no residual
+# at all; the calibration set's smallest scope has 6): there the gate is the lift alone, with the
+# values calibrate fits for that rule (its "floor+gate+generic").
+RESIDUAL_MIN_ROWS = 6
 PLAIN_MIN_LIFT = 0.36
 PLAIN_LIFT_BETA = 0.5
 PLAIN_GENERIC_MAX_MEAN = 0.15
@@ -179,10 +182,15 @@ def _shrunk_mean(stats: search.ScopeStats) -> float:
     return stats.mean_similarity * stats.rows / (stats.rows + LIFT_PRIOR_ROWS)
 
 
+def _plain(stats: search.ScopeStats) -> bool:
+    """No residual similarity for this scope (large, or too small for a centroid): lift alone."""
+    return stats.residual_best is None or stats.rows < RESIDUAL_MIN_ROWS
+
+
 def lift(best_similarity: float, stats: search.ScopeStats) -> float:
     """How far the best memory stands out from the scope's average one, plus (where the search
     gives it) the best scope-residual similarity (see the module docstring)."""
-    if stats.residual_best is None:
+    if _plain(stats):
         return best_similarity - PLAIN_LIFT_BETA * _shrunk_mean(stats)
     return best_similarity - LIFT_BETA * _shrunk_mean(stats) + RESIDUAL_WEIGHT * stats.residual_best
 
@@ -193,7 +201,7 @@ def answerable(vector: list[tuple[str, float]], stats: search.ScopeStats) -> boo
     if not vector:
         return False
     best = 1.0 - vector[0][1]
-    plain = stats.residual_best is None
+    plain = _plain(stats)
     if lift(best, stats) >= (PLAIN_MIN_LIFT if plain else DEFAULT_MIN_LIFT):
         return True
     mean = _shrunk_mean(stats)  # the generic path: a question sharing nothing with the scope
