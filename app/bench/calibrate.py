@@ -1,7 +1,7 @@
 """`memwarden bench calibrate`: the default relevance floor, fitted on Memwarden's own labelled set.
 
 Data: `app/bench/data/calibration.json` (written for Memwarden, never the memorywire corpus): facts
-across fourteen scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
+across eighteen scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
 scoped to its `user_id` (null = the whole agent), as recall scopes them.
 
 For every query, with the real embedder (in-process, no database; cosine = dot product of the
@@ -25,7 +25,11 @@ the gate lets through); margins are the distances to the plateau's edges: (1) a 
 (2) floor + gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid;
 (3) rule 2 plus a generic path: a query whose shrunk scope mean is under a bound (it shares
 nothing with the scope, e.g. "the user" over facts naming Ada) passes when its best similarity is
-a gap above that mean. Leave-one-scope-out cross-validation (fit on the other scopes, score the
+a gap above that mean; (4) rule 3 with the lift gaining weight * the best scope-residual
+similarity among the nearest 20 memories (`app.core.relevance`: query and memory with the scope's
+centroid taken away, so a shared name counts for nothing), the weight searched too. Recall
+serves rule 4 where the search gives the residual (scopes of 6 to 2,000 memories; the set's
+scopes all have 6 or more) and rule 3's values elsewhere, so both are checked against its constants. Leave-one-scope-out cross-validation (fit on the other scopes, score the
 held-out one) estimates how each rule does on data it was not fitted on. Recall ships the rule
 with the best cross-validated score (a more complex one only when strictly better); the chosen
 values are written to `app/services/recall.py` by hand.

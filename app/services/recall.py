@@ -4,12 +4,18 @@ Relevance, so that a no-match query comes back empty instead of returning the k 
 
 - Per hit, a floor on cosine similarity between the query and the memory (`min_score`).
 - Per query, by default, an answerability gate: the best similarity in scope must stand out from
-  the scope as a whole, `lift = best - LIFT_BETA * mean * n / (n + LIFT_PRIOR_ROWS) >= DEFAULT_MIN_LIFT`,
-  where `mean` is the query's mean similarity to the scope's `n` memories. What every memory in
-  scope shares with the query (typically the person's name: "What is Priya's blood type?" is 0.42
-  similar to "Priya works night shifts as an ICU nurse") raises the mean along with the best hit,
-  so subtracting half the mean discounts it; the prior rows (similarity 0) keep a 1-3 memory scope
-  from gating itself out.
+  the scope as a whole, `lift = best - LIFT_BETA * mean * n / (n + LIFT_PRIOR_ROWS)
+  + RESIDUAL_WEIGHT * residual >= DEFAULT_MIN_LIFT`, where `mean` is the query's mean similarity to
+  the scope's `n` memories. What every memory in scope shares with the query (typically the
+  person's name: "What is Priya's blood type?" is 0.42 similar to "Priya works night shifts as an
+  ICU nurse") raises the mean along with the best hit, so subtracting part of the mean discounts
+  it; the prior rows (similarity 0) keep a small scope from gating itself out. `residual` is the
+  best *scope-residual similarity* among the hits (`app.core.relevance`): the cosine of query and
+  memory once the scope's centroid is taken from both, which keeps the topic and drops the shared
+  name ("what pets does Desmond keep?" and "Desmond breeds koi carp…" share no word and stand out
+  little by cosine, but their residuals agree). The search computes it in scopes of up to
+  FULL_SCAN_MAX rows; there and in scopes under RESIDUAL_MIN_ROWS the gate is the lift alone
+  (`PLAIN_*`, calibration's rule 3).
 - The generic path through the gate: a question that shares nothing with the scope ("what does
   the user eat?" over "Ada is vegetarian…" and Ada's other facts: shrunk mean under
   GENERIC_MAX_MEAN) passes when its best similarity is GENERIC_MIN_GAP above that mean (0.30
@@ -25,14 +31,15 @@ A request that sets `min_score` gets exactly that cosine floor and no gate (`min
 the top k whatever they are).
 
 Calibration (`memwarden bench calibrate`, method and numbers in docs/benchmarks.md): the defaults
-were fitted on Memwarden's own labelled set (`app/bench/data/calibration.json`: 111 facts in 14
-scopes, 91 labelled queries, 39 no-match probes, including generic "the user" questions and two
-same-topic scopes), never on a benchmark corpus. For every query the real embedder gives the gold
+were fitted on Memwarden's own labelled set (`app/bench/data/calibration.json`, v3: 143 facts in 18
+scopes, 123 labelled queries, 59 no-match probes, including generic "the user" questions, two
+same-topic scopes and four people asked about by category), never on a benchmark corpus. For every query the real embedder gives the gold
 memories' similarities, the best similarity, the scope mean, and whether a fact holds every query
 word; an exhaustive search over the thresholds maximises queries handled (labelled: passes the
 gate and every gold memory clears the floor; probe: comes back empty), scoring each threshold over
-its +/-0.02 neighbourhood. Leave-one-scope-out cross-validation: 110/130 handled with the gate and
-the generic path, 103/130 with the gate alone (best beta 1.0), 87/130 with a cosine floor alone.
+its +/-0.02 neighbourhood. Leave-one-scope-out cross-validation on v3: 154/182 handled with the
+residual gate and the generic path, 147/182 with the lift gate and the generic path, 137/182 with
+the lift gate alone, 119/182 with a cosine floor alone.
 """
 
 from __future__ import annotations
