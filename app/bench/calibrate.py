@@ -114,6 +114,7 @@ def lexemes(text: str) -> set[str]:
     return out
 
 
+CATEGORY_SCOPES = ("bruno", "ingrid", "desmond", "yuki")  # v3: asked about by category
 RESIDUAL_POOL = 20  # recall ranks the scope's nearest max(2k, 20) memories: 20 at the default k
 
 
@@ -314,6 +315,15 @@ def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
     return total
 
 
+def roc_area(stats: Sequence[QueryStats], score) -> float:
+    """How well `score` ranks labelled queries above probes: the chance a random labelled query
+    scores higher than a random probe (ties half), no threshold involved."""
+    labelled = np.array([score(s) for s in stats if not s.probe])
+    probes = np.array([score(s) for s in stats if s.probe])
+    wins = (labelled[:, None] > probes[None, :]).sum() + 0.5 * (labelled[:, None] == probes[None, :]).sum()
+    return round(float(wins / (len(labelled) * len(probes))), 3)
+
+
 def _dist(values: Sequence[float]) -> dict[str, float]:
     v = np.asarray(values, dtype=float)
     return {name: round(float(np.percentile(v, p)), 3) for name, p in
@@ -350,6 +360,11 @@ def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
             f"labelled_lift_{name}": _dist([s.lift(beta, prior, weight) for s in labelled]),
             f"probe_lift_{name}": _dist([s.lift(beta, prior, weight) for s in probes]),
         },
+        "roc_area": {part: {"best": roc_area(subset, lambda s: s.best),
+                            "lift_beta_0.5": roc_area(subset, lambda s: s.lift(0.5, prior)),
+                            "residual_best": roc_area(subset, lambda s: s.residual_best),
+                            "lift_beta_0.5_plus_residual": roc_area(subset, lambda s: s.lift(0.5, prior, 1.0))}
+                     for part, subset in (("all", stats), ("category", [s for s in stats if s.user_id in CATEGORY_SCOPES]))},
         "rules": rules,
         "chosen": chosen,
         "queries": [{**asdict(s), "lift": round(s.lift(beta, prior, weight), 4)} for s in stats],
@@ -375,6 +390,8 @@ def summary(report: dict[str, Any]) -> str:
     d = report["distributions"]
     for key, dist in d.items():
         lines.append(f"  {key:40s} " + "  ".join(f"{k}={v:.3f}" for k, v in dist.items()))
+    for part, areas in report.get("roc_area", {}).items():
+        lines.append(f"  ROC area ({part:8s})                      " + "  ".join(f"{k}={v:.3f}" for k, v in areas.items()))
     return "\n".join(lines)
 
 
