@@ -16,23 +16,23 @@ then the two numbers recall's defaults act on:
   Priya's blood type?" is 0.42 similar to "Priya works night shifts as an ICU nurse"); n0 pseudo
   rows of similarity 0 keep tiny scopes (1-3 memories) from gating themselves out.
 
-A labelled query is handled when the gate lets it through and every gold memory clears the
-floor; a probe is handled when it comes back empty. Three rules are fitted by exhaustive search,
-maximising handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice
-lands on a wide plateau, not on a knife edge one query could flip), then taking the middle of that
-plateau (the floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory
-the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone;
-(2) floor + gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid;
-(3) rule 2 plus a generic path: a query whose shrunk scope mean is under a bound (it shares
-nothing with the scope, e.g. "the user" over facts naming Ada) passes when its best similarity is
-a gap above that mean; (4) rule 3 with the lift gaining weight * the best scope-residual
-similarity among the nearest 20 memories (`app.core.relevance`: query and memory with the scope's
-centroid taken away, so a shared name counts for nothing), the weight searched too. Recall
-serves rule 4 where the search gives the residual (scopes of 6 to 2,000 memories; the set's
-scopes all have 6 or more) and rule 3's values elsewhere, so both are checked against its constants. Leave-one-scope-out cross-validation (fit on the other scopes, score the
-held-out one) estimates how each rule does on data it was not fitted on. Recall ships the rule
-with the best cross-validated score (a more complex one only when strictly better); the chosen
-values are written to `app/services/recall.py` by hand.
+A labelled query is handled when the gate lets it through and every gold memory clears the floor; a
+probe is handled when it comes back empty. Four rules are fitted by exhaustive search, maximising
+handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice lands on a
+wide plateau, not on a knife edge one query could flip), then taking the middle of that plateau (the
+floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory the gate lets
+through); margins are the distances to the plateau's edges: (1) a cosine floor alone; (2) floor +
+gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid; (3) rule 2 plus a
+generic path: a query whose shrunk scope mean is under a bound (it shares nothing with the scope,
+e.g. "the user" over facts naming Ada) passes when its best similarity is a gap above that mean; (4)
+rule 3 with the lift gaining weight * the best scope-residual similarity among the nearest 20
+memories (`app.core.relevance`: query and memory with the scope's centroid taken away, so a shared
+name counts for nothing), the weight searched too. Recall serves rule 4 where the search gives the
+residual (scopes of 6 to 2,000 memories; the set's scopes all have 6 or more) and rule 3's values
+elsewhere, so both are checked against its constants. Leave-one-scope-out cross-validation (fit on
+the other scopes, score the held-out one) estimates how each rule does on data it was not fitted on.
+Recall ships the rule with the best cross-validated score (a more complex one only when strictly
+better); the chosen values are written to `app/services/recall.py` by hand.
 """
 
 from __future__ import annotations
@@ -364,7 +364,8 @@ def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
                             "lift_beta_0.5": roc_area(subset, lambda s: s.lift(0.5, prior)),
                             "residual_best": roc_area(subset, lambda s: s.residual_best),
                             "lift_beta_0.5_plus_residual": roc_area(subset, lambda s: s.lift(0.5, prior, 1.0))}
-                     for part, subset in (("all", stats), ("category", [s for s in stats if s.user_id in CATEGORY_SCOPES]))},
+                     for part, subset in (("all", stats),
+                                          ("category", [s for s in stats if s.user_id in CATEGORY_SCOPES]))},
         "rules": rules,
         "chosen": chosen,
         "queries": [{**asdict(s), "lift": round(s.lift(beta, prior, weight), 4)} for s in stats],

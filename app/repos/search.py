@@ -23,8 +23,9 @@ The vector paths, by the scope's live row count:
   costs meet (`CODE_SCAN_COST_RATIO`, measured by `memwarden bench scale`).
 
 `vector_search` also returns the scope's size and mean similarity to the query (recall's
-answerability gate): the full scan gets them from the same scan (window aggregates); larger scopes
-from their size and centroid (the mean of unit vectors' cosines to the query is the query's dot
+answerability gate) and, in the full scan, the best scope-residual similarity of its hits: the full
+scan gets them from the same statement (window aggregates, a centroid of up to CENTROID_SAMPLE
+rows); larger scopes from their size and centroid (the mean of unit vectors' cosines to the query is the query's dot
 product with their mean vector), counted and averaged over a sample at most every
 `LARGE_SCOPE_RECOUNT_S` per process (`ScopeSizes`).
 

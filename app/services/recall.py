@@ -33,13 +33,13 @@ the top k whatever they are).
 Calibration (`memwarden bench calibrate`, method and numbers in docs/benchmarks.md): the defaults
 were fitted on Memwarden's own labelled set (`app/bench/data/calibration.json`, v3: 143 facts in 18
 scopes, 123 labelled queries, 59 no-match probes, including generic "the user" questions, two
-same-topic scopes and four people asked about by category), never on a benchmark corpus. For every query the real embedder gives the gold
-memories' similarities, the best similarity, the scope mean, and whether a fact holds every query
-word; an exhaustive search over the thresholds maximises queries handled (labelled: passes the
-gate and every gold memory clears the floor; probe: comes back empty), scoring each threshold over
-its +/-0.02 neighbourhood. Leave-one-scope-out cross-validation on v3: 154/182 handled with the
-residual gate and the generic path, 147/182 with the lift gate and the generic path, 137/182 with
-the lift gate alone, 119/182 with a cosine floor alone.
+same-topic scopes and four people asked about by category), never on a benchmark corpus. For every
+query the real embedder gives the gold memories' similarities, the best similarity, the scope mean,
+and whether a fact holds every query word; an exhaustive search over the thresholds maximises
+queries handled (labelled: passes the gate and every gold memory clears the floor; probe: comes back
+empty), scoring each threshold over its +/-0.02 neighbourhood. Leave-one-scope-out cross-validation
+on v3: 154/182 handled with the residual gate and the generic path, 147/182 with the lift gate and
+the generic path, 137/182 with the lift gate alone, 119/182 with a cosine floor alone.
 """
 
 from __future__ import annotations
