@@ -104,7 +104,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
 
     with ctx.db.stale_reader(principal.tenant_id, principal.key_id) as conn, \
             Session(bind=conn, expire_on_commit=False) as session:
-        vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True)
+        vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True, residual=gated)
         # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
         # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id,
         # and the rows holding only one of the query's words come from the vector leg's shortlist.
