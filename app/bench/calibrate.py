@@ -1,7 +1,7 @@
 """`memwarden bench calibrate`: the default relevance floor, fitted on Memwarden's own labelled set.
 
 Data: `app/bench/data/calibration.json` (written for Memwarden, never the memorywire corpus): facts
-across fourteen scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
+across eighteen scopes, labelled queries with gold ids, and no-match probes (empty gold), every query
 scoped to its `user_id` (null = the whole agent), as recall scopes them.
 
 For every query, with the real embedder (in-process, no database; cosine = dot product of the
@@ -16,19 +16,23 @@ then the two numbers recall's defaults act on:
   Priya's blood type?" is 0.42 similar to "Priya works night shifts as an ICU nurse"); n0 pseudo
   rows of similarity 0 keep tiny scopes (1-3 memories) from gating themselves out.
 
-A labelled query is handled when the gate lets it through and every gold memory clears the
-floor; a probe is handled when it comes back empty. Three rules are fitted by exhaustive search,
-maximising handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice
-lands on a wide plateau, not on a knife edge one query could flip), then taking the middle of that
-plateau (the floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory
-the gate lets through); margins are the distances to the plateau's edges: (1) a cosine floor alone;
-(2) floor + gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid;
-(3) rule 2 plus a generic path: a query whose shrunk scope mean is under a bound (it shares
-nothing with the scope, e.g. "the user" over facts naming Ada) passes when its best similarity is
-a gap above that mean. Leave-one-scope-out cross-validation (fit on the other scopes, score the
-held-out one) estimates how each rule does on data it was not fitted on. Recall ships the rule
-with the best cross-validated score (a more complex one only when strictly better); the chosen
-values are written to `app/services/recall.py` by hand.
+A labelled query is handled when the gate lets it through and every gold memory clears the floor; a
+probe is handled when it comes back empty. Four rules are fitted by exhaustive search, maximising
+handled queries averaged over a +/-0.02 neighbourhood of each threshold (so the choice lands on a
+wide plateau, not on a knife edge one query could flip), then taking the middle of that plateau (the
+floor of rule 2: 0.02 below its top, the highest floor that keeps every gold memory the gate lets
+through); margins are the distances to the plateau's edges: (1) a cosine floor alone; (2) floor +
+gate (or keyword evidence: a fact holding every query word), beta on a 0.1 grid; (3) rule 2 plus a
+generic path: a query whose shrunk scope mean is under a bound (it shares nothing with the scope,
+e.g. "the user" over facts naming Ada) passes when its best similarity is a gap above that mean; (4)
+rule 3 with the lift gaining weight * the best scope-residual similarity among the nearest 20
+memories (`app.core.relevance`: query and memory with the scope's centroid taken away, so a shared
+name counts for nothing), the weight searched too. Recall serves rule 4 where the search gives the
+residual (scopes of 6 to 2,000 memories; the set's scopes all have 6 or more) and rule 3's values
+elsewhere, so both are checked against its constants. Leave-one-scope-out cross-validation (fit on
+the other scopes, score the held-out one) estimates how each rule does on data it was not fitted on.
+Recall ships the rule with the best cross-validated score (a more complex one only when strictly
+better); the chosen values are written to `app/services/recall.py` by hand.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ class QueryStats:
     keyword_full: bool = False
     """Some memory in scope holds every word of the query (recall's keyword evidence, which
     passes the gate whatever the lift)."""
+    residual_best: float = 0.0
+    """The best scope-residual similarity among the query's nearest `RESIDUAL_POOL` memories
+    (`residual_similarity`): what stands out once what the scope shares is taken away."""
 
     @property
     def gold_min(self) -> float:
@@ -71,12 +78,13 @@ class QueryStats:
     def shrunk_mean(self, prior_rows: float) -> float:
         return self.scope_mean * self.scope_rows / (self.scope_rows + prior_rows)
 
-    def lift(self, beta: float, prior_rows: float) -> float:
-        return self.best - beta * self.shrunk_mean(prior_rows)
+    def lift(self, beta: float, prior_rows: float, weight: float = 0.0) -> float:
+        return self.best - beta * self.shrunk_mean(prior_rows) + weight * self.residual_best
 
-    def passes(self, gate: float | None, beta: float, prior_rows: float, generic: tuple[float, float] | None) -> bool:
+    def passes(self, gate: float | None, beta: float, prior_rows: float, generic: tuple[float, float] | None,
+               weight: float = 0.0) -> bool:
         """Through the gate: keyword evidence, the lift, or (when fitted) the generic path."""
-        if gate is None or self.keyword_full or self.lift(beta, prior_rows) >= gate:
+        if gate is None or self.keyword_full or self.lift(beta, prior_rows, weight) >= gate:
             return True
         mean = self.shrunk_mean(prior_rows)
         return generic is not None and mean < generic[0] and self.best - mean >= generic[1]
@@ -106,29 +114,39 @@ def lexemes(text: str) -> set[str]:
     return out
 
 
+CATEGORY_SCOPES = ("bruno", "ingrid", "desmond", "yuki")  # v3: asked about by category
+RESIDUAL_POOL = 20  # recall ranks the scope's nearest max(2k, 20) memories: 20 at the default k
+
+
 def query_stats(embedder, facts: Sequence[dict], queries: Sequence[dict]) -> list[QueryStats]:
-    fact_vecs = embedder.embed([f["content"] for f in facts])
-    query_vecs = embedder.embed([q["query"] for q in queries])
+    from app.core.relevance import residual_similarity
+
+    fact_vecs = np.asarray(embedder.embed([f["content"] for f in facts]))
+    query_vecs = np.asarray(embedder.embed([q["query"] for q in queries]))
     out = []
     for q, qv in zip(queries, query_vecs):
         scope = [i for i, f in enumerate(facts) if q.get("user_id") is None or f["user_id"] == q["user_id"]]
         sims = fact_vecs[scope] @ qv
+        centroid = fact_vecs[scope].mean(axis=0)
+        near = np.argsort(-sims, kind="stable")[:RESIDUAL_POOL]
+        residual = max(residual_similarity(float(sims[i]), float(sims.mean()), float(fact_vecs[scope[i]] @ centroid),
+                                           float(centroid @ centroid)) for i in near)
         by_id = {facts[i]["id"]: float(s) for i, s in zip(scope, sims)}
         best = int(np.argmax(sims))
         words = lexemes(q["query"])
         full = bool(words) and any(words <= lexemes(facts[i]["content"]) for i in scope)
         out.append(QueryStats(q["query"], q.get("user_id"), not q["gold_ids"], len(scope), float(sims.mean()),
                               float(sims[best]), facts[scope[best]]["id"],
-                              {g: by_id[g] for g in q["gold_ids"]}, full))
+                              {g: by_id[g] for g in q["gold_ids"]}, full, float(residual)))
     return out
 
 
 def evaluate(stats: Sequence[QueryStats], floor: float, gate: float | None = None, beta: float = 0.0,
-             prior_rows: float = 2.0, generic: tuple[float, float] | None = None) -> dict[str, int]:
+             prior_rows: float = 2.0, generic: tuple[float, float] | None = None, weight: float = 0.0) -> dict[str, int]:
     """How many labelled queries keep all their gold, and how many probes come back empty."""
     kept = empty = 0
     for s in stats:
-        passes = s.passes(gate, beta, prior_rows, generic)
+        passes = s.passes(gate, beta, prior_rows, generic, weight)
         if s.probe:
             empty += int(not (passes and s.best >= floor))
         else:
@@ -233,17 +251,20 @@ GAP_GRID = np.round(np.arange(0.05, 0.40 + 1e-9, STEP), 3)
 GENERIC_FLOORS = np.round(np.arange(0.15, 0.35 + 1e-9, 0.01), 3)
 
 
-def fit_generic(stats: Sequence[QueryStats], prior_rows: float = 2.0) -> dict[str, Any]:
+def fit_generic(stats: Sequence[QueryStats], prior_rows: float = 2.0, weights: Sequence[float] = (0.0,),
+                betas: Sequence[float] = GENERIC_BETAS) -> dict[str, Any]:
     """Rule 3: rule 2's floor and lift gate, plus a generic path: a query whose (shrunk) scope mean
     is under `max_mean` (it shares nothing with the scope, e.g. "the user" over facts naming Ada)
     passes when best - mean >= `min_gap`. Exhaustive over (beta, max_mean, floor) with the
-    (gate, gap) plane smoothed like rule 2; gate and gap taken mid-plateau."""
+    (gate, gap) plane smoothed like rule 2; gate and gap taken mid-plateau. With `weights` (rule
+    4) the lift also gains weight * the best scope-residual similarity, the weight searched too."""
     probe, best, gold_min, keyword_full = _arrays(stats)
     mean = np.array([s.shrunk_mean(prior_rows) for s in stats])
+    residual = np.array([s.residual_best for s in stats])
     gap = (best - mean)[None, :] >= GAP_GRID[:, None]                       # [gap, query]
     chosen = None
-    for beta in GENERIC_BETAS:
-        lifted = (best - beta * mean)[None, :] >= LIFT_GRID[:, None]        # [gate, query]
+    for weight, beta in ((w, b) for w in weights for b in betas):
+        lifted = (best - beta * mean + weight * residual)[None, :] >= LIFT_GRID[:, None]  # [gate, query]
         for max_mean in GENERIC_MEANS:
             generic = gap & (mean < max_mean)
             passes = lifted[:, None, :] | generic[None, :, :] | keyword_full   # [gate, gap, query]
@@ -252,19 +273,31 @@ def fit_generic(stats: Sequence[QueryStats], prior_rows: float = 2.0) -> dict[st
                            (~(passes & (best >= floor)) & probe)).sum(axis=2)
                 smooth = _smooth(handled)
                 g, c = np.unravel_index(int(np.argmax(smooth)), smooth.shape)
-                key = (float(smooth[g, c]), float(floor), -abs(beta - 0.5))
+                key = (float(smooth[g, c]), float(floor), -abs(beta - 0.5), -weight)
                 if chosen is None or key > chosen[0]:
-                    chosen = (key, float(beta), float(max_mean), float(floor), g, c, handled)
-    _, beta, max_mean, floor, g, c, handled = chosen
+                    chosen = (key, float(beta), float(max_mean), float(floor), g, c, handled, float(weight))
+    _, beta, max_mean, floor, g, c, handled, weight = chosen
     gate_plateau = _plateau(LIFT_GRID, handled[:, c], g)
     gate = _centre(gate_plateau)
     g = int(np.argmin(np.abs(LIFT_GRID - gate)))
     gap_plateau = _plateau(GAP_GRID, handled[g], c)
     min_gap = _centre(gap_plateau)
-    return {"rule": "floor+gate+generic", "beta": beta, "prior_rows": prior_rows,
+    rule = {"rule": "floor+gate+generic", "beta": beta, "prior_rows": prior_rows,
             "min_lift": gate, "min_lift_plateau": gate_plateau, "min_score": floor,
             "generic_max_mean": max_mean, "generic_min_gap": min_gap, "generic_min_gap_plateau": gap_plateau,
-            "result": evaluate(stats, floor, gate, beta, prior_rows, (max_mean, min_gap))}
+            "result": evaluate(stats, floor, gate, beta, prior_rows, (max_mean, min_gap), weight)}
+    if weights != (0.0,):
+        rule.update(rule="floor+residual gate+generic", residual_weight=weight)
+    return rule
+
+
+RESIDUAL_WEIGHTS = (0.5, 1.0)
+RESIDUAL_BETAS = (0.3, 0.5, 0.7)
+
+
+def fit_residual(stats: Sequence[QueryStats], prior_rows: float = 2.0) -> dict[str, Any]:
+    """Rule 4: rule 3 with the scope-residual similarity added to the lift (a weight > 0)."""
+    return fit_generic(stats, prior_rows, RESIDUAL_WEIGHTS, RESIDUAL_BETAS)
 
 
 def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
@@ -276,10 +309,19 @@ def cross_validate(stats: Sequence[QueryStats], fit) -> dict[str, int]:
         fitted = fit(train)
         generic = (fitted["generic_max_mean"], fitted["generic_min_gap"]) if "generic_min_gap" in fitted else None
         result = evaluate(test, fitted["min_score"], fitted.get("min_lift"), fitted.get("beta", 0.0),
-                          fitted.get("prior_rows", 2.0), generic)
+                          fitted.get("prior_rows", 2.0), generic, fitted.get("residual_weight", 0.0))
         for key in total:
             total[key] += result[key]
     return total
+
+
+def roc_area(stats: Sequence[QueryStats], score) -> float:
+    """How well `score` ranks labelled queries above probes: the chance a random labelled query
+    scores higher than a random probe (ties half), no threshold involved."""
+    labelled = np.array([score(s) for s in stats if not s.probe])
+    probes = np.array([score(s) for s in stats if s.probe])
+    wins = (labelled[:, None] > probes[None, :]).sum() + 0.5 * (labelled[:, None] == probes[None, :]).sum()
+    return round(float(wins / (len(labelled) * len(probes))), 3)
 
 
 def _dist(values: Sequence[float]) -> dict[str, float]:
@@ -290,15 +332,19 @@ def _dist(values: Sequence[float]) -> dict[str, float]:
 
 def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
     stats = query_stats(embedder, data["facts"], data["queries"])
-    rules = {"floor": fit_floor(stats), "floor+gate": fit_gate(stats), "floor+gate+generic": fit_generic(stats)}
-    for name, fit in (("floor", fit_floor), ("floor+gate", fit_gate), ("floor+gate+generic", fit_generic)):
+    fits = {"floor": fit_floor, "floor+gate": fit_gate, "floor+gate+generic": fit_generic,
+            "floor+residual gate+generic": fit_residual}
+    rules = {name: fit(stats) for name, fit in fits.items()}
+    for name, fit in fits.items():
         rules[name]["cross_validated"] = cross_validate(stats, fit)
     # The simplest rule wins ties: a rule ships only when it handles more queries cross-validated.
     chosen = rules["floor"]
-    for rule in (rules["floor+gate"], rules["floor+gate+generic"]):
+    for rule in list(rules.values())[1:]:
         if rule["cross_validated"]["handled"] > chosen["cross_validated"]["handled"]:
             chosen = rule
     beta, prior = chosen.get("beta", rules["floor+gate"]["beta"]), rules["floor+gate"]["prior_rows"]
+    weight = chosen.get("residual_weight", 0.0)
+    name = f"beta_{beta}" + (f"_residual_{weight}" if weight else "")
     labelled = [s for s in stats if not s.probe]
     probes = [s for s in stats if s.probe]
     return {
@@ -309,12 +355,20 @@ def calibrate(data: dict[str, Any], embedder) -> dict[str, Any]:
         "distributions": {
             "gold_similarity": _dist([v for s in labelled for v in s.gold.values()]),
             "probe_best_similarity": _dist([s.best for s in probes]),
-            f"labelled_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in labelled]),
-            f"probe_lift_beta_{beta}": _dist([s.lift(beta, prior) for s in probes]),
+            "labelled_residual_best": _dist([s.residual_best for s in labelled]),
+            "probe_residual_best": _dist([s.residual_best for s in probes]),
+            f"labelled_lift_{name}": _dist([s.lift(beta, prior, weight) for s in labelled]),
+            f"probe_lift_{name}": _dist([s.lift(beta, prior, weight) for s in probes]),
         },
+        "roc_area": {part: {"best": roc_area(subset, lambda s: s.best),
+                            "lift_beta_0.5": roc_area(subset, lambda s: s.lift(0.5, prior)),
+                            "residual_best": roc_area(subset, lambda s: s.residual_best),
+                            "lift_beta_0.5_plus_residual": roc_area(subset, lambda s: s.lift(0.5, prior, 1.0))}
+                     for part, subset in (("all", stats),
+                                          ("category", [s for s in stats if s.user_id in CATEGORY_SCOPES]))},
         "rules": rules,
         "chosen": chosen,
-        "queries": [{**asdict(s), "lift": round(s.lift(beta, prior), 4)} for s in stats],
+        "queries": [{**asdict(s), "lift": round(s.lift(beta, prior, weight), 4)} for s in stats],
     }
 
 
@@ -328,14 +382,17 @@ def summary(report: dict[str, Any]) -> str:
                   + (f" (optimal {span(rule['min_score_plateau'])})" if "min_score_plateau" in rule else "")
                   + f", beta={rule['beta']}, min_lift={rule['min_lift']:.3f} (optimal {span(rule['min_lift_plateau'])})"
                   + (f", generic: mean<{rule['generic_max_mean']:.2f}, gap>={rule['generic_min_gap']:.3f} "
-                     f"(optimal {span(rule['generic_min_gap_plateau'])})" if "generic_min_gap" in rule else ""))
+                     f"(optimal {span(rule['generic_min_gap_plateau'])})" if "generic_min_gap" in rule else "")
+                  + (f", residual weight={rule['residual_weight']}" if "residual_weight" in rule else ""))
         rows.append((name, params, f"{r['handled']}/{r['of']} ({r['gold_kept']}/{r['labelled']} gold, "
                      f"{r['probes_empty']}/{r['probes']} empty)",
                      f"{cv['handled']}/{cv['of']} ({cv['gold_kept']} gold, {cv['probes_empty']} empty)"))
     lines = [common.table(rows, ["rule", "fitted values", "in-sample", "leave-one-scope-out"])]
     d = report["distributions"]
     for key, dist in d.items():
-        lines.append(f"  {key:28s} " + "  ".join(f"{k}={v:.3f}" for k, v in dist.items()))
+        lines.append(f"  {key:40s} " + "  ".join(f"{k}={v:.3f}" for k, v in dist.items()))
+    for part, areas in report.get("roc_area", {}).items():
+        lines.append(f"  ROC area ({part:8s})                      " + "  ".join(f"{k}={v:.3f}" for k, v in areas.items()))
     return "\n".join(lines)
 
 
@@ -343,7 +400,9 @@ def current_defaults() -> dict[str, float]:
     from app.services import recall
 
     return {name: getattr(recall, name) for name in ("DEFAULT_MIN_SCORE", "DEFAULT_MIN_LIFT", "LIFT_BETA",
-                                                     "LIFT_PRIOR_ROWS", "GENERIC_MAX_MEAN", "GENERIC_MIN_GAP")
+                                                     "LIFT_PRIOR_ROWS", "GENERIC_MAX_MEAN", "GENERIC_MIN_GAP",
+                                                     "RESIDUAL_WEIGHT", "PLAIN_MIN_LIFT", "PLAIN_LIFT_BETA",
+                                                     "PLAIN_GENERIC_MAX_MEAN", "PLAIN_GENERIC_MIN_GAP")
             if hasattr(recall, name)}
 
 
@@ -359,6 +418,11 @@ def cmd_calibrate(args: argparse.Namespace, settings) -> int:
         wanted.update(DEFAULT_MIN_LIFT=chosen["min_lift"], LIFT_BETA=chosen["beta"], LIFT_PRIOR_ROWS=chosen["prior_rows"])
     if "generic_min_gap" in chosen:
         wanted.update(GENERIC_MAX_MEAN=chosen["generic_max_mean"], GENERIC_MIN_GAP=chosen["generic_min_gap"])
+    wanted["RESIDUAL_WEIGHT"] = chosen.get("residual_weight", 0.0)
+    if "residual_weight" in chosen:  # large scopes (no residual in the search) keep the lift-only rule 3
+        plain = report["rules"]["floor+gate+generic"]
+        wanted.update(PLAIN_MIN_LIFT=plain["min_lift"], PLAIN_LIFT_BETA=plain["beta"],
+                      PLAIN_GENERIC_MAX_MEAN=plain["generic_max_mean"], PLAIN_GENERIC_MIN_GAP=plain["generic_min_gap"])
     report["recall_defaults"] = {"current": defaults, "calibrated": wanted,
                                  "up_to_date": all(abs(defaults.get(k, -9) - v) < 1e-9 for k, v in wanted.items())}
     report["command"] = "memwarden bench calibrate" + (f" --out {args.out}" if args.out else "")

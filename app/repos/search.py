@@ -23,8 +23,9 @@ The vector paths, by the scope's live row count:
   costs meet (`CODE_SCAN_COST_RATIO`, measured by `memwarden bench scale`).
 
 `vector_search` also returns the scope's size and mean similarity to the query (recall's
-answerability gate): the full scan gets them from the same scan (window aggregates); larger scopes
-from their size and centroid (the mean of unit vectors' cosines to the query is the query's dot
+answerability gate) and, in the full scan, the best scope-residual similarity of its hits: the full
+scan gets them from the same statement (window aggregates, a centroid of up to CENTROID_SAMPLE
+rows); larger scopes from their size and centroid (the mean of unit vectors' cosines to the query is the query's dot
 product with their mean vector), counted and averaged over a sample at most every
 `LARGE_SCOPE_RECOUNT_S` per process (`ScopeSizes`).
 
@@ -58,6 +59,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core import relevance
 from app.db import prepared
 from app.db.models import Memory
 from app.db.vectors import SqlVector, VectorParam, vector_param  # noqa: F401 — SqlVector: services bind it
@@ -70,6 +72,9 @@ def _array(vec: Sequence[float]) -> np.ndarray:
 
 
 FULL_SCAN_MAX = 2_000
+# The full scan's centroid (for recall's scope-residual similarity) averages at most this many of
+# the scope's rows: exact for every scope of the calibration set (at most 143 rows).
+CENTROID_SAMPLE = 256
 EXACT_SCAN_MAX = 20_000
 # One node of a filtered HNSW walk (its neighbours' distances, a heap visit for the filter) costs
 # about this many rows of the binary-code scan. `memwarden bench scale`'s every-path comparison
@@ -110,6 +115,9 @@ class ScopeStats:
     rows: int
     mean_similarity: float
     exact: bool
+    residual_best: float | None = None
+    """The best scope-residual similarity (`app.core.relevance`) among the hits; computed by the
+    full scan (scopes up to FULL_SCAN_MAX rows), None on the larger paths."""
 
 
 # --- SQL, built once per shape ------------------------------------------------------------------
@@ -196,15 +204,30 @@ def _centroid_sql(shape: Shape) -> str:
 
 
 @functools.cache
-def _full_scan_sql(shape: Shape, fetch: bool) -> str:
+def _full_scan_sql(shape: Shape, fetch: bool, residual: bool = False) -> str:
     """Every row's distance, computed once per row in a fenced subquery (OFFSET 0), ranked exactly;
-    the window aggregates see every row of the scope before the LIMIT."""
+    the window aggregates see every row of the scope before the LIMIT. With `residual` (recall's
+    gate; not screening's or review's neighbour searches), beside them, for the scope-residual
+    similarity (`app.core.relevance`), the dot products of the query and of each hit with the
+    scope's centroid and the centroid's squared norm; the centroid is the mean vector of the scope's
+    first CENTROID_SAMPLE rows (all of them in a scope that small; averaging 2,000 vectors in SQL
+    took 3 ms, carrying them through the window 4 ms more)."""
     ranked = ("SELECT s.id, s.distance, count(*) OVER () AS scope_rows, avg(s.distance) OVER () AS mean_distance "
               f"FROM (SELECT m.id, m.embedding <=> {QUERY} AS distance FROM memories m WHERE {_where(shape)} "
               "AND m.embedding IS NOT NULL OFFSET 0) s ORDER BY s.distance, s.id LIMIT %(n)s")
+    if not residual:
+        if not fetch:
+            return ranked
+        return (f"SELECT {ENTRY}, r.distance, r.scope_rows, r.mean_distance FROM ({ranked}) r "
+                "JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = r.id ORDER BY r.distance, m.id")
+    centroid = (f"SELECT avg(c.embedding) AS v FROM (SELECT m.embedding FROM memories m WHERE {_where(shape)} "
+                "AND m.embedding IS NOT NULL LIMIT %(centroid_sample)s) c")
+    columns = (f"r.distance, r.scope_rows, r.mean_distance, -(m.embedding <#> c.v) AS centroid_dot, "
+               f"-({QUERY} <#> c.v) AS query_centroid, -(c.v <#> c.v) AS centroid_norm2")
     if not fetch:
-        return ranked
-    return (f"SELECT {ENTRY}, r.distance, r.scope_rows, r.mean_distance FROM ({ranked}) r "
+        return (f"SELECT r.id, {columns} FROM ({ranked}) r CROSS JOIN ({centroid}) c "
+                "JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = r.id ORDER BY r.distance, r.id")
+    return (f"SELECT {ENTRY}, {columns} FROM ({ranked}) r CROSS JOIN ({centroid}) c "
             "JOIN memories m ON m.tenant_id = %(tenant)s AND m.id = r.id ORDER BY r.distance, m.id")
 
 
@@ -433,8 +456,9 @@ class VectorResult:
 
 
 def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float], n: int,
-                  *, fetch: bool = False) -> VectorResult:
-    """Up to `n` nearest live memories in scope with the scope's stats (and, with `fetch`, the rows)."""
+                  *, fetch: bool = False, residual: bool = False) -> VectorResult:
+    """Up to `n` nearest live memories in scope with the scope's stats (and, with `fetch`, the rows;
+    with `residual`, the hits' best scope-residual similarity where the full scan serves the scope)."""
     shape, params = shape_and_params(scope, filters)
     params.update(q=vector_param(query_vec), n=n)
     key = ScopeSizes.key(scope, filters)
@@ -447,12 +471,17 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
         cap = FULL_SCAN_MAX if cached else code_scan_max(session)
         size = scope_size_at_most(session, scope, filters, cap + 1)
     if size is None or size <= min(FULL_SCAN_MAX, EXACT_SCAN_MAX):  # `as_of` snapshots too
-        rows = _execute(session, _full_scan_sql(shape, fetch), params).all()
+        rows = _execute(session, _full_scan_sql(shape, fetch, residual),
+                        {**params, "centroid_sample": CENTROID_SAMPLE} if residual else params).all()
         scope_sizes.put(key, int(rows[0].scope_rows) if rows else 0)
         if not rows:
             return VectorResult([], ScopeStats(0, 0.0, True))
+        mean = 1.0 - float(rows[0].mean_distance)
+        best_residual = max(relevance.residual_similarity(1.0 - float(r.distance), float(r.query_centroid),
+                                                          float(r.centroid_dot), float(r.centroid_norm2))
+                            for r in rows) if residual else None
         return VectorResult([(r.id, float(r.distance)) for r in rows],
-                            ScopeStats(int(rows[0].scope_rows), 1.0 - float(rows[0].mean_distance), True),
+                            ScopeStats(int(rows[0].scope_rows), mean, True, best_residual),
                             {r.id: r for r in rows} if fetch else {}, [r.id for r in rows])
     if centroid is None:  # a scope counted just now (or grown past FULL_SCAN_MAX): its sample's mean
         centroid = _scope_centroid(session, shape, params)
