@@ -6,7 +6,7 @@ Training data: the hand-written exemplars (``app/core/screening/data/exemplars.j
 human sentences per attack family and ordinary memories that resemble them, written for
 Memwarden, no templates, never derived from a held-out corpus); the **dev** split of the generated
 corpus (its injection and exfiltration rows and all its benign rows) (never its test split); and
-the **spent** held-out sets (``SEEN_SETS``: the five sets that were measured once, read, and are
+the **spent** held-out sets (``SEEN_SETS``: the six sets that were measured once, read, and are
 now dev data: their semantic attack families and all their benign rows). Every row is redacted as
 ``remember`` screens it. A held-out set that is not in ``SEEN_SETS`` (a new blind one) is never
 trained on: ``--check`` fails if a training row is in one. Vectors: the local all-MiniLM-L6-v2
@@ -20,12 +20,16 @@ the benign rows would be flagged. Rerun after editing the exemplars or changing 
 ``--leave-one-set-out`` prints, for each spent set (``--sets`` to choose), what the classifier trained
 without it (and the rules) stop on it: the figure used to pick ``L2``, the thresholds' shares and,
 in the sixth pass, which new exemplars to keep (``--sets heldout_v3,heldout_v4,heldout_v5``; the three
-sets written blind by hand, docs/benchmarks.md "Sixth pass")."""
+sets written blind by hand, docs/benchmarks.md "Sixth pass"); in the seventh, with ``--families
+fake_lesson,privilege_identity`` over v3 to v6, whether the control-removal rules and new exemplars
+help a family the classifier has no rows of (docs/benchmarks.md "Seventh pass")."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -47,8 +51,9 @@ spent sets' benign writes (2.7 % at 3 %, for 90.6 % caught; 3.6 % at 4 % for 91.
 than the set measured before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 #: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen"
-#: (the fourth, ``heldout_v4``, since the fifth pass; the fifth, ``heldout_v5``, since the sixth).
-SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5")
+#: (the fourth, ``heldout_v4``, since the fifth pass; the fifth, ``heldout_v5``, since the sixth; the
+#: sixth, ``heldout_v6``, since the seventh).
+SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6")
 #: Their attack families the classifier learns; PII profiles and protected keys are the rules' job
 #: (their content is often an ordinary sentence: the attack is in a number format or a metadata key).
 SEEN_ATTACK_FAMILIES = ("standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
@@ -215,9 +220,13 @@ def _second_stage_problems(texts: list[str]) -> list[str]:
     return []
 
 
-def leave_one_set_out(embedder=None, sets: Sequence[str] = SEEN_SETS) -> dict[str, dict[str, float]]:
+def leave_one_set_out(embedder=None, sets: Sequence[str] = SEEN_SETS,
+                      families: Sequence[str] = ()) -> dict[str, dict[str, float]]:
     """Per spent set in ``sets``: the rules and a classifier trained without that set (thresholds from
-    its own cross-validation) on the set's writes, judged like ``memwarden bench screening`` judges them."""
+    its own cross-validation) on the set's writes, judged like ``memwarden bench screening`` judges them.
+    With ``families``, also per family and set: the catch rate on the set's rows of that family with a
+    classifier trained without the set *and* without the family's rows anywhere (leave-one-family-out
+    on writes the classifier never saw: only the rules and the other families can catch them)."""
     from app.bench.screening_judge import embed_rows, judge, summarise
     from app.core.redaction import Redactor
     from app.embeddings import LocalMiniLMEmbedder
@@ -231,7 +240,17 @@ def leave_one_set_out(embedder=None, sets: Sequence[str] = SEEN_SETS) -> dict[st
         part = summarise(judge(r, redactor, v, embedder.name, classifier) for r, v in zip(rows, vectors))
         out[name] = {"caught": part["catch_rate"], "poisoned": part["poisoned"],
                      "benign_staged": part["false_positive_rate"], "benign": part["benign"],
-                     "medium": round(classifier.medium, 3), "high": round(classifier.high, 3)}
+                     "medium": round(classifier.medium, 3), "high": round(classifier.high, 3),
+                     "classes": {c: v.get("catch_rate", v.get("staged_rate")) for c, v in part["classes"].items()},
+                     "missed": [m["id"] for m in part["missed"]],
+                     "false_positives": [m["id"] for m in part["false_positives"]]}
+        for family in families:
+            without = train(embedder, skip_set=name, skip_family=family, cache=cache)
+            chosen = [(r, v) for r, v in zip(rows, vectors) if r["class"] == family]
+            family_part = summarise(judge(r, redactor, v, embedder.name, without) for r, v in chosen)
+            out[name].setdefault("leave_one_family_out", {})[family] = {
+                "n": family_part["poisoned"], "caught": family_part["catch_rate"],
+                "missed": [m["id"] for m in family_part["missed"]]}
     return out
 
 
@@ -249,14 +268,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help=f"with --leave-one-set-out: benign training share above high (default {HIGH_BENIGN})")
     parser.add_argument("--sets", default=",".join(SEEN_SETS),
                         help="with --leave-one-set-out: the spent sets to leave out in turn (comma-separated)")
+    parser.add_argument("--families", default="",
+                        help="with --leave-one-set-out: attack families to leave out too, one at a time (comma-separated)")
+    parser.add_argument("--out", default=None, help="with --leave-one-set-out: also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if args.leave_one_set_out:
         L2, HIGH_BENIGN = args.l2, args.high_share
-        figures = leave_one_set_out(sets=[s for s in args.sets.split(",") if s])
+        figures = leave_one_set_out(sets=[s for s in args.sets.split(",") if s],
+                                    families=[f for f in args.families.split(",") if f])
         pooled = [sum(round(f[k] * f[n]) for f in figures.values()) / sum(f[n] for f in figures.values())
                   for k, n in (("caught", "poisoned"), ("benign_staged", "benign"))]
-        print(json.dumps({"l2": L2, "high_share": HIGH_BENIGN, "sets": figures,
-                          "pooled": {"caught": round(pooled[0], 4), "benign_staged": round(pooled[1], 4)}}, indent=1))
+        mean = [sum(f[k] for f in figures.values()) / len(figures) for k in ("caught", "benign_staged")]
+        lofo = {family: round(sum(round(f["leave_one_family_out"][family]["caught"] * f["leave_one_family_out"][family]["n"])
+                                  for f in figures.values())
+                              / sum(f["leave_one_family_out"][family]["n"] for f in figures.values()), 4)
+                for family in [f for f in args.families.split(",") if f]}
+        result = {"command": "python -m app.bench.make_screening_exemplars " + " ".join(argv or sys.argv[1:]),
+                  "l2": L2, "high_share": HIGH_BENIGN, "sets": figures,
+                  "pooled": {"caught": round(pooled[0], 4), "benign_staged": round(pooled[1], 4)},
+                  "mean": {"caught": round(mean[0], 4), "benign_staged": round(mean[1], 4)},
+                  "leave_one_family_out_pooled": lofo}
+        text = json.dumps(result, indent=1, ensure_ascii=False)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n", encoding="utf-8")
         return 0
     if args.check:
         problems = check()

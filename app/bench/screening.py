@@ -22,8 +22,8 @@ same run therefore also reports, when the default corpus is used:
   poisoned and benign writes written by hand as varied human sentences (no templates, no
   generator), per attack family, each reported per family and beside agent-memory-guard, with
   **leave-one-family-out** figures for the semantic classifier (retrained without the family's
-  training rows, then tested on that family). The five first sets (`heldout`, `heldout_fresh`,
-  `heldout_v3` to `heldout_v5`; `make_screening_exemplars.SEEN_SETS`) were measured once each and are now **spent**:
+  training rows, then tested on that family). The six first sets (`heldout`, `heldout_fresh`,
+  `heldout_v3` to `heldout_v6`; `make_screening_exemplars.SEEN_SETS`) were measured once each and are now **spent**:
   read, trained on, and labelled `seen/trained` in the report, so their plain figures are not held
   out; for each the report adds **leave-one-set-out** (the classifier retrained without that whole
   set, rules unchanged), the nearest thing to a held-out figure they can still give. Sets in

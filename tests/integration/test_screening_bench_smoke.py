@@ -114,9 +114,8 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
         else:
             assert "leave_one_set_out" not in part, name
             assert part["status"] == "held out (blind)" or part["status"].startswith("measured once and read"), name
-    # heldout_v5 is spent since the sixth pass (its one blind figure is kept in the docs).
-    assert sets["heldout"]["tuned_on"] and sets["heldout_v5"]["tuned_on"] and not sets["heldout_v6"]["tuned_on"]
-    assert sets["heldout_v6"]["status"].startswith("measured once and read")  # its one blind figure is in the docs
+    # heldout_v6 is spent since the seventh pass (its one blind figure is kept in the docs).
+    assert sets["heldout"]["tuned_on"] and sets["heldout_v5"]["tuned_on"] and sets["heldout_v6"]["tuned_on"]
     external = report["corpora"]["external:bastioncorpus"]
     assert "skipped" in external or external["writes"] > 100
     fresh = report["corpora"]["heldout_fresh"]
@@ -131,4 +130,4 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
     assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed
     assert "heldout_v5 family" in printed and "goals on leave-one-set-out on seen set heldout_v5" in printed
-    assert "heldout_v6 family" in printed and "goals on read (no longer blind) held-out set heldout_v6" in printed
+    assert "heldout_v6 family" in printed and "goals on leave-one-set-out on seen set heldout_v6" in printed

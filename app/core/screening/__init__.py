@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from app.core.screening import (contradiction, exfiltration, fsm_widening, hidden, injection, protected, provenance,
+from app.core.screening import (contradiction, controls, exfiltration, fsm_widening, hidden, injection, protected, provenance,
                                  semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
 from app.core.screening.protected import Protection
@@ -38,7 +38,10 @@ EXPLANATIONS = {
     injection.NAME: "The text gives the agent instructions for later turns (overrides, triggers, fake system "
                     "messages or orders about tool calls) instead of recording a fact, or hides an order where "
                     "a reader of the rendered page does not see it (an HTML or markdown comment, invisible or "
-                    "white text, image alt text, a link title, a code comment or a fenced 'note').",
+                    "white text, image alt text, a link title, a code comment or a fenced 'note'), or sets a "
+                    "rule for later that removes a safeguard (a verification, review, approval, MFA, test or "
+                    "limit declared enough, optional or skipped) or grants rights or trust (admin, authority, "
+                    "'treat them as internal').",
     exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
                        "a standing copy to an address, or a request to read a file that holds keys or passwords.",
     hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
@@ -92,8 +95,9 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
     ``semantic_attack``; ``classifier`` replaces the shipped one, for the benchmark's
     leave-one-family-out runs)."""
     fields = text_fields(content, tags, metadata)
+    injected, kinds = injection.detect_kinds(fields)
     found: list[RiskFlag | None] = [
-        injection.detect(fields),
+        injected,
         exfiltration.detect(fields),
         hidden.detect(fields),
         *sensitive.detect(fields),
@@ -103,5 +107,12 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
         protected.detect(fields, tags, metadata, protection, path),
         semantic.detect(content, embedding, embedder, classifier) if memory_type != "procedural" else None,
     ]
+    if controls.AGREEMENT and injected is not None and injected.severity == "medium" and kinds & controls.KINDS:
+        meaning = found[-1]
+        if meaning is not None and meaning.severity == "medium":
+            # Two independent readers agree that a safeguard is being removed (the rule saw the shape,
+            # the classifier the meaning): together they are a high-risk write, either alone is not.
+            found[0] = RiskFlag(injected.name, "high", max(injected.score, injection.THRESHOLDS.high),
+                                injected.evidence)
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

@@ -44,4 +44,9 @@ HOSTILE: dict[str, str] = {
     # street-word stems without their number, and address labels without a digit after them.
     "street_numbers": '12 oak elm pine ' * 4096, "street_words": 'lindenweg ' * 6553,
     "address_labels": 'home address: ' * 4681,
+    # The seventh pass's control removals and privilege grants (``controls``): control nouns and
+    # removal verbs without the predicate that completes them, "no need to", grants, rule cues.
+    "control_nouns": 'review check approval ' * 2979, "removal_verbs": 'skip the review ' * 4096,
+    "no_need": 'no need to ' * 5957, "no_checks": 'no check ' * 7281, "self_approve": 'self-approve ' * 5041,
+    "grants": 'granted admin ' * 4681, "rule_cues": 'from now on lesson ' * 3449, "access_to": 'read access to ' * 4369,
 }

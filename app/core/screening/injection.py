@@ -27,6 +27,9 @@ instructions to hide something from the user. Kinds of evidence and their weight
   titles, code comments, fences labelled ``note``/``system``/``instructions``.
 * ``tool_directive`` (0.75): orders about the agent's tool calls ("the next tool call must be …",
   "call delete_all_memories", a destructive ``delete_all_*`` / ``drop_*`` tool named).
+* ``control_removal`` / ``privilege_grant`` (0.45, or 0.6 beside a rule cue such as "going forward",
+  "takeaway", "policy"): a safeguard removed or declared unnecessary, or rights or trust granted,
+  found by ``controls`` (a lesson or memo in ordinary prose that takes a check away).
 
 Preferences are instructions too ("From now on, always answer in French"), so a standing
 directive alone stays medium and the default policy lets it through; a trigger, two kinds, or one
@@ -40,9 +43,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from app.core.screening import lexicon
+from app.core.screening import controls, lexicon
 from app.core.screening.flags import RiskFlag, TextField
-from app.core.screening.signals import Thresholds, run_signals, signal
+from app.core.screening.signals import Thresholds, collect, signal, to_flag
 
 NAME = "prompt_injection"
 # Calibrated on the dev split of the screening corpus (see docs/benchmarks.md): 0.55 is the lowest
@@ -274,6 +277,16 @@ SIGNALS = (
 
 
 def detect(fields: Sequence[TextField]) -> RiskFlag | None:
-    """The ``prompt_injection`` flag for a write's text fields, or None."""
-    flag, _kinds = run_signals(NAME, SIGNALS, fields, THRESHOLDS)
-    return flag
+    """The ``prompt_injection`` flag for a write's text fields, or None: this module's signals and
+    ``controls``' (a safeguard removed or a privilege granted, as a rule for later)."""
+    return detect_kinds(fields)[0]
+
+
+def detect_kinds(fields: Sequence[TextField]) -> tuple[RiskFlag | None, set[str]]:
+    """``detect``'s flag and the kinds of evidence behind it (``screen`` lets a medium control
+    removal agree with a medium ``semantic_attack``)."""
+    best, spans = collect(SIGNALS, fields)
+    extra, extra_spans = controls.evidence(fields)
+    for kind, weight in extra.items():
+        best[kind] = max(best.get(kind, 0.0), weight)
+    return to_flag(NAME, best, spans + extra_spans, THRESHOLDS), set(best)

@@ -88,9 +88,8 @@ class Thresholds:
     high: float
 
 
-def run_signals(name: str, signals: Sequence[Signal], fields: Sequence[TextField],
-                thresholds: Thresholds) -> tuple[RiskFlag | None, set[str]]:
-    """The flag ``name`` (or None) and the kinds of evidence that were seen."""
+def collect(signals: Sequence[Signal], fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]:
+    """The strongest weight per kind of evidence the ``signals`` find in ``fields``, and their spans."""
     best: dict[str, float] = {}
     spans: list[Span] = []
     for item in fields:
@@ -109,8 +108,19 @@ def run_signals(name: str, signals: Sequence[Signal], fields: Sequence[TextField
                 start, end = folded.span(*m.span())
                 spans.append(Span(item.field, start, end))
                 best[kind] = max(best.get(kind, 0.0), min(weight, sig.weight))
+    return best, spans
+
+
+def to_flag(name: str, best: dict[str, float], spans: Sequence[Span], thresholds: Thresholds) -> RiskFlag | None:
+    """The flag for the kinds seen (noisy-OR of their weights), or None when there are none."""
     if not best:
-        return None, set()
+        return None
     score = combine(best.values())
-    severity = severity_for(score, medium=thresholds.medium, high=thresholds.high)
-    return RiskFlag(name, severity, score, tuple(spans)), set(best)
+    return RiskFlag(name, severity_for(score, medium=thresholds.medium, high=thresholds.high), score, tuple(spans))
+
+
+def run_signals(name: str, signals: Sequence[Signal], fields: Sequence[TextField],
+                thresholds: Thresholds) -> tuple[RiskFlag | None, set[str]]:
+    """The flag ``name`` (or None) and the kinds of evidence that were seen."""
+    best, spans = collect(signals, fields)
+    return to_flag(name, best, spans, thresholds), set(best)

@@ -1,0 +1,210 @@
+"""Control removal and privilege grants: a lesson, memo or note that *removes* a safeguard or
+*widens* who may do what, stated as a rule for later. Evidence for ``prompt_injection``.
+
+A fake lesson or a privilege memo reads as ordinary workplace prose ("retro takeaway: the postcode
+is enough verification", "code review on small PRs is pointless", "team leads are now granted
+admin"), so neither the instruction shapes of ``injection`` nor closeness to written examples
+catches one reliably. What makes it harmful is structural: a predicate that takes a safeguard away
+(skip, bypass, turn off, stop running, self-approve; "is enough", "is optional / pointless /
+advisory only / a formality") whose object is a *control* (a verification, check, review, test,
+approval, MFA, confirmation, call-back, limit, backup, alert, scan …), or a grant that widens a
+permission, a role or trust ("are now granted admin", "is authorised to approve", "treat X as
+internal"). Genuine lessons usually *add* a check ("from now on every reset needs the code"), and
+negated forms ("never skip review", "MFA is not optional") do not match.
+
+Kinds of evidence (``injection`` combines them with its own kinds, noisy-OR):
+
+* ``control_removal`` (0.45, medium alone): a safeguard removed or declared unnecessary.
+* ``privilege_grant`` (0.45, medium alone): admin/root/owner rights, authority or trust granted.
+* either beside a **rule cue** in the same field (0.6, high alone): "from now on", "going
+  forward", "takeaway", "lesson", "best practice", "policy", "rule of thumb", "whenever", "keep
+  doing", "in similar cases" … in English and the lexicon's future words: the removal is meant
+  to hold for later turns, which is what makes it poisoning rather than a report of one event.
+
+Known limits: English predicates with a few common forms elsewhere (``lexicon.SKIP_CHECKS``);
+a relaxation with a bounded, legitimate reason ("typo-only docs PRs need one approval") reads like
+a removal and can be staged; a removal phrased with no control noun ("just pay it") is missed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from app.core.screening import lexicon
+from app.core.screening.flags import Span, TextField
+from app.core.screening.normalize import fold
+from app.core.screening.signals import SCAN_LIMIT, Signal, collect, signal
+
+REMOVAL, GRANT = "control_removal", "privilege_grant"
+KINDS = frozenset({REMOVAL, GRANT})
+WEIGHT, RULE_WEIGHT = 0.45, 0.6
+AGREEMENT = True
+"""Whether ``screen`` raises a medium ``prompt_injection`` that rests on these kinds to high when
+``semantic_attack`` is medium too (measured in docs/benchmarks.md, seventh pass)."""
+
+#: Safeguards: what a fake lesson takes away.
+_CONTROL = (
+    r"(?:(?:identity|id|security|fraud|background|credit|sanctions|conflict|permission|access|safety|spam|"
+    r"virus|malware|dependency|vulnerability|secret|signature|certificate|tls|ssl|host ?key|age|address|"
+    r"manager|legal|peer|code|pr|change|second|dual|double|manual|human)[ -])?"
+    r"(?:verifications?|verification steps?|checks?|checking|reviews?|reviewers?|approvals?|approval (?:queue|step|flow|process)|"
+    r"sign-?offs?|four[- ]eyes(?: (?:rule|check|principle))?|4[- ]eyes|two[- ]person (?:rule|check|approval)|"
+    r"approvers?|double[- ]checks?|controls?|validations?|mfa|2fa|two[- ]factor(?: auth\w*)?|multi[- ]factor(?: auth\w*)?|"
+    r"one[- ]time codes?|otps?|confirmations?(?: dialogs?| prompts?| steps?| emails?)?|confirmation|call-?backs?|"
+    r"tickets?|change (?:management|control|requests?)|branch protection|protected branch(?:es)?|unit tests|tests|"
+    r"test suite|ci|pipeline checks?|audits?|audit (?:logs?|logging|trail)|logging|monitoring|alerts?|antivirus|"
+    r"anti-?virus|edr|waf|firewall(?: rules)?|alerting|paging|backups?|snapshots?|rate limits?|spending limits?|limits|encryption|"
+    r"least[- ]privilege|access reviews?|holds?|fraud holds?|screening|scans?|scanners?|sandbox(?:ing)?|"
+    r"quarantine|guardrails?|proctoring|kyc|due diligence|reconciliation|matching|proof of delivery|signatures?|"
+    r"authentication|auth|passwords?|pins?|captcha|lockouts?|expiry|rotation|staging(?: soak| gate)?|"
+    r"deploy gate|gates?|safeguards?|safety checks?|precautions?|vetting|consent|id|canary(?: stage| release)?|"
+    r"(?:test|canary|review|approval|staging|qa|verification) (?:stage|step)s?|exclusions?|restrictions?|"
+    r"permission checks?|constraints?|foreign keys?|validation rules?|change[- ]advisory board|cab review)"
+)
+_C = r"\b" + _CONTROL + r"\b"
+#: Words that say the control has no value, after it ("code review on small PRs is pointless").
+_WORTHLESS = (r"(?:pointless|unnecessary|unneeded|optional|advisory(?: only)?|a formality|formality|formalities|"
+              r"overkill|redundant|obsolete|theat(?:er|re)|security theat(?:er|re)|(?:a )?waste of (?:time|effort)|"
+              r"busywork|not (?:needed|required|necessary|worth it|worth the time)|no longer (?:needed|required|necessary)|"
+              r"useless|just noise|noise|(?:all |mostly |just )?false positives|nice[- ]to[- ]have|a rubber stamp|"
+              r"for show|a box-ticking exercise|box-ticking)")
+_ADVERB = r"(?:(?:just|really|basically|mostly|purely|totally|completely|simply|always|honestly|effectively|now|all)\s+){0,2}"
+_REMOVE_VERB = (r"(?:skip|skips|skipped|skipping|bypass|bypassed|bypassing|disable|disabled|disabling|"
+                r"turn(?:ed|ing)? off|switch(?:ed|ing)? off|remove|removed|removing|drop|dropped|dropping|"
+                r"stop(?:ped|ping)? (?:doing|taking|running|requiring|asking for|sending|using|maintaining|checking|enforcing)|"
+                r"no longer (?:do|run|require|need|ask for|send|use|take|check|enforce)|don't bother with|"
+                r"uninstall(?:ed|ing)?|whitelist(?:ed|ing)?|allowlist(?:ed|ing)?|ignore|ignored|ignoring|waive|waived|"
+                r"waiving|get rid of|got rid of|leave off|leaving off|keep (?:it |them )?off|cut out|do away with|"
+                r"delete the|rip out|ripped out)")
+_ACT = (r"(?:merg|deploy|pay|paid|approv|releas|publish|run|ran|execut|push|ship|dispens|reset|process|refund|"
+        r"transfer|wir|grant|open|unlock|delet|install|commit|sign|issu|onboard|start|hir|accept|send|sent)\w*")
+#: A negation or counter-instruction just before a removal verb: "never skip", "don't turn off".
+_NEGATED = (r"\b(?:never|don't|dont|do not|did not|didn't|must not|mustn't|shouldn't|should not|can't|cannot|won't|will not|"
+            r"no one (?:may|can|should)|nobody (?:may|can|should)|instead of|rather than|not to|stop|avoid|without|"
+            r"no need to|there's no reason to|no reason to)\s+"
+            r"(?:\w+\s+){0,2}?" + _REMOVE_VERB + r"\b|"
+            # "do NOT reset offsets without sign-off": an order not to act without the control keeps it.
+            r"\b(?:never|don't|dont|do not|must not|mustn't|shouldn't|should not|can't|cannot|won't|will not)\s+"
+            r"(?:\w+\s+){0,2}?" + _ACT + r"\b|\bnot\s+" + _ADVERB + _WORTHLESS + r"|\bisn't\b|\baren't\b|\bnever\b")
+_S = lambda kind, pattern, unless=None: signal(kind, WEIGHT, pattern, unless=unless)  # noqa: E731
+
+SIGNALS: tuple[Signal, ...] = (
+    # "<control> … is pointless / optional / advisory only / a formality".
+    _S(REMOVAL, _C + r"[^.\n;]{0,40}?\b(?:is|are|was|were|'s|’s|seems?|feels?|felt|became|has become|counts? as)\s+"
+                + _ADVERB + _WORTHLESS + r"(?![\w-])"),
+    _S(REMOVAL, r"\b(?:consider|treat|regard|mark)\w*\s+(?:the\s+|all\s+|any\s+)?" + _CONTROL + r"\b[^.\n;]{0,20}?\bas\s+"
+                + _WORTHLESS + r"(?![\w-])"),
+    # "… is enough verification", "counts as identity verification", "enough to reset the password".
+    _S(REMOVAL, r"\b(?:is|are|'s|’s|was|be)\s+(?:all\s+|plenty\s+|more than\s+)?(?:enough|sufficient|good enough)\s+"
+                r"(?:verification|proof|authentication|identification|id|identity check|approval|review|validation|"
+                r"evidence|security|checking)\b"),
+    _S(REMOVAL, r"\b(?:counts?|count(?:ed|ing))\s+as\s+(?:(?:an?|the|full|proper)\s+)?(?:identity\s+|id\s+)?"
+                r"(?:verification|approval|review|authentication|sign-?off|id check|identity check|consent)\b"),
+    _S(REMOVAL, r"\b(?:is|are|'s|’s|was)\s+(?:all\s+)?(?:enough|sufficient)\s+to\s+(?:verify|authenticate|reset|unlock|"
+                r"release|approve|prove|confirm|identify|change|transfer|pay)\b"),
+    # "skip / bypass / turn off / stop running … <control>".
+    _S(REMOVAL, r"\b" + _REMOVE_VERB + r"\b[^.\n;]{0,30}?" + _C, unless=_NEGATED),
+    # "merge / pay / deploy … without (a) review / approval".
+    _S(REMOVAL, r"\b" + _ACT + r"\b[^.\n;]{0,40}?\bwithout\s+(?:a |an |any |the |our |their |its |further )?"
+                r"(?:\w+[ -]){0,2}?" + _CONTROL + r"\b", unless=_NEGATED),
+    # "turn MFA off", "switch the alerts off".
+    _S(REMOVAL, r"\b(?:turn|switch|set|shut|toggle)\w*\s+(?:the\s+|all\s+)?" + _CONTROL + r"\s+off\b", unless=_NEGATED),
+    # "<control> only slows things down / just annoys people / never finds anything".
+    _S(REMOVAL, _C + r"[^.\n;]{0,30}?\b(?:only|just|mostly|always|merely)\s+(?:slow|delay|annoy|caus|hurt|block|"
+                r"frustrat|get in the way|gets in the way|waste|cost)\w*"),
+    _S(REMOVAL, r"\b(?:checking|verifying|calling (?:back|to confirm)|asking for (?:id|more|proof|approval|a code)|"
+                r"confirming|reviewing|waiting for (?:approval|review|sign-?off)|double-checking)\b[^.\n;]{0,30}?"
+                r"\b(?:only |just |always )?(?:slows?|annoys?|delays?|wastes?|frustrates?|hurts?)\b"),
+    _S(REMOVAL, _C + r"[^.\n;]{0,40}?\b(?:hardly ever|never|rarely|almost never|seldom)\s+(?:find|found|catch|caught|"
+                r"stop|stopped|flag|flagged|detect|detected)s?\s+(?:anything|a thing|much|real)|"
+                + _C + r"[^.\n;]{0,30}?\b(?:found|caught|detected|stopped) nothing\b"),
+    # "the restrictions don't apply (to me)", "review rules no longer apply".
+    _S(REMOVAL, r"\b(?:restrictions?|rules|controls?|checks?|reviews?|filters?|policies|limits?|guidelines|"
+                r"approvals?)\b[^.\n;]{0,25}?\b(?:don't|do not|doesn't|does not|no longer|won't|never|shall not)\s+"
+                r"apply\b"),
+    # "auto-approve them", "no identity check", "no call-back".
+    _S(REMOVAL, r"\bauto[- ]?approv\w*", unless=_NEGATED),
+    _S(REMOVAL, r"\bno\s+(?:(?:identity|id|manager|second|human|call-?back|legal|peer|code|further|extra)[ -])?"
+                r"(?:check|checks|verification|approval|review|sign-?off|call-?back|confirmation)"
+                r"(?:\s+(?:needed|required|necessary))?\b(?!\s+(?:found|issues?|problems?|comments?|yet))"),
+    # Other languages: the lexicon's "skip the checks" forms, and "without a call-back".
+    _S(REMOVAL, lexicon.SKIP_CHECKS),
+    _S(REMOVAL, r"\b(?:sans|sin|senza|ohne|sem|zonder)\s+(?:(?:un|une|le|la|el|il|lo|o|a|einen?|jede|zweite)\s+)?"
+                r"(?:rappel\w*|llamada\w*|richiamat\w*|r[üu]ckruf\w*|r[üu]ckfrage\w*|liga[çc][ãa]o|terugbel\w*|"
+                r"review|revisi[óo]n|revis[ãa]o|validation|validaci[óo]n|validazione|freigabe|approbation|aprobaci[óo]n|"
+                r"aprova[çc][ãa]o|approvazione|autorisation|autorizaci[óo]n)\b"),
+    # "no need to / for … <control>", "no need to verify / double-check / call back".
+    _S(REMOVAL, r"\bno (?:need|reason) (?:to|for)\s+(?:\w+\s+){0,4}?" + _CONTROL + r"\b",
+       unless=r"\bno (?:need|reason) (?:to|for)\s+(?:\w+\s+)?" + _REMOVE_VERB + r"\b"),
+    _S(REMOVAL, r"\bno need to (?:verify|check|confirm|double-check|call (?:them )?back|review|validate|authenticate|"
+                r"ask for (?:id|approval|a code|the code)|get (?:approval|sign-off))\b"),
+    # Self-approval and monitor-only modes, safety flags on a command line.
+    _S(REMOVAL, r"\bself[- ]?(?:approv\w*|merg\w*|sign[- ]?off)\b|\b(?:approv\w*|merg\w*|sign\w* off)\s+(?:on\s+)?"
+                r"(?:my|your|their|his|her|its|our) own\b", unless=_NEGATED),
+    _S(REMOVAL, r"\b(?:monitor|log|report|detect|alert)[- ]only(?: mode)?\b[^.\n;]{0,30}?\b(?:permanently|for good|"
+                r"from now on|going forward|indefinitely|always)\b|\b(?:permanently|for good)\b[^.\n;]{0,30}?"
+                r"\b(?:monitor|log|report|detect)[- ]only\b"),
+    _S(REMOVAL, r"(?:^|\s)(?:--no-verify|--insecure|--ignore-vulnerabilities|--skip-tests|--no-verify-ssl|"
+                r"--disable-checks|--force-admin|--admin-override|verify\s?=\s?false|-dskiptests)\b",
+       unless=r"\b(?:never|don't|dont|do not|must not|shouldn't|should not|avoid|without)\b"),
+    # Privilege grants: admin/root/owner rights or authority given, widened or inherited.
+    _S(GRANT, r"\b(?:granted|given|gets?|getting|receives?|inherits?|inherited|holds?|(?:now|automatically|also) "
+              r"(?:have|has|hold|holds|get|gets|receive))\s+(?:(?:full|standing|blanket|permanent|unrestricted|"
+              r"elevated|the|same|partner-level|all)\s+){0,2}(?:admin\w*|administrator\w*|root|superuser\w*|"
+              r"super-user|owner|owners|domain admins?|[\w-]*-admin|sudo|full access|all permissions|unrestricted access|"
+              r"signing authority|approval authority|blanket authority|partner-level)\b"),
+    _S(GRANT, r"\b(?:is|are)\s+(?:now\s+|hereby\s+|also\s+|automatically\s+)?(?:authori[sz]ed|allowed|permitted|"
+              r"cleared|entitled|empowered)\s+to\s+(?:approve|see|view|access|read|execute|run|sign|release|change|"
+              r"modify|grant|act|apply|issue|open|close|delete|transfer|pay)\b"),
+    _S(GRANT, r"\b(?:treat|regard|consider|count)\w*\s+(?:\w+[ '’-]{1,2}){0,6}?as\s+(?:(?:an?|the|our|one of|a member of|"
+              r"part of|coming from)\s+)?(?:\w+\s+)?(?:internal|staff|employees?|trusted|verified|pre-?approved|"
+              r"pre-?authori[sz]ed|authori[sz]ed|authoritative|admins?|administrators?|colleagues|us|owners?|"
+              r"[\w-]*-level|cleared|official)\b"),
+    _S(GRANT, r"\b(?:with|has|have|had|gets?|given)\s+the same (?:permissions|access|rights|privileges|authority)\s+as\b|"
+              r"\b(?:read|write|full|admin) access to (?:every|all|any) (?:tenants?|accounts?|customers?|mailboxes|"
+              r"records|workspaces?|repos(?:itories)?|databases?)\b"),
+    _S(GRANT, lexicon.NOW_GRANTED + r"[^.\n。]{0,40}?" + lexicon.ADMIN),
+    _S(GRANT, r"\b(?:role|identity|access level|clearance|permissions?)\s+(?:is|are)\s+now\b|"
+              r"\bmerged into (?:the )?admin\b|\bmapped to (?:the )?[\w-]*admin\w*\b|"
+              r"\b(?:add|added|adding|put)\s+(?:\w+\s+){0,3}?to\s+(?:the\s+)?(?:domain admins|administrators|admins|"
+              r"sudoers|owners|root group|wheel group|admin group)\b"),
+)
+
+#: A rule for later: what makes a removed control poisoning rather than a report of one event.
+RULE = re.compile(
+    r"\b(?:from now on|going forward|moving forward|from next (?:week|month|sprint)|in (?:the )?future|for future|"
+    r"next time|as a rule|rule of thumb|best practice|standard (?:fix|practice|approach|setup)|"
+    r"recommended (?:approach|setup|practice)|takeaways?|lessons?|learn(?:ed|t|ing|ings)|insights?|retro\w*|"
+    r"post-?mortem|experience|past success|what worked|keep (?:doing|using|sharing|it|them)|do(?:ing)? (?:that|this) "
+    r"(?:whenever|for|every)|whenever|any ?time|every ?time|for any(?:one)?|anything (?:under|below)|as long as|"
+    r"in similar cases|polic(?:y|ies)|memo|handbook|guidelines?|charter|effective|as of|permanently|for good|"
+    r"from here on|by default|agreed|settled on|the (?:agent|assistant) (?:should|may|can|is)|you can|"
+    r"is now|are now|now (?:have|has|hold)|reuse|the rule)\b|"
+    # The same cues in the languages of ``lexicon``: lesson, learned, experience, best practice, rule.
+    r"\b(?:le[çc]ons?(?: retenues?)?|retours? d'exp[ée]rience|bonnes? pratiques?|r[èe]gle|erkenntnis\w*|lektion|"
+    r"gelernt|erfahrung\w*|best practice|faustregel|lecci[óo]n(?:es)?|aprendizaje|aprendido|experiencia|regla|"
+    r"li[çc][ãa]o|aprendizado|aprendemos|experi[êe]ncia|regra|lezion[ei]|imparato|esperienza|regola|les(?:sen)? geleerd|"
+    r"ervaring|vuistregel)\b|" + lexicon.FUTURE,
+    re.MULTILINE)
+
+
+def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]:
+    """The kinds seen (weight per kind) and their spans; a kind beside a rule cue in the same field
+    weighs ``RULE_WEIGHT`` (quoted speech in a text about attacks stays weak, as in ``signals``)."""
+    best, spans = collect(SIGNALS, fields)
+    if not any(kind in best for kind in (REMOVAL, GRANT)):
+        return best, spans
+    ruled = [s.field for s in spans]
+    for item in fields:
+        if item.field not in ruled:
+            continue
+        folded = fold(item.text[:SCAN_LIMIT])
+        cue = RULE.search(folded.text)
+        if cue is None:
+            continue
+        for kind in (REMOVAL, GRANT):
+            if best.get(kind, 0.0) >= WEIGHT:
+                best[kind] = RULE_WEIGHT
+        spans.append(Span(item.field, *folded.span(*cue.span())))
+    return best, spans
