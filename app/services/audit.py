@@ -183,7 +183,8 @@ class AuditLog:
             rows, seq, prev, checkpoint_due = self.build_rows(chain_id, records, seq, prev)
             if checkpoint_due:  # signed in the transaction, from rows read back: the Session's path
                 return False
-            statements = [*inserts, (audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows), *events(heads.event_id)]
+            entries = (audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
+            statements = [*inserts, entries, *events(heads.event_id)]
             prepared.commit(driver, lambda: commit_pipelined(driver, statements))
         self._touched.add(chain_id)
         metrics.AUDIT_APPENDS.inc(len(rows))
