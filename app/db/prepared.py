@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Un
 
 import psycopg
 from psycopg.rows import namedtuple_row
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -136,6 +136,43 @@ def autocommit(db: Database) -> Iterator[psycopg.Connection]:
         if not driver.closed:
             driver.autocommit = False  # the pool's next user expects a transaction
         raw.close()
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[psycopg.Connection]:
+    """A pooled psycopg connection for one write transaction (begun by its first statement), which
+    the block ends with `commit`; whatever it leaves open is rolled back as the connection goes
+    back to the pool, and a connection an error broke is invalidated, not returned."""
+    try:
+        raw = engine.raw_connection()
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
+    driver = raw.driver_connection
+    try:
+        yield driver
+    except Exception as exc:
+        if driver.closed or driver.broken:
+            raw.invalidate(exc)
+        raise
+    finally:
+        raw.close()  # the pool's reset rolls back a transaction still open
+
+
+COMMIT_PIPELINED = "COMMIT, pipelined with deferred INSERTs"
+"""What `observers` are shown for `commit` (the name `memwarden bench hotpath` counts it under)."""
+
+
+def commit(conn: psycopg.Connection, send: Callable[[], None]) -> None:
+    """End `conn`'s transaction with `send` (which sends its last INSERTs and the COMMIT in one
+    pipeline), traced and shown to `observers` as one statement; psycopg's errors raised as
+    SQLAlchemy's."""
+    for observe in observers:
+        observe(COMMIT_PIPELINED, conn, None)
+    with tracing.client_span("COMMIT"):
+        try:
+            send()
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
 
 
 def driver_of(session: Session) -> psycopg.Connection:

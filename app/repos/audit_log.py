@@ -33,8 +33,12 @@ def lock_and_read_heads(session: Session, *, chain_id: str, tenant_id: str | Non
     with the rows the head check needs, the open alarm if any, and — with `notify` — the event
     log's head, whether the tenant has webhooks, and the wake-up NOTIFY. A prepared statement on
     the session's psycopg connection (`app.db.prepared`): a named tuple, not a SQLAlchemy Row."""
-    return prepared.fetch_named(prepared.driver_of(session), _LOCK_AND_HEADS,
-                                {"chain": chain_id, "tenant": tenant_id, "notify": notify})
+    return lock_and_read_heads_on(prepared.driver_of(session), chain_id=chain_id, tenant_id=tenant_id, notify=notify)
+
+
+def lock_and_read_heads_on(conn: prepared.Conn, *, chain_id: str, tenant_id: str | None, notify: bool) -> Any:
+    """`lock_and_read_heads` on a psycopg connection in a transaction (`AuditLog.commit_on_driver`)."""
+    return prepared.fetch_named(conn, _LOCK_AND_HEADS, {"chain": chain_id, "tenant": tenant_id, "notify": notify})
 
 
 def insert_entries(conn: Connection, rows: list[dict[str, Any]]) -> None:

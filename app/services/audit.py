@@ -24,7 +24,7 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import psycopg
 from sqlalchemy import event
@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
+from app.db import prepared
 from app.db.models import AuditCheckpoint, AuditEntry
 from app.db.transaction_work import (ChainWork, TransactionWork, after_commit, commits_at_own_commit, commits_durably,
                                      pending_work, work_of)
@@ -116,20 +117,8 @@ class AuditLog:
         When this commit is the database's and signs no checkpoint, the INSERT goes out in one
         pipeline with the COMMIT (`_insert_with_commit`): one round trip fewer under the lock."""
         conn = session.connection()
-        seq, prev = (head.audit_seq, bytes(head.audit_hash)) if head.audit_seq is not None else (0, chain.GENESIS)
-        if seq and self.known_good_heads.get(chain_id) != (seq, prev):
-            self.check_head(session, chain_id, head)
-        origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
-        for tenant_id, event_type, actor, subject, data in records:
-            seq += 1
-            entry = chain.build_entry(origin=origin, chain_id=chain_id, seq=seq, ts=format_ts(now),
-                                      event_type=event_type, actor=actor, subject=subject, data=data)
-            leaf = chain.leaf_hash(entry)
-            prev = chain.chain_hash(prev, leaf)
-            rows.append({"chain_id": chain_id, "seq": seq, "entry": entry, "leaf_hash": leaf, "chain_hash": prev,
-                         "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
-                         "subject_type": subject.get("type"), "subject_id": subject.get("id")})
-            checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
+        seq, prev = self._extend(chain_id, head, lambda: session_engine(session))
+        rows, seq, prev, checkpoint_due = self.build_rows(chain_id, records, seq, prev)
         if checkpoint_due or not sends_with_commit(session):
             audit_log_repo.insert_entries(conn, rows)  # read back by the checkpoint, or not the last statement
         else:
@@ -141,12 +130,77 @@ class AuditLog:
         if checkpoint_due:
             self._checkpoint_locked(session, chain_id)
 
+    def _extend(self, chain_id: str, head: Row, engine: Callable[[], Engine]) -> tuple[int, bytes]:
+        """The (seq, chain hash) new entries extend: the locked `head`, checked unless it is the
+        one this process last wrote or checked (`engine()`: where a refusal's alarm is recorded)."""
+        seq, prev = (head.audit_seq, bytes(head.audit_hash)) if head.audit_seq is not None else (0, chain.GENESIS)
+        if seq and self.known_good_heads.get(chain_id) != (seq, prev):
+            self.verify_head(engine(), chain_id, head)
+        return seq, prev
+
+    def build_rows(self, chain_id: str, records: list[tuple], seq: int,
+                   prev: bytes) -> tuple[list[dict[str, Any]], int, bytes, bool]:
+        """Hash `records` ((tenant_id, event_type, actor, subject, data) each) into the chain after
+        (`seq`, `prev`): the `audit_entries` rows, the new head's seq and chain hash, and whether a
+        count-based checkpoint is due. The one place an entry's bytes and row are made, for the
+        Session's commit hook and for `commit_on_driver` alike."""
+        origin, now, rows, checkpoint_due = self.checkpoint_origin(chain_id), utcnow(), [], False
+        for tenant_id, event_type, actor, subject, data in records:
+            seq += 1
+            entry = chain.build_entry(origin=origin, chain_id=chain_id, seq=seq, ts=format_ts(now),
+                                      event_type=event_type, actor=actor, subject=subject, data=data)
+            leaf = chain.leaf_hash(entry)
+            prev = chain.chain_hash(prev, leaf)
+            rows.append({"chain_id": chain_id, "seq": seq, "entry": entry, "leaf_hash": leaf, "chain_hash": prev,
+                         "tenant_id": tenant_id, "event_type": event_type, "ts": now, "actor": actor_label(actor),
+                         "subject_type": subject.get("type"), "subject_id": subject.get("id")})
+            checkpoint_due |= self.checkpoint_every > 0 and seq % self.checkpoint_every == 0
+        return rows, seq, prev, checkpoint_due
+
+    def commit_on_driver(self, engine: Engine, tenant_id: str, records: list[tuple],
+                         inserts: list[tuple[str, list[dict[str, Any]]]],
+                         events: Callable[[int], list[tuple[str, list[dict[str, Any]]]]]) -> bool:
+        """A whole write transaction on a pooled psycopg connection, without a `Session`: lock the
+        tenant's chain and read its heads (one round trip, the wake-up NOTIFY sent), hash `records`
+        onto it (`build_rows`, as the commit hook does), then send `inserts` (the write's own rows),
+        the entries, the event rows `events(event head id)` returns, and the COMMIT in one pipeline.
+
+        What the commit hook does that this does not (a checkpoint due, webhook deliveries to
+        queue) makes it return False having written nothing: the caller commits through a
+        `Session` instead. An open alarm raises `AuditChainBroken`, a head that does not verify
+        too (its alarm opened), as at a Session's commit; psycopg's errors are raised as
+        SQLAlchemy's. True once the COMMIT returned (durable)."""
+        chain_id = chain_for(tenant_id)
+        with tracing.span("memwarden.audit.append", **{"memwarden.audit.chain": "tenant",
+                                                       "memwarden.audit.entries": len(records)}), \
+                prepared.transaction(engine) as driver:
+            heads = audit_log_repo.lock_and_read_heads_on(driver, chain_id=chain_id, tenant_id=tenant_id, notify=True)
+            if heads.alarm_id is not None:
+                raise _closed(chain_id, heads)
+            if heads.has_webhooks:  # deliveries are queued through the ORM (`events._write_queued`)
+                return False
+            seq, prev = self._extend(chain_id, heads, lambda: engine)
+            rows, seq, prev, checkpoint_due = self.build_rows(chain_id, records, seq, prev)
+            if checkpoint_due:  # signed in the transaction, from rows read back: the Session's path
+                return False
+            entries = (audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
+            statements = [*inserts, entries, *events(heads.event_id)]
+            prepared.commit(driver, lambda: commit_pipelined(driver, statements))
+        self._touched.add(chain_id)
+        metrics.AUDIT_APPENDS.inc(len(rows))
+        self.known_good_heads[chain_id] = (seq, prev)
+        return True
+
     def check_head(self, session: Session, chain_id: str, head: Row) -> None:
         """Refuse to extend a head that does not verify: its stored bytes must be a well-formed
         entry at that seq whose leaf hash, chained onto its predecessor's stored chain hash, gives
         its stored chain hash (a row INSERTed by hand without the right hashes shows here).
         `head` is the `memwarden_lock_chain` row: the head's seq, bytes and hashes and its
         predecessor's seq and chain hash, read under the lock. O(1), whatever the chain's length."""
+        self.verify_head(session_engine(session), chain_id, head)
+
+    def verify_head(self, engine: Engine, chain_id: str, head: Row) -> None:
+        """`check_head` with the engine a refusal's alarm is recorded on."""
         seq, head_hash = head.audit_seq, bytes(head.audit_hash)
         try:
             if seq > 1 and head.prev_seq != seq - 1:
@@ -159,7 +213,7 @@ class AuditLog:
             if verifier.chain_head != head_hash:
                 raise chain.ChainError("chain_hash_mismatch", f"the head at seq {seq} does not recompute", seq=seq)
         except chain.AuditChainError as exc:
-            raise self._broken(session_engine(session), chain_id, exc, "append",
+            raise self._broken(engine, chain_id, exc, "append",
                                "append refused: the chain head does not verify") from None
         self.known_good_heads[chain_id] = (seq, head_hash)
 
@@ -520,15 +574,21 @@ def _insert_with_commit(conn: Connection) -> None:
     deferred = conn.info.pop(_AT_COMMIT, None)
     if deferred is None or deferred[0] is not conn.get_transaction():
         return
-    driver = conn.connection.driver_connection
     try:
-        with driver.cursor() as cursor, driver.pipeline():
-            for sql, rows in deferred[1]:
-                cursor.executemany(sql, rows)
-            cursor.execute("COMMIT", prepare=False)
+        commit_pipelined(conn.connection.driver_connection, deferred[1])
     except psycopg.Error as exc:
         raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True,
                                   dialect=conn.dialect) from exc
+
+
+def commit_pipelined(driver: psycopg.Connection, statements: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    """Send INSERTs (psycopg text, each with its parameter rows) and the COMMIT in one pipeline:
+    one round trip, its reply after the WAL flush. An INSERT that fails skips the COMMIT (the
+    transaction stays failed) and raises psycopg's error."""
+    with driver.cursor() as cursor, driver.pipeline():
+        for sql, rows in statements:
+            cursor.executemany(sql, rows)
+        cursor.execute("COMMIT", prepare=False)
 
 
 @event.listens_for(Engine, "rollback")

@@ -70,14 +70,10 @@ def _queue(session: Session, tenant_id: str) -> list:
 def _write_queued(session: Session, work: ChainWork) -> None:
     """Insert the transaction's events of one tenant in one statement (the lock is held, the
     head known and the NOTIFY sent by `app.services.audit`), sent with the COMMIT when it can be."""
-    tenant_id, event_id, rows = work.tenant_id, work.event_id, []
-    for type, payload in work.events:
-        if callable(payload):
-            payload = payload(session)
-        event_id += 1
-        rows.append({"tenant_id": tenant_id, "id": event_id, "type": type, "payload": payload,
-                     "created_at": utcnow()})
-    work.event_id = event_id
+    tenant_id = work.tenant_id
+    rows = event_rows(tenant_id, work.event_id,
+                      [(type, payload(session) if callable(payload) else payload) for type, payload in work.events])
+    work.event_id += len(rows)
     if work.has_webhooks or not sends_with_commit(session):  # deliveries are queued after their events
         events_repo.insert_many(session, rows)
     else:  # nothing reads them back before the commit: they go out with it
@@ -87,17 +83,35 @@ def _write_queued(session: Session, work: ChainWork) -> None:
             webhooks.enqueue(session, tenant_id, row["id"], row["type"], row["payload"])
 
 
-def memory_written(session: Session, memory: Memory) -> None:
-    """`memory.written` for a committed write of `memory`: `{memoryRef, memoryId, agentId, nodeId?, tags?}`."""
-    payload: dict[str, Any] = {"memoryId": memory.id, "agentId": memory.agent_id}
+def event_rows(tenant_id: str, event_id: int, events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The `events` rows of (type, payload) pairs, numbered on from the tenant's head `event_id`
+    (read under the tenant's lock)."""
+    return [{"tenant_id": tenant_id, "id": event_id + i, "type": type, "payload": payload, "created_at": utcnow()}
+            for i, (type, payload) in enumerate(events, 1)]
+
+
+def insert_rows(tenant_id: str, event_id: int, events: list[tuple[str, dict[str, Any]]]) -> tuple[str, list]:
+    """`event_rows` as an INSERT's psycopg text and parameter rows (a commit on the driver,
+    `memories.commit_on_driver`; a tenant with webhooks never takes that path)."""
+    return events_repo.insert_rows(event_rows(tenant_id, event_id, events))
+
+
+def written_payload(memory: Memory, ref: str) -> dict[str, Any]:
+    """`memory.written`'s payload: `{memoryRef, memoryId, agentId, nodeId?, tags?}`."""
+    payload: dict[str, Any] = {"memoryRef": ref, "memoryId": memory.id, "agentId": memory.agent_id}
     if memory.node_id:
         payload["nodeId"] = memory.node_id
     if memory.tags:
         payload["tags"] = list(memory.tags)
+    return payload
+
+
+def memory_written(session: Session, memory: Memory) -> None:
+    """`memory.written` for a committed write of `memory` (`written_payload`)."""
     tenant_id, agent_id, user_id = memory.tenant_id, memory.agent_id, memory.user_id
     # The ref is minted (if new) at commit under the tenant's lock, like the event itself.
-    _queue(session, tenant_id).append(("memory.written", lambda s: {
-        "memoryRef": refs.ref_for(s, tenant_id, agent_id, user_id), **payload}))
+    _queue(session, tenant_id).append(("memory.written", lambda s: written_payload(
+        memory, refs.ref_for(s, tenant_id, agent_id, user_id))))
 
 
 def change_event(session: Session, change: Change, outcome: str) -> None:

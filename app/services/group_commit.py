@@ -23,6 +23,11 @@ What each write keeps:
 
 Only writes that went live by the plain policy are grouped; staged writes (a change to review)
 and those decided by a learned rule commit alone, as before.
+
+A group commits on a pooled psycopg connection without an ORM Session where it can
+(`memories.commit_on_driver`: the same rows, entries and events, built by the same code, in one
+pipeline with the COMMIT); where it cannot (a scope's first ref, webhooks, a checkpoint due) it
+commits through a Session. A group that fails is retried write by write through a Session.
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ if TYPE_CHECKING:
     #: What inserts, journals and returns the outcomes of decided writes inside a transaction
     #: (`memories.write_decided`, handed in by the caller so this module never imports it).
     WriteDecided = Callable[..., list[Outcome]]
+    #: What commits a group on the driver connection, without a Session, or declines with None
+    #: having written nothing (`memories.commit_on_driver`).
+    CommitDirect = Callable[[AppContext, list[DecidedWrite]], list[Outcome] | None]
 
 MAX_WRITES = 32
 """Writes committed in one transaction at most (the rest wait for the next)."""
@@ -70,9 +78,11 @@ class GroupCommitter:
         with self._cond:
             return len(self._queues.get(tenant_id, ()))
 
-    def commit(self, ctx: AppContext, decided: DecidedWrite, write: WriteDecided) -> Outcome:
+    def commit(self, ctx: AppContext, decided: DecidedWrite, write: WriteDecided,
+               direct: CommitDirect | None = None) -> Outcome:
         """Insert and journal `decided` (a live write) with `write` and commit it, maybe with
-        other writes of its tenant; its outcome once durable."""
+        other writes of its tenant; its outcome once durable. `direct`, if given, commits the
+        group first, without a Session; where it declines (None), `write` does."""
         tenant_id = decided.principal.tenant_id
         mine = _Queued(decided)
         with self._cond:
@@ -87,7 +97,7 @@ class GroupCommitter:
                     self._queues[tenant_id] = others[self.max_writes - 1:]
         if not mine.done:
             try:
-                _commit_group(ctx, group, write)
+                _commit_group(ctx, group, write, direct)
             finally:
                 with self._cond:
                     self._committing.discard(tenant_id)
@@ -100,10 +110,13 @@ class GroupCommitter:
         return mine.outcome
 
 
-def _commit_group(ctx: AppContext, group: list[_Queued], write: WriteDecided) -> None:
+def _commit_group(ctx: AppContext, group: list[_Queued], write: WriteDecided, direct: CommitDirect | None) -> None:
     try:
-        with ctx.db.sessions.begin() as session:
-            outcomes = write(ctx, session, [q.decided for q in group], at_commit=True)
+        decided = [q.decided for q in group]
+        outcomes = direct(ctx, decided) if direct is not None else None
+        if outcomes is None:
+            with ctx.db.sessions.begin() as session:
+                outcomes = write(ctx, session, decided, at_commit=True)
     except BaseException as exc:  # noqa: BLE001 — handed to the writers, never lost
         for queued in group:
             if len(group) == 1:

@@ -33,7 +33,8 @@ from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import early_embedding, events, group_commit, integrity, read_budgets, recall_tracking, screening, staging
+from app.services import (early_embedding, events, group_commit, integrity, read_budgets, recall_tracking, refs,
+                          screening, staging)
 from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
@@ -175,7 +176,7 @@ def remember(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
     if decided.write.memory.status != "live" or (decided.decision is not None and decided.decision.learned):
         with ctx.db.sessions.begin() as session:
             return write_decided(ctx, session, [decided], at_commit=True)[0]
-    return group_commit.committer(ctx).commit(ctx, decided, write_decided)
+    return group_commit.committer(ctx).commit(ctx, decided, write_decided, direct=commit_on_driver)
 
 
 # --- reads ---------------------------------------------------------------------------------------
@@ -617,6 +618,47 @@ def _insert(session, rows: list[Memory], *, at_commit: bool) -> None:
         repo.insert_all(session, [m for m in rows if m not in deferred])
 
 
+def remembered_data(ctx: AppContext, write: PreparedWrite, flags: Screening, learned: dict[str, Any],
+                    audit_extra: dict[str, Any]) -> dict[str, Any]:
+    """The data of a live write's `memory.remembered` entry (both commit paths build it here)."""
+    labels = sorted({r["label"] for r in write.redactions})
+    return memory_event(ctx, write.memory, redaction_labels=labels, risk_flags=flags.names, risk_level=flags.risk,
+                        **learned, **audit_extra)
+
+
+def remembered_outcome(write: PreparedWrite) -> Outcome:
+    """A live write's 201."""
+    memory = write.memory
+    return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
+                         "redactions": write.redactions}, [memory.id])
+
+
+def commit_on_driver(ctx: AppContext, decided: list[DecidedWrite]) -> list[Outcome] | None:
+    """Insert, journal and commit live writes of one tenant decided by the plain policy (what
+    `group_commit` groups) on a psycopg connection of their own, without a `Session`: the rows,
+    each write's `memory.remembered` entry and `memory.written` event, built by the same code as
+    `write_decided`'s, go out in one pipeline with the COMMIT (`AuditLog.commit_on_driver`).
+
+    None, with nothing written, where that transaction would do more than this path does: a
+    scope whose memory ref this process does not know yet (minting it is an INSERT under the
+    lock), a tenant with webhooks, a checkpoint due. The caller then commits through a `Session`
+    (`write_decided`)."""
+    tenant_id = decided[0].principal.tenant_id
+    records, payloads = [], []
+    for d in decided:
+        memory = d.write.memory
+        ref = refs.known_ref(tenant_id, memory.agent_id, memory.user_id)
+        if ref is None:
+            return None
+        records.append((tenant_id, "memory.remembered", d.principal.actor, {"type": "memory", "id": memory.id},
+                        remembered_data(ctx, d.write, d.flags, {}, {})))
+        payloads.append(("memory.written", events.written_payload(memory, ref)))
+    committed = ctx.audit.commit_on_driver(
+        ctx.db.engine, tenant_id, records, [repo.insert_rows([d.write.memory for d in decided])],
+        lambda event_id: [events.insert_rows(tenant_id, event_id, payloads)])
+    return [remembered_outcome(d.write) for d in decided] if committed else None
+
+
 def _audit_written(ctx: AppContext, session, principal: Principal, write: PreparedWrite, decision: Decision | None,
                    flags: Screening, audit_extra: dict[str, Any]) -> Outcome:
     memory, subject = write.memory, {"type": "memory", "id": write.memory.id}
@@ -643,11 +685,9 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
             learned = {"learned_rule": decision.rule_id, "change_id": memory.change_id}
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.remembered",
                          actor=principal.actor, subject=subject,
-                         data=memory_event(ctx, memory, redaction_labels=labels, risk_flags=flags.names,
-                                           risk_level=flags.risk, **learned, **audit_extra))
+                         data=remembered_data(ctx, write, flags, learned, audit_extra))
         events.memory_written(session, memory)
-        return Outcome(201, {"id": memory.id, "status": "live", "memory": entry_json(memory),
-                             "redactions": write.redactions}, [memory.id])
+        return remembered_outcome(write)
     ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.restored", actor=principal.actor,
                      subject=subject, data=memory_event(ctx, memory, None, status=memory.status, redaction_labels=labels,
                                                         **audit_extra))

@@ -21,7 +21,7 @@ from app.core.access import Principal
 from app.core.ids import has_prefix, new_id
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Run
-from app.db.transaction_work import work_of
+from app.db.transaction_work import after_commit, commits_durably, work_of
 from app.errors import Forbidden, NotFound
 from app.repos import refs as repo
 from app.services.context import AppContext
@@ -62,7 +62,15 @@ def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None
     repo.insert_unless_present(session, ref="mref_" + secrets.token_urlsafe(24), tenant_id=tenant_id,
                                agent_id=agent_id, user_id=user_id)
     minted.add(key)
-    return _find(session, tenant_id, agent_id, user_id)
+    ref = _find(session, tenant_id, agent_id, user_id)
+    if commits_durably(session):  # known once committed (a rollback drops the follow-up)
+        after_commit(session, lambda: _KNOWN.__setitem__(key, ref))
+    return ref
+
+
+def known_ref(tenant_id: str, agent_id: str, user_id: str | None) -> str | None:
+    """The scope's ref if this process has seen it committed, else None (no database read)."""
+    return _KNOWN.get((tenant_id, agent_id, user_id))
 
 
 def get_ref(ctx: AppContext, principal: Principal, agent_id: str, user_id: str | None) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Process CPU of the pieces the third hot-path pass changed (issue 25), in process.
+"""Process CPU of the pieces the third and fourth hot-path passes changed (issue 25), in process.
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
@@ -15,7 +15,9 @@ PostgreSQL's CPU is not included):
 - recall's keyword candidates with their rows and distances (`search.keyword_search`);
 - a whole `memories.decide` (screening with its neighbour read, and the policy);
 - committing one decided write (`group_commit`, alone: the chain lock, the audit entry, the row,
-  entry and event pipelined with the COMMIT), the writes prepared and decided before the clock.
+  entry and event pipelined with the COMMIT), the writes prepared and decided before the clock:
+  as the tree's `remember` commits it (since the fourth pass on the driver connection,
+  `memories.commit_on_driver`), and through a Session (`memories.write_decided`) in either tree.
 
 Prints one JSON object: ms of CPU per call for each piece, the load average before and after.
 """
@@ -89,7 +91,7 @@ def main(n: int) -> dict:
                 memories.decide(ctx, session, principal, write, vec)
 
         decided = []
-        for i in range(n + 20):
+        for i in range(2 * (n + 20)):
             now = utcnow()
             fresh = memories.prepare_remember(ctx, principal, body(i), rules, memory_id=new_id("mem"), created_at=now,
                                               updated_at=now, precheck=False, future_expiry=True)
@@ -97,7 +99,13 @@ def main(n: int) -> dict:
                 decided.append(memories.decide(ctx, session, principal, fresh, vec))
         committer = group_commit.committer(ctx)
 
+        # The tree's own remember path: since the fourth pass, on the driver connection
+        # (`memories.commit_on_driver`); before it (no such function), through a Session.
+        direct = getattr(memories, "commit_on_driver", None)
+        extra = {} if direct is None else {"direct": direct}
         cpu("commit one decided write (group commit, alone)",
+            lambda i: committer.commit(ctx, decided.pop(), memories.write_decided, **extra))
+        cpu("commit one decided write through a Session (group commit, alone)",
             lambda i: committer.commit(ctx, decided.pop(), memories.write_decided))
         cpu("pack a query vector for binding (SqlVector)", lambda i: search.SqlVector(values))
         cpu("screening's nearest neighbours (read + vector_search)", neighbours)
