@@ -1,12 +1,12 @@
 """The hot routes' one trip to a worker thread, without anyio's per-call machinery (issue 25).
 
 Starlette's `run_in_threadpool` goes through anyio: a capacity limiter, a cancel scope, run-scoped
-variables and a queue hand-off per call, which py-spy showed as ~13 % of a recall's GIL samples on
-the event loop's thread. On asyncio (uvicorn's loop, uvloop included) `in_thread` hands the call to
+variables and a queue hand-off per call (a fifth of a recall's GIL samples under py-spy, ~37 µs of
+CPU a hop measured alone; `docs/bench/hotpath-levers-hot5.py`). On asyncio (uvicorn's loop, uvloop included) `in_thread` hands the call to
 a process-wide executor of as many threads as anyio's default limiter allows, in a copy of the
 caller's context (as anyio does: request log fields and spans follow it). Anything else (trio)
-takes anyio's way. Unlike anyio's, a cancelled caller stops waiting at once; the call itself runs
-to its end either way (a thread cannot be interrupted), and no hot route is cancelled mid-call."""
+takes anyio's way. As with anyio's, a cancelled caller waits for the call to end (a thread cannot
+be interrupted) and then raises its cancellation."""
 
 from __future__ import annotations
 
@@ -29,4 +29,15 @@ async def in_thread(call: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
     except RuntimeError:  # not on asyncio (trio)
         return await run_in_threadpool(call, *args)
-    return await loop.run_in_executor(_pool, functools.partial(contextvars.copy_context().run, call, *args))
+    future = loop.run_in_executor(_pool, functools.partial(contextvars.copy_context().run, call, *args))
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        # As anyio's hop does: a cancelled caller waits for the call to end before it unwinds,
+        # so its clean-up (a unit of work's rollback) never runs beside the call on one connection.
+        while not future.done():
+            try:
+                await asyncio.wait([future])
+            except asyncio.CancelledError:  # cancelled again (anyio re-delivers): keep waiting
+                continue
+        raise
