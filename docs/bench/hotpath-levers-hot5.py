@@ -12,9 +12,13 @@ not included), on a fresh embedded PostgreSQL:
   against `app.api.hop.in_thread`, on uvloop as `memwarden serve` runs, for a call that does nothing;
 - recall's read budget: an autocommit read, closed, then the budget taken on a connection of its
   own (main's recall: a second pool checkout) against the budget taken on the read's connection;
-- the middleware stack: `/healthz` and `/v1/whoami` through the whole app against the router alone,
-  driven by a bare ASGI call (no HTTP client), and `SecurityHeaders` alone around an app that
-  answers at once.
+- the middleware stack: `/healthz` through the whole app against the router alone, driven by a bare
+  ASGI call (no HTTP client), and `SecurityHeaders` alone around an app that answers at once;
+- the event loop thread's CPU per whole recall through the app (`time.thread_time` on that thread:
+  middleware, routing, the body, the early embedding's start, the hop's loop side, the response; the
+  work in the worker threads not included), with the route's hop as committed and with
+  `run_in_threadpool` put back in its place (`app.api.memories.in_thread` swapped), over 60
+  remembered facts.
 
 Prints one JSON object: ms of CPU per call for each way in each round, the load average before and
 after.
@@ -46,7 +50,10 @@ def main(n: int) -> dict:
     import uvloop
     from starlette.concurrency import run_in_threadpool
 
+    import app.api.memories as memory_routes
     from app.api.hop import in_thread
+    from app.bench.hotpath import FACTS, QUERIES
+    from app.services import memories
     from app.main import create_app
     from app.middleware import SecurityHeaders
     from app.services import read_budgets
@@ -93,6 +100,46 @@ def main(n: int) -> dict:
             await send({"type": "http.response.body", "body": b"{}"})
 
         headers_only = SecurityHeaders(answer)
+        for i in range(60):
+            user = f"user{i % 7}"
+            memories.remember(ctx, principal, {"agent_id": "hot", "user_id": user, "type": "semantic",
+                                               "content": FACTS[i % 5].format(u=user, n=i)})
+        counter = iter(range(10**9))
+
+        async def recall() -> None:
+            i = next(counter)
+            body = json.dumps({"agent_id": "hot", "user_id": f"user{i % 7}", "k": 5,
+                               "query": QUERIES[i % 5].format(u=f"user{i % 7}")}).encode()
+            sent: list[dict] = []
+            delivered = False
+
+            async def receive_body() -> dict:
+                nonlocal delivered
+                if not delivered:
+                    delivered = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                await asyncio.sleep(3600)  # the client never disconnects
+                return {"type": "http.disconnect"}
+
+            async def keep(message: dict) -> None:
+                sent.append(message)
+
+            request_scope = {**scope("/v1/memories/recall"), "method": "POST"}
+            request_scope["headers"] = [*request_scope["headers"], (b"content-type", b"application/json")]
+            await app(request_scope, receive_body, keep)
+            assert sent[0]["status"] == 200, sent
+
+        async def loop_thread_cpu(hop, n_calls: int) -> float:
+            memory_routes.in_thread = hop
+            try:
+                for _ in range(20):
+                    await recall()
+                started = time.thread_time()
+                for _ in range(n_calls):
+                    await recall()
+                return round((time.thread_time() - started) * 1000 / n_calls, 5)
+            finally:
+                memory_routes.in_thread = in_thread
 
         async def request(through, path: str) -> None:
             await through(scope(path), receive, drop)
@@ -107,6 +154,8 @@ def main(n: int) -> dict:
             out["/healthz, router alone"] = await _timed(n, lambda: request(app.router, "/healthz"))
             out["SecurityHeaders alone"] = await _timed(n, lambda: request(headers_only, "/v1/whoami"))
             out["bare answer"] = await _timed(n, lambda: request(answer, "/v1/whoami"))
+            out["recall, loop thread's CPU, run_in_threadpool"] = await loop_thread_cpu(run_in_threadpool, n // 10)
+            out["recall, loop thread's CPU, hop.in_thread"] = await loop_thread_cpu(in_thread, n // 10)
             return out
 
         async def measure() -> None:
