@@ -41,6 +41,11 @@ SECURITY_HEADERS = {
 }
 
 
+_STATIC_DEFAULTS = tuple((name.encode("latin-1"), value.encode("latin-1")) for name, value in SECURITY_HEADERS.items())
+_DEFAULTS = (*_STATIC_DEFAULTS, (b"cache-control", b"no-store"))
+"""Each header a response gets unless it set its own (static files may be cached)."""
+
+
 class SecurityHeaders:
     """Adds CSP and the usual hardening headers; API and HTML responses are never cached."""
 
@@ -51,15 +56,15 @@ class SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        is_static = scope["path"].startswith("/static/")
+        defaults = _STATIC_DEFAULTS if scope["path"].startswith("/static/") else _DEFAULTS
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
-                for name, value in SECURITY_HEADERS.items():
-                    headers.setdefault(name, value)
-                if not is_static:
-                    headers.setdefault("cache-control", "no-store")
+                raw = headers.raw  # one pass over the response's names, not one per default
+                present = {name for name, _ in raw}
+                raw.extend(pair for pair in defaults if pair[0] not in present)
+                if defaults is _DEFAULTS:
                     headers.add_vary_header("HX-Request")
             await send(message)
 

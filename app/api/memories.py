@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.api.auth import Refusal, refusal_response
+from app.api.hop import in_thread
 from app.api.jsonio import json_body, json_response, read_json
 from app.api.routing import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here, parse_query, path_id,
                              require_scope)
@@ -57,7 +58,7 @@ def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any]
                     note_key_write_here(ctx, caller)
 
         try:
-            return respond(await run_in_threadpool(serve))
+            return respond(await in_thread(serve))
         except Refusal as refusal:
             return refusal_response(refusal.error, request.url.path)
 

@@ -116,12 +116,12 @@ _TAKE_BUDGET = Statement(
     "%(window_start)s, %(ids)s::text[])")
 
 
-def take_budget(conn: psycopg.Connection, *, tenant_id: str, principals: list[str], limits: list[int],
+def take_budget(conn: prepared.Conn, *, tenant_id: str, principals: list[str], limits: list[int],
                 window_start: datetime, ids: list[str]) -> Any:
     """Count `ids` against each principal's window (migration 0026): `(allowed, refused_principal,
     used, first_refusal)`. Refused, nothing is counted; allowed, every id not yet seen is. A
-    pre-built statement on a psycopg connection in autocommit (`app.db.prepared.autocommit`):
-    every read that returns memory takes it."""
+    pre-built statement on a psycopg connection in autocommit (`app.db.prepared.autocommit`), or
+    on a recall's own connection to the primary: every read that returns memory takes it."""
     return prepared.fetch_named(conn, _TAKE_BUDGET, {"tenant_id": tenant_id, "principals": principals,
                                                      "limits": limits, "window_start": window_start, "ids": ids})
 

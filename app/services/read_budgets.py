@@ -47,9 +47,12 @@ def budgets_for(ctx: AppContext, principal: Principal) -> dict[str, int]:
             "per_agent": own.get("per_agent", ctx.settings.read_budget_per_agent)}
 
 
-def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Sequence[str]) -> None:
+def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Sequence[str], *,
+         conn: prepared.Conn | None = None) -> None:
     """Count the memories a read is about to return against the key's and the agent's budgets;
-    raise `ReadBudgetExceeded` (nothing counted) when either would pass its limit."""
+    raise `ReadBudgetExceeded` (nothing counted) when either would pass its limit. `conn`: the
+    read's own connection to the primary, in autocommit (or in the outer transaction the sessions
+    are bound to), which saves a pool checkout; else one is taken."""
     if not memory_ids:
         return
     budgets = budgets_for(ctx, principal)
@@ -64,9 +67,13 @@ def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Seque
         return
     now = utcnow()
     start, end = window_of(now, ctx.settings.read_budget_window_seconds)
-    with prepared.autocommit(ctx.db) as conn:
+    if conn is not None:
         verdict = repo.take_budget(conn, tenant_id=principal.tenant_id, principals=principals, limits=limits,
                                    window_start=start, ids=list(memory_ids))
+    else:
+        with prepared.autocommit(ctx.db) as own:
+            verdict = repo.take_budget(own, tenant_id=principal.tenant_id, principals=principals, limits=limits,
+                                       window_start=start, ids=list(memory_ids))
     if verdict.allowed:
         return
     limit = limits[principals.index(verdict.refused_principal)]
@@ -99,10 +106,11 @@ def _announce(ctx: AppContext, principal: Principal, agent_id: str, refused: str
 
 
 def account(ctx: AppContext, principal: Principal, *, operation: str, agent_id: str, memory_ids: Sequence[str],
-            query: dict[str, Any] | None = None) -> None:
+            query: dict[str, Any] | None = None, conn: prepared.Conn | None = None) -> None:
     """What every read that returns memory calls before answering: take the read budget (429
-    when spent), then record the read in the audit chain (`app.services.read_audit`)."""
-    take(ctx, principal, agent_id, memory_ids)
+    when spent), then record the read in the audit chain (`app.services.read_audit`). `conn`: as
+    for `take`."""
+    take(ctx, principal, agent_id, memory_ids, conn=conn)
     read_audit.note_read(ctx, tenant_id=principal.tenant_id, actor=principal.actor, key_id=principal.key_id,
                          agent_id=agent_id, operation=operation, memory_ids=memory_ids, query=query)
 

@@ -53,6 +53,7 @@ from sqlalchemy.orm import Session
 from app.core import fusion
 from app.core.access import Principal
 from app.core.timefmt import utcnow
+from app.errors import ReadBudgetExceeded
 from app.observability import metrics
 from app.repos import memories as repo
 from app.repos import search
@@ -133,6 +134,19 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
         if scope.as_of is None and hits and not mismatched:
             _track(ctx, session, principal.tenant_id, [m.id for _, _, m in hits])
         session.commit()  # sends nothing in autocommit; keeps an outer transaction's write
+        routed = backends.routed_backends(ctx, principal, body["agent_id"]) if scope.as_of is None else []
+        # Without memory backends and replicas, the budget is taken on the read's own connection
+        # (the primary's, in autocommit): one pool checkout fewer. A refusal leaves the block
+        # normally, so a bound test transaction keeps the refusal's audit entry.
+        accounted, refused = not routed and not mismatched and ctx.db.replicas is None, None
+        if accounted:
+            try:
+                read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
+                                     memory_ids=[m.id for _, _, m in hits], query=body, conn=conn)
+            except ReadBudgetExceeded as exc:
+                refused = exc
+    if refused is not None:
+        raise refused
     integrity.refuse_mismatched(ctx, principal.tenant_id, mismatched)
     out = []
     for score, sim, memory in hits:
@@ -144,13 +158,13 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
         "fusion": method,
         "latency_ms": round((time.perf_counter() - started) * 1000, 3),
     }
-    routed = backends.routed_backends(ctx, principal, body["agent_id"]) if scope.as_of is None else []
     if routed:
         result = backends.fused_recall(ctx, principal, body, result, routed)
     # Accounted once what is returned is known: with memory backends, fusion may bring memories
     # the built-in store's own top k did not hold.
-    read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
-                         memory_ids=[h["id"] for h in result["hits"]], query=body)
+    if not accounted:
+        read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
+                             memory_ids=[h["id"] for h in result["hits"]], query=body)
     return result
 
 

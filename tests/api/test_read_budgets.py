@@ -93,6 +93,9 @@ def test_a_recall_that_would_pass_the_budget_is_refused(client, ctx, tenant, mak
     response = client.post("/v1/memories/recall", json={"agent_id": "budget-a", "query": "harbour facts",
                                                         "min_score": -1, "k": 3}, headers=reader)
     assert_error(response, 429, "read_budget_exceeded")
+    # The budget is taken on the recall's own connection; its first refusal still leaves its entry.
+    assert _count(ctx, "SELECT count(*) FROM audit_entries WHERE chain_id = :c AND event_type = 'read_budget.exceeded'",
+                  c=chain_for(tenant.id)) == 1
     one = client.post("/v1/memories/recall", json={"agent_id": "budget-a", "query": "harbour facts",
                                                    "min_score": -1, "k": 2}, headers=reader)
     assert one.status_code == 200 and len(one.json()["hits"]) == 2
