@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import typing
 import uuid
 from pathlib import Path
@@ -37,6 +39,30 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Give this run a temp root of its own (unless `--basetemp` names one). pytest's default,
+    /tmp/pytest-of-<user>/pytest-N, is shared by every run of the user on the machine, and each run
+    prunes all but the newest three: a second suite started beside a long one deleted the first's
+    embedded PostgreSQL mid-run. The root is removed after a passing run and kept after a failing
+    one, for its logs."""
+    if config.option.basetemp is None:
+        root = tempfile.mkdtemp(prefix="memwarden-pytest-")
+        config.option.basetemp = root
+        config.add_cleanup(lambda: _drop_temp_root(config, root))
+
+
+def _drop_temp_root(config: pytest.Config, root: str) -> None:
+    if getattr(config, "_memwarden_exitstatus", 1) == 0:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"\nmemwarden: test temp root kept at {root}", file=sys.stderr)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._memwarden_exitstatus = int(exitstatus)
 
 
 def unique(prefix: str = "t") -> str:
