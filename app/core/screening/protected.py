@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from app.core.jsontext import pointer_segment
-from app.core.screening import lexicon
+from app.core.screening import grants, lexicon
 from app.core.screening.flags import RiskFlag, Span, TextField
 from app.core.screening.signals import Thresholds, run_signals, signal
 
@@ -301,6 +301,9 @@ def detect(fields: Sequence[TextField], tags: Sequence[str] = (), metadata: Mapp
             spans.append(_value_span(path, value))
         elif name in _REVIEW_KEYS and _matches_any(value, _NO_REVIEW_VALUE):
             spans.append(_value_span(path, value))
+    granted, markers = grants.spans(tags, metadata)
+    spans += granted
+    topics += markers
     if not spans and topics and (flag is None or flag.severity != "high"):
         return RiskFlag(NAME, "medium", max(flag.score if flag else 0.0, 0.5), (*(flag.evidence if flag else ()), *topics))
     if not spans:
