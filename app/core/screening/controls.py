@@ -210,7 +210,13 @@ _UNASKED = re.compile(
     r"\bwithout\s+(?:asking|confirm\w*|checking|approval|prompting|a prompt|waiting|double-checking)\b|"
     r"\bno\s+(?:confirmation|questions asked|prompt|approval|sign-?off)(?:\s+(?:needed|required|necessary))?\b|"
     r"\bskip\w*\s+(?:the\s+)?(?:confirm\w*|prompt)\b|\bautomatically\b|\bauto-?(?:action|run|execute)\w*|"
-    r"\bjust (?:run|do) it\b|(?:^|\s)(?:--auto-approve|-auto-approve|--no-confirm|--force-yes)\b|\bsilently\b",
+    r"\bjust (?:run|do) it\b|(?:^|\s)(?:--auto-approve|-auto-approve|--no-confirm|--force-yes)\b|\bsilently\b|"
+    # The same in the lexicon's languages: "sans demander", "ohne (zu) fragen / Rückfrage", "sin preguntar",
+    # "senza chiedere", "sem perguntar", "zonder (te) vragen", "automatiquement" …, and 確認せず / 无需确认.
+    r"\b(?:sans (?:demander|confirm\w*|v[ée]rifier)|ohne (?:zu )?(?:fragen|nachzufragen|r[üu]ckfrage|best[äa]tigung)|"
+    r"sin (?:preguntar|confirm\w*|consultar)|senza (?:chiedere|conferma\w*)|sem (?:perguntar|confirma\w*)|"
+    r"zonder (?:te )?(?:vragen|bevestig\w*)|automatiquement|automatisch|autom[áa]ticamente|automaticamente)\b|"
+    r"確認(?:せず|しない|なし|不要)|聞かずに|无需确认|不用确认|直接执行",
     re.MULTILINE)
 _NEAR = 160
 #: An order *not* to run it, just before the command.
