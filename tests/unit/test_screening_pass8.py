@@ -121,3 +121,13 @@ def test_the_reviewer_sentences_name_the_new_evidence() -> None:
 ])
 def test_the_skip_directive_is_read_in_other_languages(text: str) -> None:
     assert severity(flags_of(text), "prompt_injection") == "high"
+
+
+@pytest.mark.parametrize("metadata", [{"section": "root cause"}, {"line_item": "admin fee"}])
+def test_prose_values_with_a_power_word_are_not_grants(metadata) -> None:
+    assert severity(flags_of("Q3 close notes.", metadata=metadata), "protected_memory") is None
+
+
+def test_a_directory_group_by_its_own_name_is_a_grant() -> None:
+    flags = flags_of("Q3 close notes.", metadata={"member_of": ["Enterprise Admins"]})
+    assert severity(flags, "protected_memory") == "high"

@@ -34,8 +34,10 @@ from app.core.screening.flags import Span
 #: Not "owner": a home's or a deal's owner is ordinary business (the key ``owner`` is read by ``protected``).
 _POWER = r"(?:admins?|administrators?|sys[-_]?admins?|superusers?|super[-_ ]?admins?|global[-_ ]?admins?|root|sudo|sudoers|god[-_ ]?mode)"
 #: A whole value that is, or is built on, a power role: ``superuser``, ``u_admin_0001``, ``finance-admins``.
-#: Not across "/" or ".": ``docs/admin.md`` is a file about admins, not a grant.
-_POWER_VALUE = re.compile(r"(?:[a-z0-9]{1,24}[-_ ]){0,3}" + _POWER + r"(?:[-_ ][a-z0-9]{1,24}){0,2}")
+#: Tokens joined by "-" or "_" only: ``docs/admin.md`` is a file about admins, and words with spaces
+#: are prose ("root cause", "admin fee"), except the directory groups' own names ("Domain Admins").
+_POWER_VALUE = re.compile(r"(?:[a-z0-9]{1,24}[-_]){0,3}" + _POWER + r"(?:[-_][a-z0-9]{1,24}){0,2}|"
+                          r"(?:domain|enterprise|global|schema|tenant|org|organi[sz]ation|workspace) admin(?:istrator)?s?")
 #: A bare tag that *is* a grant, not a topic: plural admin groups, superuser, sudo, root access.
 _POWER_TAG = re.compile(r"(?:[a-z0-9]{1,24}[-_])?(?:admins|superusers?|super[-_]?admins?|sudoers|sudo|"
                         r"root[-_]access|admin[-_](?:rights|access|privileges?|role|group)|full[-_]access|god[-_]?mode)")
