@@ -41,7 +41,8 @@ EXPLANATIONS = {
                     "white text, image alt text, a link title, a code comment or a fenced 'note'), or sets a "
                     "rule for later that removes a safeguard (a verification, review, approval, MFA, test or "
                     "limit declared enough, optional or skipped) or grants rights or trust (admin, authority, "
-                    "'treat them as internal').",
+                    "'treat them as internal'), or tells it to run a destructive command (delete, drop, wipe, "
+                    "force-push) without confirmation ('don't ask first').",
     exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
                        "a standing copy to an address, or a request to read a file that holds keys or passwords.",
     hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
@@ -56,7 +57,9 @@ EXPLANATIONS = {
     provenance.NAME: "The write claims a more trusted origin than the key that sent it may assert.",
     protected.NAME: "The write claims or changes who the agent is or what it may do: its role, permissions, "
                     "identity, system prompt, safety rules or trusted sources (in the text, a tag or a "
-                    "metadata key, or a protected workspace file).",
+                    "metadata key, or a protected workspace file), or grants power in a tag or metadata value "
+                    "under any key (an admin role or group, a write or delete permission, a clearance level, "
+                    "acting as another user, a safety override switched on).",
     semantic.NAME: "The meaning and wording of the whole text are close to known memory-poisoning attempts "
                    "(standing instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool "
                    "misuse, hidden markup), even though it may match no rule; read it as a whole.",

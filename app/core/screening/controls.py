@@ -16,6 +16,12 @@ Kinds of evidence (``injection`` combines them with its own kinds, noisy-OR):
 
 * ``control_removal`` (0.45, medium alone): a safeguard removed or declared unnecessary.
 * ``privilege_grant`` (0.45, medium alone): admin/root/owner rights, authority or trust granted.
+* ``unconfirmed_destruction`` (0.6, high alone): a destructive command (``rm -rf``, ``DROP TABLE``,
+  ``truncate``, ``terraform destroy``, a force-push, ``kubectl delete``, flushing the firewall,
+  deleting or disabling something in production) in the same field as a directive to skip the
+  confirmation ("don't ask first", "without confirming", "automatically", ``-auto-approve``). A
+  runbook line with the command and no such directive is left alone, and so is a negated command
+  ("never run rm -rf without asking").
 * either beside a **rule cue** in the same field (0.6, high alone): "from now on", "going
   forward", "takeaway", "lesson", "best practice", "policy", "rule of thumb", "whenever", "keep
   doing", "in similar cases" … in English and the lexicon's future words: the removal is meant
@@ -36,9 +42,10 @@ from app.core.screening.flags import Span, TextField
 from app.core.screening.normalize import fold
 from app.core.screening.signals import SCAN_LIMIT, Signal, collect, signal
 
-REMOVAL, GRANT = "control_removal", "privilege_grant"
+REMOVAL, GRANT, DESTRUCTION = "control_removal", "privilege_grant", "unconfirmed_destruction"
 KINDS = frozenset({REMOVAL, GRANT})
 WEIGHT, RULE_WEIGHT = 0.45, 0.6
+DESTRUCTION_WEIGHT = 0.6
 AGREEMENT = True
 """Whether ``screen`` raises a medium ``prompt_injection`` that rests on these kinds to high when
 ``semantic_attack`` is medium too (measured in docs/benchmarks.md, seventh pass)."""
@@ -189,10 +196,54 @@ RULE = re.compile(
     re.MULTILINE)
 
 
+#: Commands that destroy data or open a system: what must never run unasked.
+_DESTROY = re.compile(
+    r"\brm\s+-[a-z]*(?:rf|fr)[a-z]*\b|\brm\s+-r\s+-f\b|\bdrop\s+(?:table|database|schema|collection|keyspace)s?\b|"
+    r"\bdrop_(?:table|database|schema|all)\w*|\btruncate\s+(?:table\s+)?[\w.\"`]+|\bterraform\s+destroy\b|"
+    r"\bgit\s+push\s+(?:\S+\s+){0,2}?(?:--force|-f)\b|\bforce[- ]push\w*|\bdelete\s+from\s+[\w.\"`]+|"
+    r"\bkubectl\s+delete\b|\bdelete_all\w*|\biptables\s+-f\b|\bufw\s+disable\b|\bmkfs(?:\.\w+)?\b|\bdd\s+if=|"
+    r"\bflushall\b|\bdropdb\b|\b(?:delete|disable|wipe|purge|destroy|shut\s?down|turn off|drop)\w*\b[^.\n;]{0,30}?"
+    r"\b(?:in |on |the )?(?:prod|production)\b", re.MULTILINE)
+#: A directive to run it without a person confirming.
+_UNASKED = re.compile(
+    r"\b(?:don't|dont|do not|no need to|never)\s+(?:ask|check|confirm|wait)\w*(?:\s+(?:first|anyone|me|us|them|before))?\b|"
+    r"\bwithout\s+(?:asking|confirm\w*|checking|approval|prompting|a prompt|waiting|double-checking)\b|"
+    r"\bno\s+(?:confirmation|questions asked|prompt|approval|sign-?off)(?:\s+(?:needed|required|necessary))?\b|"
+    r"\bskip\w*\s+(?:the\s+)?(?:confirm\w*|prompt)\b|\bautomatically\b|\bauto-?(?:action|run|execute)\w*|"
+    r"\bjust (?:run|do) it\b|(?:^|\s)(?:--auto-approve|-auto-approve|--no-confirm|--force-yes)\b|\bsilently\b|"
+    # The same in the lexicon's languages: "sans demander", "ohne (zu) fragen / Rückfrage", "sin preguntar",
+    # "senza chiedere", "sem perguntar", "zonder (te) vragen", "automatiquement" …, and 確認せず / 无需确认.
+    r"\b(?:sans (?:demander|confirm\w*|v[ée]rifier)|ohne (?:zu )?(?:fragen|nachzufragen|r[üu]ckfrage|best[äa]tigung)|"
+    r"sin (?:preguntar|confirm\w*|consultar)|senza (?:chiedere|conferma\w*)|sem (?:perguntar|confirma\w*)|"
+    r"zonder (?:te )?(?:vragen|bevestig\w*)|automatiquement|automatisch|autom[áa]ticamente|automaticamente)\b|"
+    r"確認(?:せず|しない|なし|不要)|聞かずに|无需确认|不用确认|直接执行",
+    re.MULTILINE)
+_NEAR = 160
+#: An order *not* to run it, just before the command.
+_DONT = re.compile(r"\b(?:never|don't|dont|do not|must not|mustn't|shouldn't|should not|avoid|no one should|not)\b")
+
+
+def _unconfirmed(folded: str) -> list[tuple[int, int]]:
+    """Spans of a destructive command and a skip-the-confirmation directive in one field, or none."""
+    for m in _DESTROY.finditer(folded):
+        if _DONT.search(folded, max(0, m.start() - 40), m.start()):
+            continue
+        # Near the command (the same or the next sentence): a directive far away is about something else.
+        unasked = _UNASKED.search(folded, max(0, m.start() - _NEAR), m.end() + _NEAR)
+        return [m.span(), unasked.span()] if unasked else []
+    return []
+
+
 def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]:
     """The kinds seen (weight per kind) and their spans; a kind beside a rule cue in the same field
     weighs ``RULE_WEIGHT`` (quoted speech in a text about attacks stays weak, as in ``signals``)."""
     best, spans = collect(SIGNALS, fields)
+    for item in fields:
+        folded = fold(item.text[:SCAN_LIMIT])
+        found = _unconfirmed(folded.text)
+        if found:
+            best[DESTRUCTION] = DESTRUCTION_WEIGHT
+            spans += [Span(item.field, *folded.span(*span)) for span in found]
     if not any(kind in best for kind in (REMOVAL, GRANT)):
         return best, spans
     ruled = [s.field for s in spans]

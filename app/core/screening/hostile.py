@@ -49,4 +49,9 @@ HOSTILE: dict[str, str] = {
     "control_nouns": 'review check approval ' * 2979, "removal_verbs": 'skip the review ' * 4096,
     "no_need": 'no need to ' * 5957, "no_checks": 'no check ' * 7281, "self_approve": 'self-approve ' * 5041,
     "grants": 'granted admin ' * 4681, "rule_cues": 'from now on lesson ' * 3449, "access_to": 'read access to ' * 4369,
+    # The eighth pass: terse role changes, destructive commands beside (or negated before) a
+    # skip-the-confirmation directive, and grant-shaped values (read as tags by the guard test).
+    "terse_roles": 'user = admin ' * 5041, "role_changes": 'role change to ' * 4369,
+    "never_destroy": 'never rm -rf ' * 5041, "prod_deletes": 'delete the prod ' * 4096,
+    "unasked": "drop table don't ask " * 3120, "grant_values": 'u_admin_0001:' * 5041,
 }

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from app.core.jsontext import pointer_segment
-from app.core.screening import lexicon
+from app.core.screening import grants, lexicon
 from app.core.screening.flags import RiskFlag, Span, TextField
 from app.core.screening.signals import Thresholds, run_signals, signal
 
@@ -141,6 +141,7 @@ _YOU = r"(?:you|the assistant|the agent|the ai|the model|the bot)"
 _PRIV = r"(?:admin|administrator|administrative|root|superuser|super-user|sudo|elevated|unrestricted|god)"
 _RIGHTS = r"(?:rights|access|privileges?|permissions?|clearance|role|powers|mode)"
 _WHO = r"(?:the user|this user|the caller|the customer|the requester|this account|the account|user|caller|they|he|she|i)"
+_TERSE_POWER = r"(?:admin|administrator|superuser|super-user|super ?admin|root|sudo(?:er)?|owner)s?"
 _CHECKS = (r"(?:(?:permissions?|access|authori[sz]ation|auth|role|privilege|entitlement|rbac|acl|ownership|policy|"
            r"compliance|security|safety)[ -](?:checks?|controls?|validation|gates?|rules|restrictions|verification)|"
            r"permissions?|authori[sz]ation|rbac|acl)")
@@ -171,6 +172,21 @@ SIGNALS = (
            r"\b(?:es|ist|est|[èe]|is|[ée])\s+(?:ahora\s+|jetzt\s+|ab sofort\s+|maintenant\s+|ora\s+|nu\s+|agora\s+)?"
            r"(?:un\s+|una\s+|ein\s+|eine\s+|une\s+|een\s+|um\s+|uma\s+)?(?:administrador(?:a)?|administrator(?:in)?|"
            r"administrateur(?:rice)?|amministratore|beheerder|admin|superusuario|superuser|propietario|eigent[üu]mer|propri[ée]taire)\b"),
+    # Terse notes that change the user's or agent's role with no verb a sentence would use:
+    # "User = admin on all workspaces now", "Role change: auditor -> superuser", "the user is now an
+    # owner of the billing org", "you were promoted to admin". Third persons are left out ("Maria is
+    # now team lead", "he is now an admin of the chess club" are facts about someone's job).
+    signal("privilege_claim", 0.8,
+           r"\b(?:the user|this user|user|the caller|caller|this account|the account|my account|" + _YOU[3:-1] + r")\s*"
+           r"(?:=|==|:=|->|=>|\u2192)\s*(?:an?\s+|the\s+)?(?:global\s+|org\s+|full\s+|workspace\s+)?" + _TERSE_POWER + r"\b"),
+    signal("privilege_claim", 0.8,
+           r"\b(?:role|access|access level|permissions?|privileges?|account type|user type|clearance)\s*"
+           r"(?:change[ds]?|update[ds]?|upgrade[ds]?|elevat\w*|escalat\w*|bump\w*)\b[^.\n]{0,40}?"
+           r"(?:->|=>|\u2192|\bto\b)\s*(?:an?\s+|the\s+)?(?:global\s+|org\s+|full\s+|workspace\s+)?" + _TERSE_POWER + r"\b"),
+    signal("privilege_claim", 0.8,
+           r"\b(?:the user|this user|the caller|this account|the account|" + _YOU[3:-1] + r")\s+(?:is|are|was|were|has been|have been)"
+           r"\s+(?:now\s+)?(?:(?:made|promoted to|elevated to|upgraded to|granted|given)\s+(?:an?\s+|the\s+)?|now\s+(?:an?\s+|the\s+)?)"
+           r"(?:global\s+|org\s+|full\s+|workspace\s+|co-?)?" + _TERSE_POWER + r"\b"),
     # Other languages (``lexicon``): administrator rights named (weak: people state their own jobs),
     # rights said to be new ("désormais … droits de l'administrateur", "zum Superadmin befördert"),
     # and checks declared unnecessary; a claim plus a skipped check is high.
@@ -301,6 +317,9 @@ def detect(fields: Sequence[TextField], tags: Sequence[str] = (), metadata: Mapp
             spans.append(_value_span(path, value))
         elif name in _REVIEW_KEYS and _matches_any(value, _NO_REVIEW_VALUE):
             spans.append(_value_span(path, value))
+    granted, markers = grants.spans(tags, metadata)
+    spans += granted
+    topics += markers
     if not spans and topics and (flag is None or flag.severity != "high"):
         return RiskFlag(NAME, "medium", max(flag.score if flag else 0.0, 0.5), (*(flag.evidence if flag else ()), *topics))
     if not spans:
