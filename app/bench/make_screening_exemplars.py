@@ -178,6 +178,13 @@ def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | Non
     return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
 
 
+#: Rows of a blind set whose content happens to equal a training row, found only after the set was
+#: measured: "Allergic to penicillin." is a benign fact of v4 (trained on as benign) and the content of
+#: a v8 protected-keys attack whose harm is in its metadata. Training on it as benign can only hide
+#: the attack, never help catch it; disclosed with the eighth set's figures (docs/benchmarks.md).
+KNOWN_COLLISIONS = {"hv8-protected_keys-17"}
+
+
 def check() -> list[str]:
     """Problems with the shipped classifier: not what retraining gives, or trained on held-out text."""
     from app.core.screening import semantic
@@ -190,7 +197,7 @@ def check() -> list[str]:
         problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
     held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
     held_out |= {r["content"] for name, path in HELDOUT_SETS.items() if name not in SEEN_SETS
-                 for r in load_corpus(path)}
+                 for r in load_corpus(path) if r["id"] not in KNOWN_COLLISIONS}
     held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
     problems += _second_stage_problems([text for text, _, _ in training_rows()])
     if {text for text, _, _ in training_rows()} & held_out:
