@@ -16,6 +16,7 @@ the key for the admin page. Defaults and how they were chosen: docs/benchmarks.m
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -67,13 +68,9 @@ def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Seque
         return
     now = utcnow()
     start, end = window_of(now, ctx.settings.read_budget_window_seconds)
-    if conn is not None:
-        verdict = repo.take_budget(conn, tenant_id=principal.tenant_id, principals=principals, limits=limits,
+    with nullcontext(conn) if conn is not None else prepared.autocommit(ctx.db) as on:
+        verdict = repo.take_budget(on, tenant_id=principal.tenant_id, principals=principals, limits=limits,
                                    window_start=start, ids=list(memory_ids))
-    else:
-        with prepared.autocommit(ctx.db) as own:
-            verdict = repo.take_budget(own, tenant_id=principal.tenant_id, principals=principals, limits=limits,
-                                       window_start=start, ids=list(memory_ids))
     if verdict.allowed:
         return
     limit = limits[principals.index(verdict.refused_principal)]
