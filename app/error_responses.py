@@ -17,7 +17,7 @@ from starlette.responses import Response
 from app.api.jsonio import json_response
 from app.errors import AppError, MethodNotAllowed, NotFound, Unavailable
 from app.openwop_errors import error_body
-from app.surfaces import is_bearer_api
+from app.surfaces import is_machine_path
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def as_app_error(exc: Exception) -> AppError:
 
 def wants_json(request: Request) -> bool:
     path = request.url.path
-    if is_bearer_api(path) or path in {"/openapi.json", "/readyz", "/healthz", "/metrics"} or path.startswith("/.well-known/"):
+    if is_machine_path(path):
         return True
     if "openwop-version" in request.headers:  # an OpenWOP client reads JSON errors wherever it calls
         return True

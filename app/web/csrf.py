@@ -31,7 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import Forbidden
 from app.mcp import PATH as MCP_PATH
-from app.surfaces import BEARER_API_PREFIXES
+from app.surfaces import is_machine_path
 from app.middleware import header, media_type, read_body, replay_body
 
 COOKIE = "mw_csrf"
@@ -97,7 +97,8 @@ class CsrfProtect:
         self.tokens = tokens
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].startswith((*BEARER_API_PREFIXES, "/static/")) or scope["path"] == MCP_PATH:
+        # Programs' paths (bearer APIs, probes, metrics) never use the cookie session: no token, no cookie.
+        if scope["type"] != "http" or is_machine_path(path := scope["path"]) or path.startswith("/static/") or path == MCP_PATH:
             await self.app(scope, receive, send)
             return
         binding, new_cookie = binding_for(scope)

@@ -83,3 +83,14 @@ def test_serve_refuses_a_malformed_trusted_proxy_list(settings):
                             env=server_env(settings, MEMWARDEN_TRUSTED_PROXIES="10.0.0.0/8, proxy.example"),
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "'proxy.example' is not an IP address or CIDR" in result.stderr
+
+
+def test_probes_and_machine_documents_get_no_cookie_while_pages_do(ctx):
+    """Load balancers and scrapers hit the probes every few seconds: a cookie per hit is noise in
+    their logs and a session-shaped value handed to a program that never sends it back."""
+    client = TestClient(create_app(ctx.settings, ctx=ctx), base_url="http://testserver")
+    for path in ("/healthz", "/readyz", "/metrics", "/openapi.json", "/.well-known/openwop"):
+        response = client.get(path)
+        assert response.status_code < 500, (path, response.status_code)
+        assert response.headers.get_list("set-cookie") == [], path
+    assert "mw_csrf" in cookies_of(client.get("/login"))
