@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -43,8 +44,21 @@ def _find(session: Session, tenant_id: str, agent_id: str, user_id: str | None) 
     return repo.find(session, tenant_id=tenant_id, agent_id=agent_id, user_id=user_id)
 
 
-# Refs never change once committed, so a process may remember the ones it has seen.
+# Refs never change once committed (nor are deleted), so a process may remember the ones it has
+# seen — up to KNOWN_MAX scopes, so that a caller minting scope after scope cannot grow the process
+# without bound; past it the oldest is forgotten and read again from the database when next needed.
+KNOWN_MAX = 100_000
 _KNOWN: dict[tuple[str, str, str | None], str] = {}
+
+
+_KNOWN_WRITES = threading.Lock()  # request threads remember concurrently; reads need no lock
+
+
+def _remember(key: tuple[str, str, str | None], ref: str) -> None:
+    with _KNOWN_WRITES:
+        if key not in _KNOWN and len(_KNOWN) >= KNOWN_MAX:
+            del _KNOWN[next(iter(_KNOWN))]  # dicts keep insertion order: the oldest goes first
+        _KNOWN[key] = ref
 
 
 def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None) -> str:
@@ -56,7 +70,7 @@ def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None
     found = _find(session, tenant_id, agent_id, user_id)
     if found:
         if key not in minted:  # committed by someone: safe to remember beyond this transaction
-            _KNOWN[key] = found
+            _remember(key, found)
         return found
     # A concurrent minter of the same scope makes this a no-op (unique index); read theirs back.
     repo.insert_unless_present(session, ref="mref_" + secrets.token_urlsafe(24), tenant_id=tenant_id,
@@ -64,7 +78,7 @@ def ref_for(session: Session, tenant_id: str, agent_id: str, user_id: str | None
     minted.add(key)
     ref = _find(session, tenant_id, agent_id, user_id)
     if commits_durably(session):  # known once committed (a rollback drops the follow-up)
-        after_commit(session, lambda: _KNOWN.__setitem__(key, ref))
+        after_commit(session, lambda: _remember(key, ref))
     return ref
 
 
