@@ -56,8 +56,8 @@ def _role(tid: int, pid: int, names: dict[int, str]) -> str:
     name = names.get(tid)
     if tid == pid:
         return "event loop (main thread)"
-    if name is None:
-        return "native (onnxruntime pool)"
+    if name is None:  # no Python name: a native thread (onnxruntime's pool), if py-spy named the rest
+        return "native (onnxruntime pool)" if names else f"thread {tid} (install py-spy to name it)"
     return re.sub(r"_\d+$", "", name)  # request_0, request_1 -> request
 
 
