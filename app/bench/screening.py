@@ -35,6 +35,10 @@ same run therefore also reports, when the default corpus is used:
   by side on every corpus: a write counts as stopped when it blocks or quarantines it.
 
 Writes are embedded with the local model (as `remember` does) so the semantic signal runs.
+
+`--sets` and `--families` limit a run to some hand-written sets and some leave-one-family-out
+families (every retraining costs seconds to minutes on a small box); the report then names the
+selection, and only a whole run is a figure for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from app.bench import common
 from app.bench.corpora import AMSB, DATA, HELDOUT_SETS, MEASURED_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
@@ -56,10 +60,12 @@ SPLITS = ("dev", "test", "all")
 
 
 def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hostile: bool = True,
-                  extra: bool = True) -> dict[str, Any]:
+                  extra: bool = True, sets: Sequence[str] | None = None,
+                  families: Sequence[str] | None = None) -> dict[str, Any]:
     """Judge every write; summarise per split; check the goals on the test split (and time hostile
     inputs); with ``extra``, also the held-out and external corpora, leave-one-family-out and
-    agent-memory-guard side by side."""
+    agent-memory-guard side by side — all hand-written sets and families, or those named in
+    ``sets`` / ``families``."""
     redactor = Redactor()
     embedder = _embedder()
     vectors = embed_rows(corpus, redactor, embedder)
@@ -84,7 +90,10 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
         "machine": common.machine(),
     }
     if extra:
-        report["corpora"] = extra_corpora(redactor, embedder)
+        if sets is not None or families is not None:
+            report["selection"] = {"sets": list(sets) if sets is not None else "all",
+                                   "families": list(families) if families is not None else "all"}
+        report["corpora"] = extra_corpora(redactor, embedder, sets, families)
         report["agent_memory_guard"] = {"generated_test": guard_baseline([r for r in corpus if r["split"] == "test"]),
                                         **{k: guard_baseline(load_named(k)) for k in report["corpora"]
                                            if report["corpora"][k].get("writes")}}
@@ -109,14 +118,18 @@ def _status(set_name: str, seen: bool) -> str:
     return "held out (blind)"
 
 
-def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
-    """Held-out (with leave-one-family-out) and external corpora, judged like the main one."""
+def extra_corpora(redactor: Redactor, embedder, sets: Sequence[str] | None = None,
+                  families: Sequence[str] | None = None) -> dict[str, Any]:
+    """Held-out (with leave-one-family-out) and external corpora, judged like the main one; only the
+    hand-written sets in ``sets`` and the families in ``families`` when given."""
     name = embedder.name if embedder else None
     out: dict[str, Any] = {}
     from app.bench.make_screening_exemplars import SEEN_SETS, train
 
-    left_out = family_classifiers(embedder) if embedder is not None else {}
+    left_out = family_classifiers(embedder, families) if embedder is not None else {}
     for set_name, path in HELDOUT_SETS.items():
+        if sets is not None and set_name not in sets:
+            continue
         heldout = load_corpus(path)
         vectors = embed_rows(heldout, redactor, embedder)
         seen = set_name in SEEN_SETS
@@ -170,13 +183,21 @@ def _rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any
     return {"catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"]}
 
 
-def family_classifiers(embedder) -> dict[str, semantic.Classifier]:
-    """Per attack family with exemplars: the semantic classifier retrained (and recalibrated) without
-    that family's exemplars; built once per run and used on every held-out set."""
-    from app.bench.make_screening_exemplars import exemplars, train
+def exemplar_families() -> list[str]:
+    """The attack families the classifier has exemplars of (what leave-one-family-out leaves out)."""
+    from app.bench.make_screening_exemplars import exemplars
 
-    families = sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
-    return {family: train(embedder, skip_family=family, cache=_CACHE) for family in families}
+    return sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
+
+
+def family_classifiers(embedder, only: Sequence[str] | None = None) -> dict[str, semantic.Classifier]:
+    """Per attack family with exemplars (those in ``only`` when given): the semantic classifier
+    retrained (and recalibrated) without that family's exemplars; built once per run and used on
+    every held-out set."""
+    from app.bench.make_screening_exemplars import train
+
+    return {family: train(embedder, skip_family=family, cache=_CACHE) for family in exemplar_families()
+            if only is None or family in only}
 
 
 _CACHE: dict[str, Any] = {}
@@ -323,9 +344,14 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
 
 
 def cmd_screening(args: argparse.Namespace, settings) -> int:
-    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra)
-    report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
+    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra, sets=args.sets,
+                           families=args.families)
+    chosen = "".join(f" --{k} {','.join(v)}" for k, v in (("sets", args.sets), ("families", args.families)) if v is not None)
+    report["command"] = "memwarden bench screening" + chosen + (f" --out {args.out}" if args.out else "")
     print(summary(report))
+    if "selection" in report:
+        print(f"partial run (hand-written sets: {report['selection']['sets']}; leave-one-family-out families: "
+              f"{report['selection']['families']}): not a figure for the docs")
     for name in HELDOUT_SETS:
         held = (report.get("corpora") or {}).get(name)
         if held:
@@ -349,4 +375,21 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/screening.json)")
     p.add_argument("--no-extra", action="store_true",
                    help="skip the held-out and external corpora and agent-memory-guard (only --data)")
+    p.add_argument("--sets", type=_named(lambda: list(HELDOUT_SETS), "hand-written set"), metavar="NAME[,NAME]",
+                   help=f"only these hand-written sets (of {', '.join(HELDOUT_SETS)})")
+    p.add_argument("--families", type=_named(exemplar_families, "attack family"), metavar="NAME[,NAME]",
+                   help="leave-one-family-out only for these families (default: every family with exemplars)")
     p.set_defaults(func=cmd_screening)
+
+
+def _named(known, what: str):
+    """An argparse type: a comma-separated list of names, each one of ``known()``; an empty list is allowed
+    (no sets, or no leave-one-family-out)."""
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        unknown = [n for n in names if n not in known()]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(map(repr, unknown))}; "
+                                             f"known: {', '.join(known())}")
+        return names
+    return parse

@@ -40,15 +40,17 @@ def every_class_subset() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-    """One `memwarden bench screening --data ROWS --out …` in its own process, shared by the tests
-    below (each run also judges every held-out set with leave-one-family-out: minutes on a busy box):
-    (the rows given, the report, stdout). The rows are a subset of every class plus two obvious cases
-    in classes of their own."""
+    """One `memwarden bench screening --data ROWS --sets heldout --families exfiltration --out …` in its
+    own process, shared by the tests below: (the rows given, the report, stdout). The rows are a subset
+    of every class plus two obvious cases in classes of their own. One hand-written set and one
+    left-out family exercise every part of the report (each retraining of the classifier costs tens of
+    seconds, and a whole run minutes on a busy box; the whole run is the benchmark's, not a test's)."""
     tmp_path = tmp_path_factory.mktemp("bench-screening")
     rows = [*every_class_subset(), OBVIOUS_INJECTION, OBVIOUS_BENIGN]
     data, out = tmp_path / "corpus.jsonl", tmp_path / "screening.json"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", "--data", str(data), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", "--data", str(data), "--out", str(out),
+                           "--sets", "heldout", "--families", "exfiltration"],
                           cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -98,36 +100,33 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
     assert len({r["content"] for r in heldout}) == len(heldout)  # no template fills repeated
     assert Counter(r["label"] for r in heldout)["benign"] >= 40 and {r["split"] for r in heldout} == {"heldout"}
     _, report, printed = bench_run
-    held = report["corpora"]["heldout"]
-    assert held["writes"] == len(heldout)
-    assert set(held["leave_one_family_out"]) >= {"standing_instruction", "exfiltration", "cross_user"}
-    for family in held["leave_one_family_out"].values():  # a family the set lacks has no rate
-        assert (0 <= family["catch_rate"] <= 1) if family["n"] else family["catch_rate"] is None
-    # Every hand-written set is spent (read and trained on: labelled so, with a leave-one-set-out
-    # figure beside its plain one), measured once and read (not trained on), or blind; not all are spent.
+    assert report["selection"] == {"sets": ["heldout"], "families": ["exfiltration"]}
+    assert "partial run" in printed and "--sets heldout --families exfiltration" in report["command"]
     sets = {name: part for name, part in report["corpora"].items() if name.startswith("heldout")}
-    assert {"heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6"} <= set(sets)
-    for name, part in sets.items():
-        if part["tuned_on"]:
-            assert part["status"].startswith("seen/trained"), name
-            assert 0 <= part["leave_one_set_out"]["catch_rate"] <= 1, name
-        else:
-            assert "leave_one_set_out" not in part, name
-            assert part["status"] == "held out (blind)" or part["status"].startswith("measured once and read"), name
-    # heldout_v6 is spent since the seventh pass (its one blind figure is kept in the docs).
-    assert sets["heldout"]["tuned_on"] and sets["heldout_v5"]["tuned_on"] and sets["heldout_v6"]["tuned_on"]
+    assert set(sets) == {"heldout"}  # only the set asked for
+    held = sets["heldout"]
+    assert held["writes"] == len(heldout)
+    assert set(held["leave_one_family_out"]) == {"exfiltration"}
+    family = held["leave_one_family_out"]["exfiltration"]
+    assert family["n"] > 0 and 0 <= family["catch_rate"] <= 1 and 0 <= family["benign_staged"] <= 1
+    # heldout is spent (read and trained on): labelled so, with a leave-one-set-out figure beside its plain one.
+    assert held["tuned_on"] and held["status"].startswith("seen/trained")
+    loso = held["leave_one_set_out"]
+    assert 0 <= loso["catch_rate"] <= 1 and loso["poisoned"] + loso["benign"] == len(heldout)
     external = report["corpora"]["external:bastioncorpus"]
     assert "skipped" in external or external["writes"] > 100
-    fresh = report["corpora"]["heldout_fresh"]
-    assert fresh["poisoned"] >= 90 and fresh["benign"] >= 100
-    for name in ("heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6"):  # written without sight of the detectors
-        assert sets[name]["poisoned"] >= 200 and sets[name]["benign"] >= 200, name
-        assert {"secret_harvest", "pii_profile", "protected_keys"} <= set(sets[name]["classes"]), name
     load = report["corpora"]["benign_load"]
     assert load["poisoned"] == 0 and load["benign"] >= 500 and 0 <= load["benign_medium_or_higher"] <= 1
     assert set(report["agent_memory_guard"]) >= set(sets) | {"generated_test"}
     amsb = report["corpora"]["external:agent-memory-guard-amsb"]
     assert "skipped" in amsb or (amsb["poisoned"] >= 10 and amsb["benign"] >= 5)
-    assert "heldout family" in printed and "heldout_fresh family" in printed and "agent-memory-guard" in printed
-    assert "heldout_v5 family" in printed and "goals on leave-one-set-out on seen set heldout_v5" in printed
-    assert "heldout_v6 family" in printed and "goals on leave-one-set-out on seen set heldout_v6" in printed
+    assert "heldout family" in printed and "agent-memory-guard" in printed
+    assert "goals on leave-one-set-out on seen set heldout" in printed
+
+
+def test_an_unknown_set_or_family_is_refused_before_any_work(tmp_path) -> None:
+    for option, known in (("--sets", "heldout"), ("--families", "exfiltration")):
+        done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", option, f"{known},no-such-name"],
+                              cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2 and "'no-such-name'" in done.stderr and "known:" in done.stderr, done.stderr
