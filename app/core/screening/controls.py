@@ -234,6 +234,13 @@ def _unconfirmed(folded: str) -> list[tuple[int, int]]:
     return []
 
 
+def rule_cue(text: str) -> tuple[int, int] | None:
+    """The span of the first rule cue (``RULE``) in ``text``, in its own offsets, or None."""
+    folded = fold(text[:SCAN_LIMIT])
+    cue = RULE.search(folded.text)
+    return folded.span(*cue.span()) if cue else None
+
+
 def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]:
     """The kinds seen (weight per kind) and their spans; a kind beside a rule cue in the same field
     weighs ``RULE_WEIGHT`` (quoted speech in a text about attacks stays weak, as in ``signals``)."""
