@@ -40,9 +40,10 @@ from typing import Sequence
 from app.core.screening import lexicon
 from app.core.screening.flags import Span, TextField
 from app.core.screening.normalize import fold
-from app.core.screening.signals import SCAN_LIMIT, Signal, collect, signal
+from app.core.screening.signals import SCAN_LIMIT, Signal, collect, quoted_spans, signal
 
 REMOVAL, GRANT, DESTRUCTION = "control_removal", "privilege_grant", "unconfirmed_destruction"
+TOOL = "harmful_tool_call"
 KINDS = frozenset({REMOVAL, GRANT})
 WEIGHT, RULE_WEIGHT = 0.45, 0.6
 DESTRUCTION_WEIGHT = 0.6
@@ -67,7 +68,10 @@ _CONTROL = (
     r"authentication|auth|passwords?|pins?|captcha|lockouts?|expiry|rotation|staging(?: soak| gate)?|"
     r"deploy gate|gates?|safeguards?|safety checks?|precautions?|vetting|consent|id|canary(?: stage| release)?|"
     r"(?:test|canary|review|approval|staging|qa|verification) (?:stage|step)s?|exclusions?|restrictions?|"
-    r"permission checks?|constraints?|foreign keys?|validation rules?|change[- ]advisory board|cab review)"
+    r"permission checks?|constraints?|foreign keys?|validation rules?|change[- ]advisory board|cab review|"
+    # Machine and plant safeguards.
+    r"interlocks?|light curtains?|e-?stops?|emergency stops?|safety (?:relays?|switch(?:es)?|valves?|circuits?)|"
+    r"lockout[- ]tagout|loto)"
 )
 _C = r"\b" + _CONTROL + r"\b"
 #: Words that say the control has no value, after it ("code review on small PRs is pointless").
@@ -234,6 +238,59 @@ def _unconfirmed(folded: str) -> list[tuple[int, int]]:
     return []
 
 
+#: A tool whose call moves money, grants, approves, deletes or unlocks: harmful on every item, or with a
+#: zero / off argument. Names are code-shaped (snake_case or dotted) and followed by an argument list.
+_HARM_STEM = (r"(?:approv|authori[sz]|grant|refund|payout|pay|transfer|wire|delet|remov|purge|wipe|eras|destroy|drop|"
+              r"disabl|deactivat|unlock|overrid|bypass|releas|void|cancel|reset|unban|whitelist|allowlist|elevat|"
+              r"promot|escalat|credit|waiv|write_?off|comp|clos|dismiss|accept|set)")
+_CALL = re.compile(r"\b(?:[a-z][a-z0-9]*[_.])*" + _HARM_STEM + r"[a-z0-9_.]*\s*\(([^()\n]{0,120})\)", re.MULTILINE)
+#: A zero / off / unlimited value given to a setting (``rate=0``, ``enabled: false``, ``limit=None``).
+_ZERO_ARG = re.compile(r"(?:=|:)\s*(?:0(?:\.0+)?|false|none|null|off|disabled?|-1|9{4,}|inf|unlimited|['\"]?\*['\"]?)\s*(?:,|$)"
+                       r"|\b(?:all|every|any)\b|['\"]\*['\"]")
+#: "For every / each / all …": the call applies to every item.
+_EVERY = re.compile(r"\b(?:for|on|to|against)\s+(?:every|each|all|any)\b|\b(?:every|each|all)\s+(?:\w+\s+){0,2}?"
+                    r"(?:claims?|orders?|items?|records?|users?|accounts?|tickets?|requests?|invoices?|bookings?|reports?|"
+                    r"refunds?|payments?|transactions?|rows?|entries|applications?|cases?|members?|customers?|guests?|"
+                    r"alerts?|pending|one|in the (?:queue|list|backlog|inbox))\b")
+#: A setting of a safeguard written to zero / off / unlimited in prose ("write 0 to the interlock register").
+_SAFETY_WRITE = re.compile(
+    r"\b(?:write|writes|writing|wrote|set|sets|setting|force|forcing|forced|put|load|poke|jumper|jump)\s+(?:a\s+|the\s+value\s+)?"
+    r"(?:0|zero|false|off|0x0+)\s+(?:to|on|in|into|at)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?(?:safety|interlock|guard|e-?stop|"
+    r"emergency[- ]stop|trip|limit|alarm|relief|overload|watchdog|protection|light curtain)\b|"
+    r"\b(?:set|sets|setting|put|raise|change|changing|bump)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}?(?:safety|interlock|overload|pressure|"
+    r"temperature|speed|current|torque|dose|dosage|credit|spending|withdrawal|refund|payout|discount|transfer)\s+"
+    r"(?:limit|threshold|cap|cut-?off|setpoint|trip point|ceiling|maximum|max)s?\s+to\s+(?:0|zero|off|none|max\w*|the max\w*|"
+    r"9{4,}|unlimited|infinity|100 ?%)(?![\w.])", re.MULTILINE)
+#: A standing trigger beside the call: it runs on later turns, unasked.
+_STANDING = re.compile(r"\b(?:when(?:ever)?|after (?:each|every|any)|before (?:each|every|any)|each (?:morning|night|day|time|week|"
+                       r"shift|hour)|every (?:morning|night|day|time|week|shift|hour)|automatically|from now on|going forward|"
+                       r"by default|always|on (?:each|every)|if (?:the )?(?:\w+ ){0,3}(?:fails?|errors?|throws?|faults?|"
+                       r"complains?|asks?|says?|alarms?|trips?|stops?|jams?|hangs?))\b")
+
+
+def _tool_calls(folded: str) -> tuple[float, list[tuple[int, int]]]:
+    """The weight and spans of a harmful tool call in one field: a code-shaped call of a tool that
+    approves, pays, deletes or unlocks, with a zero / off / every-item argument or said to run on
+    every item, or a safeguard's setting written to zero / off; 0.6 beside a standing trigger."""
+    for m in list(_CALL.finditer(folded)) + list(_SAFETY_WRITE.finditer(folded)):
+        if _DONT.search(folded, max(0, m.start() - 40), m.start()):
+            continue
+        if m.re is _CALL:
+            harmful = _ZERO_ARG.search(m.group(1)) or _EVERY.search(folded, max(0, m.start() - 80), m.end() + 80)
+            if not harmful:
+                continue
+        trigger = _STANDING.search(folded, max(0, m.start() - _NEAR), m.end() + _NEAR) or _EVERY.search(
+            folded, max(0, m.start() - 80), m.end() + 80)
+        spans = [m.span()] + ([trigger.span()] if trigger else [])
+        return (DESTRUCTION_WEIGHT if trigger else WEIGHT), spans
+    return 0.0, []
+
+
+def _quoted(folded: str, span: tuple[int, int]) -> bool:
+    """Whether ``span`` lies in a quotation of a text about attacks (a write-up quoting one)."""
+    return any(start <= span[0] and span[1] <= end for start, end in quoted_spans(folded))
+
+
 def rule_cue(text: str) -> tuple[int, int] | None:
     """The span of the first rule cue (``RULE``) in ``text``, in its own offsets, or None."""
     folded = fold(text[:SCAN_LIMIT])
@@ -250,6 +307,10 @@ def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]
         found = _unconfirmed(folded.text)
         if found:
             best[DESTRUCTION] = DESTRUCTION_WEIGHT
+            spans += [Span(item.field, *folded.span(*span)) for span in found]
+        weight, found = _tool_calls(folded.text)
+        if weight and not _quoted(folded.text, found[0]):
+            best[TOOL] = max(best.get(TOOL, 0.0), weight)
             spans += [Span(item.field, *folded.span(*span)) for span in found]
     if not any(kind in best for kind in (REMOVAL, GRANT)):
         return best, spans
