@@ -175,6 +175,20 @@ SIGNALS: tuple[Signal, ...] = (
     _S(GRANT, r"\b(?:with|has|have|had|gets?|given)\s+the same (?:permissions|access|rights|privileges|authority)\s+as\b|"
               r"\b(?:read|write|full|admin) access to (?:every|all|any) (?:tenants?|accounts?|customers?|mailboxes|"
               r"records|workspaces?|repos(?:itories)?|databases?)\b"),
+    # Policy-memo grants with no power word: "are now considered approved viewers of all case files",
+    # "retains the access level of the employee they replaced", "with approve rights up to 50k".
+    _S(GRANT, r"\b(?:is|are|will be|shall be)\s+(?:now\s+|henceforth\s+|hereby\s+|automatically\s+)?(?:considered|deemed|"
+              r"treated as|classed as|recogni[sz]ed as|designated(?: as)?|counted as)\s+(?:an?\s+|the\s+)?(?:approved|authori[sz]ed|"
+              r"trusted|cleared|privileged|designated|default|full)?\s*(?:viewers?|readers?|approvers?|editors?|owners?|co-?owners?|"
+              r"members?|signatories|signers?|custodians?|administrators?|delegates?|reviewers?|holders?)\s+(?:of|for|on)\s+"
+              r"(?:all|every|any|each|the entire|the whole)\b"),
+    _S(GRANT, r"\b(?:retains?|retaining|keeps?|keeping|inherits?|inheriting|assumes?|takes? over|carr(?:y|ies) over)\s+(?:the\s+|their\s+|his\s+|"
+              r"her\s+)?(?:full\s+)?(?:access(?: level| rights)?|permissions|privileges|rights|clearance(?: level)?|entitlements|"
+              r"role|approval limits?|signing limits?)\s+of\s+(?:the\s+|their\s+|his\s+|her\s+|any\s+)?(?:\w+\s+){0,2}?"
+              r"(?:employee|person|user|manager|staff(?: member)?|predecessor|admin\w*|owner|director|colleague|account)s?\b"),
+    _S(GRANT, r"\b(?:with|has|have|gets?|given|granted|now holds?)\s+(?:full\s+|unlimited\s+|blanket\s+)?(?:approve|approval|"
+              r"sign-?off|signing|release|payment|override|admin)\s+(?:rights|authority|permissions?|powers?)\s+(?:up to|over|"
+              r"for all|on all|for every|on every|without)\b"),
     _S(GRANT, lexicon.NOW_GRANTED + r"[^.\n。]{0,40}?" + lexicon.ADMIN),
     _S(GRANT, r"\b(?:role|identity|access level|clearance|permissions?)\s+(?:is|are)\s+now\b|"
               r"\bmerged into (?:the )?admin\b|\bmapped to (?:the )?[\w-]*admin\w*\b|"
