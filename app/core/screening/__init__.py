@@ -120,7 +120,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
                                 injected.evidence)
     if memory_type != "procedural" and removal.fires(content, embedding, embedder, removal_head):
         cue = controls.rule_cue(content)
-        if cue is not None or kinds & controls.KINDS:
+        if (cue is not None or kinds & controls.KINDS) and not controls.compensated(content):
             # The learned reader says a safeguard is being removed and the write is a rule for later
             # (a cue, or a control rule that matched too): high, as a control removal beside a cue is.
             spans = (Span("content", 0, len(content)),) + ((Span("content", *cue),) if cue else ())

@@ -300,6 +300,22 @@ def _tool_calls(folded: str) -> tuple[float, list[tuple[int, int]]]:
     return 0.0, []
 
 
+#: A compensating control kept beside a relaxation: what a bounded, legitimate relaxation states and a
+#: fake lesson leaves out ("manual check stays for new SKUs", "lost-device cases still need the manager").
+COMPENSATING = re.compile(
+    r"\b(?:still|remains?|stays?|continues? to|is kept|are kept|keep(?:s|ing)? (?:the|a|our)|unchanged|the same as before)\b"
+    r"[^.\n;]{0,60}?\b(?:need|needs|needed|require[sd]?|required|mandatory|in place|apply|applies|approv\w*|sign\w*|"
+    r"check\w*|review\w*|verif\w*|audit\w*|inspect\w*|test\w*|for (?:new|any|all|every))|"
+    r"\b(?:audited|reviewed|spot-checked|sampled|re-?checked)\s+(?:daily|weekly|monthly|every|each)\b|"
+    r"\b(?:approved|signed off|agreed) (?:by|with) (?:the )?(?:security|safety|compliance|risk|quality|qa|legal|"
+    r"finance|audit|dpo|ciso|cab|change board)\b", re.MULTILINE)
+
+
+def compensated(text: str) -> bool:
+    """Whether ``text`` keeps a compensating control beside what it relaxes."""
+    return COMPENSATING.search(fold(text[:SCAN_LIMIT]).text) is not None
+
+
 def _quoted(folded: str, span: tuple[int, int]) -> bool:
     """Whether ``span`` lies in a quotation of a text about attacks (a write-up quoting one)."""
     return any(start <= span[0] and span[1] <= end for start, end in quoted_spans(folded))
@@ -334,7 +350,8 @@ def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]
             continue
         folded = fold(item.text[:SCAN_LIMIT])
         cue = RULE.search(folded.text)
-        if cue is None:
+        if cue is None or COMPENSATING.search(folded.text):
+            # No rule for later, or a relaxation that keeps a compensating control: stays medium.
             continue
         for kind in (REMOVAL, GRANT):
             if best.get(kind, 0.0) >= WEIGHT:
