@@ -41,10 +41,16 @@ EXPLANATIONS = {
                     "white text, image alt text, a link title, a code comment or a fenced 'note'), or sets a "
                     "rule for later that removes a safeguard (a verification, review, approval, MFA, test or "
                     "limit declared enough, optional or skipped) or grants rights or trust (admin, authority, "
-                    "'treat them as internal'), or tells it to run a destructive command (delete, drop, wipe, "
-                    "force-push) without confirmation ('don't ask first').",
+                    "'treat them as internal', 'are now considered approved viewers of all …', 'retains the access "
+                    "of …'), or tells it to run a destructive command (delete, drop, wipe, force-push) without "
+                    "confirmation ('don't ask first'), or to call a tool that approves, pays, deletes or unlocks "
+                    "with a harmful argument (every item, a zero price, a safety setting written to 0). When the "
+                    "whole content is the evidence, a learned reader judged that the text drops a check, approval, "
+                    "inspection or limit as a rule for later, in its trade's own words.",
     exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
-                       "a standing copy to an address, or a request to read a file that holds keys or passwords.",
+                       "a standing copy to an address, or a request to read a file that holds keys or passwords. "
+                       "A standing copy to the user's own named assistant or colleague, at an address with that "
+                       "name, is medium, not high.",
     hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
                  "reordering or look-alike characters).",
     sensitive.SECRET: "A password, token or other credential is still in the text after redaction.",

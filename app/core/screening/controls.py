@@ -350,8 +350,11 @@ def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]
             continue
         folded = fold(item.text[:SCAN_LIMIT])
         cue = RULE.search(folded.text)
-        if cue is None or COMPENSATING.search(folded.text):
-            # No rule for later, or a relaxation that keeps a compensating control: stays medium.
+        if COMPENSATING.search(folded.text):
+            # A relaxation that keeps a compensating control is not a removal, whatever else the text says.
+            best.pop(REMOVAL, None)
+            continue
+        if cue is None:
             continue
         for kind in (REMOVAL, GRANT):
             if best.get(kind, 0.0) >= WEIGHT:
