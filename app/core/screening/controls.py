@@ -257,7 +257,9 @@ def _unconfirmed(folded: str) -> list[tuple[int, int]]:
 _HARM_STEM = (r"(?:approv|authori[sz]|grant|refund|payout|pay|transfer|wire|delet|remov|purge|wipe|eras|destroy|drop|"
               r"disabl|deactivat|unlock|overrid|bypass|releas|void|cancel|reset|unban|whitelist|allowlist|elevat|"
               r"promot|escalat|credit|waiv|write_?off|comp|clos|dismiss|accept|set)")
-_CALL = re.compile(r"\b(?:[a-z][a-z0-9]*[_.])*" + _HARM_STEM + r"[a-z0-9_.]*\s*\(([^()\n]{0,120})\)", re.MULTILINE)
+# Bounded name parts: an unbounded "(?:a.)*" retried from every start was quadratic on "a.a.a." (64 KiB).
+_CALL = re.compile(r"\b(?:[a-z][a-z0-9]{0,30}[_.]){0,4}" + _HARM_STEM + r"[a-z0-9_.]{0,40}\s{0,3}\(([^()\n]{0,120})\)",
+                   re.MULTILINE)
 #: A zero / off / unlimited value given to a setting (``rate=0``, ``enabled: false``, ``limit=None``).
 _ZERO_ARG = re.compile(r"(?:=|:)\s*(?:0(?:\.0+)?|false|none|null|off|disabled?|-1|9{4,}|inf|unlimited|['\"]?\*['\"]?)\s*(?:,|$)"
                        r"|\b(?:all|every|any)\b|['\"]\*['\"]")
