@@ -22,10 +22,21 @@ Kinds of evidence (``injection`` combines them with its own kinds, noisy-OR):
   confirmation ("don't ask first", "without confirming", "automatically", ``-auto-approve``). A
   runbook line with the command and no such directive is left alone, and so is a negated command
   ("never run rm -rf without asking").
+* ``harmful_tool_call`` (0.45 alone, 0.6 beside a standing trigger: "whenever", "after each", "every
+  morning", "automatically", "if it faults", or "for every claim"): a code-shaped call of a tool that
+  approves, pays, refunds, deletes, unlocks or sets something (``approve_claim()``, ``set_room_rate(rate=0)``),
+  with a zero / off / unlimited / every-item argument or said to run on every item; or a safeguard's
+  setting written to zero in prose ("write 0 to the interlock register", "set the withdrawal limit to
+  unlimited"). A negated call ("never call approve_all()") and a call quoted in a text about attacks
+  do not count.
 * either beside a **rule cue** in the same field (0.6, high alone): "from now on", "going
   forward", "takeaway", "lesson", "best practice", "policy", "rule of thumb", "whenever", "keep
   doing", "in similar cases" … in English and the lexicon's future words: the removal is meant
   to hold for later turns, which is what makes it poisoning rather than a report of one event.
+
+A relaxation that keeps a **compensating control** ("the full count stays", "lost devices still need
+the manager", "audited weekly", "approved by security": ``COMPENSATING``) is not a removal: its
+``control_removal`` evidence is dropped, and the learned reader (``removal``) does not raise it either.
 
 Known limits: English predicates with a few common forms elsewhere (``lexicon.SKIP_CHECKS``);
 a relaxation with a bounded, legitimate reason ("typo-only docs PRs need one approval") reads like
