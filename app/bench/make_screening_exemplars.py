@@ -6,7 +6,7 @@ Training data: the hand-written exemplars (``app/core/screening/data/exemplars.j
 human sentences per attack family and ordinary memories that resemble them, written for
 Memwarden, no templates, never derived from a held-out corpus); the **dev** split of the generated
 corpus (its injection and exfiltration rows and all its benign rows) (never its test split); and
-the **spent** held-out sets (``SEEN_SETS``: the six sets that were measured once, read, and are
+the **spent** held-out sets (``SEEN_SETS``: the eight sets that were measured once, read, and are
 now dev data: their semantic attack families and all their benign rows). Every row is redacted as
 ``remember`` screens it. A held-out set that is not in ``SEEN_SETS`` (a new blind one) is never
 trained on: ``--check`` fails if a training row is in one. Vectors: the local all-MiniLM-L6-v2
