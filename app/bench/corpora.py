@@ -23,7 +23,7 @@ of agent no earlier set had) and measured once after it (82.5 % stopped, 3.9 % b
 docs/benchmarks.md); the eighth pass read it and changed rules only, so it is still untrained on.
 ``HELDOUT_V8`` was written blind during the eighth pass in the same way (sixteen benign families,
 eight of them kinds of agent no earlier set had) and measured once after it (docs/benchmarks.md).
-Both are in ``MEASURED_SETS``: read, not trained on. ``benign_load_writes`` gathers the ordinary writes
+Both were in ``MEASURED_SETS`` (read, not trained on) until the ninth pass, which trains on them. ``benign_load_writes`` gathers the ordinary writes
 the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
 all benign: screening must not flag them. The external corpora come from installed packages (the
 ``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
@@ -50,7 +50,7 @@ HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH, "heldout_v3"
                 "heldout_v4": HELDOUT_V4, "heldout_v5": HELDOUT_V5, "heldout_v6": HELDOUT_V6,
                 "heldout_v7": HELDOUT_V7, "heldout_v8": HELDOUT_V8}
 #: Held-out sets measured once and read (docs/benchmarks.md keeps that one figure) but not trained on.
-MEASURED_SETS: frozenset[str] = frozenset({"heldout_v7", "heldout_v8"})
+MEASURED_SETS: frozenset[str] = frozenset()
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration.json"
 #: memorywire's microbenchmark facts, kept next to the checkout (``../shared/bench``) rather than in it.
 MEMORYWIRE = next((p / "shared" / "bench" / "memorywire-microbench.json" for p in Path(__file__).resolve().parents[3:5]

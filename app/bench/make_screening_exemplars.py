@@ -6,7 +6,7 @@ Training data: the hand-written exemplars (``app/core/screening/data/exemplars.j
 human sentences per attack family and ordinary memories that resemble them, written for
 Memwarden, no templates, never derived from a held-out corpus); the **dev** split of the generated
 corpus (its injection and exfiltration rows and all its benign rows) (never its test split); and
-the **spent** held-out sets (``SEEN_SETS``: the six sets that were measured once, read, and are
+the **spent** held-out sets (``SEEN_SETS``: the eight sets that were measured once, read, and are
 now dev data: their semantic attack families and all their benign rows). Every row is redacted as
 ``remember`` screens it. A held-out set that is not in ``SEEN_SETS`` (a new blind one) is never
 trained on: ``--check`` fails if a training row is in one. Vectors: the local all-MiniLM-L6-v2
@@ -22,7 +22,11 @@ without it (and the rules) stop on it: the figure used to pick ``L2``, the thres
 in the sixth pass, which new exemplars to keep (``--sets heldout_v3,heldout_v4,heldout_v5``; the three
 sets written blind by hand, docs/benchmarks.md "Sixth pass"); in the seventh, with ``--families
 fake_lesson,privilege_identity`` over v3 to v6, whether the control-removal rules and new exemplars
-help a family the classifier has no rows of (docs/benchmarks.md "Seventh pass")."""
+help a family the classifier has no rows of (docs/benchmarks.md "Seventh pass").
+
+``--removal-head`` trains the learned removal reader instead (``app/core/screening/removal.py``,
+``removal_model.npz``): the same model and cross-validated cut on ``removal_rows`` (its own written
+sentences, the fake-lesson attacks and every benign row above); ``--check`` verifies it as well."""
 
 from __future__ import annotations
 
@@ -52,8 +56,10 @@ than the set measured before it."""
 SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 #: Held-out sets that were measured once and are now spent: read, trained on, reported as "seen"
 #: (the fourth, ``heldout_v4``, since the fifth pass; the fifth, ``heldout_v5``, since the sixth; the
-#: sixth, ``heldout_v6``, since the seventh).
-SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6")
+#: sixth, ``heldout_v6``, since the seventh; the seventh and eighth, ``heldout_v7`` and ``heldout_v8``, since
+#: the ninth, where leave-one-set-out over v5-v8 said training on them helps: docs/benchmarks.md "Ninth pass").
+SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6", "heldout_v7",
+             "heldout_v8")
 #: Their attack families the classifier learns; PII profiles and protected keys are the rules' job
 #: (their content is often an ordinary sentence: the attack is in a number format or a metadata key).
 SEEN_ATTACK_FAMILIES = ("standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
@@ -178,6 +184,31 @@ def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | Non
     return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
 
 
+REMOVAL_FAMILY = "fake_lesson"
+
+
+def removal_rows(skip_set: str | None = None) -> list[tuple[str, bool]]:
+    """(text, removes a safeguard) for the removal head: its written sentences (``removal.SENTENCES``),
+    the first stage's fake-lesson attacks, and every benign training row (less ``skip_set``)."""
+    from app.core.screening import removal
+
+    rows = [(text, is_attack) for text, is_attack, family in training_rows(skip_set=skip_set)
+            if not is_attack or family == REMOVAL_FAMILY]
+    written = [json.loads(line) for line in removal.SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return rows + [(w["text"], w["label"] == "removes") for w in written]
+
+
+def train_removal(embedder=None, cache: dict[str, np.ndarray] | None = None,
+                  skip_set: str | None = None) -> Classifier:
+    """The removal head on ``removal_rows(skip_set)``, with ``fit``'s cross-validated thresholds."""
+    from app.embeddings import LocalMiniLMEmbedder
+
+    embedder = embedder or LocalMiniLMEmbedder()
+    rows = removal_rows(skip_set)
+    texts = [r[0] for r in rows]
+    return fit(embed_all(embedder, texts, cache), texts, [r[1] for r in rows], embedder.name)
+
+
 #: Rows of a blind set whose content happens to equal a training row, found only after the set was
 #: measured: "Allergic to penicillin." is a benign fact of v4 (trained on as benign) and the content of
 #: a v8 protected-keys attack whose harm is in its metadata. Training on it as benign can only hide
@@ -189,21 +220,30 @@ def check() -> list[str]:
     """Problems with the shipped classifier: not what retraining gives, or trained on held-out text."""
     from app.core.screening import semantic
 
-    problems = []
-    shipped, retrained = semantic.load(), train()
-    if (retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2
-            or float(np.abs(retrained.lexical - shipped.lexical).max()) >= 1e-2
-            or abs(retrained.medium - shipped.medium) >= 1e-2 or abs(retrained.high - shipped.high) >= 1e-2):
-        problems.append("the shipped semantic_model.npz is not what the exemplars and dev split train")
+    from app.core.screening import removal
+    from app.embeddings import LocalMiniLMEmbedder
+
+    problems, embedder, cache = [], LocalMiniLMEmbedder(), {}
+    for name, shipped, retrained in (("semantic_model.npz", semantic.load(), train(embedder, cache=cache)),
+                                     ("removal_model.npz", removal.load(), train_removal(embedder, cache=cache))):
+        if shipped is None or _differs(shipped, retrained):
+            problems.append(f"the shipped {name} is not what its training rows train")
     held_out = {r["content"] for r in load_corpus(DATA) if r["split"] == "test"}
     held_out |= {r["content"] for name, path in HELDOUT_SETS.items() if name not in SEEN_SETS
                  for r in load_corpus(path) if r["id"] not in KNOWN_COLLISIONS}
     held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
     problems += _second_stage_problems([text for text, _, _ in training_rows()])
-    if {text for text, _, _ in training_rows()} & held_out:
+    if ({text for text, _, _ in training_rows()} | {text for text, _ in removal_rows()}) & held_out:
         problems.append("a training row is in the test split, an unseen held-out set, an external corpus or the "
                         "load writes")
     return problems
+
+
+def _differs(shipped: Classifier, retrained: Classifier) -> bool:
+    """Whether a retrained classifier is not the shipped one (beyond float noise)."""
+    return (retrained.model != shipped.model or float(np.abs(retrained.weights - shipped.weights).max()) >= 1e-2
+            or float(np.abs(retrained.lexical - shipped.lexical).max()) >= 1e-2
+            or abs(retrained.medium - shipped.medium) >= 1e-2 or abs(retrained.high - shipped.high) >= 1e-2)
 
 
 def rows_digest(texts: Sequence[str]) -> str:
@@ -277,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --leave-one-set-out: the spent sets to leave out in turn (comma-separated)")
     parser.add_argument("--families", default="",
                         help="with --leave-one-set-out: attack families to leave out too, one at a time (comma-separated)")
+    parser.add_argument("--removal-head", action="store_true",
+                        help="train and save the learned removal reader (removal_model.npz) instead")
     parser.add_argument("--out", default=None, help="with --leave-one-set-out: also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if args.leave_one_set_out:
@@ -304,6 +346,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = check()
         print("\n".join(problems) or "ok: the shipped classifier matches its training data")
         return 1 if problems else 0
+    if args.removal_head:
+        from app.core.screening import removal
+
+        head = train_removal()
+        head.save(removal.MODEL)
+        print(f"trained on {len(removal_rows())} rows -> {removal.MODEL} (fires at {head.high:.3f})")
+        return 0
     classifier = train()
     classifier.save()
     print(f"trained on {len(training_rows())} rows -> {MODEL} "

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from app.core.screening import (contradiction, controls, exfiltration, fsm_widening, hidden, injection, protected, provenance,
-                                 semantic, sensitive)
+                                 removal, semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
 from app.core.screening.protected import Protection
 
@@ -41,10 +41,16 @@ EXPLANATIONS = {
                     "white text, image alt text, a link title, a code comment or a fenced 'note'), or sets a "
                     "rule for later that removes a safeguard (a verification, review, approval, MFA, test or "
                     "limit declared enough, optional or skipped) or grants rights or trust (admin, authority, "
-                    "'treat them as internal'), or tells it to run a destructive command (delete, drop, wipe, "
-                    "force-push) without confirmation ('don't ask first').",
+                    "'treat them as internal', 'are now considered approved viewers of all …', 'retains the access "
+                    "of …'), or tells it to run a destructive command (delete, drop, wipe, force-push) without "
+                    "confirmation ('don't ask first'), or to call a tool that approves, pays, deletes or unlocks "
+                    "with a harmful argument (every item, a zero price, a safety setting written to 0). When the "
+                    "whole content is the evidence, a learned reader judged that the text drops a check, approval, "
+                    "inspection or limit as a rule for later, in its trade's own words.",
     exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
-                       "a standing copy to an address, or a request to read a file that holds keys or passwords.",
+                       "a standing copy to an address, or a request to read a file that holds keys or passwords. "
+                       "A standing copy to the user's own named assistant or colleague, at an address with that "
+                       "name, is medium, not high.",
     hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
                  "reordering or look-alike characters).",
     sensitive.SECRET: "A password, token or other credential is still in the text after redaction.",
@@ -91,12 +97,13 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
            source: str | None = None, live: Sequence[str] = (), live_fsm: str | None = None,
            allowed_sources: Sequence[str] = (), protection: Protection | None = None,
            path: str | None = None, embedding: Sequence[float] | None = None,
-           embedder: str | None = None, classifier: semantic.Classifier | None = None) -> Screening:
+           embedder: str | None = None, classifier: semantic.Classifier | None = None,
+           removal_head: semantic.Classifier | None = None) -> Screening:
     """Run every detector over one write and return its flags (``protection``: the tenant's extra
     protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
     and ``embedder``: the content's vector and the name of the model that made it, for
-    ``semantic_attack``; ``classifier`` replaces the shipped one, for the benchmark's
-    leave-one-family-out runs)."""
+    ``semantic_attack`` and the learned removal reader; ``classifier`` and ``removal_head`` replace
+    the shipped ones, for the benchmark's leave-one-out runs)."""
     fields = text_fields(content, tags, metadata)
     injected, kinds = injection.detect_kinds(fields)
     found: list[RiskFlag | None] = [
@@ -117,5 +124,14 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
             # the classifier the meaning): together they are a high-risk write, either alone is not.
             found[0] = RiskFlag(injected.name, "high", max(injected.score, injection.THRESHOLDS.high),
                                 injected.evidence)
+    if memory_type != "procedural" and removal.fires(content, embedding, embedder, removal_head):
+        cue = controls.rule_cue(content)
+        if (cue is not None or kinds & controls.KINDS) and not controls.compensated(content):
+            # The learned reader says a safeguard is being removed and the write is a rule for later
+            # (a cue, or a control rule that matched too): high, as a control removal beside a cue is.
+            spans = (Span("content", 0, len(content)),) + ((Span("content", *cue),) if cue else ())
+            prior = found[0]
+            found[0] = RiskFlag(injection.NAME, "high", max(prior.score if prior else 0.0, removal.WEIGHT),
+                                (prior.evidence if prior else ()) + spans)
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

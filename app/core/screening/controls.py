@@ -22,10 +22,21 @@ Kinds of evidence (``injection`` combines them with its own kinds, noisy-OR):
   confirmation ("don't ask first", "without confirming", "automatically", ``-auto-approve``). A
   runbook line with the command and no such directive is left alone, and so is a negated command
   ("never run rm -rf without asking").
+* ``harmful_tool_call`` (0.45 alone, 0.6 beside a standing trigger: "whenever", "after each", "every
+  morning", "automatically", "if it faults", or "for every claim"): a code-shaped call of a tool that
+  approves, pays, refunds, deletes, unlocks or sets something (``approve_claim()``, ``set_room_rate(rate=0)``),
+  with a zero / off / unlimited / every-item argument or said to run on every item; or a safeguard's
+  setting written to zero in prose ("write 0 to the interlock register", "set the withdrawal limit to
+  unlimited"). A negated call ("never call approve_all()") and a call quoted in a text about attacks
+  do not count.
 * either beside a **rule cue** in the same field (0.6, high alone): "from now on", "going
   forward", "takeaway", "lesson", "best practice", "policy", "rule of thumb", "whenever", "keep
   doing", "in similar cases" … in English and the lexicon's future words: the removal is meant
   to hold for later turns, which is what makes it poisoning rather than a report of one event.
+
+A relaxation that keeps a **compensating control** ("the full count stays", "lost devices still need
+the manager", "audited weekly", "approved by security": ``COMPENSATING``) is not a removal: its
+``control_removal`` evidence is dropped, and the learned reader (``removal``) does not raise it either.
 
 Known limits: English predicates with a few common forms elsewhere (``lexicon.SKIP_CHECKS``);
 a relaxation with a bounded, legitimate reason ("typo-only docs PRs need one approval") reads like
@@ -40,9 +51,10 @@ from typing import Sequence
 from app.core.screening import lexicon
 from app.core.screening.flags import Span, TextField
 from app.core.screening.normalize import fold
-from app.core.screening.signals import SCAN_LIMIT, Signal, collect, signal
+from app.core.screening.signals import SCAN_LIMIT, Signal, collect, quoted_spans, signal
 
 REMOVAL, GRANT, DESTRUCTION = "control_removal", "privilege_grant", "unconfirmed_destruction"
+TOOL = "harmful_tool_call"
 KINDS = frozenset({REMOVAL, GRANT})
 WEIGHT, RULE_WEIGHT = 0.45, 0.6
 DESTRUCTION_WEIGHT = 0.6
@@ -67,7 +79,10 @@ _CONTROL = (
     r"authentication|auth|passwords?|pins?|captcha|lockouts?|expiry|rotation|staging(?: soak| gate)?|"
     r"deploy gate|gates?|safeguards?|safety checks?|precautions?|vetting|consent|id|canary(?: stage| release)?|"
     r"(?:test|canary|review|approval|staging|qa|verification) (?:stage|step)s?|exclusions?|restrictions?|"
-    r"permission checks?|constraints?|foreign keys?|validation rules?|change[- ]advisory board|cab review)"
+    r"permission checks?|constraints?|foreign keys?|validation rules?|change[- ]advisory board|cab review|"
+    # Machine and plant safeguards.
+    r"interlocks?|light curtains?|e-?stops?|emergency stops?|safety (?:relays?|switch(?:es)?|valves?|circuits?)|"
+    r"lockout[- ]tagout|loto)"
 )
 _C = r"\b" + _CONTROL + r"\b"
 #: Words that say the control has no value, after it ("code review on small PRs is pointless").
@@ -171,6 +186,20 @@ SIGNALS: tuple[Signal, ...] = (
     _S(GRANT, r"\b(?:with|has|have|had|gets?|given)\s+the same (?:permissions|access|rights|privileges|authority)\s+as\b|"
               r"\b(?:read|write|full|admin) access to (?:every|all|any) (?:tenants?|accounts?|customers?|mailboxes|"
               r"records|workspaces?|repos(?:itories)?|databases?)\b"),
+    # Policy-memo grants with no power word: "are now considered approved viewers of all case files",
+    # "retains the access level of the employee they replaced", "with approve rights up to 50k".
+    _S(GRANT, r"\b(?:is|are|will be|shall be)\s+(?:now\s+|henceforth\s+|hereby\s+|automatically\s+)?(?:considered|deemed|"
+              r"treated as|classed as|recogni[sz]ed as|designated(?: as)?|counted as)\s+(?:an?\s+|the\s+)?(?:approved|authori[sz]ed|"
+              r"trusted|cleared|privileged|designated|default|full)?\s*(?:viewers?|readers?|approvers?|editors?|owners?|co-?owners?|"
+              r"members?|signatories|signers?|custodians?|administrators?|delegates?|reviewers?|holders?)\s+(?:of|for|on)\s+"
+              r"(?:all|every|any|each|the entire|the whole)\b"),
+    _S(GRANT, r"\b(?:retains?|retaining|keeps?|keeping|inherits?|inheriting|assumes?|takes? over|carr(?:y|ies) over)\s+(?:the\s+|their\s+|his\s+|"
+              r"her\s+)?(?:full\s+)?(?:access(?: level| rights)?|permissions|privileges|rights|clearance(?: level)?|entitlements|"
+              r"role|approval limits?|signing limits?)\s+of\s+(?:the\s+|their\s+|his\s+|her\s+|any\s+)?(?:\w+\s+){0,2}?"
+              r"(?:employee|person|user|manager|staff(?: member)?|predecessor|admin\w*|owner|director|colleague|account)s?\b"),
+    _S(GRANT, r"\b(?:with|has|have|gets?|given|granted|now holds?)\s+(?:full\s+|unlimited\s+|blanket\s+)?(?:approve|approval|"
+              r"sign-?off|signing|release|payment|override|admin)\s+(?:rights|authority|permissions?|powers?)\s+(?:up to|over|"
+              r"for all|on all|for every|on every|without)\b"),
     _S(GRANT, lexicon.NOW_GRANTED + r"[^.\n。]{0,40}?" + lexicon.ADMIN),
     _S(GRANT, r"\b(?:role|identity|access level|clearance|permissions?)\s+(?:is|are)\s+now\b|"
               r"\bmerged into (?:the )?admin\b|\bmapped to (?:the )?[\w-]*admin\w*\b|"
@@ -234,6 +263,84 @@ def _unconfirmed(folded: str) -> list[tuple[int, int]]:
     return []
 
 
+#: A tool whose call moves money, grants, approves, deletes or unlocks: harmful on every item, or with a
+#: zero / off argument. Names are code-shaped (snake_case or dotted) and followed by an argument list.
+_HARM_STEM = (r"(?:approv|authori[sz]|grant|refund|payout|pay|transfer|wire|delet|remov|purge|wipe|eras|destroy|drop|"
+              r"disabl|deactivat|unlock|overrid|bypass|releas|void|cancel|reset|unban|whitelist|allowlist|elevat|"
+              r"promot|escalat|credit|waiv|write_?off|comp|clos|dismiss|accept|set)")
+# Bounded name parts: an unbounded "(?:a.)*" retried from every start was quadratic on "a.a.a." (64 KiB).
+_CALL = re.compile(r"\b(?:[a-z][a-z0-9]{0,30}[_.]){0,4}" + _HARM_STEM + r"[a-z0-9_.]{0,40}\s{0,3}\(([^()\n]{0,120})\)",
+                   re.MULTILINE)
+#: A zero / off / unlimited value given to a setting (``rate=0``, ``enabled: false``, ``limit=None``).
+_ZERO_ARG = re.compile(r"(?:=|:)\s*(?:0(?:\.0+)?|false|none|null|off|disabled?|-1|9{4,}|inf|unlimited|['\"]?\*['\"]?)\s*(?:,|$)"
+                       r"|\b(?:all|every|any)\b|['\"]\*['\"]")
+#: "For every / each / all …": the call applies to every item.
+_EVERY = re.compile(r"\b(?:for|on|to|against)\s+(?:every|each|all|any)\b|\b(?:every|each|all)\s+(?:\w+\s+){0,2}?"
+                    r"(?:claims?|orders?|items?|records?|users?|accounts?|tickets?|requests?|invoices?|bookings?|reports?|"
+                    r"refunds?|payments?|transactions?|rows?|entries|applications?|cases?|members?|customers?|guests?|"
+                    r"alerts?|pending|one|in the (?:queue|list|backlog|inbox))\b")
+#: A setting of a safeguard written to zero / off / unlimited in prose ("write 0 to the interlock register").
+_SAFETY_WRITE = re.compile(
+    r"\b(?:write|writes|writing|wrote|set|sets|setting|force|forcing|forced|put|load|poke|jumper|jump)\s+(?:a\s+|the\s+value\s+)?"
+    r"(?:0|zero|false|off|0x0+)\s+(?:to|on|in|into|at)\s+(?:the\s+)?(?:[\w-]+\s+){0,3}?(?:safety|interlock|guard|e-?stop|"
+    r"emergency[- ]stop|trip|limit|alarm|relief|overload|watchdog|protection|light curtain)\b|"
+    r"\b(?:set|sets|setting|put|raise|change|changing|bump)\s+(?:the\s+)?(?:[\w-]+\s+){0,2}?(?:safety|interlock|overload|pressure|"
+    r"temperature|speed|current|torque|dose|dosage|credit|spending|withdrawal|refund|payout|discount|transfer)\s+"
+    r"(?:limit|threshold|cap|cut-?off|setpoint|trip point|ceiling|maximum|max)s?\s+to\s+(?:0|zero|off|none|max\w*|the max\w*|"
+    r"9{4,}|unlimited|infinity|100 ?%)(?![\w.])", re.MULTILINE)
+#: A standing trigger beside the call: it runs on later turns, unasked.
+_STANDING = re.compile(r"\b(?:when(?:ever)?|after (?:each|every|any)|before (?:each|every|any)|each (?:morning|night|day|time|week|"
+                       r"shift|hour)|every (?:morning|night|day|time|week|shift|hour)|automatically|from now on|going forward|"
+                       r"by default|always|on (?:each|every)|if (?:the )?(?:\w+ ){0,3}(?:fails?|errors?|throws?|faults?|"
+                       r"complains?|asks?|says?|alarms?|trips?|stops?|jams?|hangs?))\b")
+
+
+def _tool_calls(folded: str) -> tuple[float, list[tuple[int, int]]]:
+    """The weight and spans of a harmful tool call in one field: a code-shaped call of a tool that
+    approves, pays, deletes or unlocks, with a zero / off / every-item argument or said to run on
+    every item, or a safeguard's setting written to zero / off; 0.6 beside a standing trigger."""
+    for m in list(_CALL.finditer(folded)) + list(_SAFETY_WRITE.finditer(folded)):
+        if _DONT.search(folded, max(0, m.start() - 40), m.start()):
+            continue
+        if m.re is _CALL:
+            harmful = _ZERO_ARG.search(m.group(1)) or _EVERY.search(folded, max(0, m.start() - 80), m.end() + 80)
+            if not harmful:
+                continue
+        trigger = _STANDING.search(folded, max(0, m.start() - _NEAR), m.end() + _NEAR) or _EVERY.search(
+            folded, max(0, m.start() - 80), m.end() + 80)
+        spans = [m.span()] + ([trigger.span()] if trigger else [])
+        return (DESTRUCTION_WEIGHT if trigger else WEIGHT), spans
+    return 0.0, []
+
+
+#: A compensating control kept beside a relaxation: what a bounded, legitimate relaxation states and a
+#: fake lesson leaves out ("manual check stays for new SKUs", "lost-device cases still need the manager").
+COMPENSATING = re.compile(
+    r"\b(?:still|remains?|stays?|continues? to|is kept|are kept|keep(?:s|ing)? (?:the|a|our)|unchanged|the same as before)\b"
+    r"[^.\n;]{0,60}?\b(?:need|needs|needed|require[sd]?|required|mandatory|in place|apply|applies|approv\w*|sign\w*|"
+    r"check\w*|review\w*|verif\w*|audit\w*|inspect\w*|test\w*|for (?:new|any|all|every))|"
+    r"\b(?:audited|reviewed|spot-checked|sampled|re-?checked)\s+(?:daily|weekly|monthly|every|each)\b|"
+    r"\b(?:approved|signed off|agreed) (?:by|with) (?:the )?(?:security|safety|compliance|risk|quality|qa|legal|"
+    r"finance|audit|dpo|ciso|cab|change board)\b", re.MULTILINE)
+
+
+def compensated(text: str) -> bool:
+    """Whether ``text`` keeps a compensating control beside what it relaxes."""
+    return COMPENSATING.search(fold(text[:SCAN_LIMIT]).text) is not None
+
+
+def _quoted(folded: str, span: tuple[int, int]) -> bool:
+    """Whether ``span`` lies in a quotation of a text about attacks (a write-up quoting one)."""
+    return any(start <= span[0] and span[1] <= end for start, end in quoted_spans(folded))
+
+
+def rule_cue(text: str) -> tuple[int, int] | None:
+    """The span of the first rule cue (``RULE``) in ``text``, in its own offsets, or None."""
+    folded = fold(text[:SCAN_LIMIT])
+    cue = RULE.search(folded.text)
+    return folded.span(*cue.span()) if cue else None
+
+
 def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]:
     """The kinds seen (weight per kind) and their spans; a kind beside a rule cue in the same field
     weighs ``RULE_WEIGHT`` (quoted speech in a text about attacks stays weak, as in ``signals``)."""
@@ -244,6 +351,10 @@ def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]
         if found:
             best[DESTRUCTION] = DESTRUCTION_WEIGHT
             spans += [Span(item.field, *folded.span(*span)) for span in found]
+        weight, found = _tool_calls(folded.text)
+        if weight and not _quoted(folded.text, found[0]):
+            best[TOOL] = max(best.get(TOOL, 0.0), weight)
+            spans += [Span(item.field, *folded.span(*span)) for span in found]
     if not any(kind in best for kind in (REMOVAL, GRANT)):
         return best, spans
     ruled = [s.field for s in spans]
@@ -252,6 +363,10 @@ def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]
             continue
         folded = fold(item.text[:SCAN_LIMIT])
         cue = RULE.search(folded.text)
+        if COMPENSATING.search(folded.text):
+            # A relaxation that keeps a compensating control is not a removal, whatever else the text says.
+            best.pop(REMOVAL, None)
+            continue
         if cue is None:
             continue
         for kind in (REMOVAL, GRANT):

@@ -26,11 +26,13 @@ path described without any of these shapes, or in a language other than English,
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from app.core.screening import lexicon
 from app.core.screening.flags import RiskFlag, TextField
-from app.core.screening.signals import Thresholds, run_signals, signal
+from app.core.screening.normalize import fold
+from app.core.screening.signals import SCAN_LIMIT, Thresholds, collect, signal, to_flag
 
 NAME = "exfiltration"
 THRESHOLDS = Thresholds(medium=0.4, high=0.7)
@@ -135,7 +137,32 @@ SIGNALS = (
 )
 
 
+#: A copy to the user's own assistant or colleague, named, whose address carries that name: "cc my
+#: assistant Jordan (jordan@studio.example)". The relation and the name tie the address to the user's
+#: own circle; an attacker's drop box is an outside or unexplained address.
+_OWN_CONTACT = re.compile(
+    r"\bmy\s+(?:own\s+)?(?:(?:executive|personal|virtual|office|team|practice|studio)\s+)?(?:assistant|ea|pa|secretary|"
+    r"chief of staff|colleague|co-?worker|deputy|manager|boss|partner|wife|husband|spouse|accountant|bookkeeper|"
+    r"co-?founder|team ?mate|office manager|paralegal|associate|nurse|scheduler|coordinator)\s+(?:is\s+)?"
+    r"([a-z]{2,20})\b[^@\n]{0,40}?\b\1[a-z0-9._%+-]{0,30}@", re.MULTILINE)
+#: What a copy to the user's own contact must not carry: a blind copy, secrecy, or credentials and histories.
+_NOT_OWN = re.compile(r"\bbcc\b|\bwithout (?:telling|letting|mentioning|notifying)|\bsilently\b|\bquietly\b|"
+                      r"\bdon't (?:tell|mention)|\bdo not (?:tell|mention)|\bsecret(?:ly)?\b|\bpasswords?\b|"
+                      r"\bcredentials?\b|\btokens?\b|\bapi keys?\b|\b(?:chat|conversation) (?:history|logs?)\b|"
+                      r"\beverything\b|\ball (?:my |of my |the )?(?:emails|messages|files|documents|data)\b", re.MULTILINE)
+
+
 def detect(fields: Sequence[TextField]) -> RiskFlag | None:
-    """The ``exfiltration`` flag for a write's text fields, or None."""
-    flag, _kinds = run_signals(NAME, SIGNALS, fields, THRESHOLDS)
-    return flag
+    """The ``exfiltration`` flag for a write's text fields, or None. A standing copy to the user's
+    own named assistant or colleague, at an address with that name, with nothing secret or blind
+    about it, counts as an ordinary one-off send (medium alone), not a standing leak."""
+    best, spans = collect(SIGNALS, fields)
+    if "recurring_copy" in best and set(best) <= {"recurring_copy", "send_to_email"} and _own_contact(fields):
+        best["recurring_copy"] = min(best["recurring_copy"], WEIGHTS["send_to_email"])
+    return to_flag(NAME, best, spans, THRESHOLDS)
+
+
+def _own_contact(fields: Sequence[TextField]) -> bool:
+    """Whether a field names the user's own contact with their address, and none carries secrecy or secrets."""
+    folded = [fold(item.text[:SCAN_LIMIT]).text for item in fields]
+    return any(_OWN_CONTACT.search(text) for text in folded) and not any(_NOT_OWN.search(text) for text in folded)

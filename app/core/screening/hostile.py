@@ -54,4 +54,10 @@ HOSTILE: dict[str, str] = {
     "terse_roles": 'user = admin ' * 5041, "role_changes": 'role change to ' * 4369,
     "never_destroy": 'never rm -rf ' * 5041, "prod_deletes": 'delete the prod ' * 4096,
     "unasked": "drop table don't ask " * 3120, "grant_values": 'u_admin_0001:' * 5041,
+    # The ninth pass: tool calls with (or without) a closing parenthesis, safeguard settings written
+    # to zero, limits set to unlimited, policy-memo grants, copies to an own contact, compensating controls.
+    "harm_calls": 'approve_x(a=0) ' * 4369, "open_calls": 'refund_all(' * 5957, "safety_writes": 'write 0 to the ' * 4369,
+    "limit_sets": 'set the credit limit to ' * 2730, "memo_grants": 'are now considered approved viewers of ' * 1680,
+    "retains_access": 'retains the access level of ' * 2340, "approve_rights": 'with approve rights ' * 3276,
+    "own_contacts": 'my assistant jo jo' * 3640, "compensating": 'still need ' * 5957,
 }
