@@ -60,6 +60,11 @@ SEMANTIC_DEV_CLASSES = ("prompt_injection", "exfiltration")
 #: the ninth, where leave-one-set-out over v5-v8 said training on them helps: docs/benchmarks.md "Ninth pass").
 SEEN_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6", "heldout_v7",
              "heldout_v8")
+#: The spent sets the **second stage** (``reranker``) trains on: those of the eighth pass. Retrained on v7
+#: and v8 as well in the ninth pass, its cuts fell (gate 0.56 -> 0.29) and on data no model trains on it
+#: staged twice the benign writes (bastioncorpus 5 -> 10 of 63, the generated test split 4 -> 6 of 130)
+#: for 5 more of 118 attacks there; so it stays trained on these sets (docs/benchmarks.md "Ninth pass").
+SECOND_STAGE_SETS = ("heldout", "heldout_fresh", "heldout_v3", "heldout_v4", "heldout_v5", "heldout_v6")
 #: Their attack families the classifier learns; PII profiles and protected keys are the rules' job
 #: (their content is often an ordinary sentence: the attack is in a number format or a metadata key).
 SEEN_ATTACK_FAMILIES = ("standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
@@ -71,9 +76,10 @@ def exemplars() -> list[dict]:
     return [json.loads(line) for line in EXEMPLARS.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def training_rows(skip_family: str | None = None, skip_set: str | None = None) -> list[tuple[str, bool, str]]:
+def training_rows(skip_family: str | None = None, skip_set: str | None = None,
+                  sets: Sequence[str] = SEEN_SETS) -> list[tuple[str, bool, str]]:
     """(text, is_attack, family) for training: exemplars and the seen sets' rows (less ``skip_family``'s
-    attacks), the corpus dev split, and every seen held-out set except ``skip_set``."""
+    attacks), the corpus dev split, and every held-out set of ``sets`` (the spent ones) except ``skip_set``."""
     from app.core.redaction import Redactor
 
     redactor = Redactor()
@@ -84,7 +90,7 @@ def training_rows(skip_family: str | None = None, skip_set: str | None = None) -
     rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", "dev:" + r["class"])
              for r in load_corpus(DATA) if r["split"] == "dev" and r["type"] != "procedural"
              and (r["label"] == "benign" or r["class"] in SEMANTIC_DEV_CLASSES)]
-    for name in SEEN_SETS:
+    for name in sets:
         if name == skip_set:
             continue
         rows += [(redactor.redact_payload(r["content"], [], {}).content, r["label"] == "poisoned", r["class"])
@@ -232,7 +238,7 @@ def check() -> list[str]:
     held_out |= {r["content"] for name, path in HELDOUT_SETS.items() if name not in SEEN_SETS
                  for r in load_corpus(path) if r["id"] not in KNOWN_COLLISIONS}
     held_out |= {r["content"] for r in benign_load_writes() + (external_corpus() or []) + (amsb_corpus() or [])}
-    problems += _second_stage_problems([text for text, _, _ in training_rows()])
+    problems += _second_stage_problems([text for text, _, _ in training_rows(sets=SECOND_STAGE_SETS)])
     if ({text for text, _, _ in training_rows()} | {text for text, _ in removal_rows()}) & held_out:
         problems.append("a training row is in the test split, an unseen held-out set, an external corpus or the "
                         "load writes")

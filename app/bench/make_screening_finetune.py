@@ -3,7 +3,8 @@ fine-tuned as an attack classifier, exported to ONNX and quantized to int8.
 
 Two steps, because torch must never be a runtime or test dependency:
 
-    # 1. in the project's environment: the training rows (those of make_screening_exemplars),
+    # 1. in the project's environment: the training rows (those of make_screening_exemplars, over its
+    #    SECOND_STAGE_SETS),
     #    the first stage's out-of-fold probabilities on them, and the rows to evaluate on
     python -m app.bench.make_screening_finetune export /tmp/ft.json [--skip-set heldout_v4]
 
@@ -55,7 +56,7 @@ def export(path: str, skip_set: str | None) -> None:
     from app.embeddings import LocalMiniLMEmbedder
 
     embedder, redactor, cache = LocalMiniLMEmbedder(), Redactor(), {}
-    rows = mse.training_rows(skip_set=skip_set)
+    rows = mse.training_rows(skip_set=skip_set, sets=mse.SECOND_STAGE_SETS)
     texts = [r[0] for r in rows]
     labels = np.asarray([float(r[1]) for r in rows])
     vectors = np.asarray(mse.embed_all(embedder, texts, cache), dtype=np.float64)

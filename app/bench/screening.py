@@ -325,7 +325,9 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
             lines.append(f"{name} without the semantic signal: {_pct(part['rules_only']['catch_rate'])} caught, "
                          f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
     for name in HELDOUT_SETS:
-        heldout = corpora.get(name, {})
+        if name not in corpora:  # left out of a partial run (--sets)
+            continue
+        heldout = corpora[name]
         loso = heldout.get("leave_one_set_out")
         if loso:
             lines.append(f"{name} is seen/trained; leave-one-set-out (classifier without it): "

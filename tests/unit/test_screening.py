@@ -549,6 +549,20 @@ def test_shipped_classifier_is_what_its_exemplars_train() -> None:
                         "tool_misuse", "hidden_markup", "secret_harvest", "benign"}
 
 
+
+def test_the_second_stage_notice_names_the_shipped_model_file() -> None:
+    """NOTICE.md gives the SHA-256 of the shipped int8 model, so a reader can tell which weights they
+    hold; it must be the file's own (the seventh pass's retrain left an earlier model's hash there)."""
+    import hashlib
+    import re
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "app/core/screening/data"
+    notice = (data / "NOTICE.md").read_text(encoding="utf-8")
+    named = re.search(r"`attack_minilm_int8\.onnx`, sha256\s+`([0-9a-f]{64})`", notice)
+    assert named, "NOTICE.md no longer names the shipped model's hash"
+    assert named.group(1) == hashlib.sha256((data / "attack_minilm_int8.onnx").read_bytes()).hexdigest()
+
 # --- fourth pass: national id formats, quoted attacks, keys built on protected names ---------------
 
 @pytest.mark.parametrize("text", [
