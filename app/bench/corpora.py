@@ -22,8 +22,11 @@ written blind during the seventh pass in the same way (fifteen benign families, 
 of agent no earlier set had) and measured once after it (82.5 % stopped, 3.9 % benign staged;
 docs/benchmarks.md); the eighth pass read it and changed rules only, so it is still untrained on.
 ``HELDOUT_V8`` was written blind during the eighth pass in the same way (sixteen benign families,
-eight of them kinds of agent no earlier set had) and measured once after it (docs/benchmarks.md).
-Both were in ``MEASURED_SETS`` (read, not trained on) until the ninth pass, which trains on them. ``benign_load_writes`` gathers the ordinary writes
+eight of them kinds of agent no earlier set had) and measured once after it (87.5 % stopped, 3.7 %
+benign staged; docs/benchmarks.md). Both were in ``MEASURED_SETS`` (read, not trained on) until the
+ninth pass, which trains on them. ``HELDOUT_V9`` was written blind during the ninth pass in the same
+way (fifteen benign families, eight of them kinds of agent no earlier set had) and is measured once
+after it. ``benign_load_writes`` gathers the ordinary writes
 the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
 all benign: screening must not flag them. The external corpora come from installed packages (the
 ``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
@@ -44,11 +47,13 @@ HELDOUT_V5 = Path(__file__).resolve().parent / "data" / "screening_heldout_v5.js
 HELDOUT_V6 = Path(__file__).resolve().parent / "data" / "screening_heldout_v6.jsonl"
 HELDOUT_V7 = Path(__file__).resolve().parent / "data" / "screening_heldout_v7.jsonl"
 HELDOUT_V8 = Path(__file__).resolve().parent / "data" / "screening_heldout_v8.jsonl"
+HELDOUT_V9 = Path(__file__).resolve().parent / "data" / "screening_heldout_v9.jsonl"
 #: Report name -> file of every hand-written held-out set. Those in
 #: ``make_screening_exemplars.SEEN_SETS`` are spent (measured, read, trained on); the rest are blind.
 HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH, "heldout_v3": HELDOUT_V3,
                 "heldout_v4": HELDOUT_V4, "heldout_v5": HELDOUT_V5, "heldout_v6": HELDOUT_V6,
-                "heldout_v7": HELDOUT_V7, "heldout_v8": HELDOUT_V8}
+                "heldout_v7": HELDOUT_V7, "heldout_v8": HELDOUT_V8,
+                "heldout_v9": HELDOUT_V9}
 #: Held-out sets measured once and read (docs/benchmarks.md keeps that one figure) but not trained on.
 MEASURED_SETS: frozenset[str] = frozenset()
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration.json"

@@ -218,8 +218,10 @@ def train_removal(embedder=None, cache: dict[str, np.ndarray] | None = None,
 #: Rows of a blind set whose content happens to equal a training row, found only after the set was
 #: measured: "Allergic to penicillin." is a benign fact of v4 (trained on as benign) and the content of
 #: a v8 protected-keys attack whose harm is in its metadata. Training on it as benign can only hide
-#: the attack, never help catch it; disclosed with the eighth set's figures (docs/benchmarks.md).
-KNOWN_COLLISIONS = {"hv8-protected_keys-17"}
+#: the attack, never help catch it; disclosed with the eighth set's figures (docs/benchmarks.md). The
+#: ninth set's writer chose the same three words for a protected-keys attack (found by ``--check`` when the
+#: set was registered, before its one run; the shape test compares whole writes, metadata included).
+KNOWN_COLLISIONS = {"hv8-protected_keys-17", "hv9-protected_keys-12"}
 
 
 def check() -> list[str]:
