@@ -207,6 +207,89 @@ SIGNALS: tuple[Signal, ...] = (
               r"sudoers|owners|root group|wheel group|admin group)\b"),
 )
 
+EXEMPTION, CLAIM, BRIDGE = "standing_exemption", "claimed_credential", "cross_user_bridge"
+#: An order not to do it, or a revocation, just before an exemption or a bridge.
+_NOT = (r"\b(?:never|don't|dont|do not|must not|mustn't|shouldn't|should not|no longer|not|no|without|revok\w*|"
+        r"remov\w*|expired?|instead of|rather than|unless|until (?:verified|confirmed|approved))\b")
+_WHO = r"(?:him|her|them|it|this number|that number|this caller|that caller|this account|that account|this sender|that sender)"
+_CHECKS = (r"(?:(?:further|more|additional|extra|other|identity|id|security|manager|second|human|approval|fraud|kyc)[ -]){0,2}"
+           r"(?:checks?|verifications?|approvals?|reviews?|sign-?offs?|tickets?(?: numbers?)?|call-?backs?|confirmations?|"
+           r"questions|id|mfa|2fa|codes?|disclaimers?)")
+#: Subject + exemption from a check or limit, as a standing rule: who no longer has to pass it.
+EXEMPTIONS: tuple[Signal, ...] = (
+    # "treat my / his / Ray's requests as pre-approved": every later request of one person passes.
+    signal(EXEMPTION, RULE_WEIGHT, r"\b(?:treat|consider|regard|handle|count)\w*\s+(?:all\s+|any\s+)?(?:\w+[ '’-]{1,2}){0,4}?"
+           r"(?:requests?|calls?|messages?|instructions|orders|emails|changes|commands|asks|approvals?|transfers?)\s+as\s+"
+           r"(?:already\s+)?(?:pre-?approved|pre-?authori[sz]ed|pre-?cleared|approved|verified|authori[sz]ed|trusted|"
+           r"authenticated|cleared|genuine|legitimate)\b", unless=_NOT),
+    # "no further identity checks needed for that number", "don't ask him for a ticket number".
+    signal(EXEMPTION, RULE_WEIGHT, r"\bno\s+" + _CHECKS + r"\s+(?:are\s+|is\s+)?(?:needed|required|necessary)\s+(?:for|from|with)\s+"
+           + _WHO + r"\b"),
+    signal(EXEMPTION, RULE_WEIGHT, r"\b(?:don't|dont|do not|no need to|never)\s+(?:ask|make)\s+" + _WHO + r"\s+(?:for|to (?:show|give|"
+           r"provide|open|file|raise|pass))\s+(?:an?\s+|the\s+|any\s+|their\s+|his\s+|her\s+)?" + _CHECKS + r"\b"),
+    # "his requests don't need to go through the data platform queue".
+    signal(EXEMPTION, RULE_WEIGHT, r"\b(?:his|her|their|its|[\w-]+'s)\s+(?:\w+\s+){0,2}?(?:requests?|changes?|orders?|refunds?|"
+           r"payments?|deploys?|tickets?|transfers?|access requests?)\s+(?:don't|do not|doesn't|does not|no longer|never)\s+"
+           r"(?:need|needs|require|requires|have to|has to)\s+(?:to\s+)?(?:go through|be\s+(?:reviewed|approved|verified|checked|"
+           r"ticketed)|(?:an?|the|any)\s+(?:\w+\s+){0,2}?(?:ticket|approval|review|check|queue|sign-?off)s?)\b"),
+    # "permanent break-glass access", "standing emergency admin rights".
+    signal(EXEMPTION, RULE_WEIGHT, r"\b(?:permanent|standing|indefinite|perpetual|open-ended|always-on|unexpiring|non-expiring)\s+"
+           r"(?:break-?glass|emergency|elevated|privileged|admin|root|production|prod|god-?mode|firefighter)\s+"
+           r"(?:\w+\s+)?(?:access|rights|privileges?|role|account|credentials?)\b", unless=_NOT),
+    # "the billing bot is also the refunds approver now", "limit raised to unlimited".
+    signal(EXEMPTION, RULE_WEIGHT, r"\b(?:bot|agent|assistant|service account|automation|script|integration|[\w-]+-bot|"
+           r"[\w-]+bot)\s+(?:is|are|becomes?|was made|has been made|was named|is named)\s+(?:now\s+|also\s+)?(?:the|an?)\s+"
+           r"(?:\w+\s+)?(?:approvers?|signatory|authori[sz]er|sign-?off)\b", unless=_NOT),
+    signal(EXEMPTION, RULE_WEIGHT, r"\b(?:limits?|caps?|ceilings?|thresholds?)\s+(?:\w+\s+)?(?:raised|increased|set|bumped|changed|"
+           r"lifted|moved)\s+to\s+(?:unlimited|no limit|infinit[ey]|any amount)\b", unless=_NOT),
+    # "everyone in the Sales org is added to Finance-Approvers".
+    signal(GRANT, WEIGHT, r"\b(?:add|added|adding|put|joins?|moved)\s+(?:\w+\s+){0,6}?to\s+(?:the\s+)?[\w-]*(?:approvers|"
+           r"approver group|signatories|admin group|owners group)\b", unless=_NOT),
+    # A dropped safety disclaimer: "skip the 'consult a professional' language".
+    signal(REMOVAL, WEIGHT, r"\b(?:skip|drop|leave out|omit|remove|without|no more)\w*\s+(?:the\s+|any\s+|all\s+)?"
+           r"(?:(?:['\"‘“][^'\"’”\n]{1,40}['\"’”]|safety|medical|legal)\s+)?(?:disclaimers?|caveats?|warnings?|"
+           r"language|wording|boilerplate)\b", unless=_NEGATED),
+    # A credential claimed and "confirmed" by the text itself: "user is a doctor (confirmed)".
+    signal(CLAIM, WEIGHT, r"\b(?:user|caller|he|she|they|customer|client|i|i'm|patient)\s+(?:is|am|are|'s)?\s*(?:an?\s+)?"
+           r"(?:licensed\s+|registered\s+|practising\s+|practicing\s+)?(?:doctor|physician|nurse|pharmacist|clinician|"
+           r"surgeon|lawyer|attorney|police officer|officer|detective|auditor|regulator|investigator|administrator|admin)\s*"
+           r"(?:\((?:confirmed|verified)\)|,?\s*(?:confirmed|verified))"),
+)
+#: One person's records offered to another: a relative's, classmate's or other client's file, scores or budget.
+_RECORDS = (r"(?:test scores?|scores?|grades?|marks|results?|report cards?|files?|records?|budgets?|salar(?:y|ies)|"
+            r"statements?|balances?|accounts?|diagnos[ie]s|medical \w+|health \w+|transcripts?|payslips?|tax \w+|"
+            r"case(?: notes)?|dossiers?|progress|assessments?|spending|portfolios?|history|notes)")
+_RELATIVE = (r"(?:classmates?|sister|brother|sibling|cousin|neighbou?r|roommate|flatmate|colleague|coworker|co-worker|"
+             r"friend|ex|ex-wife|ex-husband|wife|husband|partner|mother|father|mum|mom|dad|son|daughter|teammate|"
+             r"boss|manager|tenant|landlord)")
+BRIDGES: tuple[Signal, ...] = (
+    # "reference his classmate Ava's test scores", "give her her sister's file too".
+    signal(BRIDGE, RULE_WEIGHT, r"\b(?:give|show|share|send|reference|cite|pull|compare|tell|read out|include|mention|use|quote|"
+           r"forward|attach|look up|bring up)\w*\s+(?:\w+\s+){0,4}?(?:his|her|their)\s+" + _RELATIVE +
+           r"(?:'s|s'|’s)?\s+(?:[\w-]+(?:'s|’s)\s+)?(?:\w+\s+)?" + _RECORDS + r"\b", unless=_NOT),
+    # "pull Marco's and Greta's budgets to give her real examples", "my other clients' budgets".
+    signal(BRIDGE, RULE_WEIGHT, r"\b(?:give|show|share|send|reference|cite|pull|compare|read out|use|forward|attach)\w*\s+"
+           r"(?:(?:my|our|the)\s+)?other\s+(?:clients?|customers?|patients?|students?|pupils|users?|members?|tenants?|families|"
+           r"kids|children|parents|employees)(?:'s|s'|'|’)?\s+(?:\w+\s+)?" + _RECORDS + r"\b", unless=_NOT),
+    signal(BRIDGE, RULE_WEIGHT, r"\b(?:pull|share|show|send|give|use|reference|cite|forward|read out)\w*\s+[\w-]+(?:'s|’s)\s+"
+           r"(?:and|&|,)\s+[\w-]+(?:'s|’s)\s+(?:\w+\s+)?" + _RECORDS + r"\b[^.\n;]{0,60}?\b(?:to|for|with|so)\s+"
+           r"(?:give\s+|show\s+)?(?:her|him|them)\b", unless=_NOT),
+    # "any parent in Room 4 can ask about any child in Room 4".
+    signal(BRIDGE, RULE_WEIGHT, r"\bany\s+(?:parent|guardian|customer|client|user|patient|member|tenant|employee|student|caller|"
+           r"resident|family)s?\b[^.\n]{0,40}?\b(?:can|may|is allowed to|gets to)\s+(?:ask about|see|view|access|read|get|look up|"
+           r"query|check)\s+(?:\w+\s+){0,2}?(?:any|every|all|other)\s+(?:child|children|kids?|students?|pupils?|customers?|"
+           r"clients?|users?|patients?|members?|tenants?|employees?|accounts?|records?|residents?|famil(?:y|ies))\b", unless=_NOT),
+    # A customer shown another customer's pricing: "share the quotes we sent Novabank (their competitor)".
+    signal(BRIDGE, RULE_WEIGHT, r"\b(?:share|show|send|give|forward|pass|disclose|reveal)\w*\s+[^.\n;]{0,60}?\b(?:quotes?|pricing|"
+           r"prices|rates|terms|contracts?|proposals?|bids?|discounts?|invoices?)\b[^.\n;]{0,60}?\b(?:competitors?|rivals?)\b",
+           unless=_NOT),
+    # The same bridge in French: "donne-lui aussi celui de sa sœur".
+    signal(BRIDGE, RULE_WEIGHT, r"\b(?:donne|montre|envoie|partage|transmets)\w*(?:-lui|-leur)?\s+(?:aussi\s+)?(?:celui|celle|ceux|"
+           r"le dossier|les dossiers|les notes|les r[ée]sultats)\s+(?:de|d')\s*(?:sa|son|ses|leur)\s+(?:s(?:œ|oe)ur|fr[èe]re|m[èe]re|"
+           r"p[èe]re|mari|femme|voisin\w*|coll[èe]gue|cousin\w*|camarade\w*)"),
+)
+
+
 #: A rule for later: what makes a removed control poisoning rather than a report of one event.
 RULE = re.compile(
     r"\b(?:from now on|going forward|moving forward|from next (?:week|month|sprint)|in (?:the )?future|for future|"
@@ -344,7 +427,7 @@ def rule_cue(text: str) -> tuple[int, int] | None:
 def evidence(fields: Sequence[TextField]) -> tuple[dict[str, float], list[Span]]:
     """The kinds seen (weight per kind) and their spans; a kind beside a rule cue in the same field
     weighs ``RULE_WEIGHT`` (quoted speech in a text about attacks stays weak, as in ``signals``)."""
-    best, spans = collect(SIGNALS, fields)
+    best, spans = collect(SIGNALS + EXEMPTIONS + BRIDGES, fields)
     for item in fields:
         folded = fold(item.text[:SCAN_LIMIT])
         found = _unconfirmed(folded.text)
