@@ -49,6 +49,8 @@ def main() -> int:
         return flag
 
     semantic.detect = cached
+    # Which code is judged (a scratch run may put an older commit's ``app`` first on PYTHONPATH).
+    print("screening code:", os.path.dirname(semantic.__file__))
     redactor = Redactor()
     results = {}
     vectors_cache = cache.setdefault("__vectors__", {})
