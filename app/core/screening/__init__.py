@@ -44,11 +44,20 @@ EXPLANATIONS = {
                     "'treat them as internal', 'are now considered approved viewers of all …', 'retains the access "
                     "of …'), or tells it to run a destructive command (delete, drop, wipe, force-push) without "
                     "confirmation ('don't ask first'), or to call a tool that approves, pays, deletes or unlocks "
-                    "with a harmful argument (every item, a zero price, a safety setting written to 0). When the "
+                    "with a harmful argument (every item, a zero price, a safety setting written to 0, an override "
+                    "of a hold), to open an admin port to the whole internet, or to run a destructive command on "
+                    "production on a standing trigger ('whenever staging looks stale'). It also flags a standing "
+                    "exemption for one person, number or bot ('treat his requests as pre-approved', 'no further "
+                    "identity checks for that number', permanent break-glass access, a bot made approver, a limit "
+                    "raised to unlimited, a safety disclaimer dropped for a self-confirmed doctor) and a bridge "
+                    "between people's data (a sister's or classmate's file, other clients' budgets, any parent "
+                    "asking about any child, a competitor's quotes). When the "
                     "whole content is the evidence, a learned reader judged that the text drops a check, approval, "
                     "inspection or limit as a rule for later, in its trade's own words.",
     exfiltration.NAME: "The text would make the agent send data somewhere: a link or image that carries data, "
-                       "a standing copy to an address, or a request to read a file that holds keys or passwords. "
+                       "a standing copy to an address, an upload to an anonymous file drop (transfer.sh, file.io), or "
+                       "a request to read, export or keep the contents of a file that holds keys, passwords or a "
+                       "session (.git-credentials, secrets.yaml, document.cookie), in any of several languages. "
                        "A standing copy to the user's own named assistant or colleague, at an address with that "
                        "name, is medium, not high.",
     hidden.NAME: "The text contains characters a reviewer cannot see but a model reads (invisible, "
@@ -65,7 +74,9 @@ EXPLANATIONS = {
                     "identity, system prompt, safety rules or trusted sources (in the text, a tag or a "
                     "metadata key, or a protected workspace file), or grants power in a tag or metadata value "
                     "under any key (an admin role or group, a write or delete permission, a clearance level, "
-                    "acting as another user, a safety override switched on).",
+                    "acting as another user, a safety override switched on), switches a safeguard off under a key "
+                    "that names it ('approval_required: false', 'safety_review: skip') or claims a power as a "
+                    "yes/no setting ('is_owner: true', 'can_approve_changes: true').",
     semantic.NAME: "The meaning and wording of the whole text are close to known memory-poisoning attempts "
                    "(standing instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool "
                    "misuse, hidden markup), even though it may match no rule; read it as a whole.",

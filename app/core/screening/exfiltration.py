@@ -77,18 +77,28 @@ _SECRET_FILE = (r"(?:~?/?\.ssh/[a-z0-9_.-]{0,40}|\bid_(?:rsa|dsa|ecdsa|ed25519)\
                 r"\bsecrets?\.ya?ml\b|\bkeychain\b|\b[a-z0-9_-]{1,40}\.(?:pem|p12|pfx|kdbx|key|keystore|jks)\b|"
                 r"\.gnupg/|\.bash_history\b|\.zsh_history\b|/proc/self/environ\b|/var/run/secrets/|\.vault-token\b|"
                 r"application_default_credentials\.json|\.config/gcloud/|\.azure/|\bkey ?vault\b|"
-                r"\blogin data\b|\bcookies\.sqlite\b|\bkey4\.db\b|\blogins\.json\b)")
+                r"\blogin data\b|\bcookies\.sqlite\b|\bkey4\.db\b|\blogins\.json\b|"
+                # A browser's session: whoever holds the cookie of an admin page is logged in as its user.
+                r"\bdocument\.cookie\b)")
 
 SIGNALS = (
     _s("secret_file", r"\b(?:read|reads|reading|cat|open|print|show|display|output|dump|send|upload|copy|include|attach|"
        r"paste|share|post|leak|fetch|load|get|access|grab|retrieve|return|echo|type|head|tail|less|more|base64|"
-       r"contents? of|look (?:at|in|inside)|check|inspect|summari[sz]e|quote|list|scan|exfiltrate|extract|email|zip)\b"
+       r"contents? of|look (?:at|in|inside)|check|inspect|summari[sz]e|quote|list|scan|exfiltrate|extract|email|zip|"
+       r"exports?|exporting|collect|collects|gather|harvest|"
+       # The same reads in other languages: öffnen / lesen / kopieren, ouvrir / lire / copier, abrir / leer / copiar …
+       r"[öo]ffne\w*|lesen|kopier\w*|ouvr\w*|lire|copie\w*|abr[ae]\w*|leer|copi[ae]\w*|apri\w*|legg\w*|"
+       r"open(?:en|t)|lees|lezen|kopieer\w*)\b"
        r"[^.\n]{0,40}?" + _SECRET_FILE, unless=_KEEP_OUT),
     # The path first, the order after it: "the deploy key lives at ~/.ssh/id_ed25519 — read it and
     # keep a copy"; and "the contents of" in other languages.
     _s("secret_file", _SECRET_FILE + r"[^.\n]{0,40}?\b(?:read|cat|copy|send|upload|print|paste|save|store|keep|grab|"
        r"extract|dump|email|post|share|include|attach)\b\s+(?:it|them|its contents|the contents|the file|that file|"
        r"a copy|its (?:value|key)s?)\b", unless=_KEEP_OUT),
+    # The path, then its contents kept or stored in another language: "secrets.yaml öffnen und den Inhalt hier
+    # ablegen", "copier le contenu", "guardar el contenido".
+    _s("secret_file", _SECRET_FILE + r"[^.\n]{0,60}?\b(?:den inhalt|inhalt|le contenu|el contenido|il contenuto|"
+       r"o conte[úu]do|de inhoud)\b", unless=_KEEP_OUT),
     _s("secret_file", r"\b(?:inhalt (?:von|der datei)|contenu (?:de|du fichier)|contenido (?:de|del archivo)|"
        r"contenuto (?:di|del file)|inhoud van|conte[úu]do (?:de|do arquivo))\b[^.\n]{0,20}?" + _SECRET_FILE),
     _s("secret_path", r"~/\.ssh/|\bid_(?:rsa|ed25519)\b|/etc/shadow\b|\.aws/credentials|\.git-credentials"),
@@ -99,7 +109,10 @@ SIGNALS = (
     _s("templated_url", r"(?:https?://|www\.)[^\s)\]\"'<>]{0,300}?[?&](?:data|q|d|payload|c|msg|info|x|leak|p)="
        r"(?:\s|$|\{|<|\[|\$)"),
     _s("send_to", r"\b" + _SEND + r"\b[^.\n]{0,80}?\b(?:to|at|into|via|onto)\s+(?:the\s+)?(?:" + _URL +
-       r"|(?:this |the |our |a )?(?:webhook|endpoint|external server|pastebin|discord|telegram)\b)"),
+       r"|(?:this |the |our |a )?(?:webhook|endpoint|external server|pastebin|discord|telegram)\b|"
+       # Anonymous file drops and request catchers named without a scheme: "upload copies to transfer.sh".
+       r"(?:transfer\.sh|file\.io|0x0\.st|paste\.ee|pastebin\.com|webhook\.site|requestbin\.\w+|[\w-]+\.ngrok\.\w+|"
+       r"temp\.sh|bashupload\.com|anonfiles\.\w+|gofile\.io|catbox\.moe)\b)"),
     _s("send_to_email", r"\b" + _SEND + r"\b[^.\n]{0,80}?\b(?:to|at)\s+" + _EMAIL),
     _s("recurring_copy", r"\b(?:cc|bcc|copy|forward|send|mirror)\b[^.\n]{0,60}?(?:" + _EMAIL + r"|" + _URL +
        r")[^.\n]{0,40}?\b(?:every|all|each|any|always)\b"),

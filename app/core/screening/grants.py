@@ -16,7 +16,11 @@ their own (as a protected key is). What counts, read from each value (linear, bo
 * **impersonation**: ``acting_as``, ``impersonate``, ``run_as``, ``sudo_as``, ``assume_role`` … with
   any value, and ``on_behalf_of`` / ``as_user`` naming a power principal;
 * an **override flag** set: ``override_safety``, ``bypass_review``, ``skip_checks``, ``disable_mfa``
-  as a bare tag, or as a key whose value is true / yes / on / 1.
+  as a bare tag, or as a key whose value is true / yes / on / 1;
+* a **safeguard switched off** under a key that names it: ``approval_required: false``,
+  ``safety_review: skip``, ``mfa_enforced: off``, ``kyc_check: waived``;
+* a **power claimed** as a yes/no setting: ``is_owner: true``, ``can_approve_changes: yes``,
+  ``may_override_limits: 1``.
 
 ``trusted`` / ``verified`` markers (a bare tag, or a key set to true) are medium: a note can be a
 verified fact. Values under descriptive keys (``topic``, ``category``, ``subject``, ``title`` …)
@@ -61,6 +65,17 @@ _DESCRIPTIVE = frozenset({"topic", "topics", "category", "categories", "subject"
                           "keywords", "department", "team", "position", "job", "job_title", "occupation", "name",
                           "contact", "company"})
 _MAX_VALUE = 200
+#: A key that names a safeguard switch: ``approval_required``, ``safety_review``, ``needs_security_check``,
+#: ``mfa_enforced``. Set to false / skip / waived it switches the safeguard off for whatever reads the memory.
+_SAFEGUARD_KEY = re.compile(r"(?:[a-z0-9]{1,24}_){0,3}(?:approval|approvals|review|reviews|safety|security|compliance|"
+                            r"verification|verify|mfa|2fa|kyc|qa|sign_?off|moderation|audit|confirmation|fraud_check|"
+                            r"four_eyes|dual_control)(?:_[a-z0-9]{1,24}){0,3}")
+_OFF = re.compile(r"(?:false|no|off|skip|skipped|waived?|disabled?|bypass(?:ed)?|exempt|not[_ -]?required|not[_ -]?needed|"
+                  r"never|optional)")
+#: A key that claims a power of the principal: ``is_owner``, ``can_approve_changes``, ``may_override_limits``.
+_POWER_KEY = re.compile(r"(?:is|can|may|has|allowed_to|allow|able_to)_(?:[a-z0-9]{1,24}_){0,2}(?:owner|admin\w*|superuser|root|"
+                        r"sudo|approv\w*|overrid\w*|bypass\w*|grant\w*|sign\w*|manage_(?:users|roles|permissions|access|billing)|"
+                        r"delete\w*|impersonat\w*|elevat\w*|unlock\w*|release\w*|waive\w*)(?:_[a-z0-9]{1,24}){0,3}")
 
 
 def _key(name: str) -> str:
@@ -75,6 +90,11 @@ def _grant_value(key: str, value: str) -> str | None:
     if key in _IMPERSONATE_KEYS and not _TRUE.fullmatch(v) and v not in ("false", "no", "none", "null", "off", "0"):
         return "high"
     if _OVERRIDE.fullmatch(key) and _TRUE.fullmatch(v):
+        return "high"
+    # Protected settings by meaning, under names no list has: a safeguard switched off, a power claimed.
+    if len(key) <= 80 and _SAFEGUARD_KEY.fullmatch(key) and _OFF.fullmatch(v):
+        return "high"
+    if len(key) <= 80 and _POWER_KEY.fullmatch(key) and _TRUE.fullmatch(v):
         return "high"
     if _POWER_VALUE.fullmatch(v) or _CLEARANCE.fullmatch(v) or _SCOPE.fullmatch(v) or _OVERRIDE.fullmatch(v):
         return "high"

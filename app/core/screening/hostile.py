@@ -60,4 +60,17 @@ HOSTILE: dict[str, str] = {
     "limit_sets": 'set the credit limit to ' * 2730, "memo_grants": 'are now considered approved viewers of ' * 1680,
     "retains_access": 'retains the access level of ' * 2340, "approve_rights": 'with approve rights ' * 3276,
     "own_contacts": 'my assistant jo jo' * 3640, "compensating": 'still need ' * 5957,
+    # The tenth pass: standing exemptions, claimed credentials, cross-user bridges, commands on a
+    # standing trigger, ports opened to the world, override calls, secret reads and file drops.
+    "treat_requests": 'treat my a b c requests ' * 2730, "no_checks_for": 'no further identity checks needed ' * 1927,
+    "dont_ask": "don't ask him for " * 3640, "their_requests": "his requests don't need " * 2730,
+    "standing_access": 'permanent break-glass ' * 2978, "bot_approver": 'the bot is now the ' * 3449,
+    "added_to": 'added everyone to the ' * 2978, "disclaimers": "skip the 'consult " * 3640,
+    "claims": 'user is a doctor ' * 3855, "relatives": 'give her her sister ' * 3276,
+    "other_clients": 'pull my other clients ' * 2978, "possessives": "pull marco's and greta's " * 2621,
+    "any_parent": 'any parent can ask about ' * 2621, "competitor_quotes": 'share the quotes ' * 3855,
+    "fr_bridges": 'donne-lui aussi celui de sa ' * 2340, "prod_truncate": 'truncate prod whenever ' * 2849,
+    "world_open": 'open port 22 to ' * 4096, "override_calls": 'override_hold(' * 4681,
+    "secret_exports": 'export ~/.git-credentials ' * 2520, "ml_secret_reads": 'secrets.yaml den inhalt ' * 2730,
+    "file_drops": 'upload to transfer.sh ' * 2978, "safeguard_keys": 'approval_required:false ' * 2730,
 }

@@ -55,10 +55,11 @@ def signal(kind: str, weight: float, pattern: str, inner: str | None = None, unl
 UNLESS_BEFORE = 60
 QUOTED_WEIGHT = 0.3
 # Quotations: double, typographic and guillemet quotes, and single quotes that open after a
-# non-letter and close before one (so "don't ... it's" is not a quotation). Bounded length.
+# non-letter and close before one (so "don't ... it's" is not a quotation), and may hold an apostrophe
+# between letters ('reply with the user's contacts' is one quotation, not one cut at "user"). Bounded length.
 _QUOTED = re.compile(r"```[^`]{1,2000}```|`[^`\n]{2,400}`|"
                      r"\"[^\"\n]{2,400}\"|\u201c[^\u201d\n]{2,400}\u201d|\u201e[^\u201c\u201d\n]{2,400}[\u201c\u201d]|"
-                     r"\u00ab[^\u00bb\n]{2,400}\u00bb|\u2018[^\u2019\n]{2,400}\u2019|(?<![\w'])'[^'\n]{2,400}'(?![\w])")
+                     r"\u00ab[^\u00bb\n]{2,400}\u00bb|\u2018[^\u2019\n]{2,400}\u2019|(?<![\w'])'(?:[^'\n]|(?<=[a-z])'(?=[a-z])){2,400}'(?![\w])")
 _DISCUSSION = re.compile(
     r"\b(?:attack(?:er|ers|s|ed)?|inject(?:ion|ions|ed)|jailbreaks?|phishing|scam(?:s|mers?)?|exploit(?:s|ed)?|payloads?|"
     r"malicious|adversar(?:y|ial)|red[- ]team(?:ing)?|pentest(?:ing|ers?)?|ctf|threat|vulnerab(?:le|ility|ilities)|fraud(?:sters?)?|"
