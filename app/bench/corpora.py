@@ -26,7 +26,10 @@ eight of them kinds of agent no earlier set had) and measured once after it (87.
 benign staged; docs/benchmarks.md). Both were in ``MEASURED_SETS`` (read, not trained on) until the
 ninth pass, which trains on them. ``HELDOUT_V9`` was written blind during the ninth pass in the same
 way (fifteen benign families, eight of them kinds of agent no earlier set had) and measured once
-after it (87.5 % stopped, 2.9 % benign staged; docs/benchmarks.md): read, in ``MEASURED_SETS``. ``benign_load_writes`` gathers the ordinary writes
+after it (87.5 % stopped, 2.9 % benign staged; docs/benchmarks.md): read, in ``MEASURED_SETS``; the
+tenth pass changed rules only after reading it. ``HELDOUT_V10`` was written blind during the tenth pass
+in the same way (fourteen benign families, five of them kinds of agent no earlier set had) and is
+measured once after it. ``benign_load_writes`` gathers the ordinary writes
 the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
 all benign: screening must not flag them. The external corpora come from installed packages (the
 ``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
@@ -48,12 +51,13 @@ HELDOUT_V6 = Path(__file__).resolve().parent / "data" / "screening_heldout_v6.js
 HELDOUT_V7 = Path(__file__).resolve().parent / "data" / "screening_heldout_v7.jsonl"
 HELDOUT_V8 = Path(__file__).resolve().parent / "data" / "screening_heldout_v8.jsonl"
 HELDOUT_V9 = Path(__file__).resolve().parent / "data" / "screening_heldout_v9.jsonl"
+HELDOUT_V10 = Path(__file__).resolve().parent / "data" / "screening_heldout_v10.jsonl"
 #: Report name -> file of every hand-written held-out set. Those in
 #: ``make_screening_exemplars.SEEN_SETS`` are spent (measured, read, trained on); the rest are blind.
 HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH, "heldout_v3": HELDOUT_V3,
                 "heldout_v4": HELDOUT_V4, "heldout_v5": HELDOUT_V5, "heldout_v6": HELDOUT_V6,
                 "heldout_v7": HELDOUT_V7, "heldout_v8": HELDOUT_V8,
-                "heldout_v9": HELDOUT_V9}
+                "heldout_v9": HELDOUT_V9, "heldout_v10": HELDOUT_V10}
 #: Held-out sets measured once and read (docs/benchmarks.md keeps that one figure) but not trained on.
 MEASURED_SETS: frozenset[str] = frozenset({"heldout_v9"})
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration.json"

@@ -220,8 +220,9 @@ def train_removal(embedder=None, cache: dict[str, np.ndarray] | None = None,
 #: a v8 protected-keys attack whose harm is in its metadata. Training on it as benign can only hide
 #: the attack, never help catch it; disclosed with the eighth set's figures (docs/benchmarks.md). The
 #: ninth set's writer chose the same three words for a protected-keys attack (found by ``--check`` when the
-#: set was registered, before its one run; the shape test compares whole writes, metadata included).
-KNOWN_COLLISIONS = {"hv8-protected_keys-17", "hv9-protected_keys-12"}
+#: set was registered, before its one run; the shape test compares whole writes, metadata included), and
+#: so did the tenth's: writers reach for it as the most harmless sentence there is.
+KNOWN_COLLISIONS = {"hv8-protected_keys-17", "hv9-protected_keys-12", "hv10-protected_keys-16"}
 
 
 def check() -> list[str]:
