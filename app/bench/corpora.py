@@ -28,8 +28,9 @@ ninth pass, which trains on them. ``HELDOUT_V9`` was written blind during the ni
 way (fifteen benign families, eight of them kinds of agent no earlier set had) and measured once
 after it (87.5 % stopped, 2.9 % benign staged; docs/benchmarks.md): read, in ``MEASURED_SETS``; the
 tenth pass changed rules only after reading it. ``HELDOUT_V10`` was written blind during the tenth pass
-in the same way (fourteen benign families, five of them kinds of agent no earlier set had) and is
-measured once after it. ``benign_load_writes`` gathers the ordinary writes
+in the same way (fourteen benign families, five of them kinds of agent no earlier set had) and
+measured once after it (92.0 % stopped, 2.7 % benign staged; docs/benchmarks.md): read, in
+``MEASURED_SETS``. ``benign_load_writes`` gathers the ordinary writes
 the other benchmarks make (load-test facts, the hot-path and scale generators, the recall corpora),
 all benign: screening must not flag them. The external corpora come from installed packages (the
 ``bench`` extra): bastioncorpus's labelled injections and agent-memory-guard's AMSB scenarios."""
@@ -59,7 +60,7 @@ HELDOUT_SETS = {"heldout": HELDOUT, "heldout_fresh": HELDOUT_FRESH, "heldout_v3"
                 "heldout_v7": HELDOUT_V7, "heldout_v8": HELDOUT_V8,
                 "heldout_v9": HELDOUT_V9, "heldout_v10": HELDOUT_V10}
 #: Held-out sets measured once and read (docs/benchmarks.md keeps that one figure) but not trained on.
-MEASURED_SETS: frozenset[str] = frozenset({"heldout_v9"})
+MEASURED_SETS: frozenset[str] = frozenset({"heldout_v9", "heldout_v10"})
 CALIBRATION = Path(__file__).resolve().parent / "data" / "calibration.json"
 #: memorywire's microbenchmark facts, kept next to the checkout (``../shared/bench``) rather than in it.
 MEMORYWIRE = next((p / "shared" / "bench" / "memorywire-microbench.json" for p in Path(__file__).resolve().parents[3:5]
