@@ -120,22 +120,13 @@ def autocommit(db: Database) -> Iterator[psycopg.Connection]:
         with db.sessions.begin() as session:
             yield driver_of(session)
         return
-    try:
-        raw = db.engine.raw_connection()
-    except psycopg.Error as exc:  # the pool's checkout connects without SQLAlchemy's wrapping
-        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
-    driver = raw.driver_connection
-    try:
+    with _checkout(db.engine) as driver:
         driver.autocommit = True
-        yield driver
-    except DBAPIError as exc:
-        if driver.closed or driver.broken:
-            raw.invalidate(exc)
-        raise
-    finally:
-        if not driver.closed:
-            driver.autocommit = False  # the pool's next user expects a transaction
-        raw.close()
+        try:
+            yield driver
+        finally:
+            if not driver.closed:
+                driver.autocommit = False  # the pool's next user expects a transaction
 
 
 @contextmanager
@@ -143,6 +134,16 @@ def transaction(engine: Engine) -> Iterator[psycopg.Connection]:
     """A pooled psycopg connection for one write transaction (begun by its first statement), which
     the block ends with `commit`; whatever it leaves open is rolled back as the connection goes
     back to the pool, and a connection an error broke is invalidated, not returned."""
+    with _checkout(engine) as driver:
+        yield driver
+
+
+@contextmanager
+def _checkout(engine: Engine) -> Iterator[psycopg.Connection]:
+    """The driver connection of one pooled connection: a failed checkout raised as SQLAlchemy's
+    `DBAPIError` (the pool connects without SQLAlchemy's wrapping), a connection an error broke
+    invalidated rather than returned, and the connection returned to the pool at the end (the
+    pool's reset rolls back a transaction still open)."""
     try:
         raw = engine.raw_connection()
     except psycopg.Error as exc:
@@ -155,7 +156,7 @@ def transaction(engine: Engine) -> Iterator[psycopg.Connection]:
             raw.invalidate(exc)
         raise
     finally:
-        raw.close()  # the pool's reset rolls back a transaction still open
+        raw.close()
 
 
 COMMIT_PIPELINED = "COMMIT, pipelined with deferred INSERTs"
