@@ -23,6 +23,12 @@ Each repeat also measures the floor of one request in the same run: an embedding
 durable commit (a one-row INSERT + COMMIT on the server's PostgreSQL). Every side's figure carries
 the 1-minute load average before it ran; the summary takes medians over repeats of per-repeat
 ratios.
+
+Beside the throughput goal the summary puts this machine's ceiling (`throughput_bound`): the ops/s
+of a served request that cost only its embedding's CPU (the cheapest of batches of 1, 4, 8 and 16
+texts) and one keep-alive HTTP exchange's (client and server), every core busy. Nothing else is in
+it, no auth, SQL or commit: a goal above it is out of reach on this machine however lean the
+governance gets, short of an embedding cheaper than the best batch size measured.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from app.bench import common, driver_common, recall
 
@@ -123,8 +129,11 @@ def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
             http.close()
 
 
-def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, n: int = 50) -> dict[str, Any]:
-    """The floor of one request, measured now: embedding + keep-alive round trip + durable commit."""
+def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, cpu_clock: Callable[[], float],
+                  n: int = 50) -> dict[str, Any]:
+    """The floor of one request, measured now: embedding + keep-alive round trip + durable commit, in
+    wall time (goal 1's floor), and the CPU of its two unavoidable parts (the embedding and the
+    HTTP exchange), from which `ceiling` derives the most a served side could do on this box."""
     from app.bench.audit import commit_floor  # the smallest durable transaction, as the audit bench times it
 
     def embed_p50(texts: list[str]) -> float:
@@ -135,18 +144,46 @@ def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, n: int
             samples.append((time.perf_counter() - started) * 1000.0)
         return driver_common.percentile(samples, 50)
 
-    healthz = []
+    healthz, client_cpu, service_cpu = [], time.thread_time(), cpu_clock()
     for _ in range(n):
         started = time.perf_counter()
         http.get("/healthz").raise_for_status()
         healthz.append((time.perf_counter() - started) * 1000.0)
-    parts = {"embed_fact_p50_ms": round(embed_p50([f["content"] for f in corpus["facts"]]), 3),
-             "embed_query_p50_ms": round(embed_p50([q["query"] for q in corpus["queries"]]), 3),
+    client_cpu, service_cpu = time.thread_time() - client_cpu, cpu_clock() - service_cpu
+    facts, queries = [f["content"] for f in corpus["facts"]], [q["query"] for q in corpus["queries"]]
+    parts = {"embed_fact_p50_ms": round(embed_p50(facts), 3),
+             "embed_query_p50_ms": round(embed_p50(queries), 3),
              "healthz_p50_ms": round(driver_common.percentile(healthz, 50), 3),
-             "durable_commit_p50_ms": commit_floor(admin_url, n)["p50_ms"]}
+             "durable_commit_p50_ms": commit_floor(admin_url, n)["p50_ms"],
+             "embed_fact_cpu_ms": embedding_cpu_ms(embedder, facts[:n]),
+             "embed_query_cpu_ms": embedding_cpu_ms(embedder, queries[:n]),
+             "healthz_client_cpu_ms": round(client_cpu * 1000.0 / n, 3),
+             "healthz_service_cpu_ms": round(service_cpu * 1000.0 / n, 3)}
     rest = parts["healthz_p50_ms"] + parts["durable_commit_p50_ms"]
     return {**parts, "remember_floor_ms": round(parts["embed_fact_p50_ms"] + rest, 3),
             "recall_floor_ms": round(parts["embed_query_p50_ms"] + rest, 3)}
+
+
+def embedding_cpu_ms(embedder, texts: list[str], batch_sizes: Sequence[int] = (1, 4, 8, 16)) -> float:
+    """This process's CPU per text (every onnxruntime thread counted) embedding `texts` in batches of
+    each size, the cheapest size's figure: a server batching concurrent requests could reach it."""
+    best = float("inf")
+    for size in batch_sizes:
+        started = time.process_time()
+        for first in range(0, len(texts), size):
+            embedder.embed(texts[first:first + size])
+        best = min(best, (time.process_time() - started) * 1000.0 / max(1, len(texts)))
+    return round(best, 3)
+
+
+def ceiling(floor: dict[str, Any], cores: int) -> dict[str, float]:
+    """Operations per second a served side could reach if a request cost only its embedding (the
+    cheapest batch size) and one keep-alive HTTP exchange (client and server, nothing else: no
+    auth, no SQL, no commit), with every core of this machine busy: an upper bound on any server
+    here, the benchmark's HTTP clients sharing the cores as they do in the run."""
+    http = floor["healthz_client_cpu_ms"] + floor["healthz_service_cpu_ms"]
+    return {op: round(cores * 1000.0 / (floor[f"embed_{kind}_cpu_ms"] + http), 1)
+            for op, kind in (("remember", "fact"), ("recall", "query"))}
 
 
 def level(side_report: dict[str, Any], clients: int) -> dict[str, Any] | None:
@@ -172,7 +209,7 @@ def run_repeats(server, token: str, corpus: dict[str, Any], corpus_path: Path, p
                 name: (lambda name=name: run_driver(name, pythons[name], corpus_path, args)) for name in pythons}
             runners["memwarden"] = lambda: run_memwarden(server, token, corpus, f"compare-{i + 1}", args)
             loads, results = {}, {}
-            floor = measure_floor(http, admin_url, corpus, embedder)
+            floor = measure_floor(http, admin_url, corpus, embedder, server_cpu_clock(server))
             for name in order:
                 loads[name] = round(os.getloadavg()[0], 2)
                 results[name] = runners[name]()
@@ -209,7 +246,30 @@ def summarise(repeats: list[dict[str, Any]], levels: list[int]) -> dict[str, Any
     if 1 in levels:
         vs_floor = {op: {p: med([level(r["sides"]["memwarden"], 1)[op][f"{p}_ms"] / r["floor"][f"{op}_floor_ms"]
                                  for r in repeats]) for p in ("p50", "p95")} for op in OPS}
-    return {"sides": per_side, "ratios": ratios, "floor": floor, "memwarden_single_client_over_floor": vs_floor}
+    return {"sides": per_side, "ratios": ratios, "floor": floor, "memwarden_single_client_over_floor": vs_floor,
+            "throughput_bound": throughput_bound(per_side, floor)}
+
+
+def throughput_bound(per_side: dict[str, Any], floor: dict[str, Any]) -> dict[str, Any]:
+    """The throughput goal beside what this machine allows: the ceiling of a served request that
+    costs only its embedding and HTTP exchange, and the ops/s the goal asks for (its multiple of each
+    library's at the goal's concurrency). A goal above the ceiling cannot be met here by a server that
+    embeds with this model, whatever else it leaves out."""
+    cores = os.cpu_count() or 1
+    top = ceiling(floor, cores)
+    c = str(GOALS["goal_clients"])
+    needed: dict[str, Any] = {}
+    for other, minimum in (("memorywire", GOALS["ops_over_memorywire_min"]), ("mem0", GOALS["ops_over_mem0_min"])):
+        theirs = per_side.get(other, {}).get(c)
+        if theirs:
+            needed[other] = {op: round(minimum * theirs[op]["ops_per_s"], 1) for op in OPS if theirs[op]["ops_per_s"]}
+    # The CPU a request may spend beyond its embedding and HTTP exchange (auth, validation, screening,
+    # SQL, PostgreSQL, the commit, the audit entry) if the served side is to reach the goal's ops/s.
+    left = {f"{op}_vs_{other}": round(cores * 1000.0 / want - cores * 1000.0 / top[op], 2)
+            for other, ops in needed.items() for op, want in ops.items()}
+    return {"cores": cores, "ceiling_ops_per_s": top, "goal_needs_ops_per_s": needed,
+            "goal_within_ceiling": {key: budget > 0 for key, budget in left.items()},
+            "cpu_ms_per_op_left_for_governance": left}
 
 
 def goals(summary: dict[str, Any]) -> dict[str, bool]:
@@ -291,6 +351,12 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
     common.write_json(args.out, report)  # first: the table must not cost the measurements
     print(summary_table(report))
     print("floor (median): " + ", ".join(f"{k} {v}" for k, v in summary["floor"].items()))
+    bound = summary["throughput_bound"]
+    print(f"ceiling on {bound['cores']} cores (embedding + HTTP exchange only): "
+          + ", ".join(f"{op} {v} ops/s" for op, v in bound["ceiling_ops_per_s"].items())
+          + "".join(f"; the goal asks for {op} {v} ({other}), which leaves "
+                    f"{bound['cpu_ms_per_op_left_for_governance'][f'{op}_vs_{other}']} ms of CPU per op for the rest"
+                    for other, ops in bound["goal_needs_ops_per_s"].items() for op, v in ops.items()))
     missed = [name for name, ok in report["goals"].items() if not ok]
     print("no goal judged (needs the 16-client level)" if not report["goals"]
           else "goals met" if not missed else f"goals missed: {', '.join(missed)}")
