@@ -95,15 +95,7 @@ def test_writes_queued_behind_a_commit_go_in_one_transaction_each_with_its_own_e
 def test_a_failing_group_is_retried_write_by_write_and_only_the_failing_write_fails(committed_ctx, principals):
     ctx, tenant_id = committed_ctx, principals[0].tenant_id
     committer = group_commit.committer(ctx)
-    rules = rules_for(ctx, principals[0])
-
-    def decided(i: int, memory_id: str):
-        now = memories.utcnow()
-        write = memories.prepare_remember(ctx, principals[0], _body(i), rules, memory_id=memory_id,
-                                          created_at=now, updated_at=now)
-        embedding = ctx.embedder.embed([write.memory.content])[0]
-        with ctx.db.reader() as conn, memories.Session(bind=conn) as session:
-            return memories.decide(ctx, session, principals[0], write, embedding)
+    decided = _decider(ctx, principals[0])
 
     taken = memories.new_id("mem")
     with ctx.db.sessions.begin() as blocker:
@@ -206,16 +198,8 @@ def test_a_failing_group_on_the_driver_is_retried_write_by_write(committed_ctx, 
     ctx, tenant_id = committed_ctx, principals[0].tenant_id
     seen = _spy_on_driver_commits(monkeypatch)
     committer = group_commit.committer(ctx)
-    rules = rules_for(ctx, principals[0])
+    decided = _decider(ctx, principals[0])
     assert memories.remember(ctx, principals[0], _body(9)).status == 201  # the scope's ref, minted and known
-
-    def decided(i: int, memory_id: str):
-        now = memories.utcnow()
-        write = memories.prepare_remember(ctx, principals[0], _body(i), rules, memory_id=memory_id,
-                                          created_at=now, updated_at=now)
-        embedding = ctx.embedder.embed([write.memory.content])[0]
-        with ctx.db.reader() as conn, memories.Session(bind=conn) as session:
-            return memories.decide(ctx, session, principals[0], write, embedding)
 
     def commit(d):
         return committer.commit(ctx, d, memories.write_decided, direct=memories.commit_on_driver)
@@ -243,3 +227,19 @@ def test_a_failing_group_on_the_driver_is_retried_write_by_write(committed_ctx, 
         events = session.scalar(select(func.count()).select_from(Event).where(Event.tenant_id == tenant_id))
     assert count == 4 and events == 4
     assert ctx.audit.verify_database(ctx.db.sessions, chain_for(tenant_id)).ok
+
+
+def _decider(ctx, principal):
+    """`decided(i, memory_id)`: write `i` prepared and screened for `principal` (as a request does before
+    its commit), ready for the group committer."""
+    rules = rules_for(ctx, principal)
+
+    def decided(i: int, memory_id: str):
+        now = memories.utcnow()
+        write = memories.prepare_remember(ctx, principal, _body(i), rules, memory_id=memory_id,
+                                          created_at=now, updated_at=now)
+        embedding = ctx.embedder.embed([write.memory.content])[0]
+        with ctx.db.reader() as conn, memories.Session(bind=conn) as session:
+            return memories.decide(ctx, session, principal, write, embedding)
+
+    return decided
