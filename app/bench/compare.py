@@ -64,26 +64,29 @@ def run_driver(side: str, python: str, corpus_path: Path, args: argparse.Namespa
     return json.loads(proc.stdout)
 
 
-def server_cpu_clock(server) -> Callable[[], float]:
-    """CPU seconds used so far by the server (its workers too) and its PostgreSQL (postmaster and
-    backends): the whole service, not the benchmark's HTTP clients."""
+def server_cpu_clock(server) -> Callable[[], dict[str, float]]:
+    """CPU seconds used so far by the server (its workers too) and by its PostgreSQL (postmaster and
+    backends), by part: the whole service, not the benchmark's HTTP clients. Linux counts them in
+    10 ms clock ticks, so a part is only meaningful over a phase of many requests."""
     import psutil
 
     postmaster = int((Path(server.data_dir) / "pg" / "postmaster.pid").read_text().split()[0])
 
-    def seconds() -> float:
+    def tree_seconds(root: int) -> float:
         total = 0.0
-        for root in (server.proc.pid, postmaster):
-            try:
-                proc = psutil.Process(root)
-                for p in (proc, *proc.children(recursive=True)):
+        try:
+            proc = psutil.Process(root)
+            for p in (proc, *proc.children(recursive=True)):
+                try:
                     t = p.cpu_times()
-                    total += t.user + t.system + t.children_user + t.children_system
-            except psutil.Error:  # a backend that exited between listing and reading
-                continue
+                except psutil.Error:  # a backend that exited between listing and reading
+                    continue
+                total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
         return total
 
-    return seconds
+    return lambda: {"server": tree_seconds(server.proc.pid), "postgresql": tree_seconds(postmaster)}
 
 
 def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
@@ -129,7 +132,8 @@ def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
             http.close()
 
 
-def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, cpu_clock: Callable[[], float],
+def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder,
+                  cpu_clock: Callable[[], dict[str, float]],
                   n: int = 50) -> dict[str, Any]:
     """The floor of one request, measured now: embedding + keep-alive round trip + durable commit, in
     wall time (goal 1's floor), and the CPU of its two unavoidable parts (the embedding and the
@@ -144,12 +148,14 @@ def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, cpu_cl
             samples.append((time.perf_counter() - started) * 1000.0)
         return driver_common.percentile(samples, 50)
 
-    healthz, client_cpu, service_cpu = [], time.thread_time(), cpu_clock()
-    for _ in range(n):
+    service_seconds = lambda: sum(cpu_clock().values())  # noqa: E731
+    exchanges = max(n, 300)  # the service's CPU is read in 10 ms ticks: enough exchanges for ~0.03 ms each
+    healthz, client_cpu, service_cpu = [], time.thread_time(), service_seconds()
+    for _ in range(exchanges):
         started = time.perf_counter()
         http.get("/healthz").raise_for_status()
         healthz.append((time.perf_counter() - started) * 1000.0)
-    client_cpu, service_cpu = time.thread_time() - client_cpu, cpu_clock() - service_cpu
+    client_cpu, service_cpu = time.thread_time() - client_cpu, service_seconds() - service_cpu
     facts, queries = [f["content"] for f in corpus["facts"]], [q["query"] for q in corpus["queries"]]
     parts = {"embed_fact_p50_ms": round(embed_p50(facts), 3),
              "embed_query_p50_ms": round(embed_p50(queries), 3),
@@ -157,8 +163,8 @@ def measure_floor(http, admin_url: str, corpus: dict[str, Any], embedder, cpu_cl
              "durable_commit_p50_ms": commit_floor(admin_url, n)["p50_ms"],
              "embed_fact_cpu_ms": embedding_cpu_ms(embedder, facts[:n]),
              "embed_query_cpu_ms": embedding_cpu_ms(embedder, queries[:n]),
-             "healthz_client_cpu_ms": round(client_cpu * 1000.0 / n, 3),
-             "healthz_service_cpu_ms": round(service_cpu * 1000.0 / n, 3)}
+             "healthz_client_cpu_ms": round(client_cpu * 1000.0 / exchanges, 3),
+             "healthz_service_cpu_ms": round(service_cpu * 1000.0 / exchanges, 3)}
     rest = parts["healthz_p50_ms"] + parts["durable_commit_p50_ms"]
     return {**parts, "remember_floor_ms": round(parts["embed_fact_p50_ms"] + rest, 3),
             "recall_floor_ms": round(parts["embed_query_p50_ms"] + rest, 3)}
@@ -232,6 +238,9 @@ def summarise(repeats: list[dict[str, Any]], levels: list[int]) -> dict[str, Any
                 "ops_per_s": med([x[op]["ops_per_s"] for x in runs]),
                 "p50_ms": med([x[op]["p50_ms"] for x in runs]), "p95_ms": med([x[op]["p95_ms"] for x in runs]),
                 "cpu_ms_per_op": med([x[op].get("cpu_ms_per_op") for x in runs if x[op].get("cpu_ms_per_op")]),
+                **({"cpu_ms_per_op_by_part": {part: med([x[op]["cpu_ms_per_op_by_part"][part] for x in runs])
+                                              for part in runs[0][op]["cpu_ms_per_op_by_part"]}}
+                   if "cpu_ms_per_op_by_part" in runs[0][op] else {}),
                 "errors": sum(x[op]["errors"] for x in runs), "ops": sum(x[op]["ops"] for x in runs),
                 "first_error": next((x[op]["first_error"] for x in runs if x[op]["first_error"]), None)}
                 for op in OPS}
@@ -298,6 +307,8 @@ def summary_table(report: dict[str, Any]) -> str:
             for side in sides:
                 x = summary["sides"][side][str(clients)][op]
                 cpu = f"{x['cpu_ms_per_op']:.1f}" if x["cpu_ms_per_op"] else "-"
+                if "cpu_ms_per_op_by_part" in x:  # a served side: how much of it is its PostgreSQL's
+                    cpu += f" (PostgreSQL {x['cpu_ms_per_op_by_part']['postgresql']:.1f})"
                 cells.append(f"{x['ops_per_s']:.0f} ({x['errors']}) / {x['p50_ms']:.0f} / {cpu}")
             ratios = [summary["ratios"][f"memwarden_ops_over_{s}"][str(clients)][op] for s in sides if s != "memwarden"]
             ratios = ["-" if r is None else f"{r:.2f}" for r in ratios]  # None: that library served nothing

@@ -73,6 +73,13 @@ def test_every_side_runs_each_level_order_rotates_and_ratios_are_ours_over_their
             assert x["recall"]["ops"] == len(corpus["queries"]) and x["recall"]["errors"] == 0
             assert x["quality"]["recall_at_k"] > 0.5
             assert x["remember"]["cpu_ms_per_op"] > 0  # the server's and PostgreSQL's CPU, measured
+            for op in ("remember", "recall"):  # ... and by part
+                parts = x[op]["cpu_ms_per_op_by_part"]
+                assert parts["server"] > 0 and parts["postgresql"] >= 0
+                assert sum(parts.values()) == pytest.approx(x[op]["cpu_ms_per_op"], abs=0.01)
+        # PostgreSQL's part is read in 10 ms clock ticks, so a phase of a few requests may show none,
+        # but the whole run's writes and reads cost it some
+        assert sum(x[op]["cpu_ms_per_op_by_part"]["postgresql"] for x in ours["levels"] for op in ("remember", "recall")) > 0
 
     summary = report["summary"]
     assert summary["sides"]["mem0"]["16"]["remember"] == {
