@@ -22,10 +22,11 @@ still gets its OpenTelemetry span (`tracing.client_span`) and is shown to `obser
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import namedtuple_row
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -158,6 +159,68 @@ def _checkout(engine: Engine) -> Iterator[psycopg.Connection]:
     finally:
         raw.close()
 
+
+@contextmanager
+def pipeline(conn: psycopg.Connection) -> Iterator[Callable[[], None]]:
+    """`conn` in pipeline mode for the block, to save round trips: a fetch sends what is queued
+    and waits for its replies (one round trip, no Sync), and what is queued after the last fetch
+    goes out with the Sync that ends the pipeline. That end is the yielded callable (so it can run
+    inside `commit`, traced and counted as the COMMIT it carries), or the block's end if it was not
+    called. psycopg's errors raised as SQLAlchemy's.
+
+    A transaction the block begins (`conn` idle, not in autocommit) is begun by a BEGIN queued as
+    the pipeline's first statement, so it goes out with the next: psycopg's own BEGIN in a pipeline
+    is followed by a Sync, a round trip of its own. For that the connection is in autocommit for the
+    block (the transaction is the explicit BEGIN's); whatever the block leaves open is rolled back."""
+    own_begin = (not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+                 and not conn.read_only and not conn.deferrable)
+    if own_begin:
+        conn.autocommit = True
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(conn.pipeline())
+            if own_begin:
+                conn.execute(_begin(conn), prepare=False)
+            yield stack.close
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
+    finally:
+        if own_begin and not conn.closed and not conn.broken:
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()
+            conn.autocommit = False  # the pool's next user expects a transaction
+
+
+def _begin(conn: psycopg.Connection) -> str:
+    """The BEGIN psycopg would send for `conn` (its isolation level)."""
+    if conn.isolation_level is None:
+        return "BEGIN"
+    return "BEGIN ISOLATION LEVEL " + psycopg.IsolationLevel(conn.isolation_level).name.replace("_", " ")
+
+
+def fetch_rows_together(conn: Conn, statements: Sequence[tuple[Statement, Params]]) -> list[list[Any]]:
+    """Each statement's rows (named tuples), the statements sent together in one pipeline: one
+    round trip for all of them, their replies read once the pipeline's Sync returns. For reads
+    that do not depend on each other (recall's two candidate statements). Like `fetch_rows` with
+    `prepare=None`. In autocommit they run in one implicit transaction (an error in one fails all)."""
+    driver = conn.connection.driver_connection if isinstance(conn, Connection) else conn
+    for index, (statement, params) in enumerate(statements):
+        for observe in observers:
+            observe(statement.sql if index == 0 else PIPELINED + statement.sql, driver, params)
+    with tracing.client_span(statements[0][0].operation), ExitStack() as cursors:
+        try:
+            opened = [cursors.enter_context(driver.cursor(row_factory=namedtuple_row)) for _ in statements]
+            with driver.pipeline():
+                for cursor, (statement, params) in zip(opened, statements):
+                    cursor.execute(statement.sql, params, prepare=None)
+            return [cursor.fetchall() for cursor in opened]
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
+
+
+PIPELINED = "(pipelined, no round trip of its own) "
+"""What `observers` see before the text of a statement sent in the same pipeline as the one before
+it (`fetch_rows_together`)."""
 
 COMMIT_PIPELINED = "COMMIT, pipelined with deferred INSERTs"
 """What `observers` are shown for `commit` (the name `memwarden bench hotpath` counts it under)."""
