@@ -163,3 +163,59 @@ def test_the_lock_function_returns_the_head_rows_of_the_tenants_own_chain(commit
                 conn.execute(text("SELECT * FROM memwarden_lock_chain(:c, :t, false)"), {"c": chain_id, "t": tenant})
             assert refused.value.orig.sqlstate == "22023"
             conn.rollback()
+
+
+def _round_trips(trace: str) -> int:
+    """The round trips in a libpq trace: runs of frontend messages ("F") that the server's replies
+    ("B") end (a pipeline's statements, its Sync and the Flush after it are one run)."""
+    sides = [line[0] for line in trace.splitlines() if line[:2] in ("F\t", "B\t")]
+    return sum(1 for i, side in enumerate(sides) if side == "F" and (i == 0 or sides[i - 1] == "B"))
+
+
+def test_a_driver_commit_takes_two_round_trips_and_leaves_the_connection_as_the_pool_expects(
+        committed_ctx, one_connection, tenant_id, tmp_path):
+    """`AuditLog.commit_on_driver`: the BEGIN goes out with the lock statement (psycopg's own BEGIN
+    would be a round trip of its own, a Sync even in a pipeline) and the INSERTs with the COMMIT."""
+    fairy = one_connection.raw_connection()  # StaticPool: the one connection commit_on_driver takes
+    driver = fairy.driver_connection
+    fairy.close()
+    trace = tmp_path / "libpq.trace"
+    with open(trace, "w") as out:
+        driver.pgconn.trace(out.fileno())
+        driver.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            committed = committed_ctx.audit.commit_on_driver(
+                one_connection, tenant_id, [(tenant_id, "test.commit_path", ACTOR, {"type": "test", "id": "driver"}, {})],
+                [], lambda event_id: [])
+        finally:
+            driver.pgconn.untrace()
+    assert committed
+    assert _round_trips(trace.read_text()) == 2
+    assert _subjects(committed_ctx, tenant_id) == ["driver"]  # committed: another connection sees it
+    assert driver.autocommit is False  # as the pool hands it out: the next user's statements begin a transaction
+    assert driver.info.transaction_status == pq.TransactionStatus.IDLE
+    assert driver.pgconn.pipeline_status == pq.PipelineStatus.OFF
+    _assert_intact(committed_ctx, tenant_id)
+
+
+def test_a_pipeline_left_without_its_commit_keeps_nothing_and_gives_the_connection_back_as_it_was(
+        committed_ctx, one_connection):
+    """`prepared.pipeline` begins its own transaction in autocommit: a block that fails, or ends
+    without sending its COMMIT, leaves nothing written and the connection out of autocommit."""
+    names = [unique("left-open"), unique("left-open")]
+    fairy = one_connection.raw_connection()
+    driver = fairy.driver_connection
+    try:
+        with pytest.raises(RuntimeError):
+            with prepared.pipeline(driver):
+                driver.execute("INSERT INTO tenants (id, name) VALUES (%s, %s)", (f"ten_{names[0]}", names[0]))
+                raise RuntimeError("the block fails before its COMMIT")
+        assert driver.autocommit is False
+        with prepared.pipeline(driver):  # ends without calling its end (no COMMIT queued)
+            driver.execute("INSERT INTO tenants (id, name) VALUES (%s, %s)", (f"ten_{names[1]}", names[1]))
+        assert driver.autocommit is False
+        assert driver.info.transaction_status == pq.TransactionStatus.IDLE
+    finally:
+        fairy.close()
+    with committed_ctx.db.sessions() as session:
+        assert session.scalar(select(func.count()).where(Tenant.name.in_(names))) == 0
