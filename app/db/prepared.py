@@ -26,7 +26,6 @@ from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from psycopg.rows import namedtuple_row
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
@@ -158,44 +157,6 @@ def _checkout(engine: Engine) -> Iterator[psycopg.Connection]:
         raise
     finally:
         raw.close()
-
-
-@contextmanager
-def pipeline(conn: psycopg.Connection) -> Iterator[Callable[[], None]]:
-    """`conn` in pipeline mode for the block, to save round trips: a fetch sends what is queued
-    and waits for its replies (one round trip, no Sync), and what is queued after the last fetch
-    goes out with the Sync that ends the pipeline. That end is the yielded callable (so it can run
-    inside `commit`, traced and counted as the COMMIT it carries), or the block's end if it was not
-    called. psycopg's errors raised as SQLAlchemy's.
-
-    A transaction the block begins (`conn` idle, not in autocommit) is begun by a BEGIN queued as
-    the pipeline's first statement, so it goes out with the next: psycopg's own BEGIN in a pipeline
-    is followed by a Sync, a round trip of its own. For that the connection is in autocommit for the
-    block (the transaction is the explicit BEGIN's); whatever the block leaves open is rolled back."""
-    own_begin = (not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
-                 and not conn.read_only and not conn.deferrable)
-    if own_begin:
-        conn.autocommit = True
-    try:
-        with ExitStack() as stack:
-            stack.enter_context(conn.pipeline())
-            if own_begin:
-                conn.execute(_begin(conn), prepare=False)
-            yield stack.close
-    except psycopg.Error as exc:
-        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
-    finally:
-        if own_begin and not conn.closed and not conn.broken:
-            if conn.info.transaction_status != TransactionStatus.IDLE:
-                conn.rollback()
-            conn.autocommit = False  # the pool's next user expects a transaction
-
-
-def _begin(conn: psycopg.Connection) -> str:
-    """The BEGIN psycopg would send for `conn` (its isolation level)."""
-    if conn.isolation_level is None:
-        return "BEGIN"
-    return "BEGIN ISOLATION LEVEL " + psycopg.IsolationLevel(conn.isolation_level).name.replace("_", " ")
 
 
 def fetch_rows_together(conn: Conn, statements: Sequence[tuple[Statement, Params]]) -> list[list[Any]]:

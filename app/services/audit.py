@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -174,9 +173,7 @@ class AuditLog:
         chain_id = chain_for(tenant_id)
         with tracing.span("memwarden.audit.append", **{"memwarden.audit.chain": "tenant",
                                                        "memwarden.audit.entries": len(records)}), \
-                prepared.transaction(engine) as driver, prepared.pipeline(driver) as end:
-            # In one pipeline: the BEGIN goes out with the lock statement (one round trip, not two)
-            # and the COMMIT with the Sync that ends it.
+                prepared.transaction(engine) as driver:
             heads = audit_log_repo.lock_and_read_heads_on(driver, chain_id=chain_id, tenant_id=tenant_id, notify=True)
             if heads.alarm_id is not None:
                 raise _closed(chain_id, heads)
@@ -188,7 +185,7 @@ class AuditLog:
                 return False
             entries = (audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
             statements = [*inserts, entries, *events(heads.event_id)]
-            prepared.commit(driver, lambda: commit_pipelined(driver, statements, end))
+            prepared.commit(driver, lambda: commit_pipelined(driver, statements))
         self._touched.add(chain_id)
         metrics.AUDIT_APPENDS.inc(len(rows))
         self.known_good_heads[chain_id] = (seq, prev)
@@ -584,19 +581,14 @@ def _insert_with_commit(conn: Connection) -> None:
                                   dialect=conn.dialect) from exc
 
 
-def commit_pipelined(driver: psycopg.Connection, statements: list[tuple[str, list[dict[str, Any]]]],
-                     end: Callable[[], None] | None = None) -> None:
+def commit_pipelined(driver: psycopg.Connection, statements: list[tuple[str, list[dict[str, Any]]]]) -> None:
     """Send INSERTs (psycopg text, each with its parameter rows) and the COMMIT in one pipeline:
     one round trip, its reply after the WAL flush. An INSERT that fails skips the COMMIT (the
-    transaction stays failed) and raises psycopg's error. `end`: the end of a pipeline the caller
-    opened (`prepared.pipeline`), which they then go out in, instead of a pipeline of their own (a
-    nested one would send a Sync of its own: a round trip more)."""
-    with driver.cursor() as cursor, (nullcontext() if end is not None else driver.pipeline()):
+    transaction stays failed) and raises psycopg's error."""
+    with driver.cursor() as cursor, driver.pipeline():
         for sql, rows in statements:
             cursor.executemany(sql, rows)
         cursor.execute("COMMIT", prepare=False)
-        if end is not None:
-            end()
 
 
 @event.listens_for(Engine, "rollback")
