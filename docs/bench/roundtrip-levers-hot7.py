@@ -9,10 +9,11 @@ In process, on a fresh embedded PostgreSQL (`common.in_process_context`):
 
 - `driver_commit`: `AuditLog.commit_on_driver` of one audit entry, N times on one tenant (what a
   lone remember's commit is, without its memory and event rows): lock + heads, then the entry and
-  the COMMIT. Whatever the tree does (main: BEGIN alone, lock, pipeline; this pass: BEGIN with the
-  lock, pipeline).
+  the COMMIT, as the tree does it: main's three round trips (BEGIN alone, the lock, the entry with
+  the COMMIT), or two with `git apply docs/bench/driver-commit-begin-hot7.patch` (the BEGIN in one
+  pipeline with the lock; measured, not kept).
 - `recall_legs` (only where `search.recall_candidates` exists): recall's two candidate statements
-  for a 40-memory scope in autocommit, N times each way, alternated call by call: one after the
+  for a 40-memory scope in autocommit, N times each way, alternated in blocks of 50: one after the
   other (`vector_search`, `keyword_search`) and together in one pipeline (`recall_candidates`).
 
 Prints one JSON object with p50 and mean of each, and the load average before and after.
