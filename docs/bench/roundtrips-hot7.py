@@ -6,14 +6,15 @@ Usage, from a checkout with its venv active (run it in a worktree of each tree t
     python docs/bench/roundtrips-hot7.py [N] > roundtrips.txt
 
 `memwarden serve` runs on a fresh embedded PostgreSQL, as `memwarden bench hotpath --http` runs
-it; each operation's round trips are counted by `strace` attached to the server for N more
-requests (`sendto`/`recvfrom` on its unix sockets: a run of sends that a read ends is one); and after 30 warm-up pairs, `log_statement = 'all'` is switched on (`ALTER SYSTEM`, a reload) and N
+it. After 30 warm-up pairs, `log_statement = 'all'` is switched on (`ALTER SYSTEM`, a reload) and N
 (default 3) remembers then N recalls are sent one at a time, each bracketed by a marker statement
-on a connection of this process. PostgreSQL's own log is then read between the markers: every
-statement a backend of the server received (BEGIN and COMMIT included, and the protocol-level
-parse/bind/execute of a prepared statement counted once, as its `execute`), with the backend's
-pid and the milliseconds since the previous statement. This counts what reaches the server, not
-what the driver believes it sent: a pipeline's statements show as several lines at one instant.
+on a connection of this process; PostgreSQL's log is read between the markers: every statement a
+backend of the server received (BEGIN and COMMIT included), with its pid and the ms since the one
+before (the log's resolution: a pipeline's statements show at one instant, so the log gives the
+order, not the round trips). Then `strace` is attached to the server for TRACED (env, default
+100) remembers and as many recalls: per request, the round trips of the thread that served it
+(`_round_trips`). Needs strace; `TRACE_OUT=file` keeps the raw trace. Run as root or with ptrace
+allowed.
 """
 
 from __future__ import annotations
