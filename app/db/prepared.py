@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 observers: list[Callable[[str, psycopg.Connection, Any], None]] = []
 """Called with each statement's text, connection and parameters before it is sent (benchmarks
-count round trips; `memwarden bench scale` replays recall's statements under EXPLAIN)."""
+count round trips; `memwarden bench scale` replays recall's statements under EXPLAIN). A statement
+sent in the same round trip as the one before it has `PIPELINED` before its text."""
 
 
 Params = Union[Mapping[str, Any], Sequence[Any]]
