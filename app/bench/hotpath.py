@@ -60,6 +60,8 @@ class StatementCounter:
         self.active = False
         self.engine = engine
         self.kinds: Counter[str] = Counter()
+        self.riders: Counter[str] = Counter()
+        """Statements sent in the same round trip as another (a pipeline): not round trips."""
         self.open: set[int] = set()  # driver connections whose transaction this counter saw begin
         event.listen(engine, "before_cursor_execute", self._statement)
         event.listen(engine, "commit", self._commit)
@@ -72,9 +74,14 @@ class StatementCounter:
     def _prepared(self, statement: str, dbapi, params=None) -> None:
         if self.active:
             if not dbapi.autocommit and dbapi.info.transaction_status == TransactionStatus.IDLE:
-                self.kinds["BEGIN"] += 1
+                self.kinds["BEGIN"] += 1  # psycopg's own: a round trip of its own, in a pipeline too
                 self.open.add(id(dbapi))
-            self.kinds[_kind(statement)] += 1
+            # A statement sent with the one before it (`prepared.PIPELINED`) has no round trip of
+            # its own: named, not counted.
+            if statement.startswith(prepared.PIPELINED):
+                self.riders[_kind(statement[len(prepared.PIPELINED):])] += 1
+            else:
+                self.kinds[_kind(statement)] += 1
 
     def _commit(self, conn) -> None:
         # The audit log's commit hook runs first and may already have sent the transaction's deferred
@@ -95,6 +102,10 @@ class StatementCounter:
 
     def take(self) -> Counter[str]:
         taken, self.kinds = self.kinds, Counter()
+        return taken
+
+    def take_riders(self) -> Counter[str]:
+        taken, self.riders = self.riders, Counter()
         return taken
 
 
@@ -307,7 +318,9 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             wall: list[float] = []
             trips: list[int] = []
             kinds: Counter[str] = Counter()
+            riders: Counter[str] = Counter()
             counter.take()
+            counter.take_riders()
             for i in range(args.requests):
                 await sample_floor(i)
                 counter.active = True
@@ -323,10 +336,12 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
                 taken = counter.take()
                 trips.append(sum(taken.values()))
                 kinds.update(taken)
+                riders.update(counter.take_riders())
             result[name] = {
                 "requests": args.requests,
                 "round_trips_per_request": round(statistics.fmean(trips), 2),
                 "round_trips_by_kind": {k: round(v / args.requests, 2) for k, v in kinds.most_common()},
+                "sent_with_another_by_kind": {k: round(v / args.requests, 2) for k, v in riders.most_common()},
                 "cpu_ms_per_request": {"mean": round(statistics.fmean(cpu), 3),
                                        "p50": round(common.percentile(cpu, 50), 3)},
                 "wall_ms_in_process": {"p50": round(common.percentile(wall, 50), 3),

@@ -367,7 +367,7 @@ def explain(ctx, principal, row: Row) -> list[str]:
         captured.append((statement, parameters))
 
     def capture_prepared(statement, conn, parameters):  # the candidate queries run on psycopg itself
-        captured.append((statement, parameters))
+        captured.append((statement.removeprefix(prepared.PIPELINED), parameters))  # its text, however sent
 
     event.listen(ctx.db.engine, "before_cursor_execute", capture)
     prepared.observers.append(capture_prepared)

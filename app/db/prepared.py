@@ -22,7 +22,7 @@ still gets its OpenTelemetry span (`tracing.client_span`) and is shown to `obser
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
 
 import psycopg
@@ -38,7 +38,8 @@ if TYPE_CHECKING:
 
 observers: list[Callable[[str, psycopg.Connection, Any], None]] = []
 """Called with each statement's text, connection and parameters before it is sent (benchmarks
-count round trips; `memwarden bench scale` replays recall's statements under EXPLAIN)."""
+count round trips; `memwarden bench scale` replays recall's statements under EXPLAIN). A statement
+sent in the same round trip as the one before it has `PIPELINED` before its text."""
 
 
 Params = Union[Mapping[str, Any], Sequence[Any]]
@@ -158,6 +159,30 @@ def _checkout(engine: Engine) -> Iterator[psycopg.Connection]:
     finally:
         raw.close()
 
+
+def fetch_rows_together(conn: Conn, statements: Sequence[tuple[Statement, Params]]) -> list[list[Any]]:
+    """Each statement's rows (named tuples), the statements sent together in one pipeline: one
+    round trip for all of them, their replies read once the pipeline's Sync returns. For reads
+    that do not depend on each other (recall's two candidate statements). Like `fetch_rows` with
+    `prepare=None`. In autocommit they run in one implicit transaction (an error in one fails all)."""
+    driver = conn.connection.driver_connection if isinstance(conn, Connection) else conn
+    for index, (statement, params) in enumerate(statements):
+        for observe in observers:
+            observe(statement.sql if index == 0 else PIPELINED + statement.sql, driver, params)
+    with tracing.client_span(statements[0][0].operation), ExitStack() as cursors:
+        try:
+            opened = [cursors.enter_context(driver.cursor(row_factory=namedtuple_row)) for _ in statements]
+            with driver.pipeline():
+                for cursor, (statement, params) in zip(opened, statements):
+                    cursor.execute(statement.sql, params, prepare=None)
+            return [cursor.fetchall() for cursor in opened]
+        except psycopg.Error as exc:
+            raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True) from exc
+
+
+PIPELINED = "(pipelined, no round trip of its own) "
+"""What `observers` see before the text of a statement sent in the same pipeline as the one before
+it (`fetch_rows_together`)."""
 
 COMMIT_PIPELINED = "COMMIT, pipelined with deferred INSERTs"
 """What `observers` are shown for `commit` (the name `memwarden bench hotpath` counts it under)."""

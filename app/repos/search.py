@@ -471,18 +471,8 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
         cap = FULL_SCAN_MAX if cached else code_scan_max(session)
         size = scope_size_at_most(session, scope, filters, cap + 1)
     if size is None or size <= min(FULL_SCAN_MAX, EXACT_SCAN_MAX):  # `as_of` snapshots too
-        rows = _execute(session, _full_scan_sql(shape, fetch, residual),
-                        {**params, "centroid_sample": CENTROID_SAMPLE} if residual else params).all()
-        scope_sizes.put(key, int(rows[0].scope_rows) if rows else 0)
-        if not rows:
-            return VectorResult([], ScopeStats(0, 0.0, True))
-        mean = 1.0 - float(rows[0].mean_distance)
-        best_residual = max(relevance.residual_similarity(1.0 - float(r.distance), float(r.query_centroid),
-                                                          float(r.centroid_dot), float(r.centroid_norm2))
-                            for r in rows) if residual else None
-        return VectorResult([(r.id, float(r.distance)) for r in rows],
-                            ScopeStats(int(rows[0].scope_rows), mean, True, best_residual),
-                            {r.id: r for r in rows} if fetch else {}, [r.id for r in rows])
+        return _full_scan_result(_execute(session, *_full_scan_statement(shape, params, fetch, residual)),
+                                 key, fetch, residual)
     if centroid is None:  # a scope counted just now (or grown past FULL_SCAN_MAX): its sample's mean
         centroid = _scope_centroid(session, shape, params)
         scope_sizes.put(key, size, centroid)
@@ -507,6 +497,59 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
     hits = [(r.id, float(r.distance)) for r in rows]
     return VectorResult(hits, ScopeStats(size, mean, False), {r.id: r for r in rows} if fetch else {},
                         pool if pool is not None else [i for i, _ in hits])
+
+
+def _full_scan_statement(shape: Shape, params: dict[str, Any], fetch: bool, residual: bool
+                         ) -> tuple[str, dict[str, Any]]:
+    """The full scan's text and parameters (`params`: the scope's, the query vector and n)."""
+    return _full_scan_sql(shape, fetch, residual), ({**params, "centroid_sample": CENTROID_SAMPLE} if residual
+                                                    else params)
+
+
+def _full_scan_result(rows: list[Any], key: tuple | None, fetch: bool, residual: bool) -> VectorResult:
+    """The full scan's rows as a `VectorResult`; the scope's size noted for the next recall."""
+    scope_sizes.put(key, int(rows[0].scope_rows) if rows else 0)
+    if not rows:
+        return VectorResult([], ScopeStats(0, 0.0, True))
+    mean = 1.0 - float(rows[0].mean_distance)
+    best_residual = max(relevance.residual_similarity(1.0 - float(r.distance), float(r.query_centroid),
+                                                      float(r.centroid_dot), float(r.centroid_norm2))
+                        for r in rows) if residual else None
+    return VectorResult([(r.id, float(r.distance)) for r in rows],
+                        ScopeStats(int(rows[0].scope_rows), mean, True, best_residual),
+                        {r.id: r for r in rows} if fetch else {}, [r.id for r in rows])
+
+
+def recall_candidates(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
+                      query: str, n: int, *, residual: bool) -> tuple[VectorResult, KeywordResult]:
+    """Recall's two legs: `vector_search` (with the rows) and `keyword_search` (with the rows and
+    their distances to `query_vec`).
+
+    Where the full scan serves the scope (an `as_of` snapshot, or a scope this process last counted
+    at most min(FULL_SCAN_MAX, EXACT_SCAN_MAX) rows) the keyword statement needs nothing from the
+    vector leg's answer, so both statements go out in one pipeline: one round trip instead of two.
+    Otherwise (a scope not counted yet, or large: the keyword leg then uses the vector leg's
+    shortlist) one after the other."""
+    key = ScopeSizes.key(scope, filters)
+    size = scope_sizes.get(key)
+    small = size <= min(FULL_SCAN_MAX, EXACT_SCAN_MAX) if size is not None else scope.as_of is not None
+    if small and query.strip():
+        shape, params = shape_and_params(scope, filters)
+        params.update(q=vector_param(query_vec), n=n)
+        words = {**params, "text": query}
+        vector_sql, vector_params = _full_scan_statement(shape, params, True, residual)
+        vector_rows, keyword_rows = prepared.fetch_rows_together(session.connection(), [
+            (prepared.Statement(vector_sql), vector_params),
+            (prepared.Statement(_keyword_sql(shape, True, True)), words)])
+        return _full_scan_result(vector_rows, key, True, residual), _keyword_result(keyword_rows, True)
+    vector = vector_search(session, scope, filters, query_vec, n, fetch=True, residual=residual)
+    # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
+    # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id,
+    # and the rows holding only one of the query's words come from the vector leg's shortlist.
+    keyword = keyword_search(session, scope, filters, query, n, query_vec if vector.stats.exact else None,
+                             fetch=query_vec, large=not vector.stats.exact, among=vector.pool,
+                             scope_rows=vector.stats.rows)
+    return vector, keyword
 
 
 class _Shortlisted(list):
@@ -748,8 +791,13 @@ def keyword_search(session: Session, scope: Scope, filters: dict[str, Any], quer
                                                     count_words=scope_rows > COUNT_WORDS_PAST)
     if rows is None:
         rows = _execute(session, _keyword_sql(shape, fetch is not None, tie), params).all()
+    return _keyword_result(rows, fetch is not None, full_match)
+
+
+def _keyword_result(rows: list[Any], fetch: bool, full_match: bool = False) -> KeywordResult:
+    """The keyword statement's rows as a `KeywordResult` (with `fetch`: their rows and distances)."""
     full_match = full_match or any(r.full for r in rows)
-    if fetch is None:
+    if not fetch:
         return KeywordResult([(r.id, float(r.rank)) for r in rows], full_match=full_match)
     return KeywordResult([(r.id, float(r.rank)) for r in rows], {r.id: r for r in rows},
                          {r.id: float(r.distance) if r.distance is not None else 1.0 for r in rows}, full_match)

@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 def announce(ctx: AppContext) -> int:
     """Write the `audit.chain_broken` event of every open alarm not yet announced (tenant chains;
     the system chain has no event log). Returns how many alarms were announced."""
-    with ctx.db.sessions() as session:
-        pending = alarms_repo.unannounced(session)
+    with ctx.db.reader() as conn:  # in autocommit: no ROLLBACK (see `integrity.announce`)
+        pending = alarms_repo.unannounced(conn)
     done = 0
     for alarm in pending:
         with ctx.db.sessions.begin() as session:

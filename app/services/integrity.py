@@ -228,8 +228,11 @@ def record_outcome(ctx: AppContext, tenant_id: str, first: list[Mismatch], count
 def announce(ctx: AppContext) -> int:
     """Write the `integrity.mismatch` event of every open alarm not yet announced (and so its
     webhooks). Returns how many."""
-    with ctx.db.sessions() as session:
-        pending = repo.unannounced(session)
+    # In autocommit: a read-only transaction would end in a ROLLBACK, and psycopg forgets every
+    # statement it prepared on a connection that sees one, so the hot paths' next statements there
+    # would each pay a round trip to prepare again (this runs every second).
+    with ctx.db.reader() as conn:
+        pending = repo.unannounced(conn)
     done = 0
     for alarm in pending:
         with ctx.db.sessions.begin() as session:

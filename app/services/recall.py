@@ -105,14 +105,9 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
 
     with ctx.db.stale_reader(principal.tenant_id, principal.key_id) as conn, \
             Session(bind=conn, expire_on_commit=False) as session:
-        vector = search.vector_search(session, scope, filters, query_vec, pool, fetch=True, residual=gated)
-        # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
-        # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id,
-        # and the rows holding only one of the query's words come from the vector leg's shortlist.
-        keyword = search.keyword_search(session, scope, filters, body["query"], pool,
-                                        query_vec if vector.stats.exact else None, fetch=query_vec,
-                                        large=not vector.stats.exact, among=vector.pool,
-                                        scope_rows=vector.stats.rows)
+        # One round trip for both legs where the scope is small enough to scan exactly, else two.
+        vector, keyword = search.recall_candidates(session, scope, filters, query_vec, body["query"], pool,
+                                                   residual=gated)
         if gated and not (keyword.full_match or answerable(vector.hits, vector.stats)):
             vector.hits, keyword = [], search.KeywordResult([])  # nothing in scope answers it
         fused = _fuse(method, vector.hits, keyword.hits)

@@ -5,6 +5,7 @@ recall counts batched off the request reach the rows."""
 from sqlalchemy import text
 
 from app.core.access import Principal
+from app.db import prepared
 from app.repos import search
 from app.repos.memories import Scope
 from app.services import recall as recall_service
@@ -106,6 +107,27 @@ def test_large_scopes_take_the_hnsw_path_and_fetch_the_same_rows(client, ctx, te
     assert [h["id"] for h in approximate] == [h["id"] for h in exact]
     assert [h["content"] for h in approximate] == [h["content"] for h in exact]
     assert exact[0]["content"] == "Dora's cat is called Miso."
+
+
+def test_both_legs_sent_in_one_pipeline_answer_as_the_two_statements_one_after_the_other(
+        client, ctx, tenant, make_key, monkeypatch):
+    """Once the scope is known small, recall's vector and keyword statements go out together
+    (`search.recall_candidates`); the answer is the one the two statements gave in turn."""
+    set_policy(ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
+    headers = bearer(make_key())
+    for fact in ("Ines keeps bees on her roof.", "Ines's bees make lavender honey.", "Ines cycles to work."):
+        assert _remember(client, headers, fact).status_code == 201
+    together = []
+    real = prepared.fetch_rows_together
+    monkeypatch.setattr(prepared, "fetch_rows_together", lambda *a, **kw: together.append(1) or real(*a, **kw))
+    body = {"agent_id": "agent-a", "query": "What do Ines's bees make?", "k": 3}
+    in_turn = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]  # counts the scope
+    assert together == []
+    piped = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
+    assert together == [1]
+    assert [(h["id"], h["score"], h["similarity"]) for h in piped] == [
+        (h["id"], h["score"], h["similarity"]) for h in in_turn]
+    assert piped[0]["content"] == "Ines's bees make lavender honey."
 
 
 def test_one_statement_key_check_takes_no_token_for_a_wrong_secret(ctx, make_key):
