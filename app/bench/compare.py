@@ -289,7 +289,11 @@ def goals(summary: dict[str, Any]) -> dict[str, bool]:
         ratio = summary["ratios"].get(f"memwarden_ops_over_{other}", {}).get(c)
         if ratio:
             for op in OPS:
-                out[f"{op}_ops_at_{c}_clients_ge_{minimum:g}x_{other}"] = (ratio[op] or 0) >= minimum
+                if ratio[op] is None:  # the library served none in any repeat: any served operation beats it
+                    met = summary["sides"]["memwarden"][c][op]["ops_per_s"] > 0
+                else:
+                    met = ratio[op] >= minimum
+                out[f"{op}_ops_at_{c}_clients_ge_{minimum:g}x_{other}"] = met
     if c in summary["sides"]["memwarden"]:
         out[f"memwarden_0_errors_at_{c}_clients"] = all(summary["sides"]["memwarden"][c][op]["errors"] == 0
                                                         for op in OPS)
