@@ -12,9 +12,11 @@ then recall every query, `rounds` times into fresh scopes, at each level of clie
    from /proc/<pid>/schedstat (nanoseconds, not 10 ms ticks), grouped by process title: backends
    (the server's pooled connections), walwriter, checkpointer, background writer, autovacuum, ...;
    "exited" is what the postmaster reaped during the phase (its cutime+cstime, in ticks: backends
-   that closed, autovacuum workers). CPU ms per operation per group, load average beside each.
+   that closed, autovacuum workers; a backend's whole life moves from "backends" to "exited" when
+   it ends, so only their sum is a phase's). CPU ms per operation per group, load average beside
+   each, and how many backends the phase started (the pool's overflow connections close and reopen).
 2. statements: `log_min_duration_statement = 0` switched on (ALTER SYSTEM, a reload) for one
-   1-client round; every parse/bind/execute PostgreSQL logged, grouped by statement text, summed
+   round at `--statement-clients` (default 1); every parse/bind/execute PostgreSQL logged, grouped by statement text, summed
    per operation of the phase it fell in (the read audit and recall-count batches fall in the
    recall phase). Durations are the backend's wall time per message: on a quiet box ~CPU. Logging
    itself costs CPU, so part 1 runs with logging off.
@@ -83,6 +85,8 @@ def pg_clock(postmaster: int, server_pid: int):
             except (psutil.Error, OSError):
                 continue
         out["postmaster"] = _run_ns(postmaster) / 1e9
+        # Not CPU: backends started so far, so a phase's figure reads as backends started per 1,000 ops.
+        out["started_backends_per_1000_ops"] = float(sum(1 for g in seen.values() if g == "backends"))
         out["exited"] = _reaped_s(postmaster)
         server = psutil.Process(server_pid)  # threaded: its threads' times, in ticks
         out["server"] = sum(sum(p.cpu_times()[:4]) for p in (server, *server.children(recursive=True)))
@@ -208,12 +212,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--levels", default="1,16")
     parser.add_argument("--no-statements", action="store_true")
+    parser.add_argument("--statement-clients", type=int, default=1, help="clients in the logged round")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server (a setting to try)")
     args = parser.parse_args()
     common.quiet_http_logs()
     corpus = bench_recall.load_corpus(CORPUS)
-    report: dict[str, Any] = {"corpus": str(CORPUS), "rounds": args.rounds, "levels": []}
+    report: dict[str, Any] = {"corpus": str(CORPUS), "rounds": args.rounds, "env": args.env, "levels": []}
     with common.scratch_dir() as data_dir:
-        env = common.clean_env(data_dir, MEMWARDEN_RATE_LIMIT_PER_MINUTE="1000000")
+        env = common.clean_env(data_dir, MEMWARDEN_RATE_LIMIT_PER_MINUTE="1000000",
+                               **dict(pair.split("=", 1) for pair in args.env))
         with common.serve(data_dir, env=env) as server:
             token = common.provision_via_cli(data_dir)
             embedded = start_embedded(data_dir)
@@ -230,8 +237,13 @@ def main() -> None:
                 entry = {"clients": clients, "load_1m_before": load, "load_1m_after": os.getloadavg()[0]}
                 for op in ("remember", "recall"):
                     r = run[op]
+                    by_group = dict(r["cpu_ms_per_op_by_part"])
+                    started = by_group.pop("started_backends_per_1000_ops")
+                    server_ms = by_group.pop("server")
                     entry[op] = {"ops": r["ops"], "errors": r["errors"], "ops_per_s": r["ops_per_s"],
-                                 "cpu_ms_per_op_by_group": r["cpu_ms_per_op_by_part"]}
+                                 "postgresql_cpu_ms_per_op": round(sum(by_group.values()), 3),
+                                 "cpu_ms_per_op_by_group": by_group, "server_cpu_ms_per_op": server_ms,
+                                 "backends_started_per_1000_ops": started}
                 report["levels"].append(entry)
                 print(json.dumps(entry), flush=True)
             if not args.no_statements:
@@ -248,8 +260,7 @@ def main() -> None:
                                                ("recall", queries, lambda q: recall_ids("s", q, 5))):
                         marks[phase] = (f"mark-begin-{phase}", f"mark-end-{phase}")
                         conn.execute(f"SELECT 'mark-begin-{phase}'")
-                        for item in items:
-                            call(item)
+                        driver_common.phase(args.statement_clients, items, call)
                         time.sleep(1.5)  # the background batches (read audit, recall counts) land inside
                         conn.execute(f"SELECT 'mark-end-{phase}'")
                         ops[phase] = len(items)
