@@ -271,6 +271,11 @@ def main() -> None:
                     Path(os.environ["LOG_OUT"]).write_text(log)
                 report["statements_ms_per_op"], samples = statement_account(log, marks, ops)
                 report["explain"] = explain(embedded.admin_url, samples)
+            with psycopg.connect(embedded.admin_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+                # The recall-count batch updates memories: a non-HOT update adds an entry to every index.
+                report["memories_updates"] = dict(zip(("updates", "hot", "new_page"), conn.execute(
+                    "SELECT n_tup_upd, n_tup_hot_upd, n_tup_newpage_upd FROM pg_stat_user_tables "
+                    "WHERE relname = 'memories'").fetchone()))
     report["machine"] = common.machine()
     common.write_json(args.out, report)
 
