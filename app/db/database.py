@@ -50,8 +50,8 @@ class Database:
 
     def __post_init__(self) -> None:
         if self.transaction_slots is None:  # a unit of work's Database shares its parent's
-            pool_size = getattr(self.engine.pool, "size", lambda: 5)()
-            self.transaction_slots = anyio.CapacityLimiter(max(1, pool_size))
+            capacity = getattr(self.engine.pool, "size", lambda: 10)()  # make_engine's pools never overflow
+            self.transaction_slots = anyio.CapacityLimiter(max(1, capacity // 2))
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -232,6 +232,12 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5,
     for a keyword search over a 50,000-row agent took ~20 ms of a ~30 ms statement that runs in
     ~10 ms alone, on cores that concurrent requests need anyway.
 
+    `pool_size` connections, and as many again under bursts, all kept once opened: as overflow
+    connections (the same ceiling) the ones above `pool_size` closed whenever they went back to
+    a pool holding `pool_size` idle, and 16 concurrent recalls reopened one every ~20-30 requests:
+    a new backend, which pays its start and cold catalog caches again (docs/benchmarks.md,
+    "PostgreSQL's share").
+
     `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with
     `Retry-After`, see `app.error_responses.as_app_error`) instead of queueing behind a saturated pool.
     `connect_timeout` (seconds) bounds a connection attempt (replicas: an unreachable one is passed over)."""
@@ -239,7 +245,7 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5,
     if connect_timeout is not None:
         connect_args["connect_timeout"] = connect_timeout
     engine = create_engine(
-        url, poolclass=InstrumentedQueuePool, pool_size=pool_size, max_overflow=pool_size,
+        url, poolclass=InstrumentedQueuePool, pool_size=2 * pool_size, max_overflow=0,
         pool_timeout=pool_timeout, pool_recycle=1800,
         hide_parameters=True,
         connect_args=connect_args,

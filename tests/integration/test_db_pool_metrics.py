@@ -31,3 +31,24 @@ def test_in_use_waits_and_timeouts_follow_a_saturated_pool(settings):
     finally:
         engine.dispose()
     assert _value(metrics.DB_POOL_CAPACITY) == capacity_before + 2  # dispose recreates an (empty) pool
+
+
+def test_a_burst_above_pool_size_keeps_its_connections(settings):
+    """Connections opened past `pool_size` under a burst stay open for the next one: a reopened
+    connection is a new PostgreSQL backend with cold caches (issue 25, PostgreSQL's share)."""
+    from sqlalchemy import text
+
+    engine = make_engine(settings.database_url, pool_size=1, pool_timeout=0.2)
+    try:
+        def burst() -> set[int]:
+            held = [engine.connect(), engine.connect()]
+            pids = {conn.execute(text("SELECT pg_backend_pid()")).scalar() for conn in held}
+            for conn in held:
+                conn.close()
+            return pids
+
+        first = burst()
+        assert len(first) == 2
+        assert burst() == first
+    finally:
+        engine.dispose()
