@@ -89,14 +89,12 @@ def server_cpu_clock(server) -> Callable[[], dict[str, float]]:
     return lambda: {"server": tree_seconds(server.proc.pid), "postgresql": tree_seconds(postmaster)}
 
 
-def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
-                  args: argparse.Namespace) -> dict[str, Any]:
-    """The workload over HTTP: each client thread borrows its own keep-alive connection. CPU per
-    operation is the server's and PostgreSQL's (the clients' own HTTP work is left out, as the
-    libraries have none)."""
-    base_url = server.base_url
+def http_workload(base_url: str, token: str, prefix: str) -> tuple[Callable, Callable, list]:
+    """`driver_common.run_levels`'s remember and recall over HTTP, each client thread borrowing its
+    own keep-alive connection, scopes named under `prefix`; and the list of the connections opened
+    (the caller closes them)."""
     idle: queue.Queue = queue.Queue()
-    opened = []
+    opened: list = []
 
     def post(path: str, body: dict[str, Any], expect: int) -> dict[str, Any]:
         try:
@@ -124,6 +122,14 @@ def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
             body["user_id"] = q["user_id"]
         return [hit["id"] for hit in post("/v1/memories/recall", body, 200)["hits"]]
 
+    return remember, recall_ids, opened
+
+
+def run_memwarden(server, token: str, corpus: dict[str, Any], prefix: str,
+                  args: argparse.Namespace) -> dict[str, Any]:
+    """The workload over HTTP (`http_workload`). CPU per operation is the server's and PostgreSQL's
+    (the clients' own HTTP work is left out, as the libraries have none)."""
+    remember, recall_ids, opened = http_workload(server.base_url, token, prefix)
     try:
         return driver_common.run_levels(corpus, remember, recall_ids, levels=args.levels, rounds=args.rounds,
                                         k=args.k, cpu_clock=server_cpu_clock(server))

@@ -140,9 +140,9 @@ def measure_http(args: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = {}
         try:
             for i in range(args.warmup):
-                http.post("/v1/memories/remember", json=_remember_body(i)).raise_for_status()
-                http.post("/v1/memories/recall", json=_recall_body(i)).raise_for_status()
-            for name, body in (("remember", _remember_body), ("recall", _recall_body)):
+                http.post("/v1/memories/remember", json=remember_body(i)).raise_for_status()
+                http.post("/v1/memories/recall", json=recall_body(i)).raise_for_status()
+            for name, body in (("remember", remember_body), ("recall", recall_body)):
                 wall: list[float] = []
                 cpu = 0.0
                 for i in range(args.requests):
@@ -177,13 +177,15 @@ def measure_http(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-def _remember_body(i: int) -> dict[str, Any]:
+def remember_body(i: int) -> dict[str, Any]:
+    """The `i`th remember of the hot-path workload (seven users of agent "hot", the FACTS templates)."""
     user = f"user{i % 7}"
     return {"agent_id": "hot", "user_id": user, "type": "semantic",
             "content": FACTS[i % len(FACTS)].format(u=user.capitalize(), n=i)}
 
 
-def _recall_body(i: int) -> dict[str, Any]:
+def recall_body(i: int) -> dict[str, Any]:
+    """The `i`th recall of the hot-path workload (the QUERIES templates, k 5)."""
     user = f"user{i % 7}"
     return {"agent_id": "hot", "user_id": user, "k": 5, "query": QUERIES[i % len(QUERIES)].format(u=user.capitalize())}
 
@@ -266,17 +268,11 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://bench", headers=headers) as http:
         async def remember(i: int) -> None:
-            user = f"user{i % 7}"
-            body = {"agent_id": "hot", "user_id": user, "type": "semantic",
-                    "content": FACTS[i % len(FACTS)].format(u=user.capitalize(), n=i)}
-            response = await http.post("/v1/memories/remember", json=body)
+            response = await http.post("/v1/memories/remember", json=remember_body(i))
             assert response.status_code == 201, response.text
 
         async def recall(i: int) -> None:
-            user = f"user{i % 7}"
-            body = {"agent_id": "hot", "user_id": user, "k": 5,
-                    "query": QUERIES[i % len(QUERIES)].format(u=user.capitalize())}
-            response = await http.post("/v1/memories/recall", json=body)
+            response = await http.post("/v1/memories/recall", json=recall_body(i))
             assert response.status_code == 200, response.text
 
         staged: list[str] = []

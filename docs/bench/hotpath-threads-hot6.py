@@ -29,18 +29,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from app.bench import common
-from app.bench.hotpath import FACTS, QUERIES
+from app.bench.hotpath import recall_body, remember_body
 
-
-def _remember_body(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "type": "semantic",
-            "content": FACTS[i % len(FACTS)].format(u=user.capitalize(), n=i)}
-
-
-def _recall_body(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "k": 5, "query": QUERIES[i % len(QUERIES)].format(u=user.capitalize())}
 
 
 def _thread_names(pid: int) -> dict[int, str]:
@@ -95,10 +85,10 @@ def main(n: int) -> dict:
             common.client(server.base_url, common.provision_via_cli(data_dir)) as http:
         pid = server.proc.pid
         for i in range(30):
-            http.post("/v1/memories/remember", json=_remember_body(i)).raise_for_status()
-            http.post("/v1/memories/recall", json=_recall_body(i)).raise_for_status()
+            http.post("/v1/memories/remember", json=remember_body(i)).raise_for_status()
+            http.post("/v1/memories/recall", json=recall_body(i)).raise_for_status()
         names = _thread_names(pid)
-        for op, body in (("remember", _remember_body), ("recall", _recall_body)):
+        for op, body in (("remember", remember_body), ("recall", recall_body)):
             before = _snapshot(pid)
             for i in range(n):
                 response = http.post(f"/v1/memories/{op}", json=body(30 + i))
@@ -117,8 +107,8 @@ def main(n: int) -> dict:
                              "context_switches": round(sum(switches.values()), 2)}
             report["per_request"][op] = rows
     report["embedding_cpu_ms_here"] = {
-        "remember_content": _embedding_cpu_ms([_remember_body(i)["content"] for i in range(n)]),
-        "recall_query": _embedding_cpu_ms([_recall_body(i)["query"] for i in range(n)]),
+        "remember_content": _embedding_cpu_ms([remember_body(i)["content"] for i in range(n)]),
+        "recall_query": _embedding_cpu_ms([recall_body(i)["query"] for i in range(n)]),
     }
     report["loadavg_before"], report["loadavg_after"] = load_before, os.getloadavg()
     report["command"] = f"python docs/bench/hotpath-threads-hot6.py {n}"

@@ -37,7 +37,7 @@ from typing import Any
 
 import psycopg
 
-from app.bench import common, driver_common, recall as bench_recall
+from app.bench import common, compare, driver_common, recall as bench_recall
 from app.db.embedded import start_embedded
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "bench" / "memorywire-microbench.json"
@@ -93,39 +93,6 @@ def pg_clock(postmaster: int, server_pid: int):
         return out
 
     return clock
-
-
-def _driver(base_url: str, token: str, prefix: str):
-    """remember/recall over keep-alive connections, one per client thread (as bench compare's)."""
-    import queue
-    idle: queue.Queue = queue.Queue()
-
-    def post(path: str, body: dict[str, Any], expect: int) -> dict[str, Any]:
-        try:
-            http = idle.get_nowait()
-        except queue.Empty:
-            http = common.client(base_url, token)
-        try:
-            response = http.post(path, json=body)
-        finally:
-            idle.put(http)
-        if response.status_code != expect:
-            raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
-        return response.json()
-
-    def remember(scope: str, fact: dict[str, Any]) -> str:
-        body = {"agent_id": f"{prefix}-{scope}", "type": fact["type"], "content": fact["content"]}
-        if fact.get("user_id") is not None:
-            body["user_id"] = fact["user_id"]
-        return post("/v1/memories/remember", body, 201)["id"]
-
-    def recall_ids(scope: str, q: dict[str, Any], k: int) -> list[str]:
-        body = {"agent_id": f"{prefix}-{scope}", "query": q["query"], "k": k}
-        if q.get("user_id") is not None:
-            body["user_id"] = q["user_id"]
-        return [hit["id"] for hit in post("/v1/memories/recall", body, 200)["hits"]]
-
-    return remember, recall_ids
 
 
 LOG = re.compile(r"^(\S+ \S+ \S+) \S* ?\[(\d+)\] (LOG|DETAIL):\s+(.*)$")
@@ -226,12 +193,12 @@ def main() -> None:
             embedded = start_embedded(data_dir)
             postmaster = int((embedded.pgdata / "postmaster.pid").read_text().split()[0])
             clock = pg_clock(postmaster, server.proc.pid)
-            remember, recall_ids = _driver(server.base_url, token, "pgcpu")
+            remember, recall_ids, _ = compare.http_workload(server.base_url, token, "pgcpu")
             driver_common.run_levels(corpus, remember, recall_ids, levels=[1], rounds=1,
                                      cpu_clock=clock)  # warm-up: caches, prepared statements, pool
             for clients in driver_common.parse_levels(args.levels):
                 load = os.getloadavg()[0]
-                remember, recall_ids = _driver(server.base_url, token, f"pgcpu-l{clients}")
+                remember, recall_ids, _ = compare.http_workload(server.base_url, token, f"pgcpu-l{clients}")
                 run = driver_common.run_levels(corpus, remember, recall_ids, levels=[clients],
                                                rounds=args.rounds, cpu_clock=clock)["levels"][0]
                 entry = {"clients": clients, "load_1m_before": load, "load_1m_after": os.getloadavg()[0]}
@@ -253,7 +220,7 @@ def main() -> None:
                     conn.execute("ALTER SYSTEM SET log_line_prefix = '%m %a [%p] '")
                     conn.execute("SELECT pg_reload_conf()")
                     time.sleep(0.5)
-                    remember, recall_ids = _driver(server.base_url, token, "pgcpu-logged")
+                    remember, recall_ids, _ = compare.http_workload(server.base_url, token, "pgcpu-logged")
                     marks, ops = {}, {}
                     facts, queries = corpus["facts"], corpus["queries"]
                     for phase, items, call in (("remember", facts, lambda f: remember("s", f)),

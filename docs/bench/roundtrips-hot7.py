@@ -29,21 +29,11 @@ from datetime import datetime
 from sqlalchemy import create_engine, text
 
 from app.bench import common
-from app.bench.hotpath import FACTS, QUERIES
+from app.bench.hotpath import recall_body, remember_body
 from app.db.embedded import start_embedded
 
 LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) \w+ \S* ?\[(\d+)\] LOG:\s+(.*)$")
 
-
-def _remember_body(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "type": "semantic",
-            "content": FACTS[i % len(FACTS)].format(u=user.capitalize(), n=i)}
-
-
-def _recall_body(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "k": 5, "query": QUERIES[i % len(QUERIES)].format(u=user.capitalize())}
 
 
 def _statements(log: str, begin: str, end: str, own_pid: int) -> list[tuple[datetime, int, str]]:
@@ -130,15 +120,15 @@ def main() -> None:
         embedded = start_embedded(data_dir)
         admin = create_engine(embedded.admin_url, isolation_level="AUTOCOMMIT")
         for i in range(30):
-            http.post("/v1/memories/remember", json=_remember_body(i)).raise_for_status()
-            http.post("/v1/memories/recall", json=_recall_body(i)).raise_for_status()
+            http.post("/v1/memories/remember", json=remember_body(i)).raise_for_status()
+            http.post("/v1/memories/recall", json=recall_body(i)).raise_for_status()
         with admin.connect() as conn:
             conn.execute(text("ALTER SYSTEM SET log_statement = 'all'"))
             conn.execute(text("ALTER SYSTEM SET log_line_prefix = '%m %a [%p] '"))
             conn.execute(text("SELECT pg_reload_conf()"))
             time.sleep(0.5)
             own_pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
-            for name, body in (("remember", _remember_body), ("recall", _recall_body)):
+            for name, body in (("remember", remember_body), ("recall", recall_body)):
                 for i in range(n):
                     conn.execute(text(f"SELECT 'mark-begin-{name}-{i}'"))
                     http.post(f"/v1/memories/{name}", json=body(100 + i)).raise_for_status()
@@ -148,7 +138,7 @@ def main() -> None:
             conn.execute(text("SELECT pg_reload_conf()"))
         traced = {name: _traced(server.proc.pid, lambda: [http.post(f"/v1/memories/{name}", json=body(300 + i))
                                                           .raise_for_status() for i in range(traced_n)])
-                  for name, body in (("remember", _remember_body), ("recall", _recall_body))}
+                  for name, body in (("remember", remember_body), ("recall", recall_body))}
         log = (embedded.pgdata / "log").read_text(errors="replace")
         if len(sys.argv) > 2:
             open(sys.argv[2], "w").write(log)
