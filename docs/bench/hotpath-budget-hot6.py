@@ -26,7 +26,7 @@ import time
 from collections import defaultdict
 
 from app.bench import common
-from app.bench.hotpath import FACTS, QUERIES
+from app.bench.hotpath import recall_body, remember_body
 
 # (module, attribute or Class.method, label). Inclusive: a row contains the rows it calls.
 PIECES = [
@@ -93,15 +93,6 @@ def _wrap_all() -> list[str]:
     return missing
 
 
-def _body(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "type": "semantic", "content": FACTS[i % 5].format(u=user, n=i)}
-
-
-def _query(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "k": 5, "query": QUERIES[i % 5].format(u=user)}
-
 
 def main(n: int, early: bool = True) -> dict:
     import httpx
@@ -126,9 +117,9 @@ def main(n: int, early: bool = True) -> dict:
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://budget",
                                          headers={"Authorization": f"Bearer {token}"}) as http:
                 for i in range(30):
-                    (await http.post("/v1/memories/remember", json=_body(i))).raise_for_status()
-                    (await http.post("/v1/memories/recall", json=_query(i))).raise_for_status()
-                for op, body in (("remember", _body), ("recall", _query)):
+                    (await http.post("/v1/memories/remember", json=remember_body(i))).raise_for_status()
+                    (await http.post("/v1/memories/recall", json=recall_body(i))).raise_for_status()
+                for op, body in (("remember", remember_body), ("recall", recall_body)):
                     _cpu.clear()
                     _calls.clear()
                     started = time.process_time()

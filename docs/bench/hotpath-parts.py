@@ -21,17 +21,8 @@ import sys
 import time
 
 from app.bench import common
-from app.bench.hotpath import FACTS, QUERIES
+from app.bench.hotpath import FACTS, recall_body, remember_body
 
-
-def _body(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "type": "semantic", "content": FACTS[i % 5].format(u=user, n=i)}
-
-
-def _query(i: int) -> dict:
-    user = f"user{i % 7}"
-    return {"agent_id": "hot", "user_id": user, "k": 5, "query": QUERIES[i % 5].format(u=user)}
 
 
 def main(n: int) -> dict:
@@ -60,8 +51,8 @@ def main(n: int) -> dict:
         principal = authenticate_and_take_token(ctx, token, per_minute=0)[0]
         cpu("embedding one text", lambda i: ctx.embedder.embed([FACTS[i % 5].format(u="x", n=i)]))
         cpu("key check + rate-limit token", lambda i: authenticate_and_take_token(ctx, token, per_minute=6000))
-        cpu("remember service", lambda i: memories.remember(ctx, principal, _body(i)))
-        cpu("recall service", lambda i: recall.recall(ctx, principal, _query(i)))
+        cpu("remember service", lambda i: memories.remember(ctx, principal, remember_body(i)))
+        cpu("recall service", lambda i: recall.recall(ctx, principal, recall_body(i)))
         app = create_app(ctx.settings, ctx=ctx)
 
         async def requests() -> None:
@@ -77,8 +68,8 @@ def main(n: int) -> dict:
 
                 await timed("ASGI /healthz", lambda i: _check(http.get("/healthz"), 200))
                 await timed("ASGI /v1/whoami", lambda i: _check(http.get("/v1/whoami"), 200))
-                await timed("ASGI remember", lambda i: _check(http.post("/v1/memories/remember", json=_body(i)), 201))
-                await timed("ASGI recall", lambda i: _check(http.post("/v1/memories/recall", json=_query(i)), 200))
+                await timed("ASGI remember", lambda i: _check(http.post("/v1/memories/remember", json=remember_body(i)), 201))
+                await timed("ASGI recall", lambda i: _check(http.post("/v1/memories/recall", json=recall_body(i)), 200))
 
         asyncio.run(requests())
     return {"calls_per_part": n, "cpu_ms_per_call": parts, "loadavg_before": load_before,
