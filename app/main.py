@@ -62,6 +62,9 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         if owned:
             # A worker starting while the embedded database restarts waits for it, not dies.
             app.state.ctx = AppContext.open(settings, wait_seconds=STARTUP_DATABASE_WAIT_SECONDS)
+            from app.services.users import warm_up
+
+            warm_up(app.state.ctx)  # before the first sign-in: its refusal costs what any other does
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(mcp.running())
             if owned:  # an injected (test) context runs no background jobs

@@ -35,6 +35,12 @@ MIN_PASSWORD = 10
 MAX_PASSWORD = 1024
 MAX_SIGN_IN_NAME = 64 + 1 + 64  # `<tenant name>/<username>`
 
+# passlib loads a hash's backend lazily, on its first use, and that loader is not thread-safe: two
+# first sign-ins at once after a start raised AssertionError ("failed to replace lazy loader") in
+# one of them, a 500 that also told an unknown name from a known one. Loaded here, at import, under
+# the import lock, no request ever meets the lazy loader.
+argon2.set_backend()
+
 
 @dataclass(frozen=True)
 class TenantRole:
@@ -85,8 +91,15 @@ def hash_password(password: str) -> str:
 @functools.cache
 def _stand_in_hash() -> str:
     """An argon2 hash no password matches, verified in place of a real one when there is no usable
-    account, so a refusal costs the same time whether the account is unknown, disabled or real."""
+    account, so a refusal costs the same time whether the account is unknown, disabled or real.
+    Made at start-up (`warm_up`), so the first refusal after a start does not cost a hash more."""
     return argon2.hash(secrets.token_urlsafe(32))
+
+
+def warm_up(ctx: AppContext) -> None:
+    """Prepare password sign-in before the first request: the stand-in hash (see above)."""
+    if ctx.settings.password_sign_in:
+        _stand_in_hash()
 
 
 def create_user(ctx: AppContext, *, username: str, password: str, tenant_id: str, role: str,
