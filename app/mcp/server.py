@@ -59,10 +59,12 @@ def tool_result(body: dict[str, Any], replayed: bool = False) -> types.CallToolR
 
 
 def tool_error(error: AppError) -> types.CallToolResult:
-    """A failed call: the `/v1` error envelope, flagged `isError` so the model sees it and can react."""
+    """A failed call: the `/v1` error envelope as JSON text, flagged `isError` so the model sees it
+    and can react. Not as structured content: a client checks structured content against the tool's
+    output schema, which describes the success body, and the TypeScript SDK rejects the whole result
+    (-32602) when it does not match; the spec carries tool errors in `content`."""
     envelope = error.envelope()
-    return types.CallToolResult(content=[types.TextContent(type="text", text=_dump(envelope))],
-                                structured_content=envelope, is_error=True)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=_dump(envelope))], is_error=True)
 
 
 def build_server() -> Server:
