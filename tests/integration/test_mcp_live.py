@@ -361,3 +361,48 @@ def test_a_recall_resource_needs_what_the_recall_tool_needs(live_server, world, 
 
     error = anyio.run(run)
     assert error.code == -32602 and error.data["error"]["code"] == "forbidden"
+
+
+def _refusals(base_url: str, world, stored, mode: str) -> dict[str, str]:
+    """What each refused call answers in one protocol generation: the error code, or "ok"."""
+    cases = {
+        "missing scope": ("read", "remember", {"agent_id": "a1", "type": "semantic", "content": "no scope"}),
+        "agent outside the allow-list, write": ("bots", "remember",
+                                                {"agent_id": "a1", "type": "semantic", "content": "not mine"}),
+        "agent outside the allow-list, list": ("bots", "list", {"agent_id": "a1"}),
+        "agent outside the allow-list, get": ("bots", "get", {"id": stored["id"]}),
+        "another tenant's id": ("other", "get", {"id": stored["id"]}),
+        "review key writing": ("review", "remember", {"agent_id": "a1", "type": "semantic", "content": "x"}),
+        "allowed": ("bots", "list", {"agent_id": "bot-1"}),
+    }
+    out = {}
+    for name, (key, tool, arguments) in cases.items():
+        result = call(base_url, world[key], tool, arguments, mode)
+        out[name] = error_code(result)["code"] if result.is_error else "ok"
+    return out
+
+
+def test_both_protocol_generations_enforce_the_same_scopes_allow_lists_and_origins(live_server, world, stored):
+    """The 2026 per-request protocol (`auto`: `_meta` on each request, no session) and the
+    initialize handshake (`legacy`) reach the same tools through the same checks."""
+    by_mode = {mode: _refusals(live_server, world, stored, mode) for mode in MODES}
+    assert by_mode["auto"] == by_mode["legacy"] == {
+        "missing scope": "forbidden", "agent outside the allow-list, write": "forbidden",
+        "agent outside the allow-list, list": "forbidden", "agent outside the allow-list, get": "not_found",
+        "another tenant's id": "not_found", "review key writing": "forbidden", "allowed": "ok"}
+
+    for mode in MODES:
+        statuses: list[int] = []
+
+        async def record(response: httpx2.Response) -> None:
+            statuses.append(response.status_code)
+
+        async def run():
+            http = httpx2.AsyncClient(headers={**bearer(world["rw"]), "Origin": "https://evil.example"},
+                                      timeout=httpx2.Timeout(30), event_hooks={"response": [record]})
+            async with http, Client(streamable_http_client(f"{live_server}/mcp", http_client=http), mode=mode) as c:
+                await c.list_tools()
+
+        with pytest.raises(Exception) as refused:  # the SDK's own error for a refused transport
+            anyio.run(run)
+        assert statuses and set(statuses) == {403}, (mode, statuses, refused.value)
