@@ -3,6 +3,10 @@ provider (`MEMWARDEN_OIDC_*`). Authlib builds the authorization request and rede
 joserfc (Authlib's JOSE library) checks the ID token's signature against the provider's JWKS and
 its issuer, audience, expiry and nonce. The provider's metadata and keys are fetched on first use
 and cached; an unknown signing key refetches the JWKS once (key rotation).
+
+Every request to the provider obeys the outbound rule (`app.services.outbound`): the discovery
+document names the other endpoints, so they are checked at each request like the issuer, and no
+redirect is followed. A provider on the operator's own network needs MEMWARDEN_OIDC_ALLOW_PRIVATE.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from joserfc.jwk import KeySet
 
 from app.config import Settings
 from app.errors import Forbidden, Unavailable
+from app.services.outbound import OutboundRule, OutboundTransport, outbound_client, url_refusal
 
 CALLBACK_PATH = "/login/oidc/callback"
 METADATA_TTL_SECONDS = 3600
@@ -66,6 +71,10 @@ class OidcClient:
             raise OidcMisconfigured("MEMWARDEN_OIDC_ISSUER needs MEMWARDEN_PUBLIC_URL (the redirect URI is under it)")
         if "openid" not in settings.oidc_scopes.split():
             raise OidcMisconfigured("MEMWARDEN_OIDC_SCOPES must include `openid`")
+        self.rule = OutboundRule.for_oidc(settings)
+        _, refusal = url_refusal(settings.oidc_issuer or "", self.rule)
+        if refusal:
+            raise OidcMisconfigured(f"MEMWARDEN_OIDC_ISSUER: {refusal}")
         self.issuer = settings.oidc_issuer.rstrip("/")
         self.client_id = settings.oidc_client_id
         try:
@@ -101,10 +110,10 @@ class OidcClient:
                 self._keys = KeySet.import_key_set(self._get_json(metadata["jwks_uri"]))
             return self._keys
 
-    @staticmethod
-    def _get_json(url: str) -> dict[str, Any]:
+    def _get_json(self, url: str) -> dict[str, Any]:
         try:
-            response = httpx.get(url, timeout=HTTP_TIMEOUT_SECONDS, headers={"accept": "application/json"})
+            with outbound_client(self.rule, timeout=HTTP_TIMEOUT_SECONDS) as http:
+                response = http.get(url, headers={"accept": "application/json"})
             response.raise_for_status()
             doc = response.json()
         except (httpx.HTTPError, ValueError):
@@ -116,6 +125,7 @@ class OidcClient:
     def _oauth(self) -> OAuth2Client:
         return OAuth2Client(self.client_id, self.client_secret, scope=self.scopes, redirect_uri=self.redirect_uri,
                             code_challenge_method="S256", timeout=HTTP_TIMEOUT_SECONDS,
+                            transport=OutboundTransport(self.rule), follow_redirects=False,
                             token_endpoint_auth_method="client_secret_basic" if self.client_secret else "none")
 
     # --- the flow ------------------------------------------------------------------------------
@@ -176,10 +186,10 @@ class OidcClient:
             raise Forbidden("the identity provider's ID token names no subject")
         return claims
 
-    @staticmethod
-    def _userinfo(url: str, access_token: str) -> dict[str, Any]:
+    def _userinfo(self, url: str, access_token: str) -> dict[str, Any]:
         try:
-            response = httpx.get(url, timeout=HTTP_TIMEOUT_SECONDS, headers={"authorization": f"Bearer {access_token}"})
+            with outbound_client(self.rule, timeout=HTTP_TIMEOUT_SECONDS) as http:
+                response = http.get(url, headers={"authorization": f"Bearer {access_token}"})
             response.raise_for_status()
             doc = response.json()
         except (httpx.HTTPError, ValueError):
