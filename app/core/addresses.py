@@ -74,7 +74,7 @@ def host_address(host: str) -> IPAddress | None:
     if address is None and bare and bare.isascii():
         try:  # the platform's own reading too, in case its libc accepts a form the above does not
             address = ipaddress.IPv4Address(socket.inet_aton(bare))
-        except OSError:
+        except (OSError, ValueError):  # ValueError: an embedded NUL
             return None
     return address
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 from authlib.integrations.httpx_client import OAuth2Client
+from authlib.integrations.httpx_client._compat import httpx2 as authlib_http
 from authlib.oauth2 import OAuth2Error
 from joserfc import jwt
 from joserfc.errors import JoseError
@@ -27,7 +28,7 @@ from joserfc.jwk import KeySet
 
 from app.config import Settings
 from app.errors import Forbidden, Unavailable
-from app.services.outbound import OutboundRule, OutboundTransport, outbound_client, url_refusal
+from app.services.outbound import OutboundRule, outbound_client, url_refusal
 
 CALLBACK_PATH = "/login/oidc/callback"
 METADATA_TTL_SECONDS = 3600
@@ -58,6 +59,32 @@ class PendingSignIn:
         if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in "snvu"):
             return None
         return cls(doc["s"], doc["n"], doc["v"], doc["u"])
+
+
+class _OutboundBridge(authlib_http.BaseTransport):
+    """Authlib sends through its own HTTP package (httpx2 where installed, else httpx); this
+    transport carries its requests over an outbound-rule client, so the token endpoint the
+    discovery document named is resolved, checked and pinned like every other request."""
+
+    # Describe the body as it was on the wire; the content handed on is already decoded.
+    _ENCODING_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
+
+    def __init__(self, rule: OutboundRule):
+        self._client = outbound_client(rule, timeout=HTTP_TIMEOUT_SECONDS)
+
+    def handle_request(self, request):
+        try:
+            response = self._client.request(request.method, str(request.url), headers=list(request.headers.raw),
+                                            content=request.read())
+        except httpx.TimeoutException as exc:
+            raise authlib_http.TimeoutException(str(exc), request=request) from exc
+        except httpx.HTTPError as exc:
+            raise authlib_http.TransportError(str(exc), request=request) from exc
+        headers = [(k, v) for k, v in response.headers.raw if k.decode("latin-1").lower() not in self._ENCODING_HEADERS]
+        return authlib_http.Response(response.status_code, headers=headers, content=response.content, request=request)
+
+    def close(self) -> None:
+        self._client.close()
 
 
 class OidcClient:
@@ -125,7 +152,7 @@ class OidcClient:
     def _oauth(self) -> OAuth2Client:
         return OAuth2Client(self.client_id, self.client_secret, scope=self.scopes, redirect_uri=self.redirect_uri,
                             code_challenge_method="S256", timeout=HTTP_TIMEOUT_SECONDS,
-                            transport=OutboundTransport(self.rule), follow_redirects=False,
+                            transport=_OutboundBridge(self.rule), follow_redirects=False,
                             token_endpoint_auth_method="client_secret_basic" if self.client_secret else "none")
 
     # --- the flow ------------------------------------------------------------------------------
@@ -152,7 +179,7 @@ class OidcClient:
                                           code_verifier=pending.verifier)
         except OAuth2Error as exc:
             raise Forbidden(f"the identity provider refused the sign-in ({exc.error})") from None
-        except httpx.HTTPError:
+        except (httpx.HTTPError, authlib_http.HTTPError):
             raise Unavailable("the identity provider cannot be reached; try again shortly") from None
         claims = self._verify_id_token(str(token.get("id_token") or ""), pending.nonce)
         if metadata.get("userinfo_endpoint") and token.get("access_token"):

@@ -83,9 +83,9 @@ def url_refusal(url: str, rule: OutboundRule) -> tuple[str, str | None]:
     `localhost` name. Names are resolved and checked at each connection (`OutboundTransport`)."""
     try:
         parsed = httpx.URL(url)
+        host = parsed.host  # decodes IDNA labels, which may fail (`xn--`)
     except (httpx.InvalidURL, UnicodeError):
         return "", "not an absolute http(s) URL with a host"
-    host = parsed.host
     if parsed.scheme not in ("http", "https") or not host:
         return host, "not an absolute http(s) URL with a host"
     address = host_address(host)
@@ -120,7 +120,7 @@ def checked_address(host: str, port: int, rule: OutboundRule) -> str:
         return str(literal)  # the normalised form: no resolver reads `0x7f.1` again
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError, OSError):
+    except (OSError, UnicodeError, ValueError):  # gaierror is an OSError; ValueError: an embedded NUL
         raise httpx.ConnectError(f"cannot resolve {host!r}") from None
     addresses = [host_address(str(info[4][0])) for info in infos]
     if not addresses or any(a is None or is_denied(a) for a in addresses):
@@ -150,7 +150,7 @@ class OutboundTransport(httpx.BaseTransport):
             return pool
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
+        host = request.url.raw_host.decode("ascii")  # as resolvers and TLS see it (IDNA as xn--)
         if self.rule.allow_private:
             return self._pool(host).handle_request(request)
         try:

@@ -240,6 +240,23 @@ def test_a_failing_backend_answer_never_reaches_the_recall(ctx, client, tenant, 
         failing.close()
 
 
+def test_the_identity_provider_is_held_to_the_rule_too(settings, listener, monkeypatch, tmp_path):
+    """The issuer is the operator's, but the endpoints come from the provider's discovery document:
+    every request is checked, the issuer at startup by its syntax as well."""
+    from app.errors import Unavailable
+    from app.services.oidc_client import OidcClient, OidcMisconfigured
+
+    oidc = settings.with_changes(oidc_allow_private=False, oidc_client_id="memwarden",
+                                 public_url="https://memwarden.example")
+    with pytest.raises(OidcMisconfigured):
+        OidcClient(oidc.with_changes(oidc_issuer=f"http://2130706433:{listener.port}"))
+    fake_dns(monkeypatch, {"idp-alias.test": ["127.0.0.1"]})
+    client = OidcClient(oidc.with_changes(oidc_issuer=f"http://idp-alias.test:{listener.port}"))
+    with pytest.raises(Unavailable):
+        client.metadata()
+    assert listener.connections == []
+
+
 @pytest.mark.parametrize("address, denied", [
     ("127.1", True), ("2130706433", True), ("0x7f000001", True), ("0", True), ("0177.0.0.1", True),
     ("0x7f.1", True), ("127.0.0.1.", True), ("2852039166", True), ("010.0.0.1", False),
