@@ -24,16 +24,17 @@ writing twice.
 Recall (`fused_recall`): the built-in store and every backend are searched in parallel, each
 backend within its `timeout_ms`; a store that errors or times out is named in `stores_failed`
 (with a fixed word for why: `timeout`, `http_502`, `refused_address`, ...; what the store answered
-goes to the server's log only) and the others' results stand.
+goes to the server's log only) and the others' results stand. A backend hit counts only when
+`backend_records` says Memwarden put that very item there, with the content the live memory has
+now: anything else a store returns (an item someone wrote straight into it, or one that drifted)
+is dropped and counted in `dropped_ungoverned` — a store cannot inject content past review. Hits
+are fused by `rrf` (k = 60, default), `max` or `weighted` (per-backend weights) and deduplicated by
+Memwarden id; the content returned is always Memwarden's row.
 
 Another Memwarden as a backend obeys the outbound rule (`app.services.outbound`): its URL is
 checked when it is added, from the admin page or the CLI alike, and each connection resolves,
-checks and pins the address, unless the operator set MEMWARDEN_BACKEND_ALLOW_PRIVATE. A backend hit counts only when `backend_records` says Memwarden put that
-very item there, with the content the live memory has now: anything else a store returns (an item
-someone wrote straight into it, or one that drifted) is dropped and counted in
-`dropped_ungoverned` — a store cannot inject content past review. Hits are fused by `rrf`
-(k = 60, default), `max` or `weighted` (per-backend weights) and deduplicated by Memwarden id; the
-content returned is always Memwarden's row.
+checks and pins the address, unless the operator set MEMWARDEN_BACKEND_ALLOW_PRIVATE. Delivery
+failures are recorded as the same fixed words, for admins and the API alike.
 """
 
 from __future__ import annotations
@@ -286,7 +287,8 @@ def deliveries_of(ctx: AppContext, principal: Principal, memory_id: str) -> dict
             raise NotFound("memory not found")
         rows = repo.deliveries_of(session, tenant_id=principal.tenant_id, memory_id=memory_id)
     return {"memory_id": memory_id, "deliveries": [
-        {"backend": r.name, "status": r.status, "attempts": r.attempt, "action": r.action, "error": shown_reason(r.error),
+        {"backend": r.name, "status": r.status, "attempts": r.attempt, "action": r.action,
+         "error": shown_reason(r.error),
          "owed_at": format_ts(r.created_at), "delivered_at": format_ts(r.delivered_at), "backend_ref": r.backend_ref}
         for r in rows]}
 

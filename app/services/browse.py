@@ -92,7 +92,8 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
         rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
         deliveries = backends_repo.deliveries_of(session, tenant_id=tenant_id, memory_id=memory_id)
     extra["deliveries"] = [{"backend": d.name, "status": d.status, "attempts": d.attempt, "action": d.action,
-                            "error": shown_reason(d.error), "delivered_at": format_ts(d.delivered_at), "backend_ref": d.backend_ref}
+                            "error": shown_reason(d.error), "delivered_at": format_ts(d.delivered_at),
+                            "backend_ref": d.backend_ref}
                            for d in deliveries]
     events = []
     for row in rows:

@@ -21,7 +21,6 @@ answered: an internal service's error page must not reach a tenant, nor tell it 
 
 from __future__ import annotations
 
-import logging
 import re
 import socket
 import threading
@@ -32,8 +31,6 @@ import httpx
 
 from app.config import Settings
 from app.core.addresses import host_address, is_denied
-
-log = logging.getLogger(__name__)
 
 # A DNS name as httpx leaves it (IDNA names arrive as xn-- labels); `_` is tolerated, as resolvers do.
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"

@@ -42,7 +42,8 @@ from app.db.transaction_work import work_of
 from app.errors import NotFound, ValidationFailed
 from app.repos import webhooks as repo
 from app.services.context import AppContext
-from app.services.outbound import OutboundRule, failure_reason, outbound_client, shown_reason, status_reason, url_refusal
+from app.services.outbound import (OutboundRule, failure_reason, outbound_client, shown_reason, status_reason,
+                                   url_refusal)
 from app.services.sealed import seal, unseal
 
 BACKOFF_BASE_SECONDS = 5

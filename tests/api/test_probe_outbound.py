@@ -38,7 +38,8 @@ class Listener:
     """The internal service on 127.0.0.1: records every connection it accepts and answers each
     request with `response`."""
 
-    def __init__(self, response: bytes = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}", host: str = "127.0.0.1"):
+    def __init__(self, response: bytes = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
+                 host: str = "127.0.0.1"):
         self.response = response
         self.connections: list[bytes] = []
         self.sock = socket.socket()
@@ -191,8 +192,9 @@ def test_a_redirect_to_loopback_is_not_followed(strict, tenant, make_key, listen
 
     internet = "127.0.0.2"
     monkeypatch.setattr(outbound, "is_denied", lambda a: str(a) != internet and addresses.is_denied(a))
-    redirector = Listener(f"HTTP/1.1 307 Temporary Redirect\r\nConnection: close\r\nLocation: http://127.0.0.1:{listener.port}/v1/"
-                          "memories/remember\r\nContent-Length: 0\r\n\r\n".encode(), host=internet)
+    redirector = Listener(f"HTTP/1.1 307 Temporary Redirect\r\nConnection: close\r\n"
+                          f"Location: http://127.0.0.1:{listener.port}/v1/memories/remember\r\n"
+                          "Content-Length: 0\r\n\r\n".encode(), host=internet)
     try:
         fake_dns(monkeypatch, {"redirector.test": [internet]})
         ctx, client = strict
@@ -219,8 +221,8 @@ def test_a_failing_backend_answer_never_reaches_the_recall(ctx, client, tenant, 
     """Even with the operator's switch on (the backend is on their network), what the backend
     answered stays in the server's log: the recall names the store and a fixed word only."""
     body = b'{"error": {"code": "internal", "message": "SECRET-BANNER redis 10.0.0.3:6379 down"}}'
-    failing = Listener(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: "
-                       + str(len(body)).encode() + b"\r\n\r\n" + body)
+    failing = Listener(b"HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     try:
         backends.add_backend(ctx, tenant_name=tenant.name, name="down", kind="memwarden",
                              options={"url": f"http://127.0.0.1:{failing.port}"}, secret=API_KEY, timeout_ms=2000,
