@@ -39,7 +39,9 @@ _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za
 REFUSED_ADDRESS = "refused_address"
 CONNECT_FAILED = "connect_failed"
 TIMEOUT = "timeout"
-# What a delivery log or a recall may say about a failure; anything else stored is shown as this.
+# The fixed words a delivery log or a recall may show: this module's, the stores' (`staged_remotely`,
+# `store_error`: app.services.backend_stores) and webhooks' `webhook_inactive`. A stored error that is
+# none of them (written before failures were words, so it may quote another server) shows as `failed`.
 UNSPECIFIED_FAILURE = "failed"
 _SHOWN = re.compile(r"refused_address|connect_failed|timeout|http_[1-5][0-9]{2}|staged_remotely|store_error"
                     r"|webhook_inactive")
