@@ -119,7 +119,17 @@ class Settings:
         "How often the compaction job runs for tenants that opted in; 0 disables the job.")
     webhook_allow_private: bool = _setting(
         "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE", False,
-        "Allow webhook URLs that resolve to loopback or private addresses (off: no SSRF into your network).")
+        "Allow webhook URLs (and the audit witness URL) that are or resolve to loopback, private or other "
+        "non-public addresses (off: no SSRF into your network).")
+    backend_allow_private: bool = _setting(
+        "MEMWARDEN_BACKEND_ALLOW_PRIVATE", False,
+        "Allow memory backends (another Memwarden) whose URL is or resolves to a loopback, private or other "
+        "non-public address, for stores on the operator's own network. Operator-only: it also lets a tenant "
+        "admin's backend form reach those addresses, so leave it off unless every tenant admin is trusted.")
+    oidc_allow_private: bool = _setting(
+        "MEMWARDEN_OIDC_ALLOW_PRIVATE", False,
+        "Allow the OpenID provider's discovery, token, JWKS and userinfo URLs to be or resolve to loopback, "
+        "private or other non-public addresses (an identity provider on the operator's own network).")
     backend_retry_base_seconds: float = _setting(
         "MEMWARDEN_BACKEND_RETRY_BASE_SECONDS", 5.0,
         "First retry delay of a failed delivery to a memory backend (the router); each retry waits 4× longer, "

@@ -94,6 +94,8 @@ def settings(db_urls: DatabaseUrls, data_dir: Path) -> Settings:
         rate_limit_per_minute=0,
         checkpoint_every=50,
         webhook_allow_private=True,  # the tests' receivers listen on 127.0.0.1
+        backend_allow_private=True,  # so do the other Memwardens the router tests deliver to
+        oidc_allow_private=True,  # and the test identity provider
     )
 
 
@@ -203,6 +205,8 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         "MEMWARDEN_SECRET_KEY": settings.secret_key or "",
         "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
         "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE": "1",
+        "MEMWARDEN_BACKEND_ALLOW_PRIVATE": "1",
+        "MEMWARDEN_OIDC_ALLOW_PRIVATE": "1",
         "MEMWARDEN_LOG_LEVEL": "warning",
         # A live server's checkpoint job signs every chain that grew, its own or not. The tamper tests
         # edit chains under it, and a signature over their tampered state would race their asserts;

@@ -22,7 +22,7 @@ import httpx
 from app.config import Settings
 from app.core import auditchain as chain
 from app.observability import metrics
-from app.services.outbound import checked_target
+from app.services.outbound import OutboundRule, failure_reason, outbound_client, status_reason
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,10 @@ POST_TIMEOUT_SECONDS = 10
 class Witness:
     """Appends witness records and remembers the last witnessed checkpoint of each origin."""
 
-    def __init__(self, file: Path | None = None, url: str | None = None, *, allow_private: bool = False):
+    def __init__(self, file: Path | None = None, url: str | None = None, *, rule: OutboundRule | None = None):
         self.file = Path(file) if file else None
         self.url = url or None
-        self.allow_private = allow_private
+        self.rule = rule or OutboundRule(False, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE")  # as deployed by default
         # origin -> (largest record seen, whether its signature has been checked)
         self._latest: dict[str, tuple[chain.WitnessRecord, bool]] = {}
         self._offset = 0
@@ -52,7 +52,7 @@ class Witness:
             if file.is_relative_to(settings.data_path):
                 log.warning("MEMWARDEN_AUDIT_WITNESS_FILE %s is inside the data dir; a witness only helps on "
                             "storage the database owner cannot rewrite", file)
-        return cls(file, settings.audit_witness_url, allow_private=settings.webhook_allow_private)
+        return cls(file, settings.audit_witness_url, rule=OutboundRule.for_audit_witness(settings))
 
     @property
     def enabled(self) -> bool:
@@ -175,29 +175,30 @@ class Witness:
 
     def _post_loop(self) -> None:
         assert self._outbox is not None
-        with httpx.Client(timeout=POST_TIMEOUT_SECONDS) as client:
+        with self.client() as client:
             while True:
                 line = self._outbox.get()
                 self.post(client, line)
 
+    def client(self) -> httpx.Client:
+        """A client for `post`: the outbound rule applies at each request, redirects are not followed."""
+        return outbound_client(self.rule, timeout=POST_TIMEOUT_SECONDS)
+
     def post(self, client: httpx.Client, line: str) -> bool:
-        """POST one record, retrying with back-off; the SSRF rule of webhooks applies to the URL."""
+        """POST one record (with a client from `client()`), retrying with back-off."""
         assert self.url is not None
         error = None
         for attempt in range(POST_ATTEMPTS):
             if attempt:
                 time.sleep(POST_BACKOFF_SECONDS * 2 ** (attempt - 1))
-            target, error = checked_target(self.url, self.allow_private)
-            if target is not None:
-                try:
-                    response = client.post(target.url, content=line.encode("utf-8"), headers={
-                        "Content-Type": "application/json", "User-Agent": "Memwarden-Audit-Witness/1",
-                        **target.headers}, extensions=target.extensions)
-                    if 200 <= response.status_code < 300:
-                        return True
-                    error = f"HTTP {response.status_code}"
-                except httpx.HTTPError as exc:
-                    error = f"{type(exc).__name__}: {str(exc)[:200]}"
+            try:
+                response = client.post(self.url, content=line.encode("utf-8"), headers={
+                    "Content-Type": "application/json", "User-Agent": "Memwarden-Audit-Witness/1"})
+                if 200 <= response.status_code < 300:
+                    return True
+                error = status_reason(response.status_code)
+            except httpx.HTTPError as exc:
+                error = f"{failure_reason(exc)} ({exc})"  # the operator's log: the detail may help
         log.error("audit witness URL: gave up on a checkpoint after %d attempts: %s", POST_ATTEMPTS, error)
         metrics.WITNESS_FAILURES.labels("url").inc()
         return False

@@ -10,6 +10,7 @@ record — the content a caller receives always comes from Memwarden's row, neve
 
 * `memwarden`: another Memwarden server over HTTP, through the Python client; writes carry an
   Idempotency-Key derived from the memory id and content digest, so a replay is answered, not redone.
+  Its connections obey the outbound rule (`app.services.outbound`): resolved, checked, pinned.
 * `mem0`: the `mem0ai` library in process, built by the operator's factory (`module:callable`
   returning a `mem0.Memory`) or from a mem0 JSON config file; `infer=False` unless the operator
   sets `infer: true` (then mem0's LLM rewrites what it stores, and drift will report it).
@@ -27,12 +28,34 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from app.db.models import Memory
+from app.services.outbound import OutboundRule, OutboundTransport, failure_reason, status_reason
 
 MEMWARDEN_ID = "memwarden_id"
+STORE_ERROR = "store_error"
 
 
 class StoreError(Exception):
-    """A store refused or failed an operation (the delivery is retried; recall leaves it out)."""
+    """A store refused or failed an operation (the delivery is retried; recall leaves it out).
+    `reason` is a fixed word (`http_502`, `timeout`, `refused_address`, ...), the only part a
+    tenant is shown; the message is the detail, for the server's log alone: it may quote what
+    the other end answered."""
+
+    def __init__(self, detail: str, reason: str = STORE_ERROR):
+        super().__init__(detail)
+        self.reason = reason
+
+
+def _remote_failure(exc: Exception) -> StoreError:
+    """A StoreError for a call to another Memwarden that raised the client's `exc`."""
+    from memwarden import errors
+
+    if isinstance(exc, errors.ConnectionFailed):
+        reason = failure_reason(exc)
+    elif getattr(exc, "status", None):
+        reason = status_reason(exc.status)
+    else:
+        reason = STORE_ERROR
+    return StoreError(f"{getattr(exc, 'code', '')}: {getattr(exc, 'message', exc)}", reason)
 
 
 @dataclass(frozen=True)
@@ -102,10 +125,12 @@ def load_factory(path: str) -> Callable[..., Any]:
 class MemwardenStore:
     """A second Memwarden server (its own governance applies too: a write it stages is an error here)."""
 
-    def __init__(self, url: str, api_key: str, timeout: float):
+    def __init__(self, url: str, api_key: str, timeout: float, rule: OutboundRule):
         from memwarden.client import Client, RetryPolicy
 
-        self.client = Client(url, api_key, timeout=timeout, retry=RetryPolicy(max_retries=0))
+        # The client's httpx does not follow redirects; the transport checks each request's address.
+        self.client = Client(url, api_key, timeout=timeout, retry=RetryPolicy(max_retries=0),
+                             transport=OutboundTransport(rule))
 
     def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True, write_key: str = "") -> str:
         from memwarden import errors
@@ -118,12 +143,13 @@ class MemwardenStore:
                 metadata=snap.store_metadata(), tags=list(snap.tags), source=snap.source,
                 idempotency_key=f"router-{write_key or snap.id}-{snap.digest[:32]}")
             if result.status != "live":
-                raise StoreError(f"the remote server staged the write for its own review ({result.change_id})")
+                raise StoreError(f"the remote server staged the write for its own review ({result.change_id})",
+                                 "staged_remotely")
             if existing_ref and existing_ref != result.id:
                 self.delete(existing_ref, snap.agent_id, snap.user_id)
             return result.id
         except errors.MemwardenError as exc:
-            raise StoreError(f"{exc.code}: {exc.message}") from exc
+            raise _remote_failure(exc) from exc
 
     def delete(self, ref: str, agent_id: str, user_id: str | None) -> None:
         from memwarden import errors
@@ -133,7 +159,7 @@ class MemwardenStore:
         except errors.NotFound:
             return
         except errors.MemwardenError as exc:
-            raise StoreError(f"{exc.code}: {exc.message}") from exc
+            raise _remote_failure(exc) from exc
 
     def find(self, snap: Snapshot) -> str | None:
         return None  # the Idempotency-Key answers a replayed remember with the first one's id
@@ -147,7 +173,7 @@ class MemwardenStore:
         except errors.NotFound:
             return None
         except errors.MemwardenError as exc:
-            raise StoreError(f"{exc.code}: {exc.message}") from exc
+            raise _remote_failure(exc) from exc
 
     def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]:
         from memwarden import errors
@@ -155,7 +181,7 @@ class MemwardenStore:
         try:
             result = self.client.recall(agent_id=agent_id, user_id=user_id, query=query, k=k, min_score=0.0)
         except errors.MemwardenError as exc:
-            raise StoreError(f"{exc.code}: {exc.message}") from exc
+            raise _remote_failure(exc) from exc
         return [Hit(h.id, h.similarity, (h.metadata or {}).get(MEMWARDEN_ID), h.content) for h in result.hits]
 
     def close(self) -> None:
@@ -273,7 +299,7 @@ class MemorywireStore:
             agent_id=snap.agent_id, user_id=snap.user_id, type=snap.type, content=snap.content,
             metadata=snap.store_metadata(), source=snap.source)))
         if response.pending_approval:
-            raise StoreError("the memorywire store staged the write for approval")
+            raise StoreError("the memorywire store staged the write for approval", "staged_remotely")
         return response.id
 
     def find(self, snap: Snapshot) -> str | None:

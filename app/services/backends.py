@@ -22,13 +22,19 @@ lease to expire and the row to be delivered again; the second attempt finds the 
 writing twice.
 
 Recall (`fused_recall`): the built-in store and every backend are searched in parallel, each
-backend within its `timeout_ms`; a store that errors or times out is named in `stores_failed` and
-the others' results stand. A backend hit counts only when `backend_records` says Memwarden put that
-very item there, with the content the live memory has now: anything else a store returns (an item
-someone wrote straight into it, or one that drifted) is dropped and counted in
-`dropped_ungoverned` — a store cannot inject content past review. Hits are fused by `rrf`
-(k = 60, default), `max` or `weighted` (per-backend weights) and deduplicated by Memwarden id; the
-content returned is always Memwarden's row.
+backend within its `timeout_ms`; a store that errors or times out is named in `stores_failed`
+(with a fixed word for why: `timeout`, `http_502`, `refused_address`, ...; what the store answered
+goes to the server's log only) and the others' results stand. A backend hit counts only when
+`backend_records` says Memwarden put that very item there, with the content the live memory has
+now: anything else a store returns (an item someone wrote straight into it, or one that drifted)
+is dropped and counted in `dropped_ungoverned` — a store cannot inject content past review. Hits
+are fused by `rrf` (k = 60, default), `max` or `weighted` (per-backend weights) and deduplicated by
+Memwarden id; the content returned is always Memwarden's row.
+
+Another Memwarden as a backend obeys the outbound rule (`app.services.outbound`): its URL is
+checked when it is added, from the admin page or the CLI alike, and each connection resolves,
+checks and pins the address, unless the operator set MEMWARDEN_BACKEND_ALLOW_PRIVATE. Delivery
+failures are recorded as the same fixed words, for admins and the API alike.
 """
 
 from __future__ import annotations
@@ -52,10 +58,11 @@ from app.repos import backends as repo
 from app.repos import memories as memory_repo
 from app.repos.memories import Scope
 from app.repos import tenants as tenant_repo
-from app.services.backend_stores import Mem0Store, MemorywireStore, MemwardenStore, Snapshot, Store, StoreError
+from app.services.backend_stores import (STORE_ERROR, Mem0Store, MemorywireStore, MemwardenStore, Snapshot, Store,
+                                         StoreError)
 from app.services.context import AppContext
 from app.services.memories import entry_json
-from app.services.outbound import url_refusal
+from app.services.outbound import TIMEOUT, OutboundRule, shown_reason, url_refusal
 from app.services.sealed import seal, unseal
 from app.services.tenant_config import rules_for
 
@@ -76,18 +83,14 @@ def add_backend(ctx: AppContext, *, tenant_name: str, name: str, kind: str, agen
     Memories already live for those agents are owed to it at once, so it starts complete.
 
     `from_web` (a tenant admin on the admin page, not the operator at the CLI): only another
-    Memwarden, and its URL obeys the outbound rule webhooks obey (no loopback or private
-    addresses unless MEMWARDEN_WEBHOOK_ALLOW_PRIVATE): a factory import path runs code in the
-    server, which is the operator's call."""
+    Memwarden: a factory import path runs code in the server, which is the operator's call.
+    Another Memwarden's URL obeys the outbound rule whoever adds it (no loopback, private or other
+    non-public address unless MEMWARDEN_BACKEND_ALLOW_PRIVATE)."""
     if kind not in KINDS:
         raise ValidationFailed.at("/kind", f"kind must be one of {', '.join(KINDS)}")
     if from_web and kind != "memwarden":
         raise ValidationFailed.at("/kind", "mem0 and memorywire backends run code in the server: the operator adds "
                                            "them with `memwarden backend add`")
-    if from_web:
-        _, refusal = url_refusal(str((options or {}).get("url", "")), ctx.settings.webhook_allow_private)
-        if refusal:
-            raise ValidationFailed.at("/options/url", refusal)
     if not name or len(name) > 64 or name == BUILT_IN:
         raise ValidationFailed.at("/name", f"a name of 1-64 characters other than {BUILT_IN!r}")
     try:
@@ -95,7 +98,7 @@ def add_backend(ctx: AppContext, *, tenant_name: str, name: str, kind: str, agen
     except ValueError as exc:
         raise ValidationFailed.at("/agents", str(exc)) from None
     options = dict(options or {})
-    _check_options(kind, options, secret)
+    _check_options(kind, options, secret, OutboundRule.for_backends(ctx.settings))
     if not (0 < weight <= 100) or not (50 <= timeout_ms <= 60_000):
         raise ValidationFailed.at("/weight", "weight in (0, 100] and timeout_ms in [50, 60000]")
     with ctx.db.sessions.begin() as session:
@@ -116,11 +119,14 @@ def add_backend(ctx: AppContext, *, tenant_name: str, name: str, kind: str, agen
     return backend
 
 
-def _check_options(kind: str, options: dict[str, Any], secret: str | None) -> None:
+def _check_options(kind: str, options: dict[str, Any], secret: str | None, rule: OutboundRule) -> None:
     if kind == "memwarden":
         url = options.get("url")
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ValidationFailed.at("/options/url", "the other Memwarden's base URL (http:// or https://)")
+        _, refusal = url_refusal(url, rule)
+        if refusal:
+            raise ValidationFailed.at("/options/url", refusal)
         if not secret:
             raise ValidationFailed.at("/api_key", "an API key of the other Memwarden (remember, recall, forget)")
     elif kind == "memorywire" and not isinstance(options.get("factory"), str):
@@ -205,7 +211,8 @@ def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -
     """Compare a backend with Memwarden's ledger: live memories it should hold but does not (nor is
     owed), items it holds for memories no longer live, items whose delivered digest is not the live
     memory's, and (where the store can fetch by id) items missing or changed in the store itself.
-    `resync` owes a delivery for each memory named, which puts the store right."""
+    `resync` owes a delivery for each memory named, which puts the store right. A store that fails
+    a read ends the store check, and `store_failed` says why in a fixed word."""
     with ctx.db.sessions() as session:
         backend = repo.by_name(session, tenant_id=tenant_id, name=name)
         if backend is None:
@@ -224,7 +231,7 @@ def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -
             problems.append({"memory_id": memory_id, "reason": "not_live_in_memwarden", "backend_ref": record.backend_ref})
         elif record.content_digest != snaps[memory_id].digest:
             problems.append({"memory_id": memory_id, "reason": "digest_differs", "backend_ref": record.backend_ref})
-    checked = 0
+    checked, store_failed = 0, None
     store, lock = _store(ctx, backend)
     fetch = getattr(store, "content_of", None)
     if fetch is not None:
@@ -232,8 +239,13 @@ def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -
         for memory_id, record in sorted(records.items()):
             if memory_id in flagged or memory_id in owed or memory_id not in snaps:
                 continue
-            with lock:
-                content = fetch(record.backend_ref)
+            try:
+                with lock:
+                    content = fetch(record.backend_ref)
+            except StoreError as exc:  # the report says why in a word; the store's answer is logged
+                log.warning("drift check of backend %s: reading %s failed: %s", name, record.backend_ref, exc)
+                store_failed = exc.reason
+                break
             checked += 1
             if content is None:
                 problems.append({"memory_id": memory_id, "reason": "missing_in_store", "backend_ref": record.backend_ref})
@@ -248,7 +260,8 @@ def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -
             repo.owe(session, backend_id=backend.id, tenant_id=tenant_id,
                      memory_ids=sorted({p["memory_id"] for p in problems}))
     return {"backend": name, "live_in_memwarden": len(live), "records": len(records), "owed": len(owed),
-            "store_checked": checked if fetch is not None else None, "problems": problems, "resynced": resync}
+            "store_checked": checked if fetch is not None else None, "store_failed": store_failed,
+            "problems": problems, "resynced": resync}
 
 
 def status(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:
@@ -274,7 +287,8 @@ def deliveries_of(ctx: AppContext, principal: Principal, memory_id: str) -> dict
             raise NotFound("memory not found")
         rows = repo.deliveries_of(session, tenant_id=principal.tenant_id, memory_id=memory_id)
     return {"memory_id": memory_id, "deliveries": [
-        {"backend": r.name, "status": r.status, "attempts": r.attempt, "action": r.action, "error": r.error,
+        {"backend": r.name, "status": r.status, "attempts": r.attempt, "action": r.action,
+         "error": shown_reason(r.error),
          "owed_at": format_ts(r.created_at), "delivered_at": format_ts(r.delivered_at), "backend_ref": r.backend_ref}
         for r in rows]}
 
@@ -300,7 +314,8 @@ def _build(ctx: AppContext, backend: MemoryBackend) -> Store:
     options = backend.options or {}
     if backend.kind == "memwarden":
         key = unseal(ctx, _SEALED, backend.id, backend.secret_enc) if backend.secret_enc else ""
-        return MemwardenStore(options["url"], key, timeout=backend.timeout_ms / 1000)
+        return MemwardenStore(options["url"], key, timeout=backend.timeout_ms / 1000,
+                              rule=OutboundRule.for_backends(ctx.settings))
     if backend.kind == "mem0":
         return Mem0Store.from_options(options)
     from app.services.backend_stores import load_factory
@@ -396,11 +411,14 @@ def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
 
 def _failed(ctx: AppContext, backend: MemoryBackend, row, exc: Exception) -> None:
     attempt = row.attempt + 1
-    error = f"{type(exc).__name__}: {exc}"[:500] if not isinstance(exc, StoreError) else str(exc)[:500]
+    # Admins and the API see the fixed word; what the store said (an internal service's error
+    # page, for all Memwarden knows) stays in the server's log.
+    error = _reason(exc)
     give_up = attempt >= ctx.settings.backend_max_attempts
     delay = min(ctx.settings.backend_retry_max_seconds, ctx.settings.backend_retry_base_seconds * 4 ** (attempt - 1))
-    log.log(logging.WARNING if give_up else logging.INFO, "delivery of %s to backend %s failed (attempt %d%s): %s",
-            row.memory_id, backend.name, attempt, ", giving up" if give_up else "", error)
+    log.log(logging.WARNING if give_up else logging.INFO, "delivery of %s to backend %s failed (attempt %d%s): %s: %s",
+            row.memory_id, backend.name, attempt, ", giving up" if give_up else "", type(exc).__name__,
+            str(exc)[:500])
     with ctx.db.sessions.begin() as session:
         repo.record_attempt(session, tenant_id=row.tenant_id, delivery_id=row.id, values={
             "status": "failed" if give_up else "pending", "attempt": attempt, "error": error,
@@ -470,12 +488,17 @@ def _search_all(ctx: AppContext, backends: list[MemoryBackend], agent_id: str, u
             remaining = max(0.0, deadline + backend.timeout_ms / 1000 - time.monotonic())
             results.append((backend, future.result(timeout=remaining)))
         except concurrent.futures.TimeoutError:
-            failed.append({"store": backend.name, "error": f"timed out after {backend.timeout_ms} ms"})
+            failed.append({"store": backend.name, "error": TIMEOUT})
         except Exception as exc:
-            failed.append({"store": backend.name, "error": str(exc)[:300] if isinstance(exc, StoreError)
-                           else type(exc).__name__})
+            log.info("recall from backend %s failed: %s: %s", backend.name, type(exc).__name__, str(exc)[:500])
+            failed.append({"store": backend.name, "error": _reason(exc)})
     pool.shutdown(wait=False, cancel_futures=True)  # a slow store finishes in the background, unread
     return results, failed
+
+
+def _reason(exc: Exception) -> str:
+    """The fixed word a tenant is shown for a store's failure."""
+    return exc.reason if isinstance(exc, StoreError) else STORE_ERROR
 
 
 def _search_one(ctx: AppContext, backend: MemoryBackend, agent_id: str, user_id: str | None, query: str, k: int):

@@ -27,6 +27,7 @@ from app.services import recover
 from app.services.audit import chain_for
 from app.services.context import AppContext
 from app.services.memories import entry_json
+from app.services.outbound import shown_reason
 
 MAX_QUERY = 500
 
@@ -91,7 +92,8 @@ def memory_detail(ctx: AppContext, *, tenant_id: str, agents: Sequence[str], mem
         rows = audit_reads.about_subject(session, chain_id=chain_for(tenant_id), subject_id=memory_id)
         deliveries = backends_repo.deliveries_of(session, tenant_id=tenant_id, memory_id=memory_id)
     extra["deliveries"] = [{"backend": d.name, "status": d.status, "attempts": d.attempt, "action": d.action,
-                            "error": d.error, "delivered_at": format_ts(d.delivered_at), "backend_ref": d.backend_ref}
+                            "error": shown_reason(d.error), "delivered_at": format_ts(d.delivered_at),
+                            "backend_ref": d.backend_ref}
                            for d in deliveries]
     events = []
     for row in rows:

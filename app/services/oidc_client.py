@@ -3,6 +3,10 @@ provider (`MEMWARDEN_OIDC_*`). Authlib builds the authorization request and rede
 joserfc (Authlib's JOSE library) checks the ID token's signature against the provider's JWKS and
 its issuer, audience, expiry and nonce. The provider's metadata and keys are fetched on first use
 and cached; an unknown signing key refetches the JWKS once (key rotation).
+
+Every request to the provider obeys the outbound rule (`app.services.outbound`): the discovery
+document names the other endpoints, so they are checked at each request like the issuer, and no
+redirect is followed. A provider on the operator's own network needs MEMWARDEN_OIDC_ALLOW_PRIVATE.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 import httpx
 from authlib.integrations.httpx_client import OAuth2Client
+from authlib.integrations.httpx_client._compat import httpx2 as authlib_http
 from authlib.oauth2 import OAuth2Error
 from joserfc import jwt
 from joserfc.errors import JoseError
@@ -23,6 +28,7 @@ from joserfc.jwk import KeySet
 
 from app.config import Settings
 from app.errors import Forbidden, Unavailable
+from app.services.outbound import OutboundRule, outbound_client, url_refusal
 
 CALLBACK_PATH = "/login/oidc/callback"
 METADATA_TTL_SECONDS = 3600
@@ -55,6 +61,32 @@ class PendingSignIn:
         return cls(doc["s"], doc["n"], doc["v"], doc["u"])
 
 
+class _OutboundBridge(authlib_http.BaseTransport):
+    """Authlib sends through its own HTTP package (httpx2 where installed, else httpx); this
+    transport carries its requests over an outbound-rule client, so the token endpoint the
+    discovery document named is resolved, checked and pinned like every other request."""
+
+    # Describe the body as it was on the wire; the content handed on is already decoded.
+    _ENCODING_HEADERS = {"content-encoding", "content-length", "transfer-encoding"}
+
+    def __init__(self, rule: OutboundRule):
+        self._client = outbound_client(rule, timeout=HTTP_TIMEOUT_SECONDS)
+
+    def handle_request(self, request):
+        try:
+            response = self._client.request(request.method, str(request.url), headers=list(request.headers.raw),
+                                            content=request.read())
+        except httpx.TimeoutException as exc:
+            raise authlib_http.TimeoutException(str(exc), request=request) from exc
+        except httpx.HTTPError as exc:
+            raise authlib_http.TransportError(str(exc), request=request) from exc
+        headers = [(k, v) for k, v in response.headers.raw if k.decode("latin-1").lower() not in self._ENCODING_HEADERS]
+        return authlib_http.Response(response.status_code, headers=headers, content=response.content, request=request)
+
+    def close(self) -> None:
+        self._client.close()
+
+
 class OidcClient:
     """One per process, built from the settings when `MEMWARDEN_OIDC_ISSUER` is set. `issuer` is
     that setting without a trailing `/`: it names the provider in the accounts it provisions."""
@@ -66,6 +98,10 @@ class OidcClient:
             raise OidcMisconfigured("MEMWARDEN_OIDC_ISSUER needs MEMWARDEN_PUBLIC_URL (the redirect URI is under it)")
         if "openid" not in settings.oidc_scopes.split():
             raise OidcMisconfigured("MEMWARDEN_OIDC_SCOPES must include `openid`")
+        self.rule = OutboundRule.for_oidc(settings)
+        _, refusal = url_refusal(settings.oidc_issuer or "", self.rule)
+        if refusal:
+            raise OidcMisconfigured(f"MEMWARDEN_OIDC_ISSUER: {refusal}")
         self.issuer = settings.oidc_issuer.rstrip("/")
         self.client_id = settings.oidc_client_id
         try:
@@ -101,10 +137,10 @@ class OidcClient:
                 self._keys = KeySet.import_key_set(self._get_json(metadata["jwks_uri"]))
             return self._keys
 
-    @staticmethod
-    def _get_json(url: str) -> dict[str, Any]:
+    def _get_json(self, url: str) -> dict[str, Any]:
         try:
-            response = httpx.get(url, timeout=HTTP_TIMEOUT_SECONDS, headers={"accept": "application/json"})
+            with outbound_client(self.rule, timeout=HTTP_TIMEOUT_SECONDS) as http:
+                response = http.get(url, headers={"accept": "application/json"})
             response.raise_for_status()
             doc = response.json()
         except (httpx.HTTPError, ValueError):
@@ -116,6 +152,7 @@ class OidcClient:
     def _oauth(self) -> OAuth2Client:
         return OAuth2Client(self.client_id, self.client_secret, scope=self.scopes, redirect_uri=self.redirect_uri,
                             code_challenge_method="S256", timeout=HTTP_TIMEOUT_SECONDS,
+                            transport=_OutboundBridge(self.rule), follow_redirects=False,
                             token_endpoint_auth_method="client_secret_basic" if self.client_secret else "none")
 
     # --- the flow ------------------------------------------------------------------------------
@@ -142,7 +179,7 @@ class OidcClient:
                                           code_verifier=pending.verifier)
         except OAuth2Error as exc:
             raise Forbidden(f"the identity provider refused the sign-in ({exc.error})") from None
-        except httpx.HTTPError:
+        except (httpx.HTTPError, authlib_http.HTTPError):
             raise Unavailable("the identity provider cannot be reached; try again shortly") from None
         claims = self._verify_id_token(str(token.get("id_token") or ""), pending.nonce)
         if metadata.get("userinfo_endpoint") and token.get("access_token"):
@@ -176,10 +213,10 @@ class OidcClient:
             raise Forbidden("the identity provider's ID token names no subject")
         return claims
 
-    @staticmethod
-    def _userinfo(url: str, access_token: str) -> dict[str, Any]:
+    def _userinfo(self, url: str, access_token: str) -> dict[str, Any]:
         try:
-            response = httpx.get(url, timeout=HTTP_TIMEOUT_SECONDS, headers={"authorization": f"Bearer {access_token}"})
+            with outbound_client(self.rule, timeout=HTTP_TIMEOUT_SECONDS) as http:
+                response = http.get(url, headers={"authorization": f"Bearer {access_token}"})
             response.raise_for_status()
             doc = response.json()
         except (httpx.HTTPError, ValueError):

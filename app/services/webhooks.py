@@ -15,7 +15,8 @@ that key orphans existing webhook secrets: recreate the webhooks).
 SSRF (`app.services.outbound`): creation checks the URL's syntax only (no DNS look-up on the
 request path); each delivery resolves the host, refuses non-public addresses unless
 MEMWARDEN_WEBHOOK_ALLOW_PRIVATE is set, and connects to the very address it checked (Host header
-and TLS name stay the URL's).
+and TLS name stay the URL's). Redirects are not followed. The delivery log records a failure as a
+fixed word (`http_500`, `timeout`, `connect_failed`, `refused_address`), never the receiver's answer.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import json
 import secrets
 from datetime import datetime, timedelta
 from typing import Any
+
+import logging
 
 import httpx
 from sqlalchemy.orm import Session
@@ -39,7 +42,8 @@ from app.db.transaction_work import work_of
 from app.errors import NotFound, ValidationFailed
 from app.repos import webhooks as repo
 from app.services.context import AppContext
-from app.services.outbound import checked_target, url_refusal
+from app.services.outbound import (OutboundRule, failure_reason, outbound_client, shown_reason, status_reason,
+                                   url_refusal)
 from app.services.sealed import seal, unseal
 
 BACKOFF_BASE_SECONDS = 5
@@ -49,6 +53,7 @@ LEASE_SECONDS = 120
 TIMEOUT_SECONDS = 10
 BATCH = 50
 SIGNATURE_HEADER = "X-Memwarden-Signature"
+log = logging.getLogger(__name__)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -75,7 +80,7 @@ def webhook_json(webhook: Webhook) -> dict[str, Any]:
 def create_webhook(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> dict[str, Any]:
     """Register an endpoint; the response is the only place the signing secret ever appears.
     It receives events about the agents the creating key may act for."""
-    host, refusal = url_refusal(body["url"], ctx.settings.webhook_allow_private)
+    host, refusal = url_refusal(body["url"], OutboundRule.for_webhooks(ctx.settings))
     if refusal:
         raise ValidationFailed.at("/url", refusal)
     secret = "whsec_" + secrets.token_urlsafe(32)
@@ -125,7 +130,7 @@ def list_deliveries(ctx: AppContext, principal: Principal, webhook_id: str, limi
         rows = repo.deliveries(session, tenant_id=principal.tenant_id, webhook_id=webhook_id, limit=limit)
     return {"items": [{
         "eventId": d.event_id, "eventType": event_type, "status": d.status, "attempts": d.attempt,
-        "statusCode": d.status_code, "error": d.error, "nextAttemptAt": format_ts(d.next_attempt_at),
+        "statusCode": d.status_code, "error": shown_reason(d.error), "nextAttemptAt": format_ts(d.next_attempt_at),
         "lastAttemptAt": format_ts(d.last_attempt_at), "deliveredAt": format_ts(d.delivered_at),
     } for d, event_type in rows]}
 
@@ -158,8 +163,9 @@ def event_body(event: Event, format: str = "json", public_url: str | None = None
                        "data": event.payload}, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def deliver_due(ctx: AppContext, *, now: datetime | None = None, client: httpx.Client | None = None) -> int:
+def deliver_due(ctx: AppContext, *, now: datetime | None = None, transport: httpx.BaseTransport | None = None) -> int:
     """Attempt every delivery due at `now` (default: the current time); returns how many were tried.
+    `transport` stands in for the network (tests); the outbound rule applies in front of it.
 
     A webhook's deliveries go in event order; after its first failure in a round, the rest of
     its claimed rows are put back untried (one dead endpoint cannot stall the others for long).
@@ -172,8 +178,7 @@ def deliver_due(ctx: AppContext, *, now: datetime | None = None, client: httpx.C
         hooks = repo.by_ids(session, webhook_ids={c.webhook_id for c in claimed})
         events = repo.events_by_key(session, tenant_ids=[c.tenant_id for c in claimed],
                                     event_ids=[c.event_id for c in claimed])
-    own_client = client is None
-    client = client or httpx.Client(timeout=TIMEOUT_SECONDS, follow_redirects=False)
+    client = outbound_client(OutboundRule.for_webhooks(ctx.settings), timeout=TIMEOUT_SECONDS, inner=transport)
     failed_hooks: dict[str, datetime] = {}
     tried = 0
     try:
@@ -198,29 +203,30 @@ def deliver_due(ctx: AppContext, *, now: datetime | None = None, client: httpx.C
                 _record(ctx, row.id, attempt=attempts, status_code=code, error=error, last_attempt_at=attempted,
                         next_attempt_at=retry_at)
     finally:
-        if own_client:
-            client.close()
+        client.close()
     return tried
 
 
 def _post(ctx: AppContext, client: httpx.Client, hook: Webhook, event: Event) -> tuple[int | None, str | None]:
-    """POST one event; (status code, None) on 2xx, else (status code or None, error text)."""
+    """POST one event; (status code, None) on 2xx, else (status code or None, the failure's fixed word).
+    The client's transport resolves and checks the host at each delivery, never at creation: DNS
+    may change at any time."""
     if not hook.active:
-        return None, "webhook inactive"
-    target, refusal = checked_target(hook.url, ctx.settings.webhook_allow_private)
-    if refusal:  # resolved at each delivery, never at creation: DNS may change at any time
-        return None, refusal
+        return None, "webhook_inactive"
     body = event_body(event, hook.format, ctx.settings.public_url)
     headers = {"Content-Type": "application/json", "User-Agent": "Memwarden-Webhooks/1",
                SIGNATURE_HEADER: sign(unseal(ctx, _SEALED, hook.id, hook.secret_enc), body),
-               "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id), **target.headers}
+               "X-Memwarden-Event": event.type, "X-Memwarden-Event-Id": str(event.id)}
     try:
-        response = client.post(target.url, content=body, headers=headers, extensions=target.extensions)
+        response = client.post(hook.url, content=body, headers=headers)
     except httpx.HTTPError as exc:
-        return None, f"{type(exc).__name__}: {str(exc)[:200]}"
+        # The detail (which may name the address refused, or how the connection failed) is the
+        # operator's; the tenant's delivery log gets the fixed word.
+        log.info("webhook %s: delivery of event %s failed: %s: %s", hook.id, event.id, type(exc).__name__, exc)
+        return None, failure_reason(exc)
     if 200 <= response.status_code < 300:
         return response.status_code, None
-    return response.status_code, f"HTTP {response.status_code}"
+    return response.status_code, status_reason(response.status_code)
 
 
 def _record(ctx: AppContext, delivery_id: int, **values: Any) -> None:

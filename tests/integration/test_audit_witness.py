@@ -23,6 +23,7 @@ from app.services import audit_witness
 from app.services.apikeys import create_key
 from app.services.audit import chain_for, list_checkpoints
 from app.services.context import AppContext
+from app.services.outbound import OutboundRule
 from app.services.tenants import create_tenant
 from tests.harness import bearer, start_server, stop_server, unique
 
@@ -207,11 +208,14 @@ def test_the_witness_url_obeys_the_ssrf_rule(receiver, monkeypatch):
     receiver.fail = 0
     signer = chain.Signer.from_pem(chain.generate_private_key_pem(), "memwarden.test")
     line = chain.witness_line(signer.sign_checkpoint("memwarden.test/system", 1, bytes(32), bytes(32)))
-    with httpx.Client(timeout=5) as client:
-        assert not audit_witness.Witness(url=receiver.url, allow_private=False).post(client, line)
-        assert receiver.bodies == []
-        assert audit_witness.Witness(url=receiver.url, allow_private=True).post(client, line)
-        assert receiver.bodies == [line]
+    strict = audit_witness.Witness(url=receiver.url, rule=OutboundRule(False, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE"))
+    with strict.client() as client:
+        assert not strict.post(client, line)
+    assert receiver.bodies == []
+    allowed = audit_witness.Witness(url=receiver.url, rule=OutboundRule(True, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE"))
+    with allowed.client() as client:
+        assert allowed.post(client, line)
+    assert receiver.bodies == [line]
 
 
 def test_a_forged_last_record_in_the_witness_file_is_passed_over(wctx, witness_file):

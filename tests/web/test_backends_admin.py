@@ -51,7 +51,7 @@ def test_an_admin_adds_pauses_resumes_and_removes_another_memwarden(client, ctx,
 
 
 def test_the_page_refuses_private_urls_and_code_running_stores(client, ctx, tenant):
-    ctx.settings = replace(ctx.settings, webhook_allow_private=False)
+    ctx.settings = replace(ctx.settings, backend_allow_private=False)
     admin = create_user(ctx, username=f"adm2-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role="admin",
                         actor={"kind": "test", "id": "t"})
     assert web_sign_in(client, admin.username, PASSWORD, "/admin").status_code == 303
