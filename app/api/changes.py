@@ -19,12 +19,12 @@ def _change_id(request: Request) -> str:
 
 async def get_change(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
-        review.get_change, ctx_of(request), principal.tenant_id, _change_id(request), principal.may_act_for))
+        review.get_change_for_key, ctx_of(request), principal, _change_id(request)))
 
 
 async def get_diff(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
-        review.review_view, ctx_of(request), principal.tenant_id, _change_id(request), principal.may_act_for))
+        review.review_view_for_key, ctx_of(request), principal, _change_id(request)))
 
 
 async def list_changes(request: Request, principal: Principal):
@@ -47,9 +47,11 @@ def _decision(kind: str):
                                           supersedes=body.get("supersedes"),
                                           confirm_risk=bool(body.get("confirm_risk")),
                                           memory_ids=tuple(body["memory_ids"]) if "memory_ids" in body else None)
+        change_id = _change_id(request)
         result = await run_in_threadpool(
-            review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
-            actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision)
+            review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=change_id,
+            actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision,
+            shown=review.key_shown(ctx_of(request), principal, change_id))
         return json_response(result)
 
     handler.__name__ = kind
