@@ -51,7 +51,7 @@ def _decision(kind: str):
         result = await run_in_threadpool(
             review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=change_id,
             actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision,
-            shown=review.key_shown(ctx_of(request), principal, change_id))
+            shown=review.key_shown(request.app.state.ctx, principal, change_id))
         return json_response(result)
 
     handler.__name__ = kind
@@ -68,15 +68,17 @@ routes = [
     ApiRoute("/v1/changes", list_changes, method="GET", summary="Staged changes, oldest first",
              scope="memory:read", request="changes.query", responses={200: "changes.response"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}", get_change, method="GET", summary="One staged change",
-             scope="memory:read", responses={200: "change"}, tag="governance"),
+             scope="memory:read", responses={200: "change"}, tag="governance", reads_memory=True),
     ApiRoute("/v1/changes/{change_id}/diff", get_diff, method="GET",
              summary="The change diffed against live state now, with its fingerprint", scope="memory:read",
-             responses={200: "change-diff.response"}, tag="governance"),
+             responses={200: "change-diff.response"}, tag="governance", reads_memory=True),
     ApiRoute("/v1/changes/{change_id}/withdraw", withdraw, method="POST", summary="Withdraw a pending change",
              scope="memory:write", responses={200: "change"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST",
              summary="Approve (a high-risk change needs `confirm_risk`, else 422 `confirmation_required`)",
-             scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance"),
+             scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance",
+             reads_memory=True),  # a stale review's 409 quotes the fresh diff
     ApiRoute("/v1/changes/{change_id}/reject", _decision("reject"), method="POST", summary="Reject",
-             scope="review:decide", request="reject.request", responses={200: "change"}, tag="governance"),
+             scope="review:decide", request="reject.request", responses={200: "change"}, tag="governance",
+             reads_memory=True),
 ]

@@ -86,10 +86,11 @@ def take(ctx: AppContext, principal: Principal, agent_id: str | None, memory_ids
         headers={"retry-after": str(max(1, math.ceil((end - now).total_seconds())))})
 
 
-def _announce(ctx: AppContext, principal: Principal, agent_id: str, refused: str, limit: int,
+def _announce(ctx: AppContext, principal: Principal, agent_id: str | None, refused: str, limit: int,
               window_start: datetime) -> None:
     """The first refusal of a window: an audit entry, the `read_budget.exceeded` event (webhooks)
-    and the key flagged, in one transaction."""
+    and the key flagged, in one transaction. A read of no agent's memory (a workspace file) has no
+    event: events are about an agent (`agentId`, whom a key's stream may see)."""
     budget = "per_key" if refused.startswith("key:") else "per_agent"
     data: dict[str, Any] = {"budget": budget, "limit": limit, "agent_id": agent_id,
                             "window_start": format_ts(window_start),
@@ -97,9 +98,10 @@ def _announce(ctx: AppContext, principal: Principal, agent_id: str, refused: str
     with ctx.db.sessions.begin() as session:
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="read_budget.exceeded",
                          actor=principal.actor, subject={"type": "api_key", "id": principal.key_id}, data=data)
-        events.emit(session, principal.tenant_id, "read_budget.exceeded", {
-            "keyId": principal.key_id, "agentId": agent_id, "budget": budget, "limit": limit,
-            "windowStart": format_ts(window_start), "windowSeconds": ctx.settings.read_budget_window_seconds})
+        if agent_id is not None:
+            events.emit(session, principal.tenant_id, "read_budget.exceeded", {
+                "keyId": principal.key_id, "agentId": agent_id, "budget": budget, "limit": limit,
+                "windowStart": format_ts(window_start), "windowSeconds": ctx.settings.read_budget_window_seconds})
         repo.flag_key(session, tenant_id=principal.tenant_id, key_id=principal.key_id, at=utcnow())
 
 

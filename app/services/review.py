@@ -339,7 +339,9 @@ def review_view_for_key(ctx: AppContext, principal: Principal, change_id: str) -
 
 
 def key_shown(ctx: AppContext, principal: Principal, change_id: str) -> Shown:
-    """The accounting of a diff a key's decision is answered with (a stale review's fresh diff)."""
+    """The accounting of a diff a key's decision is answered with (a stale review's fresh diff).
+    `ctx`: the app's own, not one bound to an idempotent request's transaction, which the refusal
+    rolls back."""
     return lambda agent_id, ids: change_reads.for_key(ctx, principal, operation="change.conflict",
                                                       agent_id=agent_id, memory_ids=ids, change_id=change_id)
 
@@ -409,15 +411,22 @@ def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, 
            request: DecisionRequest, shown: Shown | None = None) -> dict[str, Any]:
     """Approve or reject a pending change (see module docstring for the guarantees). `shown`: the
     accounting of the fresh diff a stale review is refused with (see `Shown`)."""
-    with ctx.db.sessions() as session:
-        result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request, shown=shown)
-        session.commit()
-        return result
+    quoted: list[tuple[str, list[str]]] = []
+    try:
+        with ctx.db.sessions() as session:
+            result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request, quoted=quoted)
+            session.commit()
+            return result
+    except Conflict:
+        # Accounted once the decision's transaction is over: its rollback must not take the read with it.
+        if shown is not None and quoted:
+            shown(*quoted[0])
+        raise
 
 
 def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
                request: DecisionRequest, *, operation: str | None = None,
-               shown: Shown | None = None) -> dict[str, Any]:
+               quoted: list[tuple[str, list[str]]] | None = None) -> dict[str, Any]:
     """Decide in `session`'s transaction (the caller commits); returns the change as decided, with
     its `result`. `operation` is the change's when the caller has read it (the change page has).
 
@@ -450,8 +459,8 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
         fresh = compute_diff(ctx, session, change)
         if request.seen_state != fresh["fingerprint"]:
-            if shown is not None:  # the refusal quotes the fresh diff: reading it is a read
-                shown(change.agent_id, change_reads.shown_in_diff(fresh))
+            if quoted is not None:  # the refusal quotes the fresh diff: reading it is a read
+                quoted.append((change.agent_id, change_reads.shown_in_diff(fresh)))
             raise Conflict("live state changed since this diff was shown; review the fresh diff",
                            details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
                                     "diff": fresh})
