@@ -77,9 +77,11 @@ def for_key(ctx: AppContext, principal: Principal, *, operation: str, agent_id: 
 
 
 def for_person(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], operation: str,
-               agent_id: str | None, memory_ids: Iterable[str], query: dict[str, Any] | None = None) -> None:
-    """Record what a signed-in person was shown (no budget: people are not keys)."""
+               agent_id: str | None, memory_ids: Iterable[str], query: dict[str, Any] | None = None,
+               session=None) -> None:
+    """Record what a signed-in person was shown (no budget: people are not keys). `session`: as
+    for `read_audit.note_read`."""
     ids = list(memory_ids)
     if ids:
         read_audit.note_read(ctx, tenant_id=tenant_id, actor=actor, key_id=None, agent_id=agent_id,
-                             operation=operation, memory_ids=ids, query=query)
+                             operation=operation, memory_ids=ids, query=query, session=session)

@@ -571,8 +571,19 @@ def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilte
         role, change = _locate(session, user, change_id, "read")
         next_id, pending = _next_pending(session, role, change.id, flt, user)
         view = _view(ctx, session, change)
+        _note_page(ctx, session, user, role, change, view)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
                           approved_by_you=approved_by(view, user))
+
+
+def _note_page(ctx: AppContext, session, user: Reviewer, role: TenantRole, change: Change,
+               view: dict[str, Any]) -> None:
+    """A change page quotes live memory (what the change would touch, its neighbours, the decided
+    copy): the reviewer has read it. Recorded in the page's own session, never budgeted (people
+    are not keys)."""
+    change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.change",
+                            agent_id=change.agent_id, memory_ids=shown_on_page(view),
+                            query={"change_id": change.id}, session=session)
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
@@ -591,6 +602,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
             view = _view(ctx, session, change)
+            _note_page(ctx, session, user, role, change, view)
             page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user))
             session.commit()
             return page
@@ -602,6 +614,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
                           approved_by_you=approved_by(view, user))
+        _note_page(ctx, session, user, role, change, view)
         session.commit()
         return page
 

@@ -102,13 +102,6 @@ def _note_previews(ctx, user, role, rows: list[Change], previews: dict[str, dict
                                 agent_id=agent_id, memory_ids=ids)
 
 
-def _note_page(ctx, user, page: review.ChangePage) -> None:
-    """A change page quotes live memory (what the change would touch, its neighbours, the decided
-    copy): the reviewer has read it. Recorded, never budgeted: people are not keys."""
-    change_reads.for_person(ctx, tenant_id=page.role.tenant_id, actor=user.actor, operation="review.change",
-                            agent_id=page.change.agent_id, memory_ids=review.shown_on_page(page.view),
-                            query={"change_id": page.change.id})
-
 
 def _newest(rows: list[Change]) -> str:
     """Cursor of the most recently submitted row shown: the poller asks for anything newer."""
@@ -360,7 +353,6 @@ async def detail(request: Request):
     flt, shown = _filters(request)
     page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], flt)
-    await run_in_threadpool(_note_page, request.app.state.ctx, user, page)
     return render(request, "review/detail.html", _body_context(page, pending=page.pending, shown=shown))
 
 
@@ -371,7 +363,6 @@ async def peek(request: Request):
     flt, shown = _filters(request)
     page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], flt)
-    await run_in_threadpool(_note_page, request.app.state.ctx, user, page)
     return render(request, "review/_peek.html", _body_context(page, shown=shown))
 
 
@@ -432,8 +423,6 @@ async def decide(request: Request):
     flt, shown = _filters(request)
     page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], decision, str(form.get("also_live", "")), flt)
-    if is_htmx(request) or page.conflict is not None:  # the page that answers quotes what it shows
-        await run_in_threadpool(_note_page, request.app.state.ctx, user, page)
     in_row = is_htmx(request) and form.get("from_queue") == "1"  # decided from a queue row opened in place
     if in_row:
         template = "review/_peek.html"
