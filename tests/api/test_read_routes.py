@@ -95,6 +95,7 @@ def _key_id(token: str) -> str:
 
 
 def _query_of(env: Env) -> str:
+    """A recall that finds the seeded memories (and passes the answerability gate)."""
     return f"Which ledger does the harbour master keep in the tower? {MARKER}"
 
 
@@ -132,7 +133,8 @@ READING_API: dict[tuple[str, str], Reading] = {
     ("POST", "/v1/memories/merge"): Reading(_merge),
     ("GET", "/v1/memories"): Reading(lambda env, h: env.client.get(
         "/v1/memories", params={"agent_id": AGENT}, headers=h)),
-    ("GET", "/v1/memories/{memory_id}"): Reading(lambda env, h: env.client.get(f"/v1/memories/{env.ids[0]}", headers=h)),
+    ("GET", "/v1/memories/{memory_id}"): Reading(
+        lambda env, h: env.client.get(f"/v1/memories/{env.ids[0]}", headers=h)),
     ("GET", "/v1/memories/{memory_id}/history"): Reading(
         lambda env, h: env.client.get(f"/v1/memories/{env.ids[0]}/history", headers=h), quotes=False),
     ("GET", "/v1/changes/{change_id}"): Reading(lambda env, h: env.client.get(f"/v1/changes/{env.decided}", headers=h)),
