@@ -306,8 +306,13 @@ def _stored_request(body: dict[str, Any]) -> dict[str, Any]:
 
 # --- merge ---------------------------------------------------------------------------------------
 
-def merge(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
-    """Collapse duplicates into the canonical memory; duplicates are soft-deleted and linked."""
+def merge(ctx: AppContext, principal: Principal, body: dict[str, Any], *, shows_content: bool = True) -> Outcome:
+    """Collapse duplicates into the canonical memory; duplicates are soft-deleted and linked.
+
+    A merge done now answers the merged memory, whose content is made of every memory merged: with
+    `shows_content` (the caller answers it) that is a read, taken from the budget before anything
+    is merged, so a spent budget refuses the merge (429) rather than answering it. memorywire's
+    answer names no content and passes False."""
     agent_id = body["agent_id"]
     require_agent(principal, agent_id)
     canonical_id, duplicates = body["canonical"], list(dict.fromkeys(body["duplicates"]))
@@ -328,6 +333,9 @@ def merge(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcom
                 redactions=[])
             return Outcome(202, {"status": "pending", "change_id": change.id, "matched": len(rows),
                                  "review_url": staging.review_url(change.id)}, [canonical_id, *duplicates])
+    if shows_content:
+        read_budgets.account(ctx, principal, operation="merge", agent_id=agent_id,
+                             memory_ids=[canonical_id, *duplicates], query={"canonical": canonical_id})
     merged = plan_merge(rows, canonical_id, strategy)
     embedding = _embed(ctx, merged.content) if merged.reembed else None
     with ctx.db.sessions.begin() as session:

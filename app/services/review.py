@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from app.core import diff as textdiff
 from app.core import fsm, jsontext
-from app.core.access import agent_allowed
+from app.core.access import Principal, agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, ValidationFailed
@@ -28,7 +28,7 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import compaction, events, recover, tenant_config, workspace
+from app.services import change_reads, compaction, events, recover, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import ROLE_POWERS, Reviewer, TenantRole
@@ -36,6 +36,9 @@ from app.services.users import ROLE_POWERS, Reviewer, TenantRole
 NEIGHBOURS = 5
 
 AgentCheck = Callable[[str], bool]
+Shown = Callable[[str, list[str]], None]
+"""Called with (agent id, memory ids) before a diff quoting those memories is answered: the read's
+accounting (`app.services.change_reads`); raising refuses the answer."""
 
 
 def change_json(change: Change) -> dict[str, Any]:
@@ -94,6 +97,15 @@ def get_change(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCh
         elif change.status == "pending" and change.operation == "remember":
             body["proposed"] = _proposed_fields(_brief(_staged_memory(session, change)))
         return body
+
+
+def get_change_for_key(ctx: AppContext, principal: Principal, change_id: str) -> dict[str, Any]:
+    """`get_change` for an API key: what its decided diff quotes is taken from the key's read budget
+    and recorded (429, nothing answered, when the budget is spent)."""
+    body = get_change(ctx, principal.tenant_id, change_id, principal.may_act_for)
+    change_reads.for_key(ctx, principal, operation="change.get", agent_id=body["agent_id"],
+                         memory_ids=change_reads.shown_in_change(body), change_id=change_id)
+    return body
 
 
 def _proposed_fields(brief: dict[str, Any]) -> dict[str, Any]:
@@ -316,6 +328,32 @@ def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentC
         return {k: v for k, v in view.items() if k in ("change", "diff")}
 
 
+def review_view_for_key(ctx: AppContext, principal: Principal, change_id: str) -> dict[str, Any]:
+    """`review_view` for an API key: the live memories its diff quotes are taken from the key's read
+    budget and recorded (429, nothing answered, when the budget is spent); the proposed content of
+    a pending write is not a read."""
+    view = review_view(ctx, principal.tenant_id, change_id, principal.may_act_for)
+    change_reads.for_key(ctx, principal, operation="change.diff", agent_id=view["change"]["agent_id"],
+                         memory_ids=change_reads.shown_in_diff(view.get("diff")), change_id=change_id)
+    return view
+
+
+def key_shown(ctx: AppContext, principal: Principal, change_id: str) -> Shown:
+    """The accounting of a diff a key's decision is answered with (a stale review's fresh diff).
+    `ctx`: the app's own, not one bound to an idempotent request's transaction, which the refusal
+    rolls back."""
+    return lambda agent_id, ids: change_reads.for_key(ctx, principal, operation="change.conflict",
+                                                      agent_id=agent_id, memory_ids=ids, change_id=change_id)
+
+
+def shown_on_page(view: dict[str, Any]) -> list[str]:
+    """Ids of the live memories a change page's view quotes (the live diff, or the decided copy)."""
+    if view.get("diff") is not None:
+        return change_reads.shown_in_diff(view["diff"])
+    return change_reads.shown_in_diff(view.get("decided_diff"),
+                                      proposed_is_memory=view["change"]["status"] == "approved")
+
+
 def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     """A change with its live diff while pending; once decided, the diff as its reviewer saw it
     (`decided_diff`) instead."""
@@ -370,16 +408,25 @@ def _require_risk_confirmed(change, request: DecisionRequest) -> None:
 
 @metrics.counts_decisions
 def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
-           request: DecisionRequest) -> dict[str, Any]:
-    """Approve or reject a pending change (see module docstring for the guarantees)."""
-    with ctx.db.sessions() as session:
-        result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request)
-        session.commit()
-        return result
+           request: DecisionRequest, shown: Shown | None = None) -> dict[str, Any]:
+    """Approve or reject a pending change (see module docstring for the guarantees). `shown`: the
+    accounting of the fresh diff a stale review is refused with (see `Shown`)."""
+    quoted: list[tuple[str, list[str]]] = []
+    try:
+        with ctx.db.sessions() as session:
+            result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request, quoted=quoted)
+            session.commit()
+            return result
+    except Conflict:
+        # Accounted once the decision's transaction is over: its rollback must not take the read with it.
+        if shown is not None and quoted:
+            shown(*quoted[0])
+        raise
 
 
 def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
-               request: DecisionRequest, *, operation: str | None = None) -> dict[str, Any]:
+               request: DecisionRequest, *, operation: str | None = None,
+               quoted: list[tuple[str, list[str]]] | None = None) -> dict[str, Any]:
     """Decide in `session`'s transaction (the caller commits); returns the change as decided, with
     its `result`. `operation` is the change's when the caller has read it (the change page has).
 
@@ -412,6 +459,8 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
         fresh = compute_diff(ctx, session, change)
         if request.seen_state != fresh["fingerprint"]:
+            if quoted is not None:  # the refusal quotes the fresh diff: reading it is a read
+                quoted.append((change.agent_id, change_reads.shown_in_diff(fresh)))
             raise Conflict("live state changed since this diff was shown; review the fresh diff",
                            details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
                                     "diff": fresh})
@@ -522,8 +571,19 @@ def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilte
         role, change = _locate(session, user, change_id, "read")
         next_id, pending = _next_pending(session, role, change.id, flt, user)
         view = _view(ctx, session, change)
+        _note_page(ctx, session, user, role, change, view)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
                           approved_by_you=approved_by(view, user))
+
+
+def _note_page(ctx: AppContext, session, user: Reviewer, role: TenantRole, change: Change,
+               view: dict[str, Any]) -> None:
+    """A change page quotes live memory (what the change would touch, its neighbours, the decided
+    copy): the reviewer has read it. Recorded in the page's own session, never budgeted (people
+    are not keys)."""
+    change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.change",
+                            agent_id=change.agent_id, memory_ids=shown_on_page(view),
+                            query={"change_id": change.id}, session=session)
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
@@ -542,6 +602,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
             view = _view(ctx, session, change)
+            _note_page(ctx, session, user, role, change, view)
             page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user))
             session.commit()
             return page
@@ -553,6 +614,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
                           approved_by_you=approved_by(view, user))
+        _note_page(ctx, session, user, role, change, view)
         session.commit()
         return page
 

@@ -13,7 +13,6 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
-from starlette.routing import Route
 
 from app.contracts import default_contracts
 from app.core import jsontext
@@ -23,9 +22,10 @@ from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
 from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
-from app.services import browse, review, tenant_config
+from app.services import browse, change_reads, review, tenant_config
 from app.services.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
+from app.web.reads import ReadingRoute
 from app.web.templating import is_htmx, render, risk_of, tenant_query
 
 PAGE = 50
@@ -86,7 +86,21 @@ async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
     sla = await run_in_threadpool(tenant_config.tenant_review_sla, ctx, role.tenant_id)
     rows, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
     previews = await run_in_threadpool(browse.queue_previews, ctx, role.tenant_id, rows)
+    await run_in_threadpool(_note_previews, ctx, user, role, rows, previews)
     return user, role, rows, total, previews, sla
+
+
+def _note_previews(ctx, user, role, rows: list[Change], previews: dict[str, dict[str, Any]]) -> None:
+    """The queue quotes the live memory a forget or merge targets: one read per agent shown."""
+    by_agent: dict[str, list[str]] = {}
+    for change in rows:
+        quoted = previews.get(change.id, {}).get("quotes")
+        if quoted:
+            by_agent.setdefault(change.agent_id, []).append(quoted)
+    for agent_id, ids in by_agent.items():
+        change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.queue",
+                                agent_id=agent_id, memory_ids=ids)
+
 
 
 def _newest(rows: list[Change]) -> str:
@@ -225,6 +239,9 @@ def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
             else diff["fingerprint"]
         plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"],
                       "supersedes": supersedes, "key": key})
+        change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.bulk",
+                                agent_id=change["agent_id"], memory_ids=change_reads.shown_in_diff(diff),
+                                query={"change_id": change_id})
     return plans
 
 
@@ -432,10 +449,10 @@ async def decide(request: Request):
 
 
 routes = [
-    Route("/review", queue, methods=["GET"]),
-    Route("/review/rows", new_rows, methods=["GET"]),
-    Route("/review/bulk", bulk, methods=["POST"]),
-    Route("/review/{change_id}", detail, methods=["GET"]),
-    Route("/review/{change_id}/peek", peek, methods=["GET"]),
-    Route("/review/{change_id}/{kind:str}", decide, methods=["POST"]),
+    ReadingRoute("/review", queue, methods=["GET"]),
+    ReadingRoute("/review/rows", new_rows, methods=["GET"]),
+    ReadingRoute("/review/bulk", bulk, methods=["POST"]),
+    ReadingRoute("/review/{change_id}", detail, methods=["GET"]),
+    ReadingRoute("/review/{change_id}/peek", peek, methods=["GET"]),
+    ReadingRoute("/review/{change_id}/{kind:str}", decide, methods=["POST"]),
 ]
