@@ -63,6 +63,12 @@ def normalise_scopes(raw: str | list[str]) -> list[str]:
     return sorted(set(items), key=SCOPES.index)
 
 
+def writes_and_decides(scopes) -> bool:
+    """Whether a key holds both `memory:write` and `review:decide`. Such a key can never decide its
+    own writes (`app.services.duties`), only others': one key per duty is the clearer split."""
+    return "memory:write" in scopes and "review:decide" in scopes
+
+
 def normalise_agents(raw: str | list[str] | None) -> list[str]:
     items = [a.strip() for a in (raw.split(",") if isinstance(raw, str) else (raw or ["*"])) if a.strip()]
     bad = [a for a in items if not AGENT_GLOB.match(a)]
