@@ -8,6 +8,8 @@ changes. Each is refused (403 `own_change`) and the change stays pending with no
 different key of no one still decides, as before. Decisions recorded on one's own writes before
 this rule existed are not evidence for learned rules."""
 
+import re
+
 import pytest
 from sqlalchemy import text
 
@@ -174,6 +176,27 @@ def test_a_recover_is_not_decided_by_whoever_ran_it(client, ctx, tenant):
     [change_id] = report.json()["quarantine_changes"]
     _refused(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=responder))
     _refused(client.post(f"/v1/changes/{change_id}/reject", json={"reason": "forget it"}, headers=responder))
+    _still_pending(client, writer, change_id)
+
+
+def test_an_admin_who_ran_a_recover_on_the_web_cannot_decide_what_it_raised(client, ctx, tenant, person):
+    writer = _key(ctx, tenant, "memory:read,memory:write")
+    written = client.post("/v1/memories/remember", headers=writer, json={
+        "agent_id": "probe-bot", "type": "semantic", "content": "The help desk opens at nine."})
+    assert written.status_code == 201, written.text
+    admin = person("ada", role="admin")
+    web_sign_in(client, admin.username, PASSWORD, "/admin")
+    token = csrf_token_in(client.get("/admin").text)
+    done = client.post("/admin/recover", headers=HX, data={
+        "csrf_token": token, "kind": "key", "value": parse_token(writer["Authorization"][7:]),
+        "since": "2000-01-01T00:00:00Z", "dry_run": ""})
+    assert done.status_code == 200, done.text
+    [change_id] = re.findall(r'data-change-id="(chg_[0-9a-z]{26})"', client.get("/review?rule=recover").text)
+    for kind, form in (("approve", {}), ("reject", {"reason": "forget it"})):
+        response = client.post(f"/review/{change_id}/{kind}", headers=HX, data={"csrf_token": token, **form})
+        assert response.status_code == 403 and "you cannot decide your own change" in response.text
+    reviewer = _key(ctx, tenant, "review:decide,memory:read", owner=admin.id)
+    _refused(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=reviewer))
     _still_pending(client, writer, change_id)
 
 
