@@ -42,7 +42,7 @@ def _decided_by_author():
                      literal("user:") + ApiKey.owner_user_id, Change.submitted_by])
     approval = func.jsonb_array_elements(Change.approvals).table_valued(column("value", JSONB)).alias("approval")
     approved = exists(select(literal(1)).select_from(approval).where(
-        approval.c.value["by"].astext == func.any(authors)))
+        approval.c.value["by"].astext == func.any(authors)).correlate(Change, ApiKey))
     # An element of `authors` is NULL for a key of no one: `= ANY` is then NULL, not false, when none matches.
     return or_(func.coalesce(Change.decided_by == func.any(authors), False), approved)
 

@@ -3,7 +3,8 @@ and decisions — approve (optionally with edits, merged into or superseding a l
 reject, withdraw — each audited in the decision's own transaction.
 
 Exactly one of two concurrent decisions wins: the change row is locked and its status checked
-under the lock. A decision made on a stale fingerprint of live state is refused (409 stale_review).
+under the lock. A decision made on a stale fingerprint of live state is refused (409 stale_review),
+and one by the change's author on every path (403 own_change, `app.services.duties`).
 """
 
 from __future__ import annotations
