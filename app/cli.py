@@ -110,9 +110,9 @@ def cmd_tenant_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-WRITES_AND_DECIDES = ("this key holds both memory:write and review:decide: it can never approve or reject its own "
-                      "writes (the author of a change never decides it), only other keys'; give writing and "
-                      "deciding a key each")
+WRITES_AND_DECIDES = ("this key holds both a write scope (memory:write or workspace:write) and review:decide: it "
+                      "can never approve or reject its own writes (the author of a change never decides it), only "
+                      "other keys'; give writing and deciding a key each")
 
 
 def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:

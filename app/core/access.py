@@ -63,10 +63,14 @@ def normalise_scopes(raw: str | list[str]) -> list[str]:
     return sorted(set(items), key=SCOPES.index)
 
 
+WRITE_SCOPES = ("memory:write", "workspace:write")
+"""The scopes whose writes a policy may stage for review."""
+
+
 def writes_and_decides(scopes) -> bool:
-    """Whether a key holds both `memory:write` and `review:decide`. Such a key can never decide its
-    own writes (`app.services.duties`), only others': one key per duty is the clearer split."""
-    return "memory:write" in scopes and "review:decide" in scopes
+    """Whether a key holds a write scope and `review:decide`. Such a key can never decide its own
+    writes (`app.services.duties`), only others': one key per duty is the clearer split."""
+    return "review:decide" in scopes and any(scope in scopes for scope in WRITE_SCOPES)
 
 
 def normalise_agents(raw: str | list[str] | None) -> list[str]:
