@@ -3,7 +3,7 @@
 One key holds `memory:write` and `review:decide` and stages its own writes; it (or the person who
 owns it, signed in or with another key of theirs) tries every path that records a decision —
 `/v1/changes/{id}/approve|reject` with and without edits, the first of two approvals, a staged
-forget, the change page and its in-place row, bulk approve and reject on the web, and a recover's
+forget and workspace write, the change page and its in-place row, bulk approve and reject on the web, and a recover's
 changes. Each is refused (403 `own_change`) and the change stays pending with no approval. A
 different key of no one still decides, as before. Decisions recorded on one's own writes before
 this rule existed are not evidence for learned rules."""
@@ -92,6 +92,19 @@ def test_the_author_gives_none_of_two_approvals_and_cannot_approve_its_forget(cl
     change_id = forget.json()["change_id"]
     _refused(client.post(f"/v1/changes/{change_id}/approve", json={"memory_ids": [live["id"]]}, headers=author))
     _refused(client.post(f"/v1/changes/{change_id}/reject", json={"reason": "keep it"}, headers=author))
+    _still_pending(client, author, change_id)
+
+
+def test_a_key_cannot_approve_its_own_workspace_write(client, ctx, tenant):
+    set_policy(ctx, tenant_id=tenant.id, actor=ACTOR, doc={"rules": [
+        {"id": "workspace-review", "match": {"operations": ["workspace_write"]}, "action": "require_approval"}]})
+    author = _key(ctx, tenant, "workspace:read,workspace:write,review:decide,memory:read")
+    staged = client.put("/v1/host/workspace/files/PLAN.md", json={"content": "step one\n"},
+                        headers={**author, "X-Agent-Id": "probe-bot"})
+    assert staged.status_code == 202, staged.text
+    change_id = staged.json()["changeId"]
+    _refused(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=author))
+    _refused(client.post(f"/v1/changes/{change_id}/reject", json={"reason": "mine"}, headers=author))
     _still_pending(client, author, change_id)
 
 
