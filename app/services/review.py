@@ -3,7 +3,8 @@ and decisions — approve (optionally with edits, merged into or superseding a l
 reject, withdraw — each audited in the decision's own transaction.
 
 Exactly one of two concurrent decisions wins: the change row is locked and its status checked
-under the lock. A decision made on a stale fingerprint of live state is refused (409 stale_review).
+under the lock. A decision made on a stale fingerprint of live state is refused (409 stale_review),
+and one by the change's author on every path (403 own_change, `app.services.duties`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from app.core import fsm, jsontext
 from app.core.access import Principal, agent_allowed
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
-from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, ValidationFailed
+from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, OwnChange, ValidationFailed
 from app.observability import metrics
 from app.repos import changes as changes_repo
 from app.repos import memories as repo
@@ -28,7 +29,7 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import change_reads, compaction, events, recover, tenant_config, workspace
+from app.services import change_reads, compaction, duties, events, recover, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import ROLE_POWERS, Reviewer, TenantRole
@@ -320,12 +321,18 @@ def _similar_to(session, tenant_id: str, canonical: Memory | None, ids: list[str
     return {m.id: round(s, 4) for m, s in pairs}
 
 
-def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
-    """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show)."""
+def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck,
+                reviewer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show). Given the
+    `reviewer` about to decide (an actor), also `own_change`: whether they are its author."""
     with ctx.db.sessions.begin() as session:
-        view = _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+        change = load_change(session, tenant_id, change_id, may_see)
+        view = _view(ctx, session, change)
         # A decided change's diff as decided is in `GET /v1/changes/{id}`; this is the live diff only.
-        return {k: v for k, v in view.items() if k in ("change", "diff")}
+        shown = {k: v for k, v in view.items() if k in ("change", "diff")}
+        if reviewer is not None:
+            shown["own_change"] = duties.is_own_change(session, tenant_id, change.submitted_by, reviewer)
+        return shown
 
 
 def review_view_for_key(ctx: AppContext, principal: Principal, change_id: str) -> dict[str, Any]:
@@ -444,6 +451,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     elif approving and request.seen_state is None:
         # A plain approval: most likely a staged remember that needs no more approvals.
         row = _lock_change_row(session, tenant_id, change_id, may_see)
+        duties.refuse_own_change(session, tenant_id, row.submitted_by, actor)
         _require_risk_confirmed(row, request)
         if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
             return _approve_staged_memory(ctx, session, row, actor, approver, request)
@@ -453,6 +461,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
     _require_pending(change)
+    duties.refuse_own_change(session, tenant_id, change.submitted_by, actor)
     _require_risk_confirmed(change, request)
     prepared = prepared or _Prepared()
     fresh = None
@@ -513,12 +522,20 @@ class ChangePage:
     """A refused decision: 409 (decided meanwhile, stale review) or 422 confirmation_required."""
     approved_by_you: bool = False
     """The signed-in reviewer has given one of the approvals of this still-pending change."""
+    own_change: bool = False
+    """The signed-in reviewer is this change's author (`app.services.duties`): they cannot decide it."""
 
 
 def approved_by(view: dict[str, Any], user: Reviewer) -> bool:
     """Whether `user` already approved the pending change in `view` (a second approval must be someone else's)."""
     change, who = view["change"], _actor_label(user.actor)
     return change["status"] == "pending" and _has_approved(change["approvals"], who)
+
+
+def _own(session, change: Change, user: Reviewer) -> bool:
+    """Whether the signed-in `user` is the author of the pending `change` (the page offers no decision)."""
+    return change.status == "pending" and duties.is_own_change(session, change.tenant_id, change.submitted_by,
+                                                               user.actor)
 
 
 def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[TenantRole, Change]:
@@ -573,7 +590,7 @@ def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilte
         view = _view(ctx, session, change)
         _note_page(ctx, session, user, role, change, view)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
-                          approved_by_you=approved_by(view, user))
+                          approved_by_you=approved_by(view, user), own_change=_own(session, change, user))
 
 
 def _note_page(ctx: AppContext, session, user: Reviewer, role: TenantRole, change: Change,
@@ -590,20 +607,21 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
                    also_live: str | None = None, flt: QueueFilter | None = None) -> ChangePage:
     """A reviewer's decision from the change page, in one session: find the change, decide it, and
     read what the page shows next (its new state, what the decision did, the next pending change,
-    whether `also_live` - the similar memory shown - is still live). A refused decision (409, or 422
-    when a high-risk approval lacks `confirm_risk`) comes back as `conflict` with the page's fresh
-    state; other errors raise."""
+    whether `also_live` - the similar memory shown - is still live). A refused decision (409, 422
+    when a high-risk approval lacks `confirm_risk`, 403 `own_change` from its author) comes back as
+    `conflict` with the page's fresh state; other errors raise."""
     with ctx.db.sessions() as session:
         role, change = _locate(session, user, change_id, "decide")
         try:
             result = _decide_in(ctx, session, role.tenant_id, change.id, user.actor, role.sees_agent, request,
                                 operation=change.operation)
-        except (Conflict, ConfirmationRequired) as error:
+        except (Conflict, ConfirmationRequired, OwnChange) as error:
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
             view = _view(ctx, session, change)
             _note_page(ctx, session, user, role, change, view)
-            page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user))
+            page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user),
+                              own_change=isinstance(error, OwnChange))
             session.commit()
             return page
         # Read back as decided (a plain approval wrote it in SQL, past the session's copy): the page

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
-from app.core.access import SCOPES
+from app.core.access import SCOPES, writes_and_decides
 from app.core.durations import format_duration
 from app.errors import AppError, ValidationFailed
 from app.services import apikeys, backends, recover, suggestions, tenant_admin, tenant_config, users
@@ -50,7 +50,8 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                   # An owner who no longer holds a role here is shown by id (their key decides nothing).
                   "owner": names.get(k.owner_user_id, k.owner_user_id) if k.owner_user_id else None,
                   "owner_left": bool(k.owner_user_id) and k.owner_user_id not in names,
-                  "decides": "review:decide" in k.scopes}
+                  "decides": "review:decide" in k.scopes,
+                  "writes_and_decides": writes_and_decides(k.scopes) and k.revoked_at is None}
                  for k in keys],
         **tenant_admin.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),

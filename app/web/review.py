@@ -213,19 +213,24 @@ async def bulk(request: Request):
 def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
     """What approving each selected change would do now: its live diff, risk level and preselected
     outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is
-    skipped (gone, or already approved by this `user`: its other approval must be someone else's)."""
+    skipped (gone, submitted by this `user`, or already approved by them: its other approval must be
+    someone else's)."""
     plans = []
     for change_id in ids:
         try:
             if not CHANGE_ID.match(change_id):
                 raise NotFound("change not found")
-            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent)
+            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent, reviewer=user.actor)
         except AppError as error:
             plans.append({"id": change_id, "error": error.message, "gone": False})
             continue
         change, diff = view["change"], view.get("diff")
         if diff is None:
             plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
+            continue
+        if view["own_change"]:
+            plans.append({"id": change_id, "error": "you submitted it, and you cannot decide your own change: "
+                          "another reviewer must", "gone": False})
             continue
         if review.approved_by(view, user):
             plans.append({"id": change_id, "error": "you already approved it; another reviewer must give the "
@@ -340,7 +345,7 @@ def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, 
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
                "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
                "confirm_needed": review.needs_confirmation(change["risk_level"]),
-               "approved_by_you": page.approved_by_you, "just_decided": False,
+               "approved_by_you": page.approved_by_you, "own_change": page.own_change, "just_decided": False,
                "qs": tenant_query(role.tenant_name, shown or {})}
     context.update(extra)
     return context
