@@ -16,8 +16,12 @@ it never waives the screening baseline (a write the baseline would stage is
 staged even when a learned allow rule matches), never overrides a deny rule
 listed after it, and never waives a hand-written rule that asks for two or more
 approvals (a two-person rule: a person decided one reviewer is not enough, so a
-learned rule cannot make it none). That guard lives here, in evaluation, so no
-path can skip it.
+learned rule cannot make it none), and never approves a write whose content has
+high-impact structure (a link, an address, a number, a command, a secret-like
+token or a standing instruction: ``app.core.high_impact``), since screening may
+have missed what such a write asks for. A learned rule passed over for its
+content is skipped, not obeyed: the rules after it decide, as they would have
+without it. That guard lives here, in evaluation, so no path can skip it.
 
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
@@ -36,6 +40,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 
+from app.core import high_impact
 from app.core.screening import LEVELS, level_rank
 from app.paths import SCHEMAS_DIR
 
@@ -63,7 +68,7 @@ _LARGE_REPEAT = 10
 
 # Canonical order of match conditions in `to_doc` (also the schema's order).
 _MATCH_KEYS = (
-    "operations", "types", "agents", "sources", "tags_any", "content_pattern",
+    "operations", "types", "agents", "sources", "has_source", "tags_any", "tags_within", "content_pattern",
     "confidence_below", "hard_delete", "rows_affected_above", "paths", "risk_flags", "risk_at_least",
     "risk_at_most",
 )
@@ -131,7 +136,11 @@ class Match:
     types: tuple[str, ...] | None = None
     agents: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
+    has_source: bool | None = None
+    """Matches when the write names a source (true) or names none (false)."""
     tags_any: tuple[str, ...] | None = None
+    tags_within: tuple[str, ...] | None = None
+    """Matches when every tag the write carries is one of these (``()``: only a write with no tags)."""
     content_pattern: str | None = None
     confidence_below: float | None = None
     hard_delete: bool | None = None
@@ -151,6 +160,7 @@ class Match:
         compiled["operations"] = _frozen(self.operations)
         compiled["types"] = _frozen(self.types)
         compiled["tags_any"] = _frozen(self.tags_any)
+        compiled["tags_within"] = _frozen(self.tags_within)
         compiled["risk_flags"] = _frozen(self.risk_flags)
         compiled["risk_rank"] = None if self.risk_at_least is None else level_rank(self.risk_at_least)
         compiled["risk_max"] = None if self.risk_at_most is None else level_rank(self.risk_at_most)
@@ -169,7 +179,8 @@ class Match:
 
         return cls(
             operations=tup("operations"), types=tup("types"), agents=tup("agents"),
-            sources=tup("sources"), tags_any=tup("tags_any"),
+            sources=tup("sources"), has_source=doc.get("has_source"), tags_any=tup("tags_any"),
+            tags_within=tup("tags_within"),
             content_pattern=doc.get("content_pattern"),
             confidence_below=doc.get("confidence_below"), hard_delete=doc.get("hard_delete"),
             rows_affected_above=doc.get("rows_affected_above"), paths=tup("paths"),
@@ -204,6 +215,10 @@ class Match:
         if c["types"] is not None and req.type not in c["types"]:
             return False
         if c["tags_any"] is not None and c["tags_any"].isdisjoint(req.tags):
+            return False
+        if c["tags_within"] is not None and not c["tags_within"].issuperset(req.tags):
+            return False
+        if self.has_source is not None and (req.source is not None) != self.has_source:
             return False
         if c["risk_flags"] is not None and c["risk_flags"].isdisjoint(req.risk_flags):
             return False
@@ -315,6 +330,13 @@ class Policy:
                 continue
             step = {"rule": rule.id, "action": rule.action, "learned": rule.learned, "outcome": "decided"}
             trace.append(step)
+            if rule.learned and rule.action == "allow":
+                found = high_impact.features(req.content)
+                if found:
+                    # Not a decision: the rules after it decide, as they would have without it.
+                    step["outcome"] = (f"passed over: the write carries {high_impact.describe(found)}, "
+                                       "which a learned rule never approves")
+                    continue
             if rule.learned and rule.action != "deny":
                 overruling = _learned_overruled_by(rules[index + 1:], req)
                 if overruling is not None:
