@@ -16,12 +16,14 @@ it never waives the screening baseline (a write the baseline would stage is
 staged even when a learned allow rule matches), never overrides a deny rule
 listed after it, and never waives a hand-written rule that asks for two or more
 approvals (a two-person rule: a person decided one reviewer is not enough, so a
-learned rule cannot make it none), and never approves a write whose content has
+learned rule cannot make it none), applies only to the agents it lists one by one
+(a learned rule with no agents, or with a wildcard, is passed over), and never
+approves a write whose content has
 high-impact structure (a link, an address, a number, a command, a secret-like
 token or a standing instruction: ``app.core.high_impact``), since screening may
 have missed what such a write asks for. A learned rule passed over for its
-content is skipped, not obeyed: the rules after it decide, as they would have
-without it. That guard lives here, in evaluation, so no path can skip it.
+agents or its content is skipped, not obeyed: the rules after it decide, as they
+would have without it. That guard lives here, in evaluation, so no path can skip it.
 
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
@@ -330,13 +332,6 @@ class Policy:
                 continue
             step = {"rule": rule.id, "action": rule.action, "learned": rule.learned, "outcome": "decided"}
             trace.append(step)
-            if rule.learned and rule.action == "allow":
-                found = high_impact.features(req.content)
-                if found:
-                    # Not a decision: the rules after it decide, as they would have without it.
-                    step["outcome"] = (f"passed over: the write carries {high_impact.describe(found)}, "
-                                       "which a learned rule never approves")
-                    continue
             if rule.learned and rule.action != "deny":
                 overruling = _learned_overruled_by(rules[index + 1:], req)
                 if overruling is not None:
@@ -345,6 +340,17 @@ class Policy:
                     trace.append({"rule": overruling.id, "action": overruling.action,
                                   "learned": overruling.learned, "outcome": "decided"})
                     break
+                if not _names_its_agents(rule.match):
+                    # A learned rule stored before rules named their agents, or widened by hand to a
+                    # glob: what it was learned from says nothing about other agents.
+                    step["outcome"] = "passed over: a learned rule applies only to the agents it names exactly"
+                    continue
+                found = high_impact.features(req.content) if rule.action == "allow" else ()
+                if found:
+                    # Not a decision: the rules after it decide, as they would have without it.
+                    step["outcome"] = (f"passed over: the write carries {high_impact.describe(found)}, "
+                                       "which a learned rule never approves")
+                    continue
             decision = rule.decision()
             break
         if req.approval_required and decision.action == "allow":
@@ -365,6 +371,15 @@ def _learned_overruled_by(later: Sequence[Rule], req: WriteRequest) -> Rule | No
         if rule.enabled and not rule.learned and _binding(rule) and rule.match.matches(req):
             return rule
     return None
+
+
+_LITERAL_GLOB = re.compile(r"(?:[^*?\[]|\[[*?\[]\])+")
+"""An fnmatch pattern that matches one string only (``app.core.policy_learning.literal_glob``)."""
+
+
+def _names_its_agents(match: Match) -> bool:
+    """Whether a match lists its agents one by one (no wildcard): what a learned rule must do."""
+    return bool(match.agents) and all(_LITERAL_GLOB.fullmatch(g) for g in match.agents)
 
 
 def _binding(rule: Rule) -> bool:

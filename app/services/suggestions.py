@@ -50,6 +50,11 @@ def _occasions(ctx: AppContext, session, tenant_id: str, history: list) -> list[
     return batches([times.get(d.change_id, (None, None)) for d in history], ctx.settings.suggest_batch_gap_seconds)
 
 
+def _mined(ctx: AppContext, session, tenant_id: str, history: list) -> list[Suggested]:
+    return mine(history, _occasions(ctx, session, tenant_id, history), min_events=ctx.settings.suggest_min_decisions,
+                min_days=ctx.settings.suggest_min_days)
+
+
 def suggestion_json(row: PolicySuggestion) -> dict[str, Any]:
     """A suggestion as the API and the page show it."""
     return {"id": row.id, "status": row.status, "action": row.action, "match": row.match,
@@ -77,8 +82,7 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
         if tenant_repo.get(session, tenant_id=tenant_id, lock=True) is None:
             raise NotFound("tenant not found")
         history, window = _history(ctx, session, tenant_id)
-        found = {s.id: s for s in mine(history, _occasions(ctx, session, tenant_id, history),
-                                       min_events=min_decisions, min_days=ctx.settings.suggest_min_days)}
+        found = {s.id: s for s in _mined(ctx, session, tenant_id, history)}
         policy = tenant_policy(session, tenant_id)  # the measured effect is under the tenant's own rules
         rows = {r.id: r for r in repo.all_of(session, tenant_id=tenant_id)}
         now = utcnow()
@@ -125,6 +129,11 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
         if against:
             raise Conflict("the evidence changed: a matching write has been rejected since this was suggested",
                            details={"reason": "evidence_changed", "rejected": against})
+        # Mined again, so nothing is accepted that the rules would not suggest now (a row stored by
+        # an older miner, or whose approvals have since been undone or fallen out of the history).
+        if row.id not in {s.id for s in _mined(ctx, session, tenant_id, history)}:
+            raise Conflict("the evidence changed: this suggestion no longer holds; list the suggestions again",
+                           details={"reason": "evidence_changed"})
         now, by = utcnow(), _label(actor)
         evidence = {**{k: int(v) for k, v in row.evidence.items()},
                     **measure(row.match, window, tenant_policy(session, tenant_id))}

@@ -16,6 +16,7 @@ from sqlalchemy import text
 from app.services.tenant_config import set_policy
 from app.services.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
+from tests.spread import spread_decisions
 
 N = 20  # MEMWARDEN_SUGGEST_MIN_DECISIONS default
 ACTOR = {"kind": "test", "id": "probe"}
@@ -64,17 +65,6 @@ def _stage(client, key, agent_id, content, **kw) -> str:
     return response.json()["change_id"]
 
 
-def _spread(ctx, tenant_id, hours=5):
-    """Backdate the tenant's human decisions so each is its own review session, `hours` apart and
-    so spread over several days: what a person deciding one write at a time over a week leaves."""
-    with ctx.db.sessions.begin() as session:
-        session.execute(text(
-            "UPDATE changes c SET decided_at = now() - interval '1 hour' * (:h * o.n) "
-            "FROM (SELECT id, row_number() OVER (ORDER BY decided_at DESC, id DESC) AS n FROM changes "
-            "      WHERE tenant_id = :t AND decided_at IS NOT NULL AND decided_by NOT LIKE 'learned\\_rule:%') o "
-            "WHERE c.tenant_id = :t AND c.id = o.id"), {"t": tenant_id, "h": hours})
-
-
 def _suggestions(client, admin):
     response = client.get("/v1/policy/suggestions", headers=admin)
     assert response.status_code == 200, response.text
@@ -111,7 +101,7 @@ def test_a_tag_learned_from_support_agents_does_not_cover_finance_bot(ctx, clien
     for i in range(1, N + 1):
         _approve(client, reviewer, _stage(client, support, f"support-{i}", f"KB article {i} synced: how to reset "
                                           "the router.", tags=("kb-sync",)))
-    _spread(ctx, tenant.id)
+    spread_decisions(ctx, tenant.id)
     items = _suggestions(client, admin)
     assert items, "clean, spread-out approvals should still teach a rule"
     seen = {f"support-{i}" for i in range(1, N + 1)}
@@ -166,7 +156,7 @@ def concierge(ctx, client, tenant, make_key, reviewer, admin):
     agent = bearer(make_key())
     for i in range(N):
         _approve(client, reviewer, _stage(client, agent, "concierge-bot", f"Guest {i} prefers a quiet room."))
-    _spread(ctx, tenant.id)
+    spread_decisions(ctx, tenant.id)
     accepted = _accept_all(client, admin)
     assert accepted
     return {"agent": agent, "accepted": accepted}
