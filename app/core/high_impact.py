@@ -56,7 +56,8 @@ _PATH = re.compile(r"(?:^|[\s'\"(=])(?:~|\.{1,2})?/(?:[\w.@%+-]+/)*[\w.@%+-]+|\b
                    r"(?:^|\s)~[\w.-]*/|\$[a-z_][a-z0-9_]*\b|%[a-z_]+%", _F)
 _CODE = re.compile(r"`|<\s*/?\s*[a-z][a-z0-9-]*(?:\s[^<>]*)?>|[{}]|=>|->|::|\b[a-z_][\w.]{0,64}\([^()\n]{0,200}\)"
                    r"|^\s*(?:#!|>>>|\$\s)|;\s*$|\b(?:def|lambda|eval|exec)\b[\s(]", _F | re.M)
-_SHELL = re.compile(r"&&|\|\||(?<![|])\|(?![|])\s*[a-z]|\$\(|>>?\s*[/~.&$]|\s<\s*[/~.]|(?:^|\s)-{1,2}[a-z][\w-]*(?:=\S+)?"
+_SHELL = re.compile(r"&&|\|\||(?<![|])\|(?![|])\s*[a-z]|\$\(|>>?\s*[/~.&$]|\s<\s*[/~.]"
+                    r"|(?:^|\s)-{1,2}[a-z][\w-]*(?:=\S+)?"
                     r"(?=\s|$)|(?:^|[\s;])(?:sudo|chmod|chown|rm|curl|wget|nc|ssh|scp|dd|mkfs)\s", _F | re.M)
 _SQL = re.compile(
     r"\b(?:select\s+[\w*,.\s()]{1,200}?\s+from\s+\w|insert\s+into\s+\w|update\s+\w+\s+set\s+\w|delete\s+from\s+\w"
@@ -89,13 +90,14 @@ _VERBS = (
     "transfer|trust|turn|unlock|update|upload|use|verify|visit|wipe|wire|withdraw|write")
 _OPENERS = r"(?:please\s+|kindly\s+|always\s+|never\s+|just\s+|immediately\s+|also\s+|then\s+|and\s+|do\s+not\s+" \
            r"|don'?t\s+|be\s+sure\s+to\s+|make\s+sure\s+(?:to\s+)?|remember\s+to\s+|you\s+(?:must|should|shall|will" \
-           r"|need\s+to|have\s+to|are\s+to)\s+|(?:the\s+)?(?:agent|assistant|bot|model)\s+(?:must|should|shall|will)\s+)*"
+           r"|need\s+to|have\s+to|are\s+to)\s+" \
+           r"|(?:the\s+)?(?:agent|assistant|bot|model)\s+(?:must|should|shall|will)\s+)*"
 # A clause starts the text, follows a sentence end, a colon, a semicolon, a dash, a line break or a
 # list bullet, or follows the comma after a schedule or condition ("every night at 02:00, disarm ...").
 _IMPERATIVE = re.compile(rf"(?:^|[.!?;:\n]\s*|\s[-–—]\s+|^\s*[-*•]\s*|,\s*(?=(?:{_OPENERS})(?:{_VERBS})\b))\s*"
                          rf"(?:{_OPENERS})(?:{_VERBS})\b(?!['’]s)(?![-]\w)", _F | re.M)
-_MODAL_ORDER = re.compile(r"\byou\s+(?:must|shall|are\s+to|have\s+to|need\s+to)\b|\b(?:must|shall)\s+(?:always|never)\b",
-                          _F)
+_MODAL_ORDER = re.compile(r"\byou\s+(?:must|shall|are\s+to|have\s+to|need\s+to)\b"
+                          r"|\b(?:must|shall)\s+(?:always|never)\b", _F)
 
 
 def features(text: str | None) -> tuple[str, ...]:

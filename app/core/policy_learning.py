@@ -136,7 +136,8 @@ def _rank(level: str | None) -> int:
 def _learnable(d: Decided) -> bool:
     """Whether an approval can be evidence: clean, and every fact of it expressible in a match."""
     return (d.status == "approved" and _rank(d.risk_level) <= level_rank(RISK_CEILING) and bool(d.type)
-            and bool(d.agent_id) and len(d.agent_id) <= _MAX_GLOB and (d.source is None or 0 < len(d.source) <= _MAX_GLOB)
+            and bool(d.agent_id) and len(d.agent_id) <= _MAX_GLOB
+            and (d.source is None or 0 < len(d.source) <= _MAX_GLOB)
             and all(t and len(t) <= _MAX_TAG for t in d.tags))
 
 

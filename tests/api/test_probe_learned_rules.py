@@ -204,7 +204,7 @@ def _forget(client, agent, memory_id):
     assert response.status_code == 200, response.text
 
 
-def _hard_delete(client, agent, memory_id, admin):
+def _hard_delete(client, agent, memory_id):
     response = client.post("/v1/memories/forget", headers=agent, json={"agent_id": "concierge-bot",
                                                                        "ids": [memory_id], "hard_delete": True})
     assert response.status_code in (200, 202), response.text
@@ -223,7 +223,7 @@ def test_a_rule_revokes_itself_when_what_it_approved_is_undone(ctx, client, tena
     if undo == "forget":
         _forget(client, agent, memory_id)
     elif undo == "hard_delete":
-        change_id = _hard_delete(client, agent, memory_id, admin)
+        change_id = _hard_delete(client, agent, memory_id)
         if change_id:
             _approve(client, reviewer, change_id)
     else:
@@ -250,11 +250,11 @@ def test_a_rule_revokes_itself_when_what_it_approved_is_undone(ctx, client, tena
     assert [e["data"]["rule_id"] for e in entries] == [rule_id]
     assert entries[0]["data"]["memory_id"] == memory_id and entries[0]["data"]["cause"]
     # What the rule approved stays on record as approved by it.
-    log = client.get("/v1/audit/decisions", headers=bearer_auditor(client, ctx, tenant)).json()["items"]
+    log = client.get("/v1/audit/decisions", headers=_auditor(ctx, tenant)).json()["items"]
     assert any(item["learned_rule"] == rule_id for item in log)
 
 
-def bearer_auditor(client, ctx, tenant):
+def _auditor(ctx, tenant):
     from app.services.apikeys import create_key
 
     return bearer(create_key(ctx, tenant_id=tenant.id, scopes="audit:read", agents="*", actor=ACTOR).token)
