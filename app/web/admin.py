@@ -196,6 +196,7 @@ async def _suggestions_response(request: Request, user: Reviewer, role: TenantRo
     items = await run_in_threadpool(suggestions.refresh, ctx, role.tenant_id)
     context = {"role": role, "tenants": user.tenants_with("admin"), "tenant_q": quote(role.tenant_name),
                "suggestions": items, "min_decisions": ctx.settings.suggest_min_decisions,
+               "min_days": ctx.settings.suggest_min_days,
                "notes": {"suggestions": {"ok": ok, "error": error}} if (ok or error) else {}}
     template = "admin/_suggestions.html" if wants_fragment(request) else "admin/suggestions.html"
     return render(request, template, context, status=error.status if error else 200)
