@@ -10,6 +10,8 @@ seeded memories whose content carries `MARKER`, and must never answer it."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -357,8 +359,6 @@ def _rpc(client, headers, method: str, params: dict[str, Any]):
 
 def _mcp_json(response) -> dict[str, Any]:
     if response.headers.get("content-type", "").startswith("text/event-stream"):
-        import json
-
         data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
         return json.loads(data[-1])
     return response.json()
@@ -529,7 +529,7 @@ def test_mcp_tools_and_resources_account_for_what_they_answer(env):
         headers, _ = _spent_key(env)
         refused = _tool_call(env, headers, name)
         assert refused["result"].get("isError"), (name, refused)
-        assert refused["result"]["structuredContent"]["error"]["code"] == "read_budget_exceeded"
+        assert json.loads(refused["result"]["content"][0]["text"])["error"]["code"] == "read_budget_exceeded"
         assert MARKER not in str(refused)
 
     templates = _mcp_json(_rpc(env.client, env.writer, "resources/templates/list", {}))["result"]["resourceTemplates"]
