@@ -1,6 +1,7 @@
 // The review pages' behaviour (CSP: no inline scripts). Keyboard review: j/k move through the queue,
-// Enter opens, a approves, r rejects, n goes on. On a high-risk change `a` first moves to the
-// confirm-risk box (Space ticks it, `a` again approves): a single key never approves it. Clicking a row opens it; a select-all box ticks the
+// Enter opens, a approves, r rejects, n goes on. On a change that needs confirmation (medium or
+// high risk, a permanent delete, a merge that drops facts) `a` first moves to the confirm box
+// (Space ticks it, `a` again approves): a single key never approves it. Clicking a row opens it; a select-all box ticks the
 // rows shown; the approve form says what approving will do to live memory as the choices change.
 (function () {
   "use strict";
@@ -8,7 +9,7 @@
     if (el && el.tagName === "INPUT" && el.type === "checkbox") return false;  // shortcuts still work on boxes
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
   }
-  // `a`: approve, unless the change is high risk and its confirmation is not ticked yet.
+  // `a`: approve, unless the change needs confirmation and it is not ticked yet.
   function approve() {
     var confirm = document.querySelector('[data-testid="confirm-risk"]');
     if (confirm && !confirm.checked) {
@@ -104,7 +105,9 @@
       boxes().forEach(function (b) { b.checked = event.target.checked; });
     }
     if (event.target.id === "select-all" || event.target.name === "change_id") syncSelectAll();
-    if (event.target.id === "supersedes" || event.target.id === "merge-into") describeApprove();
+    if (event.target.id === "supersedes" || event.target.id === "merge-into" || event.target.id === "keep-both") {
+      describeApprove();
+    }
   });
 
   // The sentence saying what approve does follows the supersede / merge choices.
@@ -112,12 +115,17 @@
     var effect = document.getElementById("approve-effect");
     var supersedes = document.getElementById("supersedes"), merge = document.getElementById("merge-into");
     if (!effect || !supersedes || !merge) return;
-    var kept = effect.dataset.kept;
+    var kept = effect.dataset.kept, keep = document.getElementById("keep-both");
+    var retiring = keep && keep.checked ? [] : (effect.dataset.retiring || "").split(", ").filter(Boolean);
+    if (supersedes.value && retiring.indexOf(supersedes.value) < 0) retiring.unshift(supersedes.value);
     var text;
     if (merge.value) {
       text = "Approve will merge this into " + merge.value + ", which keeps the combined content; no new memory is created.";
-    } else if (supersedes.value) {
-      text = "Approve will add this as a new live memory that supersedes " + supersedes.value + ", which stops being live.";
+    } else if (retiring.length) {
+      text = "Approve will add this as a new live memory and retire " + retiring.join(", ") + ", which stop" +
+        (retiring.length === 1 ? "s" : "") + " being live.";
+    } else if (keep && keep.checked) {
+      text = "Approve will add this as a new live memory; " + effect.dataset.retiring + " stays live too, as you chose: both stay live.";
     } else if (kept) {
       text = "Approve will add this as a new live memory; " + kept + " stays live too: both stay live.";
     } else {

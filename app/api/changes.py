@@ -46,6 +46,7 @@ def _decision(kind: str):
                                           seen_state=body.get("seen_state"), merge_into=body.get("merge_into"),
                                           supersedes=body.get("supersedes"),
                                           confirm_risk=bool(body.get("confirm_risk")),
+                                          keep_both=bool(body.get("keep_both")),
                                           memory_ids=tuple(body["memory_ids"]) if "memory_ids" in body else None)
         change_id = _change_id(request)
         result = await run_in_threadpool(
@@ -75,7 +76,8 @@ routes = [
     ApiRoute("/v1/changes/{change_id}/withdraw", withdraw, method="POST", summary="Withdraw a pending change",
              scope="memory:write", responses={200: "change"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST",
-             summary="Approve (a high-risk change needs `confirm_risk`, else 422 `confirmation_required`)",
+             summary="Approve (medium/high risk, a hard delete or a lossy merge needs `confirm_risk`, else 422 "
+                     "`confirmation_required`; a remember retires what it replaces unless `keep_both`)",
              scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance",
              reads_memory=True),  # a stale review's 409 quotes the fresh diff
     ApiRoute("/v1/changes/{change_id}/reject", _decision("reject"), method="POST", summary="Reject",

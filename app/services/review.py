@@ -29,7 +29,8 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import change_reads, compaction, duties, events, recover, tenant_config, workspace
+from app.services import change_reads, compaction, confirmation, duties, events, recover, supersession
+from app.services import tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import ROLE_POWERS, Reviewer, TenantRole
@@ -125,7 +126,7 @@ def decided_diff(change) -> dict[str, Any] | None:
 
 
 _EMPTY_REMEMBER_DIFF = {"similar": [], "closest": None, "segments": [], "strong_match": False, "fingerprint": "",
-                        "flags": {"duplicate": False, "contradiction": None}}
+                        "flags": {"duplicate": False, "contradiction": None}, "replaces": []}
 
 
 def decided_erased(change) -> bool:
@@ -220,14 +221,30 @@ def _staged_memory(session, change: Change, *, lock: bool = False) -> Memory:
     return repo.get_by_key(session, tenant_id=change.tenant_id, memory_id=change.memory_ids[0], lock=lock)
 
 
-def _remember_diff(session, change: Change) -> dict[str, Any]:
-    memory = _staged_memory(session, change)
-    embedding = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
+def _candidates(session, change, memory, embedding: list[float] | None = None) -> list[tuple[Memory, float]]:
+    """The live memories nearest the staged `memory` (by vector and by keyword, NEIGHBOURS of each),
+    most similar first, with their cosine similarity; `embedding` when edits re-embedded it."""
+    if embedding is None:
+        embedding = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
     scope = Scope(change.tenant_id, change.agent_id, memory.user_id)
     ids = [i for i, _ in search.vector_candidates(session, scope, {}, embedding, NEIGHBOURS)]
     ids += [i for i, _ in search.keyword_candidates(session, scope, {}, memory.content or "", NEIGHBOURS)]
-    neighbours = sorted(search.fetch_with_similarity(session, change.tenant_id, list(dict.fromkeys(ids)), embedding),
-                        key=lambda pair: (-pair[1], pair[0].id))[:NEIGHBOURS]
+    found = search.fetch_with_similarity(session, change.tenant_id, [i for i in dict.fromkeys(ids) if i != memory.id],
+                                         embedding)
+    return sorted(found, key=lambda pair: (-pair[1], pair[0].id))
+
+
+def _replaced(session, change, memory, candidates, content: str | None = None) -> list[dict[str, Any]]:
+    """What approving the staged `memory` would retire (`app.services.supersession`)."""
+    return supersession.plan(session, tenant_id=change.tenant_id, agent_id=change.agent_id, memory=memory,
+                             content=memory.content if content is None else content, candidates=candidates)
+
+
+def _remember_diff(session, change: Change) -> dict[str, Any]:
+    memory = _staged_memory(session, change)
+    candidates = _candidates(session, change, memory)
+    neighbours = candidates[:NEIGHBOURS]
+    planned = _replaced(session, change, memory, candidates)
     closest = neighbours[0] if neighbours else None
     body: dict[str, Any] = {"proposed": _brief(memory), "similar": [_brief(m, s) for m, s in neighbours],
                             "closest": None, "segments": [], "flags": {"duplicate": False, "contradiction": None}}
@@ -237,12 +254,14 @@ def _remember_diff(session, change: Change) -> dict[str, Any]:
         body["segments"] = [{"op": s.op, "text": s.text} for s in textdiff.word_diff(near.content, memory.content)]
         body["flags"]["duplicate"] = textdiff.is_likely_duplicate(
             textdiff.similarity(near.content, memory.content), cosine)
-    for near, _ in neighbours:
-        found = textdiff.detect_contradiction(memory.content, near.content)
-        if found:
-            body["flags"]["contradiction"] = {"memory_id": near.id, "frame": found.frame, "old_value": found.old_value,
-                                              "new_value": found.new_value, "kind": found.kind}
-            break
+    # Every live memory approving retires, each with why (the page's plan and the API's diff say so).
+    body["replaces"] = [{**_brief(p["memory"], p.get("similarity")), **{k: v for k, v in p.items() if k != "memory"}}
+                        for p in planned]
+    contradicted = next((p for p in planned if p["reason"] == "contradiction"), None)
+    if contradicted is not None:
+        body["flags"]["contradiction"] = {"memory_id": contradicted["memory"].id, "frame": contradicted["frame"],
+                                          "old_value": contradicted["old_value"],
+                                          "new_value": contradicted["new_value"], "kind": contradicted["kind"]}
     if memory.type == "procedural":
         body["fsm"] = _fsm_diff(memory, [m for m, _ in neighbours])
         if body["fsm"] and _changes_transitions(body["fsm"]):
@@ -251,7 +270,8 @@ def _remember_diff(session, change: Change) -> dict[str, Any]:
     body["strong_match"] = closest is not None and (
         textdiff.is_strong_match(closest[1]) or body["flags"]["duplicate"]
         or (body["flags"]["contradiction"] or {}).get("memory_id") == closest[0].id)
-    body["_state"] = [(memory.id, memory.updated_at, memory.status)] + [(m.id, m.updated_at) for m, _ in neighbours]
+    body["_state"] = ([(memory.id, memory.updated_at, memory.status)] + [(m.id, m.updated_at) for m, _ in neighbours]
+                      + [("replaces", p["memory"].id) for p in planned])
     return body
 
 
@@ -385,32 +405,46 @@ class DecisionRequest:
     merge_into: str | None = None
     supersedes: str | None = None
     confirm_risk: bool = False
-    """The reviewer confirms approving a high-risk change (every path must ask for it)."""
+    """The reviewer confirms an approval that needs it (`app.services.confirmation`: medium or high
+    risk, a hard delete, a merge that drops facts); every path asks for it."""
     memory_ids: tuple[str, ...] | None = None
     """Forget and expire: the memories (among those it would touch) the approval applies to."""
+    keep_both: bool = False
+    """Remember: keep live the memories it replaces (`app.services.supersession`) instead of retiring them."""
 
 
-CONFIRMED_LEVELS = ("high",)
-"""Risk levels whose approval needs `confirm_risk`, whichever path approves (page, keyboard, bulk, API)."""
+def confirmation_reasons(change, diff: dict[str, Any] | None = None) -> list[str]:
+    """Why approving `change` (a row or its JSON shape) needs explicit confirmation (`app.services.confirmation`);
+    `diff`, when the caller has it, tells whether a merge drops facts."""
+    request = getattr(change, "request", None) if not isinstance(change, dict) else change.get("request")
+    operation = change["operation"] if isinstance(change, dict) else change.operation
+    level = change["risk_level"] if isinstance(change, dict) else change.risk_level
+    drops = False
+    if operation == "merge" and diff and diff.get("after"):
+        drops = confirmation.merge_drops_facts([m.get("content") or "" for m in diff.get("before") or []],
+                                              diff["after"].get("content") or "")
+    if request is None and isinstance(diff, dict) and operation in ("forget", "expire"):
+        request = {"hard_delete": diff.get("hard_delete"), "action": diff.get("action")}
+    return confirmation.reasons(risk_level=level, operation=operation, request=request, merge_drops=drops)
 
 
-BULK_CONFIRMED_LEVELS = ("medium", "high")
-"""A bulk approval asks for the same confirmation when any change selected is at one of these levels:
-each change is not looked at on its own page, so medium risk is confirmed there too."""
-
-
-def needs_confirmation(risk_level: str | None, *, bulk: bool = False) -> bool:
-    """Whether approving a change of this risk level needs the reviewer's explicit confirmation."""
-    return risk_level in (BULK_CONFIRMED_LEVELS if bulk else CONFIRMED_LEVELS)
-
-
-def _require_risk_confirmed(change, request: DecisionRequest) -> None:
-    """Refuse (422 confirmation_required) an unconfirmed approval of a high-risk change; nothing is decided."""
-    if request.decision == "approve" and needs_confirmation(change.risk_level) and not request.confirm_risk:
+def _require_confirmed(change, request: DecisionRequest, prepared: "_Prepared | None" = None) -> None:
+    """Refuse (422 confirmation_required) an unconfirmed approval that needs confirmation; nothing is decided."""
+    if request.decision != "approve" or request.confirm_risk:
+        return
+    drops = False
+    if change.operation == "merge" and prepared is not None and prepared.merge_plan is not None:
+        drops = confirmation.merge_drops_facts([m.content or "" for m in prepared.merge_rows or []],
+                                              prepared.merge_plan.content)
+    found = confirmation.reasons(risk_level=change.risk_level, operation=change.operation,
+                                 request=change.request, merge_drops=drops)
+    if found:
         names = [str(f.get("name")) for f in change.risk_flags or [] if isinstance(f, dict)]
         raise ConfirmationRequired(
-            f"this change is {change.risk_level} risk: confirm the risk to approve it",
-            details={"reason": "confirmation_required", "risk_level": change.risk_level, "risk_flags": names})
+            f"approving this change needs confirmation ({confirmation.describe(found, change.risk_level)}): "
+            "send confirm_risk to approve it",
+            details={"reason": "confirmation_required", "risk_level": change.risk_level, "risk_flags": names,
+                     "confirm": found})
 
 
 @metrics.counts_decisions
@@ -443,16 +477,18 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     if request.decision == "reject" and not (request.reason or "").strip():
         raise ValidationFailed.at("/reason", "a reason is required to reject")
     approving = request.decision == "approve"
+    if approving:
+        supersession.check_choice(keep_both=request.keep_both, supersedes=request.supersedes)
     approver = _approver(session, tenant_id, actor)
     prepared = None
     if approving and (request.edits or request.merge_into or request.supersedes or request.memory_ids is not None
-                      or operation == "merge"):
+                      or request.keep_both or operation == "merge"):
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
     elif approving and request.seen_state is None:
         # A plain approval: most likely a staged remember that needs no more approvals.
         row = _lock_change_row(session, tenant_id, change_id, may_see)
         duties.refuse_own_change(session, tenant_id, row.submitted_by, actor)
-        _require_risk_confirmed(row, request)
+        _require_confirmed(row, request)
         if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
             return _approve_staged_memory(ctx, session, row, actor, approver, request)
     change = load_change(session, tenant_id, change_id, may_see, lock=True)
@@ -462,7 +498,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
     _require_pending(change)
     duties.refuse_own_change(session, tenant_id, change.submitted_by, actor)
-    _require_risk_confirmed(change, request)
+    _require_confirmed(change, request, prepared)
     prepared = prepared or _Prepared()
     fresh = None
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
@@ -642,7 +678,8 @@ def _require_no_outcome_choice(change, request: DecisionRequest) -> None:
     merge_into, supersedes, a choice of memories) is chosen with the last approval. Sent earlier, it
     is refused rather than dropped, so no reviewer believes a choice applied that did not."""
     chosen = [name for name, value in (("edits", request.edits), ("merge_into", request.merge_into),
-                                       ("supersedes", request.supersedes), ("memory_ids", request.memory_ids))
+                                       ("supersedes", request.supersedes), ("memory_ids", request.memory_ids),
+                                       ("keep_both", request.keep_both))
               if value]
     if chosen:
         raise ValidationFailed.at(f"/{chosen[0]}", f"{', '.join(chosen)} can only be given with the last approval: "
@@ -712,6 +749,8 @@ def _record_approval(ctx: AppContext, session, change, actor: dict[str, Any], re
                      data={"operation": change.operation, "memory_ids": list(change.memory_ids),
                            "edited": bool(request.edits), "merge_into": request.merge_into,
                            "supersedes": request.supersedes, "reason_given": bool(request.reason),
+                           "retired": [r["id"] for r in (change.result or {}).get("retired") or []],
+                           "kept_by_choice": list((change.result or {}).get("kept_by_choice") or []),
                            "approvers": [a["by"] for a in change.approvals]})
     events.change_event(session, change, "approved")
 
@@ -735,9 +774,14 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
     _require_new_reviewer(row.approvals, who)
     memory_id = row.memory_ids[0]
     reviewer = _reviewer(approver)
+    staged = _staged_memory(session, row)
+    planned = _replaced(session, row, staged, _candidates(session, row, staged))
+    result = {"memory_id": memory_id, **supersession.outcome(planned, keep_both=request.keep_both,
+                                                             supersedes=request.supersedes)}
+    retiring = supersession.lock(session, tenant_id=row.tenant_id, agent_id=row.agent_id, result=result)
     decided = SimpleNamespace(**{
         **row._mapping, "status": "approved", "approvals": _with_approval(row.approvals, who, approver, now),
-        "result": {"memory_id": memory_id}, "decided_at": now, "decided_by": who, "reason": request.reason,
+        "result": result, "decided_at": now, "decided_by": who, "reason": request.reason,
         "decided_view": {"reviewer": reviewer}})
     memory = changes_repo.approve_staged_remember(
         session, tenant_id=row.tenant_id, change_id=row.id, memory_id=memory_id, now=now,
@@ -747,6 +791,8 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
                      subject={"type": "memory", "id": memory.id},
                      data=mem.memory_event(ctx, memory, change_id=row.id, edited=False))
     events.memory_written(session, memory)
+    supersession.retire(ctx, session, tenant_id=row.tenant_id, change_id=row.id, actor=actor, new_id=memory.id,
+                        rows=retiring)
     _record_approval(ctx, session, decided, actor, request)
     return {**change_json(decided), "result": decided.result}
 
@@ -852,8 +898,8 @@ def _plan(ctx: AppContext, session, tenant_id: str, change_id: str, may_see: Age
             prepared.embedding = ctx.embedder.embed([content])[0].tolist()
         if request.supersedes and request.supersedes == request.merge_into:
             raise ValidationFailed.at("/supersedes", "cannot both merge into and supersede the same memory")
-    elif request.edits or request.merge_into or request.supersedes:
-        raise ValidationFailed.at("/edits", "edits, merge_into and supersedes apply to remember changes only")
+    elif request.edits or request.merge_into or request.supersedes or request.keep_both:
+        raise ValidationFailed.at("/edits", "edits, merge_into, supersedes and keep_both apply to remember changes only")
     elif change.operation == "merge":
         rows = repo.matching(session, scope=Scope(tenant_id, change.agent_id),
                              ids=[change.request["canonical"], *change.request["duplicates"]])
@@ -870,6 +916,10 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
     """Carry out an approved change against live state, in the decision's transaction."""
     tenant_id, now = change.tenant_id, utcnow()
     if change.operation == "remember" and not request.merge_into:
+        # What it replaces is read before it goes live (as the text it will hold), so it is not its own neighbour.
+        staged = _staged_memory(session, change)
+        content = prepared.clean.content if prepared.clean is not None else staged.content
+        planned = _replaced(session, change, staged, _candidates(session, change, staged, prepared.embedding), content)
         # The common case in one round trip: the staged row goes live (with any edits) and comes back.
         values: dict[str, Any] = {"status": "live", "live_from": now, "updated_at": now}
         if prepared.clean is not None:
@@ -878,7 +928,7 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
         if prepared.embedding is not None:
             values["embedding"] = prepared.embedding
         memory = repo.update_returning(session, tenant_id=tenant_id, memory_id=change.memory_ids[0], **values)
-        return _committed(ctx, session, change, actor, request, memory, edited=prepared.clean is not None)
+        return _committed(ctx, session, change, actor, request, memory, planned, edited=prepared.clean is not None)
     if change.operation == "remember":  # merged into a live memory instead of going live itself
         memory = _staged_memory(session, change, lock=True)
         if prepared.clean is not None:
@@ -943,24 +993,17 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
 
 
 def _committed(ctx: AppContext, session, change: Change, actor: dict, request: DecisionRequest, memory: Memory,
-               *, edited: bool) -> dict[str, Any]:
-    """Audit and announce an approved remember that is now live; supersede the memory it replaces."""
+               planned: list[dict[str, Any]], *, edited: bool) -> dict[str, Any]:
+    """Audit and announce an approved remember that is now live; retire the `planned` memories it
+    replaces (`app.services.supersession`), unless the reviewer keeps both."""
     tenant_id = change.tenant_id
     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.committed", actor=actor,
                      subject={"type": "memory", "id": memory.id},
                      data=mem.memory_event(ctx, memory, change_id=change.id, edited=edited))
     events.memory_written(session, memory)
-    result: dict[str, Any] = {"memory_id": memory.id}
-    if request.supersedes:
-        old = repo.lock_live(session, scope=Scope(tenant_id, change.agent_id), ids=[request.supersedes])
-        if not old:
-            raise NotFound("memory to supersede not found")
-        ended = utcnow()
-        repo.end(session, tenant_id=tenant_id, ids=[old[0].id], status="superseded", at=ended, superseded_by=memory.id)
-        ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
-                         subject={"type": "memory", "id": old[0].id},
-                         data={"superseded_by": memory.id, "change_id": change.id,
-                               "state": mem.state_record(ctx, old[0], mem.ended_columns(
-                                   "superseded", ended, superseded_by=memory.id))})
-        result["superseded"] = old[0].id
+    result: dict[str, Any] = {"memory_id": memory.id, **supersession.outcome(
+        planned, keep_both=request.keep_both, supersedes=request.supersedes)}
+    rows = supersession.lock(session, tenant_id=tenant_id, agent_id=change.agent_id, result=result)
+    supersession.retire(ctx, session, tenant_id=tenant_id, change_id=change.id, actor=actor, new_id=memory.id,
+                        rows=rows)
     return result

@@ -175,14 +175,16 @@ async def bulk(request: Request):
         decisions = [(i, review.DecisionRequest(decision="reject", reason=reason)) for i in ids]
         outcomes = [await _decide_one(ctx, user, role, i, d) for i, d in decisions]
         return await _bulk_done(request, role, outcomes)
-    confirmed, confirm_risk = form.get("confirmed") == "1", _ticked(form, "confirm_risk")
-    # The batch is planned up front only to show it or to find risk left unconfirmed; each change is
-    # planned again below anyway, just before its decision.
-    plans = [] if confirmed and confirm_risk else await run_in_threadpool(_plans, ctx, role, ids, user)
-    risky = [p for p in plans if review.needs_confirmation(p.get("risk"), bulk=True)]
-    if not confirmed or (risky and not confirm_risk):
-        message = "Some selected changes carry medium or high risk: tick the confirmation to approve them." \
-            if confirmed else None
+    confirmed = form.get("confirmed") == "1"
+    # Each change that needs confirmation is confirmed by its own box, named with its flags: one
+    # tick never confirms the batch. The batch is planned up front to show it or to find a change
+    # left unconfirmed; each change is planned again below anyway, just before its decision.
+    plans = await run_in_threadpool(_plans, ctx, role, ids, user)
+    risky = [p for p in plans if p.get("confirm")]
+    unconfirmed = [p for p in risky if not _ticked(form, f"confirm_risk:{p['id']}")]
+    if not confirmed or unconfirmed:
+        message = ("Confirm each flagged change by its own box to approve it: "
+                   + ", ".join(p["id"] for p in unconfirmed) + ".") if confirmed else None
         _, shown = _filters(request)
         context = {"role": role, "plans": plans, "risky": risky, "reason": reason or "", "message": message,
                    "qs": tenant_query(role.tenant_name, shown),
@@ -201,11 +203,11 @@ async def bulk(request: Request):
             outcomes.append({"id": change_id, "ok": False, "gone": False, "status": "what approving it does "
                              "changed since you confirmed (live memory changed): review it on its page"})
         else:
-            # An approval that is not the last only records this reviewer; the last one supersedes.
-            last = plan["diff"]["approvals_required"] <= len(plan["diff"]["approvals"]) + 1
+            # What it retires is the service's to decide (the plan shown is what it decides, or the
+            # fingerprint refuses it): no supersedes is sent, so every replaced memory goes, not one.
             decision = review.DecisionRequest(
                 decision="approve", reason=reason, seen_state=plan["diff"]["fingerprint"],
-                supersedes=plan["supersedes"] if last else None, confirm_risk=confirm_risk)
+                confirm_risk=_ticked(form, f"confirm_risk:{change_id}"))
             outcomes.append(await _decide_one(ctx, user, role, change_id, decision))
     return await _bulk_done(request, role, outcomes)
 
@@ -237,13 +239,14 @@ def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
                           "next approval", "gone": False})
             continue
         risk = risk_of(SimpleNamespace(**change))
-        supersedes = _contradicted(diff, risk)
-        # What the reviewer confirms: for a remember, the outcome (store, or supersede which memory);
+        retires = [m["id"] for m in diff.get("replaces") or []]
+        # What the reviewer confirms: for a remember, the outcome (store, or retire which memories);
         # for other operations, the exact live state shown (its fingerprint).
-        key = (f"supersede:{supersedes}" if supersedes else "store") if diff["operation"] == "remember" \
+        key = ("retire:" + ",".join(retires) if retires else "store") if diff["operation"] == "remember" \
             else diff["fingerprint"]
-        plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"],
-                      "supersedes": supersedes, "key": key})
+        plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"], "flags": risk["names"],
+                      "retires": diff.get("replaces") or [], "key": key,
+                      "confirm": review.confirmation_reasons(change, diff)})
         change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.bulk",
                                 agent_id=change["agent_id"], memory_ids=change_reads.shown_in_diff(diff),
                                 query={"change_id": change_id})
@@ -261,8 +264,8 @@ async def _decide_one(ctx, user, role, change_id: str, decision: review.Decision
         gone = isinstance(error, Conflict) and isinstance(error.details, dict) \
             and error.details.get("reason") == "already_decided"
         return {"id": change_id, "ok": False, "status": error.message, "gone": gone}
-    superseded = (result.get("result") or {}).get("superseded")
-    status = f"{result['status']}, superseding {superseded}" if superseded else result["status"]
+    retired = [r["id"] for r in (result.get("result") or {}).get("retired") or []]
+    status = f"{result['status']}, retiring {', '.join(retired)}" if retired else result["status"]
     return {"id": change_id, "ok": True, "status": status, "gone": result["status"] != "pending",
             "decision": result["status"]}
 
@@ -279,18 +282,10 @@ async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):
 # --- one change ----------------------------------------------------------------------------------
 
 def _contradicted(diff: dict[str, Any] | None, risk: dict[str, Any]) -> str | None:
-    """The live memory a flagged contradiction points at, when it is among the similar memories shown."""
+    """The first live memory approving retires (`diff["replaces"]`, the service's plan), if any."""
     if not diff or diff.get("operation") != "remember":
         return None
-    similar = [m["id"] for m in diff.get("similar") or []]
-    found = (diff.get("flags") or {}).get("contradiction")
-    if found and found.get("memory_id") in similar:
-        return found["memory_id"]
-    flag = next((f for f in risk["flags"] if f["name"] == "contradiction"), None)
-    if flag is None or not similar:
-        return None
-    named = flag.get("memory_id")
-    return named if named in similar else similar[0]
+    return next((m["id"] for m in diff.get("replaces") or []), None)
 
 
 EXCERPT_CHARS = 160
@@ -344,7 +339,9 @@ def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, 
                "strong_match_cosine": STRONG_MATCH_COSINE,
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
                "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
-               "confirm_needed": review.needs_confirmation(change["risk_level"]),
+               "replaces": (diff or {}).get("replaces") or [],
+               "confirm_reasons": (reasons := review.confirmation_reasons(change, diff) if diff else []),
+               "confirm_needed": bool(reasons),
                "approved_by_you": page.approved_by_you, "own_change": page.own_change, "just_decided": False,
                "qs": tenant_query(role.tenant_name, shown or {})}
     context.update(extra)
@@ -422,7 +419,7 @@ async def decide(request: Request):
         edits=_edits(form) if kind == "approve" else None, seen_state=str(form.get("seen_state", "")) or None,
         merge_into=str(form.get("merge_into", "")) or None if kind == "approve" else None,
         supersedes=str(form.get("supersedes", "")) or None if kind == "approve" else None,
-        confirm_risk=_ticked(form, "confirm_risk"),
+        confirm_risk=_ticked(form, "confirm_risk"), keep_both=kind == "approve" and _ticked(form, "keep_both"),
         memory_ids=_chosen_memories(form) if kind == "approve" else None)
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
     flt, shown = _filters(request)
@@ -434,7 +431,7 @@ async def decide(request: Request):
     if page.conflict is not None:
         details = page.conflict.details if isinstance(page.conflict.details, dict) else {}
         if isinstance(page.conflict, ConfirmationRequired):
-            message = "This change is high risk: tick the confirmation beside Approve to approve it."
+            message = "This approval needs your confirmation: tick the confirmation beside Approve to approve it."
         elif details.get("reason") == "stale_review":
             message = "Live memory changed while you were reviewing: this is the fresh diff. Review it again."
         else:

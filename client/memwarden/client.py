@@ -212,12 +212,15 @@ class _Calls:
     def approve(self, change_id: str, *, reason: str | None = None, edits: dict[str, Any] | None = None,
                 seen_state: str | None = None, merge_into: str | None = None,
                 supersedes: str | None = None, confirm_risk: bool = False,
-                memory_ids: Iterable[str] | None = None) -> Change:
+                memory_ids: Iterable[str] | None = None, keep_both: bool = False) -> Change:
         """Approve (needs `review:decide`); `Conflict` if already decided or the state went stale;
-        `ConfirmationRequired` if the change is high risk and `confirm_risk` is not set. `memory_ids`
-        applies a forget or expire to those of its memories only."""
+        `ConfirmationRequired` if the change needs confirmation (medium or high risk, a hard delete,
+        a merge that drops facts) and `confirm_risk` is not set. `memory_ids` applies a forget or
+        expire to those of its memories only. An approved remember retires the live memories it
+        replaces (its `result["retired"]`) unless `keep_both`."""
         body = _drop_none({"reason": reason, "edits": edits, "seen_state": seen_state, "merge_into": merge_into,
                            "supersedes": supersedes, "confirm_risk": confirm_risk or None,
+                           "keep_both": keep_both or None,
                            "memory_ids": list(memory_ids) if memory_ids is not None else None})
         return self._run(_Call("POST", f"/v1/changes/{_id(change_id)}/approve", Change.from_json, body))
 

@@ -21,8 +21,16 @@ How LangGraph's model maps onto the memory API (install with `pip install 'memwa
   (hashed, so any length fits), so a prefix search is a tag match. `user_index` picks the namespace
   element used as `user_id` (e.g. `("memories", "<user>")` → 1).
 - `put` remembers the new value, then forgets earlier memories with the same key once the new one
-  is live; `put(namespace, key, None)` (`delete`) forgets them. When a policy stages the write (202), the old value stays live until a reviewer decides;
-  `get` always answers the newest *live* value, and pending writes are invisible, as everywhere.
+  is live; `put(namespace, key, None)` (`delete`) forgets them. When a policy holds the write for
+  review (202), the old value stays live until a reviewer decides; approving it retires the key's
+  old value on the server (the key's tag marks it the same item), so `get` and `search` then answer
+  only the new one. `get` always answers the newest *live* value, and pending writes are invisible,
+  as everywhere.
+- A held `put` still returns None (`BaseStore.put`'s contract), and tells the caller two ways: it
+  warns `HeldWrite` (a `UserWarning`; its `change_id`, `namespace` and `key` say which), and
+  `store.held` maps each held (namespace, key) to its change id, the newest last, until
+  `store.forget_held(namespace, key)` drops it. Turn the warning into an error with
+  `warnings.simplefilter("error", HeldWrite)` where a graph must stop on a held write.
 - `search(query=…)` is recall with no relevance floor (`min_score=-1`), re-ranked by cosine
   similarity, which is the item's `score`, as `InMemoryStore` ranks; without a query it lists newest
   first. `MemwardenStore(..., min_score=0.3)` keeps only hits at least that similar;
@@ -40,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import warnings
 from datetime import datetime, timezone
 from typing import Any, Iterable
 
@@ -58,6 +67,15 @@ UNINDEXED = "lg_index"  # metadata flag, False on an item semantic search must n
 MAX_K = 1000  # recall's largest k
 _COMPARE = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b, "$gt": lambda a, b: a > b,
             "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
+
+
+class HeldWrite(UserWarning):
+    """A `put` was held for review: nothing changed yet; `change_id` is the change a reviewer decides."""
+
+    def __init__(self, change_id: str, namespace: tuple[str, ...], key: str):
+        super().__init__(f"put {namespace!r}/{key!r} was held for review as change {change_id}; the old value "
+                         "stays live until a reviewer approves it")
+        self.change_id, self.namespace, self.key = change_id, namespace, key
 
 
 def _digest(parts: list[str]) -> str:
@@ -98,6 +116,12 @@ class MemwardenStore(BaseStore):
         self.memory_type = memory_type
         self.approval_required = approval_required
         self.source = source
+        self.held: dict[tuple[tuple[str, ...], str], str] = {}
+        """Each (namespace, key) whose latest `put` was held for review, and its change id."""
+
+    def forget_held(self, namespace: tuple[str, ...], key: str) -> str | None:
+        """Stop tracking a held put (decided, or no longer of interest); its change id, if it was held."""
+        return self.held.pop((tuple(namespace), key), None)
 
     # --- BaseStore ---------------------------------------------------------------------------
 
@@ -150,7 +174,13 @@ class MemwardenStore(BaseStore):
             agent_id=self.agent_id, user_id=self._user(op.namespace), type=self.memory_type, content=content,
             tags=[*tags, item_tag(op.namespace, op.key)], source=self.source, metadata=metadata,
             approval_required=self.approval_required or None)
-        if not saved.pending and earlier:
+        if saved.pending:
+            # The server retires the key's old value when a reviewer approves this write (same key tag).
+            self.held[(tuple(op.namespace), op.key)] = saved.change_id
+            warnings.warn(HeldWrite(saved.change_id, tuple(op.namespace), op.key), stacklevel=4)
+            return
+        self.held.pop((tuple(op.namespace), op.key), None)
+        if earlier:
             self.client.forget(agent_id=self.agent_id, ids=earlier)
 
     def _embedded_text(self, value: dict[str, Any], index: Any) -> tuple[str, bool]:

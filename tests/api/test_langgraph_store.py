@@ -62,7 +62,7 @@ def test_a_staged_put_is_invisible_until_approved(clients):
     store.put(("prefs",), "tone", {"content": "Always answer in French."})
     assert store.get(("prefs",), "tone") is None
     (change,) = list(agent.iter_changes(agent_id="lg-gov"))
-    reviewer.approve(change.id, reason="user asked for it")
+    reviewer.approve(change.id, reason="user asked for it", confirm_risk=True)
     assert store.get(("prefs",), "tone").value == {"content": "Always answer in French."}
 
 
@@ -115,3 +115,27 @@ def test_index_false_and_index_paths(clients):
     store.put(("docs",), "soup", None)  # put(None) deletes
     assert store.get(("docs",), "soup") is None
     assert "soup" not in {h.key for h in store.search(("docs",), query="lentils")}
+
+
+def test_a_held_put_warns_with_its_change_and_once_approved_replaces_the_old_value(clients):
+    import warnings
+
+    from memwarden.langgraph import HeldWrite
+
+    agent, reviewer = clients
+    MemwardenStore(agent, agent_id="lg-held", user_index=1).put(("prefs", "gus"), "hobby",
+                                                                {"content": "Gus enjoys chess."})
+    held = MemwardenStore(agent, agent_id="lg-held", user_index=1, approval_required=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert held.put(("prefs", "gus"), "hobby", {"content": "Gus enjoys chess and gardening."}) is None
+    warned = [w.message for w in caught if isinstance(w.message, HeldWrite)]
+    assert len(warned) == 1 and warned[0].key == "hobby" and warned[0].change_id.startswith("chg_")
+    assert held.held == {(("prefs", "gus"), "hobby"): warned[0].change_id}
+    assert held.get(("prefs", "gus"), "hobby").value == {"content": "Gus enjoys chess."}  # held: old stays
+
+    decided = reviewer.approve(warned[0].change_id, confirm_risk=True)
+    assert decided.status == "approved"
+    found = [(i.key, i.value["content"]) for i in held.search(("prefs",), query="what does Gus enjoy")]
+    assert found == [("hobby", "Gus enjoys chess and gardening.")]
+    assert held.forget_held(("prefs", "gus"), "hobby") == warned[0].change_id and held.held == {}

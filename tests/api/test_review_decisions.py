@@ -51,13 +51,15 @@ def test_approve_makes_it_recallable_and_is_audited(client, ctx, tenant, agent, 
     assert {"op": "insert", "text": "purple"} in diff["segments"] or any(
         s["op"] == "insert" and "purple" in s["text"] for s in diff["segments"])
     response = client.post(f"/v1/changes/{staged['change_id']}/approve",
-                           json={"seen_state": diff["fingerprint"]}, headers=reviewer)
+                           json={"seen_state": diff["fingerprint"], "confirm_risk": True}, headers=reviewer)
     body = assert_schema("change", response.json())
     assert body["status"] == "approved" and body["decided_by"].startswith("api_key:")
     assert staged["id"] in [i for i, _ in _recall(client, agent, "Xavier favourite colour")]
     status = client.get(f"/v1/changes/{staged['change_id']}", headers=agent).json()
     assert status["status"] == "approved"
-    assert _audit_types(ctx, tenant.id)[-2:] == ["memory.committed", "change.approved"]
+    # The flagged contradiction is retired by the approval itself: green is no longer live.
+    assert body["result"]["retired"] == [{"id": live_id, "reason": "contradiction"}]
+    assert _audit_types(ctx, tenant.id)[-3:] == ["memory.committed", "memory.superseded", "change.approved"]
 
 
 def test_reject_needs_a_reason_and_the_memory_never_appears(client, ctx, tenant, agent, reviewer):
@@ -100,7 +102,8 @@ def test_stale_review_is_refused_with_the_fresh_diff(client, ctx, tenant, agent,
     assert error["details"]["diff"]["closest"]["id"] == newer
     ok = client.post(f"/v1/changes/{staged['change_id']}/approve",
                      json={"seen_state": error["details"]["fingerprint"], "supersedes": newer}, headers=reviewer)
-    assert ok.json()["result"] == {"memory_id": staged["id"], "superseded": newer}
+    assert ok.json()["result"] == {"memory_id": staged["id"], "superseded": newer,
+                                   "retired": [{"id": newer, "reason": "chosen"}]}
     assert [i for i, _ in _recall(client, agent, "Adam flight time")] == [staged["id"]]
     assert _audit_types(ctx, tenant.id)[-3:] == ["memory.committed", "memory.superseded", "change.approved"]
 
@@ -142,7 +145,7 @@ def test_staged_forget_resolves_against_live_state_when_approved(client, agent, 
     diff = _diff(client, reviewer, change_id)
     assert diff["count"] == 2 and {m["id"] for m in diff["affected"]} == {a, b}
     client.post("/v1/memories/forget", json={"agent_id": "agent-a", "ids": [b]}, headers=agent)  # b goes first
-    body = client.post(f"/v1/changes/{change_id}/approve", json={}, headers=reviewer).json()
+    body = client.post(f"/v1/changes/{change_id}/approve", json={"confirm_risk": True}, headers=reviewer).json()  # a hard delete is confirmed
     assert body["result"] == {"affected": [a]}
     assert _recall(client, agent, "What does Cleo like?") == []
 

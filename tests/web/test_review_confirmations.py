@@ -1,7 +1,8 @@
-"""Fast decisions stay safe (issue 22): a high-risk change is approved from its page only with the
-confirm-risk box ticked; bulk approve shows what each change will do, applies each one's preselected
-outcome (supersede on a flagged contradiction) and asks for the risk confirmation when any selected
-change is medium or high; a reviewer who gave one of two approvals is offered no second one."""
+"""Fast decisions stay safe: a change that needs confirmation (medium or high risk, a hard delete)
+is approved from its page only with the confirm box ticked; bulk approve shows what each change
+will do (every live memory it retires), and each flagged change is confirmed by its own box naming
+its flags, never by one tick for all; a reviewer who gave one of two approvals is offered no
+second one."""
 
 import re
 
@@ -63,7 +64,7 @@ def _bulk(client, queue_text, change_ids, **extra):
                                              "change_id": change_ids, **extra}, headers=HTMX)
 
 
-def test_bulk_approve_shows_each_outcome_then_supersedes_a_flagged_contradiction(client, ctx, tenant, make_key):
+def test_bulk_approve_shows_each_outcome_then_retires_a_flagged_contradiction(client, ctx, tenant, make_key):
     headers = bearer(make_key(scopes="memory:read,memory:write"))
     paris = _remember(client, headers, "Quinn lives in Paris.")["id"]
     madrid = _remember(client, headers, "Quinn lives in Madrid.", approval_required=True)
@@ -77,19 +78,25 @@ def test_bulk_approve_shows_each_outcome_then_supersedes_a_flagged_contradiction
     assert summary.status_code == 200 and 'data-testid="bulk-confirm-form"' in summary.text
     effects = dict(re.findall(r'data-change-id="(chg_[0-9a-z]+)" data-risk="[a-z]+">.*?'
                               r'data-testid="bulk-plan-effect">(.*?)</span>', summary.text, re.S))
-    assert effects[madrid["change_id"]] == (f"supersede “Quinn lives in Paris.” ({paris}) with “Quinn lives in Madrid.” "
-                                            "(a contradiction is flagged)")
-    assert effects[plain["change_id"]] == "approve: store “Quinn&#39;s badge number is 12.”"
-    assert 'data-testid="confirm-risk"' in summary.text  # the contradiction is medium risk
+    assert effects[madrid["change_id"]] == (f"store “Quinn lives in Madrid.” and retire “Quinn lives in Paris.” "
+                                            f"({paris}, contradicted)")
+    assert effects[plain["change_id"]] == "store “Quinn&#39;s badge number is 12.”; nothing live is retired"
+    # The contradiction is medium risk: its own box, naming its flag; the plain change has none.
+    assert f'name="confirm_risk:{madrid["change_id"]}"' in summary.text
+    assert f'name="confirm_risk:{plain["change_id"]}"' not in summary.text
+    assert 'data-testid="bulk-plan-flags">contradiction<' in summary.text
     assert all(_status(client, headers, i) == "pending" for i in ids)  # nothing decided by the first click
 
     unconfirmed = _bulk(client, queue.text, ids, confirmed="1")
     assert unconfirmed.status_code == 422 and 'data-testid="bulk-message"' in unconfirmed.text
     assert all(_status(client, headers, i) == "pending" for i in ids)
 
-    done = _bulk(client, queue.text, ids, confirmed="1", confirm_risk="1")
+    one_tick = _bulk(client, queue.text, ids, confirmed="1", confirm_risk="1")  # the old batch-wide box
+    assert one_tick.status_code == 422 and all(_status(client, headers, i) == "pending" for i in ids)
+
+    done = _bulk(client, queue.text, ids, confirmed="1", **{f"confirm_risk:{madrid['change_id']}": "1"})
     assert done.status_code == 200 and 'data-testid="bulk-outcomes"' in done.text
-    assert f"approved, superseding {paris}" in done.text
+    assert f"approved, retiring {paris}" in done.text
     assert all(_status(client, headers, i) == "approved" for i in ids)
     hits = client.post("/v1/memories/recall", json={"agent_id": "helper", "query": "Where does Quinn live?"},
                        headers=headers).json()["hits"]
@@ -111,7 +118,8 @@ def test_bulk_approve_of_low_risk_changes_needs_no_risk_box_and_high_risk_needs_
     assert 'data-testid="confirm-risk"' in _bulk(client, queue.text, [high]).text
     assert _bulk(client, queue.text, [high], confirmed="1").status_code == 422
     assert _status(client, headers, high) == "pending"
-    assert "approved" in _bulk(client, queue.text, [high], confirmed="1", confirm_risk="1").text
+    assert _bulk(client, queue.text, [high], confirmed="1", confirm_risk="1").status_code == 422
+    assert "approved" in _bulk(client, queue.text, [high], confirmed="1", **{f"confirm_risk:{high}": "1"}).text
     assert _status(client, headers, high) == "approved"
 
 
@@ -264,7 +272,7 @@ def test_bulk_rejections_look_like_rejections(client, ctx, tenant, make_key):
 def test_an_earlier_approval_offers_no_edit_or_outcome_choice_and_the_last_one_does(client, ctx, tenant, make_key):
     """The outcome of a two-person change is chosen with its last approval (the service refuses it
     earlier): the first reviewer's page, row and bulk plan record an approval only; the last
-    reviewer's page preselects superseding the contradicted fact, and approving applies it."""
+    reviewer's page says approving retires the contradicted fact, and approving does."""
     headers = bearer(make_key(scopes="memory:read,memory:write"))
     paris = _remember(client, headers, "Quinn lives in Paris.", agent_id="finance-bot")["id"]  # before the rule
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
@@ -277,16 +285,16 @@ def test_an_earlier_approval_offers_no_edit_or_outcome_choice_and_the_last_one_d
     assert 'data-testid="flag-contradiction"' in page and 'data-testid="choices-with-last-approval"' in page
     assert 'data-testid="supersedes"' not in page and 'data-testid="edit-content"' not in page
     assert 'name="supersedes"' not in client.get(f"/review/{madrid}/peek", headers=HTMX).text
-    done = _bulk(client, client.get("/review").text, [madrid, note], confirmed="1", confirm_risk="1")
+    done = _bulk(client, client.get("/review").text, [madrid, note], confirmed="1", **{f"confirm_risk:{madrid}": "1"})
     assert 'class="error"' not in done.text and done.text.count('data-status="pending"') == 2
     assert all(len(client.get(f"/v1/changes/{i}", headers=headers).json()["approvals"]) == 1 for i in (madrid, note))
     client.cookies.clear()
     web_sign_in(client, _user(ctx, tenant, "two"), PASSWORD, "/review")
     last = client.get(f"/review/{madrid}").text
     assert 'data-testid="choices-with-last-approval"' not in last and 'data-testid="edit-content"' in last
-    assert f'value="{paris}" selected' in last
+    assert 'data-testid="retire-plan"' in last and f'data-memory-id="{paris}" data-reason="contradiction"' in last
     approved = client.post(f"/review/{madrid}/approve", headers=HTMX, data={
-        "csrf_token": csrf_token_in(last), "seen_state": _fingerprint(last), "supersedes": paris})
+        "csrf_token": csrf_token_in(last), "seen_state": _fingerprint(last), "confirm_risk": "1"})
     assert 'data-status="approved"' in approved.text
     assert client.get(f"/v1/memories/{paris}", headers=headers).status_code == 404
 

@@ -1,0 +1,79 @@
+"""Approving a remember retires the live facts it replaces, on every path, unless the reviewer keeps
+both (`app.services.supersession`); approvals that need confirmation are refused without it
+(`app.services.confirmation`)."""
+
+from tests.schema_check import assert_error, assert_schema
+
+
+def _remember(client, headers, content, agent_id="agent-s", **extra):
+    body = client.post("/v1/memories/remember", json={"agent_id": agent_id, "type": "semantic", "content": content,
+                                                      **extra}, headers=headers)
+    assert body.status_code in (201, 202), body.text
+    return body.json()
+
+
+def _live(client, headers, agent_id="agent-s"):
+    return {m["content"] for m in client.get("/v1/memories", params={"agent_id": agent_id}, headers=headers).json()["items"]}
+
+
+def _approve(client, reviewer, change_id, **body):
+    response = client.post(f"/v1/changes/{change_id}/approve", json=body, headers=reviewer)
+    assert response.status_code == 200, response.text
+    return assert_schema("change", response.json())
+
+
+def test_a_move_is_flagged_and_approving_it_retires_where_they_lived(client, agent, reviewer):
+    _remember(client, agent, "Heidi lives in Oslo.")
+    staged = _remember(client, agent, "Heidi moved to Brooklyn last month.", approval_required=True)
+    change = client.get(f"/v1/changes/{staged['change_id']}", headers=reviewer).json()
+    assert "contradiction" in [f["name"] for f in change["risk_flags"]]
+    diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+    assert [m["content"] for m in diff["replaces"]] == ["Heidi lives in Oslo."]
+    body = _approve(client, reviewer, staged["change_id"], confirm_risk=True)
+    assert [r["reason"] for r in body["result"]["retired"]] == ["contradiction"]
+    assert _live(client, agent) == {"Heidi moved to Brooklyn last month."}
+
+
+def test_approving_a_flagged_contradiction_without_supersedes_retires_it_unless_keep_both(client, agent, reviewer):
+    old = _remember(client, agent, "Quinn lives in Paris.")["id"]
+    first = _remember(client, agent, "Quinn lives in Madrid.", approval_required=True)
+    kept = _approve(client, reviewer, first["change_id"], confirm_risk=True, keep_both=True)
+    assert kept["result"]["kept_by_choice"] == [old] and "retired" not in kept["result"]
+    assert _live(client, agent) == {"Quinn lives in Paris.", "Quinn lives in Madrid."}
+    second = _remember(client, agent, "Quinn moved to Rome in October.", approval_required=True)
+    body = _approve(client, reviewer, second["change_id"], confirm_risk=True)
+    assert {r["id"] for r in body["result"]["retired"]} == {old, first["id"]}  # every contradicted one
+    assert body["result"]["superseded"] in (old, first["id"])
+    assert _live(client, agent) == {"Quinn moved to Rome in October."}
+
+
+def test_keep_both_with_supersedes_is_a_validation_error(client, agent, reviewer):
+    old = _remember(client, agent, "Ravi works at Acme.")["id"]
+    staged = _remember(client, agent, "Ravi joined Globex.", approval_required=True)
+    assert_error(client.post(f"/v1/changes/{staged['change_id']}/approve",
+                             json={"keep_both": True, "supersedes": old, "confirm_risk": True}, headers=reviewer),
+                 422, "validation_error")
+    assert_error(client.post(f"/v1/changes/{staged['change_id']}/approve", json={"keep_both": "yes"},
+                             headers=reviewer), 422, "validation_error")
+
+
+def test_a_medium_risk_approval_needs_confirmation_on_the_api(client, agent, reviewer):
+    _remember(client, agent, "Sven lives in Bergen.")
+    staged = _remember(client, agent, "Sven lives in Tromsø.", approval_required=True)
+    assert client.get(f"/v1/changes/{staged['change_id']}", headers=reviewer).json()["risk_level"] == "medium"
+    error = assert_error(client.post(f"/v1/changes/{staged['change_id']}/approve", json={}, headers=reviewer),
+                         422, "confirmation_required")
+    assert error["details"]["confirm"] == ["risk"] and "contradiction" in error["details"]["risk_flags"]
+    assert client.get(f"/v1/changes/{staged['change_id']}", headers=reviewer).json()["status"] == "pending"
+
+
+def test_a_staged_hard_delete_needs_confirmation(client, agent, reviewer):
+    memory = _remember(client, agent, "Tove's locker code is 4411.")["id"]
+    staged = client.post("/v1/memories/forget", json={"agent_id": "agent-s", "ids": [memory], "hard_delete": True,
+                                                       "approval_required": True}, headers=agent).json()
+    error = assert_error(client.post(f"/v1/changes/{staged['change_id']}/approve", json={}, headers=reviewer),
+                         422, "confirmation_required")
+    assert "hard_delete" in error["details"]["confirm"]
+    assert "Tove's locker code is 4411." in _live(client, agent)
+    _approve(client, reviewer, staged["change_id"], confirm_risk=True)
+    assert "Tove's locker code is 4411." not in _live(client, agent)
