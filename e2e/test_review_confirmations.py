@@ -43,14 +43,14 @@ def test_bulk_approve_of_a_flagged_contradiction_leaves_one_fact_live(page, worl
     page.get_by_test_id("bulk-approve").click()
     plan = page.locator(f'[data-testid="bulk-plan-item"][data-change-id="{madrid["change_id"]}"]')
     expect(plan.get_by_test_id("bulk-plan-effect")).to_have_text(
-        f"supersede “Quinn lives in Paris.” ({paris['id']}) with “Quinn lives in Madrid.” (a contradiction is flagged)")
+        f"store “Quinn lives in Madrid.” and retire “Quinn lives in Paris.” ({paris['id']}, contradicted)")
     assert _status(world, madrid["change_id"]) == "pending"  # the first click only lists outcomes
     page.get_by_test_id("bulk-confirm").click()  # medium risk: the box must be ticked first
     page.wait_for_timeout(300)
     assert _status(world, madrid["change_id"]) == "pending"
-    page.get_by_test_id("confirm-risk").check()
+    plan.get_by_test_id("confirm-risk").check()  # its own box, naming its flags
     page.get_by_test_id("bulk-confirm").click()
-    expect(page.get_by_test_id("bulk-outcomes")).to_contain_text(f"superseding {paris['id']}")
+    expect(page.get_by_test_id("bulk-outcomes")).to_contain_text(f"retiring {paris['id']}")
     expect(page.get_by_test_id("change-row")).to_have_count(0)
     assert _status(world, madrid["change_id"]) == "approved"
     contents = [hit["content"] for hit in world.recall("Where does Quinn live?")]

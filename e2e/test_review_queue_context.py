@@ -131,7 +131,10 @@ def test_a_row_opens_in_place_and_is_decided_there(page, world):
     opened = page.locator(f'[data-testid="row-peek"][data-change-id="{contradiction["change_id"]}"]')
     expect(opened.get_by_test_id("peek-content")).to_have_text("Yusuf's favourite colour is gold.")
     expect(opened.get_by_test_id("peek-closest")).to_contain_text("Yusuf's favourite colour is grey.")
-    opened.get_by_test_id("peek-approve").click()  # the preselected outcome: supersede the old colour
+    expect(opened.get_by_test_id("peek-retires")).to_contain_text(old["id"])  # approving retires the old colour
+    if opened.get_by_test_id("confirm-risk").count():  # a contradiction's risk may ask for confirmation
+        opened.get_by_test_id("confirm-risk").check()
+    opened.get_by_test_id("peek-approve").click()
     expect(opened.get_by_test_id("peek-outcome")).to_contain_text(f"superseding {old['id']}")
     expect(row(page, contradiction["change_id"])).to_have_count(0)
     expect(page.get_by_test_id("queue-total")).to_have_text("1 pending")

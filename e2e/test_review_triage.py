@@ -109,14 +109,16 @@ def test_select_all_and_bulk_approve_remove_the_rows_and_update_counts(page, wor
         assert world.http.get(f"/v1/changes/{item['change_id']}").json()["status"] == "approved"
 
 
-def test_a_flagged_contradiction_preselects_supersede_and_approve_ends_the_old_memory(page, world):
+def test_a_flagged_contradiction_plans_retiring_the_old_memory_and_approve_ends_it(page, world):
     old = world.remember("Karl's favourite colour is green.", user_id="karl")
     staged = world.remember("Karl's favourite colour is orange.", staged=True, user_id="karl")
     sign_in(page, world.base_url, world.reviewer())
     open_change(page, world.base_url, staged["change_id"])
     expect(page.get_by_test_id("flag-contradiction")).to_be_visible()
-    expect(page.get_by_test_id("supersedes")).to_have_value(old["id"])
-    expect(page.get_by_test_id("approve-effect")).to_contain_text(f"supersedes {old['id']}, which stops being live")
+    expect(page.get_by_test_id("retire-plan").locator(f'li[data-memory-id="{old["id"]}"]')).to_have_count(1)
+    expect(page.get_by_test_id("approve-effect")).to_contain_text(f"retire {old['id']}, which stops being live")
+    if page.get_by_test_id("confirm-risk").count():  # a contradiction's risk may ask for confirmation
+        page.get_by_test_id("confirm-risk").check()
     page.get_by_test_id("approve").click()
     expect(page.get_by_test_id("superseded")).to_have_text(old["id"])
     assert world.http.get(f"/v1/memories/{old['id']}").status_code == 404
@@ -128,13 +130,15 @@ def test_keeping_both_memories_is_stated_before_and_after_approve(page, world):
     staged = world.remember("Lena's office is in building 7.", staged=True, user_id="lena")
     sign_in(page, world.base_url, world.reviewer())
     open_change(page, world.base_url, staged["change_id"])
-    page.get_by_test_id("supersedes").select_option("")
-    expect(page.get_by_test_id("approve-effect")).to_contain_text(f"{old['id']} stays live too: both stay live")
+    page.get_by_test_id("keep-both").check()
+    expect(page.get_by_test_id("approve-effect")).to_contain_text(f"{old['id']} stays live too, as you chose")
     page.get_by_test_id("merge-into").select_option(old["id"])
     expect(page.get_by_test_id("approve-effect")).to_contain_text(f"merge this into {old['id']}")
     page.get_by_test_id("merge-into").select_option("")
+    if page.get_by_test_id("confirm-risk").count():
+        page.get_by_test_id("confirm-risk").check()
     page.get_by_test_id("approve").click()
-    expect(page.get_by_test_id("both-live")).to_be_visible()
+    expect(page.get_by_test_id("kept-by-choice")).to_contain_text(old["id"])
     assert world.http.get(f"/v1/memories/{old['id']}").status_code == 200
 
 

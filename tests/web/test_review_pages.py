@@ -71,7 +71,7 @@ def test_queue_detail_and_approve_via_form(client, reviewer, staged):
                                  "metadata": "[" * 5000}, headers={"HX-Request": "true"})
     assert too_deep.status_code == 422 and "metadata must be a JSON object" in too_deep.text
     decided = client.post(f"/review/{staged['change_id']}/approve",
-                          data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint},
+                          data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint, "confirm_risk": "1"},
                           headers={"HX-Request": "true"})
     assert decided.status_code == 200 and 'data-status="approved"' in decided.text
 
@@ -90,7 +90,7 @@ def test_one_approve_click_is_one_session_besides_sign_in(client, reviewer, stag
     event.listen(Session, "after_begin", began)
     try:
         decided = client.post(f"/review/{staged['change_id']}/approve",
-                              data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint},
+                              data={"csrf_token": _csrf(detail.text), "seen_state": fingerprint, "confirm_risk": "1"},
                               headers={"HX-Request": "true"})
     finally:
         event.remove(Session, "after_begin", began)
