@@ -196,7 +196,7 @@ def _accepted_rule(ctx, tenant_id: str, rule_id: str | None) -> dict[str, Any] |
     if not rule_id:
         return None
     rules = suggestions.rule_list(suggestions.policy_of(ctx, tenant_id))
-    found = next((i for i, r in enumerate(rules) if r["id"] == rule_id), None)
+    found = next((i for i, r in enumerate(rules) if r["id"] == rule_id and r["provenance"]), None)  # learned only
     if found is None:
         return None
     return {**rules[found], "position": found + 1, "of": len(rules),
