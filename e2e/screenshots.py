@@ -62,10 +62,12 @@ def capture(out: Path) -> list[Path]:
 
                 page.goto(base_url + "/")
                 shot("home.png", full_page=False)
-                page.goto(base_url + "/review?sort=risk")
+                page.goto(base_url + "/review")  # highest risk first is the default
                 shot("review-queue.png")
                 page.set_viewport_size({"width": 390, "height": 844})
-                shot("review-queue-390.png")
+                page.reload()  # as a phone opens it: filters folded, the bulk bar pinned to the bottom
+                page.get_by_test_id("change-row").first.wait_for()
+                shot("review-queue-390.png", full_page=False)  # one phone screen, as a person sees it
                 page.set_viewport_size({"width": 1280, "height": 800})
                 page.get_by_test_id("change-preview").filter(has_text="purple").click()
                 page.get_by_test_id("diff").wait_for()

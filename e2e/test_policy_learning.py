@@ -51,12 +51,22 @@ def test_accept_a_suggestion_then_test_the_rule_list(page, world, axe_source):
     suggestion.get_by_test_id("suggestion-accept").click()
     expect(page.get_by_test_id("admin-ok")).to_contain_text("Accepted")
     expect(page.get_by_test_id("suggestion")).to_have_count(0)
+    # The page shows the rule it made, not just "no suggestions": its id, scope and place in the policy.
+    made = page.get_by_test_id("accepted-rule")
+    expect(made).to_be_visible()
+    expect(made.get_by_test_id("accepted-rule-id")).to_have_text(re.compile(r"^learned-"))
+    expect(made.get_by_test_id("accepted-rule-scope")).to_contain_text("tagged faq")
+    expect(made.get_by_test_id("accepted-rule-position")).to_contain_text("Rule 1 of 3 in the policy: tried first")
+    expect(made.get_by_test_id("accepted-rule-position")).to_contain_text("review-all")
+    check_current(page, world.base_url, "/admin/suggestions after accepting", found)
+    made_id = made.get_attribute("data-rule-id")
 
     page.goto(world.base_url + "/admin#admin-policy")
     learned = page.locator('[data-testid="policy-rule"][data-rule-id^="learned-"]')
     expect(learned).to_have_count(1)
     expect(learned.get_by_test_id("rule-provenance")).to_contain_text("20 consistent decisions")
     rule_id = learned.get_attribute("data-rule-id")
+    assert rule_id == made_id
     rule_ids = page.get_by_test_id("policy-rule").evaluate_all("rows => rows.map(r => r.dataset.ruleId)")
     assert rule_ids == [rule_id, "review-all", "screening-high-risk"]
     assert json.loads(page.get_by_test_id("policy-json").input_value())["rules"][0]["provenance"]["kind"] == "learned"

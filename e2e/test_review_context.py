@@ -29,7 +29,7 @@ def test_a_hard_delete_shows_the_agents_reason_and_looks_dangerous(page, world):
     expect(page.get_by_test_id("agent-reason")).to_have_text("GDPR erasure <b>request</b>")
     expect(page.get_by_test_id("hard-delete-warning")).to_contain_text("Permanent delete")
     approve = page.get_by_test_id("approve")
-    expect(approve).to_have_class("danger")
+    expect(approve).to_have_class(re.compile(r"\berase\b"))  # unlike Reject (class "reject"), see test_review_page_layout
     expect(approve).to_have_text("Approve permanent delete")
     approve.click()
     expect(page.get_by_test_id("decision-effect")).to_contain_text("1 live memory permanently deleted")
@@ -96,7 +96,8 @@ def test_flag_evidence_is_marked_inside_the_content_with_a_sentence_and_the_sour
     expect(mark).to_have_attribute("data-flag", re.compile(r"\bprompt_injection\b"))
     flag = page.locator('[data-testid="risk-flag"][data-flag="prompt_injection"]')
     expect(flag.get_by_test_id("risk-explanation")).to_contain_text("instructions for later turns")
-    expect(flag.get_by_test_id("risk-evidence").first).to_contain_text("Flagged in the content")
+    evidence = page.locator('[data-testid="flag-evidence"][data-flag="prompt_injection"]')  # below the diff
+    expect(evidence.get_by_test_id("risk-evidence").first).to_contain_text("Flagged in the content")
     expect(page.get_by_test_id("proposed-source")).to_have_text("https://evil.example/<script>")
 
 

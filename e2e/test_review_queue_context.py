@@ -191,7 +191,7 @@ def test_a_row_opened_in_place_warns_as_its_change_page_does(page, world):
 
     erased = _peek(page, erase)
     approve = erased.get_by_test_id("peek-approve")
-    expect(approve).to_have_class(re.compile(r"\bdanger\b"))
+    expect(approve).to_have_class(re.compile(r"\berase\b"))
     expect(approve).to_have_text("Approve permanent delete")
     expect(erased.get_by_test_id("peek-affected")).to_have_count(12)  # every memory it would erase is listed
     expect(erased.get_by_test_id("peek-affected").first).to_have_text("Zack's old note 0 about the <b>shed</b>.")

@@ -19,7 +19,9 @@ def test_an_unrelated_closest_memory_gets_no_word_diff_and_no_both_live_note(pag
     expect(page.get_by_test_id("weak-match")).to_contain_text("below the 0.6 a word diff needs")
     expect(page.get_by_test_id("word-diff")).to_have_count(0)
     expect(page.get_by_test_id("approve-effect")).to_have_text("Approve will add this as a new live memory.")
-    expect(page.get_by_test_id("similar")).to_contain_text(unrelated["id"])
+    # Below the calibrated threshold it is not listed as similar either, only counted.
+    expect(page.locator(f'[data-testid="similar-row"][data-memory-id="{unrelated["id"]}"]')).to_have_count(0)
+    expect(page.get_by_test_id("similar-unlisted")).to_contain_text("1 other live memory below similarity 0.6")
 
 
 def test_a_strong_match_is_diffed_and_choices_are_named_by_content(page, world):

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_single_keyboard_and_bulk_flows_decide_every_change_as_the_ground_truth_says():
-    done = subprocess.run([sys.executable, "-m", "app.bench.reviewer_ui", "--n", "3"],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-m", "app.bench.reviewer_ui", "--n", "3", "--widths", "1366,390"],
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["chromium"].split(".")[0].isdigit() and len(report["load_avg"]) == 3
@@ -31,3 +31,14 @@ def test_single_keyboard_and_bulk_flows_decide_every_change_as_the_ground_truth_
     assert report["keyboard"]["keys_per_decision"] == round((2 + 1 + 3 + (1 + 8 + 2) + 3) / 3, 2)
     # Bulk approves both in one batch and rejects the third: fewer clicks than deciding one by one.
     assert report["bulk"]["clicks_per_decision"] < report["single"]["clicks_per_decision"]
+    # At a desktop's and a phone's width every flow decides as told, and no button it needs on a change
+    # page (Approve, Reject, the risk box, Next) was outside the first screen.
+    assert set(report["widths"]) == {"1366", "390"}
+    for width, at in report["widths"].items():
+        for name in ("single", "keyboard", "bulk"):
+            assert at[name]["mismatches"] == [], (width, name)
+            assert at[name]["decisions"] == 3, (width, name)
+            assert at[name]["buttons_needing_scroll"] == 0, (width, name, at[name]["scrolled"])
+            assert at[name]["seconds_for_20"] > 0, (width, name)
+    assert report["buttons_needing_scroll"] == 0
+    assert len(report["goals"]) == 4  # keyboard and mouse, at each width

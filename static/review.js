@@ -43,6 +43,7 @@
   }
   document.addEventListener("keydown", function (event) {
     if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target)) return;
+    if (document.querySelector("dialog[open]")) return;  // the shortcut help is open (app.js)
     var key = event.key;
     if (key === "j") { move(1); event.preventDefault(); }
     else if (key === "k") { move(-1); event.preventDefault(); }
@@ -99,7 +100,19 @@
     all.disabled = list.length === 0;
     all.checked = list.length > 0 && ticked === list.length;
     all.indeterminate = ticked > 0 && ticked < list.length;
+    var count = document.getElementById("bulk-count");
+    if (count) count.textContent = ticked ? ticked + " selected" : "None selected";
   }
+  // On a phone the filters fold away (unless one is set), so the queue's first row is near the top.
+  function foldFilters() {
+    var filters = document.getElementById("queue-filters");
+    if (filters && !filters.dataset.active && !filters.dataset.folded && window.matchMedia &&
+        window.matchMedia("(max-width: 760px)").matches) {
+      filters.open = false;
+    }
+    if (filters) filters.dataset.folded = "1";
+  }
+  foldFilters();
   document.addEventListener("change", function (event) {
     if (event.target.id === "select-all") {
       boxes().forEach(function (b) { b.checked = event.target.checked; });
@@ -212,8 +225,9 @@
   // again could only fail.
   function decidedElsewhere(target) {
     if (!target || target.id !== "live-banner" || !target.textContent.trim()) return;
+    // The decision's controls, inside its forms or tied to them by a `form` attribute.
     var controls = document.querySelectorAll("#review-body form button, #review-body form input, " +
-      "#review-body form textarea, #review-body form select");
+      "#review-body form textarea, #review-body form select, #review-body [form]");
     Array.prototype.forEach.call(controls, function (el) { el.disabled = true; });
   }
   document.addEventListener("htmx:sseMessage", function (event) {
@@ -226,9 +240,9 @@
   function approvedElsewhere() {
     var body = document.getElementById("review-body");
     if (!body || body.dataset.status !== "pending") return;
-    var started = Array.prototype.some.call(body.querySelectorAll("form input, form textarea, form select"),
+    var started = Array.prototype.some.call(body.querySelectorAll("form input, form textarea, form select, [form]"),
       function (el) {
-        if (el.type === "hidden") return false;
+        if (el.type === "hidden" || el.tagName === "BUTTON") return false;
         if (el.type === "checkbox") return el.checked !== el.defaultChecked;
         if (el.tagName === "SELECT") {
           return Array.prototype.some.call(el.options, function (o) { return o.selected !== o.defaultSelected; });

@@ -13,8 +13,13 @@ Chromium through Playwright:
 - `bulk`: tick the changes to approve in the queue, "Approve selected", read the summary, tick the
   risk confirmation, confirm; then tick the rest, type a reason, "Reject selected".
 
-Each flow reports its decisions, the wall time per decision (median and p95; a bulk batch's time is
-shared by its decisions) and inputs (clicks + keypresses) per decision, and is checked afterwards
+Each flow runs at every width asked for (1366×900 and 390×844 by default: a desktop and a phone)
+and reports its decisions, the wall time per decision (median and p95; a bulk batch's time is
+shared by its decisions), the time 20 decisions take at that pace (the goal: 20 by keyboard within
+20 s, 20 by mouse within 25 s), whether any button the reviewer needs (Approve, Reject, the risk
+confirmation, Next) was outside the first screen of its page, i.e. needed scrolling to reach
+(measured as each page opens and after each decision; the time that measuring takes is left out),
+and inputs (clicks + keypresses) per decision, and is checked afterwards
 through the API: every change has the status the ground truth asked for, and every contradiction
 approved superseded the live fact it contradicts. Mismatches are listed (none are expected).
 
@@ -44,6 +49,17 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 PASSWORD = "bench-reviewer-ui-password"
 REJECT_REASON = "poisoned"
 FLOWS = ("single", "keyboard", "bulk")
+VIEWPORTS = {1366: {"width": 1366, "height": 900}, 390: {"width": 390, "height": 844}}
+GOALS = {"keyboard": 20.0, "single": 25.0}
+"""Seconds 20 decisions may take by keyboard and by mouse (the `single` flow)."""
+# Which of these buttons the page shows outside its first screen (scrolled to the top, as it opens).
+OUT_OF_VIEW = """ids => ids.flatMap(id => {
+  const el = document.querySelector(`[data-testid="${id}"]`);
+  if (!el) return [];
+  const b = el.getBoundingClientRect();
+  const fits = window.scrollY === 0 && b.top >= 0 && b.left >= 0 && b.bottom <= innerHeight && b.right <= innerWidth;
+  return fits ? [] : [id];
+})"""
 TIMEOUT_MS = 30_000
 QUEUE_URL = re.compile(r"/review(\?|$)")
 
@@ -96,6 +112,23 @@ class FlowResult:
     approved: int = 0
     seconds: list[float] = field(default_factory=list)
     inputs: Counter = field(default_factory=Counter)
+    scrolled: list[str] = field(default_factory=list)
+    """A line per button found outside the first screen of a change page ("<change id>: approve")."""
+
+    paused: float = 0.0
+    """Seconds spent measuring the page (left out of the decision times)."""
+
+    def check_fit(self, page, change_id: str, test_ids: tuple[str, ...]) -> None:
+        started = time.perf_counter()
+        self.scrolled += [f"{change_id}: {i}" for i in page.evaluate(OUT_OF_VIEW, list(test_ids))]
+        self.paused += time.perf_counter() - started
+
+    def lap(self, started: float) -> float:
+        """The clock for the next decision: this one's time, measuring left out, is recorded."""
+        now = time.perf_counter()
+        self.seconds.append(now - started - self.paused)
+        self.paused = 0.0
+        return now
 
     def summary(self, mismatches: list[str]) -> dict[str, Any]:
         per = max(self.decisions, 1)
@@ -103,6 +136,9 @@ class FlowResult:
             "decisions": self.decisions, "approved": self.approved, "rejected": self.decisions - self.approved,
             "seconds_per_decision": {"median": round(statistics.median(self.seconds), 3) if self.seconds else 0.0,
                                      "p95": round(percentile(self.seconds, 95), 3)},
+            "seconds_total": round(sum(self.seconds), 2),
+            "seconds_for_20": round(sum(self.seconds) / per * 20, 1),
+            "buttons_needing_scroll": len(self.scrolled), "scrolled": self.scrolled[:10],
             "inputs_per_decision": round((self.inputs.clicks + self.inputs.keys) / per, 2),
             "clicks_per_decision": round(self.inputs.clicks / per, 2),
             "keys_per_decision": round(self.inputs.keys / per, 2),
@@ -213,6 +249,10 @@ def _decided(page, item: Item) -> None:
     page.locator(f'[data-testid="decided"][data-status="{status}"]').wait_for()
 
 
+DECIDING = ("approve", "reject", "confirm-risk")
+"""The buttons (and the risk box) a decision needs on a change page, all in its first screen."""
+
+
 def single_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> FlowResult:
     """Open each change's page, decide it with the mouse, follow "Next"."""
     result = FlowResult()
@@ -222,6 +262,7 @@ def single_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> Flo
     inputs.click(page.get_by_test_id("change-preview").first)
     while result.decisions < len(items):
         item = _on_change(page, items)
+        result.check_fit(page, item.change_id, DECIDING)
         if item.decision == "approve":
             confirm = page.get_by_test_id("confirm-risk")
             if confirm.count():
@@ -232,13 +273,12 @@ def single_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> Flo
             inputs.type(page, REJECT_REASON)
             inputs.click(page.get_by_test_id("reject"))
         _decided(page, item)
+        result.check_fit(page, item.change_id, ("next-change",))
         result.decisions += 1
         result.approved += item.decision == "approve"
         inputs.click(page.get_by_test_id("next-change"))
         _arrived(page, item.change_id, last=result.decisions == len(items))
-        now = time.perf_counter()
-        result.seconds.append(now - started)
-        started = now
+        started = result.lap(started)
     return result
 
 
@@ -254,6 +294,7 @@ def keyboard_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> F
     while result.decisions < len(items):
         item = _on_change(page, items)
         page.get_by_test_id("diff").wait_for()
+        result.check_fit(page, item.change_id, DECIDING)
         if item.decision == "approve":
             if page.get_by_test_id("confirm-risk").count():
                 inputs.press(page, "a")  # moves to the confirmation
@@ -265,13 +306,12 @@ def keyboard_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> F
             inputs.press(page, "Tab")  # to Reject
             inputs.press(page, "Enter")
         _decided(page, item)
+        result.check_fit(page, item.change_id, ("next-change",))
         result.decisions += 1
         result.approved += item.decision == "approve"
         inputs.press(page, "n")
         _arrived(page, item.change_id, last=result.decisions == len(items))
-        now = time.perf_counter()
-        result.seconds.append(now - started)
-        started = now
+        started = result.lap(started)
     return result
 
 
@@ -351,15 +391,20 @@ def _provision(data_dir) -> tuple[str, str, str]:
     return tenant, username, key
 
 
-def run_ui_flows(n: int = 30, flows: tuple[str, ...] = FLOWS) -> dict[str, Any]:
-    """Work `n` seeded pending changes per flow in Chromium as a scripted reviewer (see the module
-    doc) on a server of its own; returns each flow's decisions, seconds and inputs per decision and
-    mismatches found by the API check, with the Chromium version and the load average."""
+def run_ui_flows(n: int = 30, flows: tuple[str, ...] = FLOWS, widths: tuple[int, ...] = (1366, 390)) -> dict[str, Any]:
+    """Work `n` seeded pending changes per flow and width in Chromium as a scripted reviewer (see the
+    module doc) on a server of its own; returns each flow's decisions, seconds and inputs per decision,
+    the time 20 decisions take, buttons that needed scrolling and mismatches found by the API check,
+    per width under "widths" (the first width's also at the top level, as before), with the goals met,
+    the Chromium version and the load average."""
     from playwright.sync_api import sync_playwright
 
     if n < 1:
         raise ValueError("n must be at least 1")
-    report: dict[str, Any] = {"n": n}
+    unknown = [w for w in widths if w not in VIEWPORTS]
+    if unknown or not widths:
+        raise ValueError(f"widths must be among {sorted(VIEWPORTS)}")
+    report: dict[str, Any] = {"n": n, "widths": {}}
     with scratch_dir() as data_dir, serve(data_dir) as server:
         tenant, username, key = _provision(data_dir)
         http = client(server.base_url, key)
@@ -369,21 +414,30 @@ def run_ui_flows(n: int = 30, flows: tuple[str, ...] = FLOWS) -> dict[str, Any]:
                 browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
                 try:
                     report["chromium"] = browser.version
-                    for name in flows:
-                        items = seeder.batch(n)
-                        context = browser.new_context(viewport={"width": 1366, "height": 900})
-                        context.set_default_timeout(TIMEOUT_MS)
-                        try:
-                            page = context.new_page()
-                            _sign_in(page, server.base_url, username)
-                            flow = FLOW_RUNNERS[name](page, server.base_url, tenant, items)
-                        finally:
-                            context.close()
-                        report[name] = {**flow.summary(verify(http, items)), "risk_levels": _risk_levels(http, items)}
+                    for width in widths:
+                        at: dict[str, Any] = {"viewport": VIEWPORTS[width]}
+                        for name in flows:
+                            items = seeder.batch(n)
+                            context = browser.new_context(viewport=VIEWPORTS[width])
+                            context.set_default_timeout(TIMEOUT_MS)
+                            try:
+                                page = context.new_page()
+                                _sign_in(page, server.base_url, username)
+                                flow = FLOW_RUNNERS[name](page, server.base_url, tenant, items)
+                            finally:
+                                context.close()
+                            at[name] = {**flow.summary(verify(http, items)), "risk_levels": _risk_levels(http, items)}
+                        report["widths"][str(width)] = at
                 finally:
                     browser.close()
         finally:
             http.close()
+    first = report["widths"][str(widths[0])]
+    report.update({name: first[name] for name in flows})
+    report["goals"] = {f"{name} @ {width}px: 20 decisions within {limit:g} s": at[name]["seconds_for_20"] <= limit
+                       for width, at in report["widths"].items() for name, limit in GOALS.items() if name in at}
+    report["buttons_needing_scroll"] = sum(at[name].get("buttons_needing_scroll", 0)
+                                           for at in report["widths"].values() for name in flows)
     report["load_avg"] = [round(x, 2) for x in os.getloadavg()]
     return report
 
@@ -392,14 +446,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m app.bench.reviewer_ui", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=30, help="pending changes seeded per flow")
     parser.add_argument("--flows", default=",".join(FLOWS), help="comma-separated: single,keyboard,bulk")
+    parser.add_argument("--widths", default="1366,390", help="comma-separated viewport widths: 1366 (×900), 390 (×844)")
     args = parser.parse_args(argv)
     flows = tuple(f.strip() for f in args.flows.split(",") if f.strip())
     unknown = [f for f in flows if f not in FLOW_RUNNERS]
     if unknown:
         parser.error(f"unknown flows: {', '.join(unknown)}")
-    report = run_ui_flows(args.n, flows)
+    try:
+        widths = tuple(int(w) for w in args.widths.split(",") if w.strip())
+    except ValueError:
+        parser.error("--widths takes numbers, e.g. 1366,390")
+    if not widths or any(w not in VIEWPORTS for w in widths):
+        parser.error(f"--widths must be among {', '.join(map(str, VIEWPORTS))}")
+    report = run_ui_flows(args.n, flows, widths)
     print(json.dumps(report, indent=2))
-    return 1 if any(report[f]["mismatches"] for f in flows) else 0
+    return 1 if any(at[f]["mismatches"] for at in report["widths"].values() for f in flows) else 0
 
 
 if __name__ == "__main__":

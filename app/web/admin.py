@@ -190,11 +190,27 @@ async def suggestions_page(request: Request):
     return await _suggestions_response(request, user, role)
 
 
+def _accepted_rule(ctx, tenant_id: str, rule_id: str | None) -> dict[str, Any] | None:
+    """The rule an accepted suggestion made, as the policy lists it, with where it sits: its position
+    among the rules tried in order (the built-in screening rule last). None when it is not in the policy."""
+    if not rule_id:
+        return None
+    rules = suggestions.rule_list(suggestions.policy_of(ctx, tenant_id))
+    found = next((i for i, r in enumerate(rules) if r["id"] == rule_id and r["provenance"]), None)  # learned only
+    if found is None:
+        return None
+    return {**rules[found], "position": found + 1, "of": len(rules),
+            "before": [r["id"] for r in rules[found + 1:]]}
+
+
 async def _suggestions_response(request: Request, user: Reviewer, role: TenantRole, *, ok: str | None = None,
-                                error: AppError | None = None):
+                                error: AppError | None = None, accepted: str | None = None):
     ctx = request.app.state.ctx
     items = await run_in_threadpool(suggestions.refresh, ctx, role.tenant_id)
+    rule_id = accepted or str(request.query_params.get("accepted", ""))[:128] or None
+    made = await run_in_threadpool(_accepted_rule, ctx, role.tenant_id, rule_id)
     context = {"role": role, "tenants": user.tenants_with("admin"), "tenant_q": quote(role.tenant_name),
+               "accepted_rule": made,
                "suggestions": items, "min_decisions": ctx.settings.suggest_min_decisions,
                "min_days": ctx.settings.suggest_min_days,
                "notes": {"suggestions": {"ok": ok, "error": error}} if (ok or error) else {}}
@@ -212,11 +228,13 @@ def _suggestion_action(kind: str):
                                            suggestion_id=suggestion_id, actor=user.actor)
         except AppError as error:
             return await _suggestions_response(request, user, role, error=error)
-        if not wants_fragment(request):
-            return RedirectResponse(f"/admin/suggestions?tenant={quote(role.tenant_name)}", status_code=303)
+        accepted = done["rule_id"] if kind == "accept" else None
+        if not wants_fragment(request):  # the page it lands on shows the rule made, as the fragment does
+            made = f"&accepted={quote(accepted)}" if accepted else ""
+            return RedirectResponse(f"/admin/suggestions?tenant={quote(role.tenant_name)}{made}", status_code=303)
         ok = (f"Accepted: rule {done['rule_id']} now auto-approves these writes (high-risk ones still go to review)."
               if kind == "accept" else "Dismissed: it returns only if its evidence grows materially.")
-        return await _suggestions_response(request, user, role, ok=ok)
+        return await _suggestions_response(request, user, role, ok=ok, accepted=accepted)
 
     handler.__name__ = f"{kind}_suggestion"
     return handler

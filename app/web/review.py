@@ -31,7 +31,9 @@ from app.web.templating import is_htmx, render, risk_of, tenant_query
 PAGE = 50
 OPERATIONS = ("remember", "forget", "merge", "expire", "workspace_write", "workspace_delete", "quarantine", "revert")
 TYPES = ("semantic", "episodic", "procedural", "emotional")
-SORTS = {"oldest": "Oldest first", "newest": "Newest first", "risk": "Highest risk first"}
+SORTS = {"risk": "Highest risk first", "oldest": "Oldest first", "newest": "Newest first"}
+DEFAULT_SORT = "risk"
+"""The queue opens on what most needs a person: highest risk first, then oldest (kept out of URLs)."""
 RISKS = {"low": "low or higher", "medium": "medium or higher", "high": "high"}
 CHANGE_ID = re.compile(r"^chg_[0-9a-z]{1,64}$")
 
@@ -69,9 +71,9 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
         operation=raw["operation"] if raw["operation"] in OPERATIONS else None,
         memory_type=raw["type"] if raw["type"] in TYPES else None, policy_rule=raw["rule"][:64] or None,
         older_than_minutes=age, min_risk=raw["risk"] if raw["risk"] in RISKS else None,
-        sort=raw["sort"] if raw["sort"] in SORTS else "oldest", overdue=raw["overdue"] == "1")
+        sort=raw["sort"] if raw["sort"] in SORTS else DEFAULT_SORT, overdue=raw["overdue"] == "1")
     shown = {k: v for k, v in raw.items() if v}
-    if shown.get("sort") == "oldest":
+    if shown.get("sort") == DEFAULT_SORT:
         del shown["sort"]  # the default stays out of URLs
     return flt, shown
 
@@ -321,6 +323,26 @@ def highlighted(content: str, flags: list[dict[str, Any]]) -> list[dict[str, Any
     return pieces
 
 
+SIMILAR_MIN_COSINE = STRONG_MATCH_COSINE
+"""The similarity a live memory needs to be listed as similar to a proposed one: the calibrated
+threshold the word diff uses (`memwarden bench diff-match`). Below it a neighbour is not about the
+same thing, and listing it (at 0.02, say) only made reviewers read unrelated memories."""
+
+
+def similar_listed(diff: dict[str, Any] | None, contradicts: str | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The similar live memories worth showing beside a proposed memory, and how many weaker ones are
+    left out. The memory a flagged contradiction or duplicate points at is always shown."""
+    if not diff or diff.get("operation") != "remember":
+        return [], 0
+    similar = diff.get("similar") or []
+    named = {contradicts, ((diff.get("flags") or {}).get("contradiction") or {}).get("memory_id")}
+    if diff.get("strong_match") and diff.get("closest"):
+        named.add(diff["closest"].get("id"))
+    listed = [m for m in similar if m.get("id") in named
+              or (isinstance(m.get("similarity"), (int, float)) and m["similarity"] >= SIMILAR_MIN_COSINE)]
+    return listed, len(similar) - len(listed)
+
+
 def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
     """Everything the change page shows: the change, its live diff, risk flags and what approve would do.
     `shown` is the queue's filter and sort the page was opened with (kept in its links and forms)."""
@@ -334,10 +356,13 @@ def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, 
     change = view["change"]
     # A decided change, opened later, says what its decision did as the page that decided it did.
     result = None if change["status"] == "pending" else {**change, "result": view.get("result") or {}}
+    contradicts = _contradicted(diff, risk)
+    listed, unlisted = similar_listed(diff or decided, contradicts if diff else None)
     context = {"role": role, "view": view, "change": change, "diff": diff, "risk": risk,
+               "similar_listed": listed, "similar_unlisted": unlisted, "similar_min_cosine": SIMILAR_MIN_COSINE,
                "decided_diff": decided, "decided_erased": view.get("decided_erased", False),
                "strong_match_cosine": STRONG_MATCH_COSINE,
-               "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
+               "contradicts": contradicts, "can_decide": role.can("decide"), "message": None,
                "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
                "replaces": (diff or {}).get("replaces") or [],
                "confirm_reasons": (reasons := review.confirmation_reasons(change, diff) if diff else []),

@@ -18,9 +18,9 @@ from starlette.templating import Jinja2Templates
 from app import __version__
 from app.core.diff import reveal_hidden
 from app.core.durations import human_age
-from app.core.screening import EXPLANATIONS
 from app.core.screening.flags import SEVERITIES, level_rank
 from app.paths import TEMPLATES_DIR
+from app.web import flag_text
 
 #: Top-level pages and the role power each needs in at least one tenant (the handlers enforce the same).
 PAGES = (
@@ -50,7 +50,8 @@ def templates() -> Jinja2Templates:
     env.filters["preview"] = preview
     env.filters["label"] = label
     env.globals["risk_of"] = risk_of
-    env.globals["flag_explanation"] = lambda name: EXPLANATIONS.get(str(name), "")
+    env.globals["flag_explanation"] = flag_text.explanation
+    env.globals["flag_summary"] = flag_text.summary
     env.filters["age"] = age
     env.globals["overdue_by"] = overdue_by
     return Jinja2Templates(env=env)
