@@ -151,7 +151,7 @@ def test_no_critical_or_serious_axe_violation_on_any_page_at_1366_and_390(page, 
             page.locator(f'[data-testid="change-row"][data-change-id="{change_id}"]').get_by_test_id(
                 "row-select").check()
         page.get_by_test_id("bulk-approve").click()
-        expect(page.get_by_test_id("confirm-risk")).to_be_visible()
+        expect(page.get_by_test_id("bulk-confirm-item").first).to_be_visible()  # one box per risky change
         check_current(page, world.base_url, f"/review bulk approve plan @ {viewport['width']}px", found)
 
     assert found == {}, "axe-core critical/serious violations:\n" + describe_violations(found)

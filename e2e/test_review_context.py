@@ -31,6 +31,7 @@ def test_a_hard_delete_shows_the_agents_reason_and_looks_dangerous(page, world):
     approve = page.get_by_test_id("approve")
     expect(approve).to_have_class(re.compile(r"\berase\b"))  # unlike Reject (class "reject"), see test_review_page_layout
     expect(approve).to_have_text("Approve permanent delete")
+    page.get_by_test_id("confirm-risk").check()  # a permanent delete is confirmed, whatever its risk
     approve.click()
     expect(page.get_by_test_id("decision-effect")).to_contain_text("1 live memory permanently deleted")
 

@@ -35,6 +35,8 @@ def test_diff_shows_nearest_live_memory_and_approve_makes_it_recallable(page, wo
     expect(diff.locator("ins")).to_contain_text("purple")
     expect(page.get_by_test_id("flag-contradiction")).to_be_visible()
     page.screenshot(path=str(artifacts_dir / "review-diff.png"), full_page=True)
+    if page.get_by_test_id("confirm-risk").count():  # a contradiction's risk may ask for confirmation
+        page.get_by_test_id("confirm-risk").check()
     page.get_by_test_id("approve").click()
     expect(page.get_by_test_id("decided")).to_have_attribute("data-status", "approved")
     assert staged["id"] in [h["id"] for h in world.recall("Alice favourite colour")]

@@ -132,6 +132,7 @@ def test_keeping_both_memories_is_stated_before_and_after_approve(page, world):
     open_change(page, world.base_url, staged["change_id"])
     page.get_by_test_id("keep-both").check()
     expect(page.get_by_test_id("approve-effect")).to_contain_text(f"{old['id']} stays live too, as you chose")
+    page.get_by_test_id("more-choices").locator("summary").click()  # merge is one of the folded choices
     page.get_by_test_id("merge-into").select_option(old["id"])
     expect(page.get_by_test_id("approve-effect")).to_contain_text(f"merge this into {old['id']}")
     page.get_by_test_id("merge-into").select_option("")

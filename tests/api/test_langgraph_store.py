@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("langgraph.store.base")
 
 from memwarden.client import Client  # noqa: E402
-from memwarden.langgraph import MemwardenStore  # noqa: E402
+from memwarden.langgraph import HeldWrite, MemwardenStore  # noqa: E402
 
 
 @pytest.fixture
@@ -59,9 +59,11 @@ def test_put_get_search_delete_through_the_memory_api(clients):
 def test_a_staged_put_is_invisible_until_approved(clients):
     agent, reviewer = clients
     store = MemwardenStore(agent, agent_id="lg-gov", approval_required=True)
-    store.put(("prefs",), "tone", {"content": "Always answer in French."})
+    with pytest.warns(HeldWrite) as held:
+        store.put(("prefs",), "tone", {"content": "Always answer in French."})
     assert store.get(("prefs",), "tone") is None
     (change,) = list(agent.iter_changes(agent_id="lg-gov"))
+    assert held[0].message.change_id == change.id
     reviewer.approve(change.id, reason="user asked for it", confirm_risk=True)
     assert store.get(("prefs",), "tone").value == {"content": "Always answer in French."}
 

@@ -42,7 +42,8 @@ def test_a_hard_deleted_memory_leaves_no_copy_on_the_decided_page(client, make_k
     client.post(f"/v1/changes/{staged['change_id']}/approve", json={}, headers=key)
     erase = client.post("/v1/memories/forget", json={"agent_id": "helper", "ids": [staged["id"]],
                                                      "hard_delete": True, "approval_required": True}, headers=agent)
-    decided = client.post(f"/v1/changes/{erase.json()['change_id']}/approve", json={}, headers=key)
+    decided = client.post(f"/v1/changes/{erase.json()['change_id']}/approve", json={"confirm_risk": True},
+                          headers=key)
     assert decided.status_code == 200, decided.text
     page = client.get(f"/review/{staged['change_id']}")
     assert page.status_code == 200 and "9911" not in page.text
