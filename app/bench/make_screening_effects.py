@@ -1,0 +1,84 @@
+"""Train the per-category heads of ``app.core.screening.effect_heads`` (``data/effect_heads.npz``).
+
+Data: ``app/bench/data/effect_examples.jsonl``, one row per sentence, ``{"text", "effects"}``:
+the categories of effect the sentence would have on an agent that believed it (``directive``,
+``authority``, ``destination``, ``high_impact_fact``, ``trusted_source``, ``command``), or none.
+They were written for these heads as descriptions of each effect in several registers (a chat
+line, a memo, a ticket, a terse note) and languages (English, German, French, Spanish, Italian,
+Portuguese, Dutch, Polish), beside ordinary memories that carry none (preferences, facts,
+appointments, past events, plans, and recurring habits that order nothing). None is copied
+from an attack set, and no held-out set is read.
+
+Each head is one-against-the-rest: its positives are the rows labelled with its category, its
+negatives every other row (other categories included, so a head learns its own effect rather than
+"sounds risky"). Fitting is ``make_screening_exemplars.fit`` (the same logistic regression on
+[unit embedding, hashed words] and the same cross-validated cuts): ``support`` at the share of
+negatives flagged by its ``medium`` cut (6 %), ``alone`` at its ``high`` cut (3 %).
+
+    python -m app.bench.make_screening_effects          # retrain and write the model file
+    python -m app.bench.make_screening_effects --check  # verify the shipped file matches the data
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from app.bench.make_screening_exemplars import embed_all, fit
+from app.core.screening import effects
+from app.core.screening.effect_heads import MODEL, Heads
+
+EXAMPLES = Path(__file__).resolve().parent / "data" / "effect_examples.jsonl"
+
+
+def examples() -> list[dict]:
+    """The labelled sentences (every label checked against ``effects.NAMES``)."""
+    rows = [json.loads(line) for line in EXAMPLES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in rows:
+        unknown = set(row["effects"]) - set(effects.NAMES)
+        if unknown:
+            raise ValueError(f"unknown effect {sorted(unknown)} in {EXAMPLES.name}")
+    return rows
+
+
+def train(embedder=None) -> Heads:
+    """Heads trained on ``examples()`` with the local embedder (or ``embedder``)."""
+    from app.embeddings import LocalMiniLMEmbedder
+
+    embedder = embedder or LocalMiniLMEmbedder()
+    rows = examples()
+    texts = [r["text"] for r in rows]
+    vectors = embed_all(embedder, texts)
+    fitted = [fit(vectors, texts, [name in r["effects"] for r in rows], embedder.name) for name in effects.NAMES]
+    return Heads(effects.NAMES, np.stack([c.weights for c in fitted]), np.stack([c.lexical for c in fitted]),
+                 np.array([c.bias for c in fitted]), np.array([c.medium for c in fitted]),
+                 np.array([c.high for c in fitted]), embedder.name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="verify the shipped heads instead of writing them")
+    args = parser.parse_args(argv)
+    heads = train()
+    if args.check:
+        from app.core.screening import effect_heads
+
+        shipped = effect_heads.load()
+        same = (shipped is not None and shipped.names == heads.names
+                and np.allclose(shipped.weights, heads.weights, atol=1e-4)
+                and np.allclose(shipped.alone, heads.alone, atol=1e-4))
+        print("ok: the shipped heads match their examples" if same else "the shipped heads differ: retrain them")
+        return 0 if same else 1
+    heads.save(MODEL)
+    cuts = ", ".join(f"{n} {s:.2f}/{a:.2f}" for n, s, a in zip(heads.names, heads.support, heads.alone))
+    print(f"trained on {len(examples())} rows -> {MODEL} (support/alone cuts: {cuts})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

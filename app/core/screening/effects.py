@@ -1,0 +1,133 @@
+"""Categories of effect: what a write would change if the agent believed it, whatever its wording.
+
+Attacks on an agent's memory are judged here by what they would do, not by how attacks have
+sounded. Each category is a flag a reviewer and a policy can name:
+
+* ``directive``: a standing directive or a trigger for later turns (a schedule or a condition in
+  the same sentence as an order, or the head reads one);
+* ``authority``: a grant or claim of authority, trust, role, access or approval, or an exemption
+  from a check (the head: this has no structure of its own);
+* ``destination``: somewhere to send data or money (a link, an address, an account, a phone, a
+  path) in the same sentence as an order, or the head reads a destination (a shared sheet, a form);
+* ``high_impact_fact``: payment or bank details, a contact channel (phone, e-mail), a credential,
+  or a safety-critical value (a dose, a limit or threshold with its unit); a link when the head
+  reads it as a contact channel or portal;
+* ``trusted_source``: a designation of trusted, preferred or authoritative sources, or distrust of
+  a legitimate one (the head);
+* ``command``: a tool call or a command to run (shell and SQL shapes; code beside an order or read
+  as one by the head).
+
+The structures are ``app.core.high_impact``'s (one parser per shape, shared with the learned-rule
+guard) plus quantities with a unit (here). The heads are ``effect_heads``. A category raised by
+structure alone is ``low``; confirmed by its head, or raised by a head alone, ``medium``. Severity
+does not decide staging: the policy's provenance baseline stages a category from an untrusted
+origin whatever its severity (``app.core.policy``), so from the user these flags only inform.
+
+Evidence is the structures' spans, or the whole content when a head alone raised the category.
+Only the content is read: tags and metadata values are short labels, which ``protected`` reads.
+Every pattern is bounded and runs once over at most ``high_impact.SCAN_LIMIT`` characters.
+Known limits: the grammar checks read English (other languages lean on the heads); an order with
+no schedule, condition or imperative shape and a meaning the heads miss passes; a user's own
+contacts raise ``high_impact_fact`` (which the provenance default does not stage).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import defaultdict
+from typing import Sequence
+
+from app.core import high_impact
+from app.core.redaction import MARKER_RE
+from app.core.screening import effect_heads
+from app.core.screening.flags import RiskFlag, Span
+
+DIRECTIVE, AUTHORITY, DESTINATION = "directive", "authority", "destination"
+FACT, TRUSTED_SOURCE, COMMAND = "high_impact_fact", "trusted_source", "command"
+NAMES = (DIRECTIVE, AUTHORITY, DESTINATION, FACT, TRUSTED_SOURCE, COMMAND)
+"""Every category, in a fixed order (the heads' order too)."""
+
+STRUCTURE_SCORE = 0.35
+"""The score of a category raised by structure alone (low)."""
+
+#: Where a thing can be reached or sent: the structures a destination or a changed channel is made of.
+REACHABLE = frozenset({"link", "email", "phone", "number", "path"})
+#: Facts an attacker gains by planting: payment details, contact channels, secrets.
+FACT_SHAPES = frozenset({"email", "phone", "number", "credential"})
+_TRIGGERS = frozenset({"schedule", "condition"})
+
+# A quantity with a unit a safe dose, limit or threshold is stated in: medicine, pressure,
+# temperature, voltage. Bounded digit groups; the unit must end the token.
+_QUANTITY = re.compile(
+    r"(?<![\w.])\d{1,6}(?:[.,]\d{1,3})?\s?(?:mg|mcg|µg|μg|ug|ml|mmol|iu|units?|einheiten|unités|unidades|"
+    r"tablets?|drops|bar|psi|kpa|volts?|kv|amps?|°\s?[cf]|degrees)(?![\w])", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?;\n。！？]+(?:\s|$)")
+
+
+def detect(content: str, embedding: Sequence[float] | None = None, embedder: str | None = None,
+           heads: effect_heads.Heads | None = None) -> list[RiskFlag]:
+    """The category flags of one write's content (none, one or several)."""
+    if not content.strip():
+        return []
+    text = content[:high_impact.SCAN_LIMIT]
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    by_kind: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for kind, start, end in high_impact.locate(text):
+        if kind == "credential" and MARKER_RE.fullmatch(text, start, end):
+            continue  # redaction took the secret out: the marker gives an attacker nothing
+        by_kind[kind].append((start, end))
+    for m in _QUANTITY.finditer(text):
+        by_kind["quantity"].append(m.span())
+    sentences: dict[str, dict[int, list[tuple[int, int]]]] = {
+        kind: _by_sentence(spans, ends) for kind, spans in by_kind.items()}
+    found = {
+        DIRECTIVE: _together(sentences, _TRIGGERS, {"imperative"}),
+        DESTINATION: _together(sentences, REACHABLE, {"imperative"}),
+        FACT: [s for kind in FACT_SHAPES | {"quantity"} for s in by_kind.get(kind, ())],
+        COMMAND: [s for kind in ("shell", "sql") for s in by_kind.get(kind, ())]
+        + _together(sentences, {"code"}, {"imperative"}),
+        AUTHORITY: [], TRUSTED_SOURCE: [],
+    }
+    read = effect_heads.read(content, embedding, embedder, heads)
+    loaded = heads or effect_heads.load()
+    flags = []
+    for index, name in enumerate(NAMES):
+        spans = found[name]
+        probability = read.get(name)
+        support = probability is not None and probability >= float(loaded.support[index])
+        alone = probability is not None and probability >= float(loaded.alone[index])
+        if not spans and name == FACT and support and by_kind.get("link"):
+            spans = by_kind["link"]  # a portal or contact page the head reads as a channel
+        if not spans and name == COMMAND and alone and by_kind.get("code"):
+            spans = by_kind["code"]
+        if spans:
+            evidence = tuple(Span("content", s, e) for s, e in spans)
+            if support:
+                flags.append(RiskFlag(name, "medium", max(probability, 0.5), evidence))
+            else:
+                flags.append(RiskFlag(name, "low", STRUCTURE_SCORE, evidence))
+        elif alone:
+            flags.append(RiskFlag(name, "medium", probability, (Span("content", 0, len(content)),)))
+    return flags
+
+
+def _by_sentence(spans: list[tuple[int, int]], ends: list[int]) -> dict[int, list[tuple[int, int]]]:
+    grouped: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for span in spans:
+        grouped[bisect_right(ends, span[0])].append(span)
+    return grouped
+
+
+def _together(sentences: dict[str, dict[int, list[tuple[int, int]]]], first: set[str] | frozenset[str],
+              second: set[str]) -> list[tuple[int, int]]:
+    """Spans of both kinds in every sentence that holds a structure of ``first`` and one of ``second``."""
+    def per_sentence(kinds):
+        merged: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for kind in kinds:
+            for sentence, spans in sentences.get(kind, {}).items():
+                merged[sentence] += spans
+        return merged
+
+    a, b = per_sentence(first), per_sentence(second)
+    return [span for sentence in a.keys() & b.keys() for span in a[sentence] + b[sentence]]
