@@ -110,7 +110,13 @@ def cmd_tenant_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+WRITES_AND_DECIDES = ("this key holds both a write scope (memory:write or workspace:write) and review:decide: it "
+                      "can never approve or reject its own writes (the author of a change never decides it), only "
+                      "other keys'; give writing and deciding a key each")
+
+
 def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
+    from app.core.access import writes_and_decides
     from app.services.apikeys import create_key
     from app.services.tenants import resolve_tenant
 
@@ -122,6 +128,8 @@ def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
           f"agents={','.join(created.key.agents)}"
           + (f" sources={','.join(created.key.sources)}" if created.key.sources else "")
           + (f" owner={created.key.owner_user_id}" if created.key.owner_user_id else ""))
+    if writes_and_decides(created.key.scopes):
+        print(f"warning: {WRITES_AND_DECIDES}", file=sys.stderr)
     if "review:decide" in created.key.scopes and not created.key.owner_user_id:
         print("warning: this key has review:decide and no owner (--owner): its approvals of changes that need "
               "two approvals cannot be tied to a person, so one person holding it and a sign-in (or another "
@@ -132,6 +140,7 @@ def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_apikey_list(args: argparse.Namespace, settings: Settings) -> int:
+    from app.core.access import writes_and_decides
     from app.services.apikeys import list_keys
     from app.services.tenants import resolve_tenant
 
@@ -141,6 +150,8 @@ def cmd_apikey_list(args: argparse.Namespace, settings: Settings) -> int:
         state = "revoked" if key.revoked_at else "active"
         owner = f"owner={key.owner_user_id}" if key.owner_user_id else "no-owner"
         print(f"{key.id}\t{state}\t{','.join(key.scopes)}\t{','.join(key.agents)}\t{key.name}\t{owner}")
+        if writes_and_decides(key.scopes) and not key.revoked_at:
+            print(f"warning: {key.id}: {WRITES_AND_DECIDES}", file=sys.stderr)
     return 0
 
 

@@ -197,7 +197,15 @@ class Settings:
         "Bearer token a Prometheus scraper sends to `GET /metrics`; unset, `/metrics` is off (404).")
     suggest_min_decisions: int = _setting(
         "MEMWARDEN_SUGGEST_MIN_DECISIONS", 20,
-        "Consistent human decisions (and no contrary one) a pattern needs before it is suggested as a policy rule.")
+        "Distinct occasions (batches) of consistent human approvals, and no contrary decision, a pattern needs "
+        "before it is suggested as a policy rule.")
+    suggest_min_days: int = _setting(
+        "MEMWARDEN_SUGGEST_MIN_DAYS", 2,
+        "Distinct days (UTC) those occasions must fall on before a pattern is suggested as a policy rule.")
+    suggest_batch_gap_seconds: float = _setting(
+        "MEMWARDEN_SUGGEST_BATCH_GAP_SECONDS", 30.0,
+        "One person's decisions less than this many seconds apart are one occasion (a bulk action is one piece "
+        "of evidence for a suggested rule, however many rows it approved); 0 makes every decision its own.")
     suggest_window: int = _setting(
         "MEMWARDEN_SUGGEST_WINDOW", 1000,
         "How many of the latest decided changes a suggestion's measured effect is counted over.")

@@ -56,6 +56,13 @@ class PolicyDenied(Forbidden):
     code, status = "policy_denied", 403
 
 
+class OwnChange(Forbidden):
+    """The author of a change (the key that submitted it, or its owner, or the person who submitted
+    it) tried to approve or reject it; nothing is decided (`app.services.duties`)."""
+
+    code, status = "own_change", 403
+
+
 class NotFound(AppError):
     code, status = "not_found", 404
 

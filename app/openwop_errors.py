@@ -27,6 +27,7 @@ REGISTERED: dict[str, tuple[str, int]] = {
     "unauthorized": ("unauthenticated", 401),
     "forbidden": ("forbidden", 403),
     "policy_denied": ("forbidden", 403),
+    "own_change": ("forbidden", 403),
     "not_found": ("not_found", 404),
     "protocol_version_unsupported": ("protocol_version_unsupported", 406),
     "conflict": ("version_conflict", 409),

@@ -1,5 +1,5 @@
 """A queue that learns, in Chromium: an admin accepts a suggestion learned from 20 consistent
-decisions, sees it in the policy's rule list with its provenance, and uses the test box to see
+decisions made on separate occasions over several days, sees it in the policy's rule list with its provenance, and uses the test box to see
 which rule decides a sample write (the learned rule for a benign one, a person's review for a
 risky one)."""
 
@@ -14,6 +14,7 @@ from app.services.apikeys import create_key
 from app.services.tenant_config import set_policy
 from e2e.helpers import ACTOR, sign_in
 from e2e.test_accessibility import AXE_PATH, audit_pages, axe_source, check_current  # noqa: F401 (fixture)
+from tests.spread import spread_decisions
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +33,7 @@ def _twenty_approvals(world):
             change_id = staged.json()["change_id"]
             seen = reviewer.get(f"/v1/changes/{change_id}/diff").json()["diff"]["fingerprint"]
             assert reviewer.post(f"/v1/changes/{change_id}/approve", json={"seen_state": seen}).status_code == 200
+    spread_decisions(world.ctx, world.tenant.id)
 
 
 def test_accept_a_suggestion_then_test_the_rule_list(page, world, axe_source):
@@ -59,13 +61,18 @@ def test_accept_a_suggestion_then_test_the_rule_list(page, world, axe_source):
     assert rule_ids == [rule_id, "review-all", "screening-high-risk"]
     assert json.loads(page.get_by_test_id("policy-json").input_value())["rules"][0]["provenance"]["kind"] == "learned"
 
-    sample = {"operation": "remember", "agent_id": "bot-7", "type": "semantic", "tags": ["faq"], "risk_level": "none"}
+    sample = {"operation": "remember", "agent_id": "bot-1", "type": "semantic", "tags": ["faq"], "risk_level": "none"}
     page.get_by_test_id("policy-sample").fill(json.dumps(sample))
     page.get_by_test_id("policy-test").click()
     result = page.get_by_test_id("policy-test-result")
     expect(result).to_have_attribute("data-rule-id", rule_id)
     expect(result).to_have_attribute("data-action", "allow")
     check_current(page, world.base_url, "/admin with a test result", found)
+
+    # An agent the rule never learned from is not its to approve, whatever the tag.
+    page.get_by_test_id("policy-sample").fill(json.dumps({**sample, "agent_id": "bot-7"}))
+    page.get_by_test_id("policy-test").click()
+    expect(page.get_by_test_id("policy-test-result")).to_have_attribute("data-rule-id", "review-all")
 
     # A high-risk write is never the learned rule's to approve: it goes to a person.
     page.get_by_test_id("policy-sample").fill(json.dumps({**sample, "risk_level": "high"}))

@@ -19,12 +19,12 @@ def _change_id(request: Request) -> str:
 
 async def get_change(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
-        review.get_change, ctx_of(request), principal.tenant_id, _change_id(request), principal.may_act_for))
+        review.get_change_for_key, ctx_of(request), principal, _change_id(request)))
 
 
 async def get_diff(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
-        review.review_view, ctx_of(request), principal.tenant_id, _change_id(request), principal.may_act_for))
+        review.review_view_for_key, ctx_of(request), principal, _change_id(request)))
 
 
 async def list_changes(request: Request, principal: Principal):
@@ -47,9 +47,11 @@ def _decision(kind: str):
                                           supersedes=body.get("supersedes"),
                                           confirm_risk=bool(body.get("confirm_risk")),
                                           memory_ids=tuple(body["memory_ids"]) if "memory_ids" in body else None)
+        change_id = _change_id(request)
         result = await run_in_threadpool(
-            review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=_change_id(request),
-            actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision)
+            review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=change_id,
+            actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision,
+            shown=review.key_shown(request.app.state.ctx, principal, change_id))
         return json_response(result)
 
     handler.__name__ = kind
@@ -66,15 +68,17 @@ routes = [
     ApiRoute("/v1/changes", list_changes, method="GET", summary="Staged changes, oldest first",
              scope="memory:read", request="changes.query", responses={200: "changes.response"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}", get_change, method="GET", summary="One staged change",
-             scope="memory:read", responses={200: "change"}, tag="governance"),
+             scope="memory:read", responses={200: "change"}, tag="governance", reads_memory=True),
     ApiRoute("/v1/changes/{change_id}/diff", get_diff, method="GET",
              summary="The change diffed against live state now, with its fingerprint", scope="memory:read",
-             responses={200: "change-diff.response"}, tag="governance"),
+             responses={200: "change-diff.response"}, tag="governance", reads_memory=True),
     ApiRoute("/v1/changes/{change_id}/withdraw", withdraw, method="POST", summary="Withdraw a pending change",
              scope="memory:write", responses={200: "change"}, tag="governance"),
     ApiRoute("/v1/changes/{change_id}/approve", _decision("approve"), method="POST",
              summary="Approve (a high-risk change needs `confirm_risk`, else 422 `confirmation_required`)",
-             scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance"),
+             scope="review:decide", request="approve.request", responses={200: "change"}, tag="governance",
+             reads_memory=True),  # a stale review's 409 quotes the fresh diff
     ApiRoute("/v1/changes/{change_id}/reject", _decision("reject"), method="POST", summary="Reject",
-             scope="review:decide", request="reject.request", responses={200: "change"}, tag="governance"),
+             scope="review:decide", request="reject.request", responses={200: "change"}, tag="governance",
+             reads_memory=True),
 ]

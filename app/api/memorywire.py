@@ -90,11 +90,12 @@ def _hit(hit: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _mutation(service: Callable, reshape: Callable) -> Callable:
-    """A handler for the write `service` (`memories.forget`…), its answer reshaped by `reshape`."""
+def _mutation(service: Callable, reshape: Callable, **options: Any) -> Callable:
+    """A handler for the write `service` (`memories.forget`…), its answer reshaped by `reshape`;
+    `options` go to the service."""
     async def handler(request: Request, principal: Principal):
         body = await read_json(request, f"{service.__name__}.request")
-        outcome = await run_in_threadpool(service, ctx_of(request), principal, body)
+        outcome = await run_in_threadpool(lambda: service(ctx_of(request), principal, body, **options))
         return json_response(reshape(request, outcome, body))
 
     handler.__name__ = f"memorywire_{service.__name__}"
@@ -109,18 +110,21 @@ async def memorywire_recall(request: Request, principal: Principal):
                           "latency_ms": round(found["latency_ms"])})
 
 
-def _route(verb: str, handler: Callable, summary: str, scope: str) -> ApiRoute:
+def _route(verb: str, handler: Callable, summary: str, scope: str, reads_memory: bool = False) -> ApiRoute:
     """`POST /memorywire/v0/<verb>`: `/v1`'s request schema for the verb, memorywire's answer."""
     return ApiRoute(f"{MEMORYWIRE}{verb}", handler, method="POST", summary=summary, scope=scope,
-                    request=f"{verb}.request", responses={200: f"memorywire-{verb}.response"}, tag="memorywire")
+                    request=f"{verb}.request", responses={200: f"memorywire-{verb}.response"}, tag="memorywire",
+                    reads_memory=reads_memory)
 
 
 routes = [
     _route("remember", _mutation(memories.remember, _remember),
            "memorywire remember: stored, or staged for review (pending_approval)", "memory:write"),
-    _route("recall", memorywire_recall, "memorywire recall (hops boost linked hits)", "memory:read"),
+    _route("recall", memorywire_recall, "memorywire recall (hops boost linked hits)", "memory:read",
+           reads_memory=True),
     _route("forget", _mutation(memories.forget, _forget), "memorywire forget by ids and/or filter", "memory:write"),
-    _route("merge", _mutation(memories.merge, _merge), "memorywire merge duplicates into a canonical memory",
-           "memory:write"),
+    # memorywire's merge answer names no content, so it is no read (`memories.merge`).
+    _route("merge", _mutation(memories.merge, _merge, shows_content=False),
+           "memorywire merge duplicates into a canonical memory", "memory:write"),
     _route("expire", _mutation(memories.expire, _expire), "memorywire expire by a TTL policy", "memory:write"),
 ]

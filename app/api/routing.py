@@ -45,6 +45,12 @@ class Operation:
     """Accepts `Idempotency-Key`: a retry replays the first answer (every write and decision)."""
     headers: tuple[str, ...] = ()
     """Request headers the endpoint reads (documented in OpenAPI, see `app.api.openapi`)."""
+    reads_memory: bool = False
+    """Can answer live memory content (or a workspace file's) other than what the request itself
+    wrote: its service takes it from the key's read budget and records it in the read audit
+    (`app.services.read_budgets.account`). `tests/api/test_read_routes.py` drives every route: a
+    declared one must refuse a spent budget and record what it answers; any other must never
+    answer seeded content."""
 
 
 async def note_key_write(ctx: AppContext, principal: Principal | None) -> None:
@@ -73,7 +79,7 @@ class ApiRoute(Route):
     def __init__(self, path: str, handler: Handler, *, method: str, summary: str, scope: str | None,
                  request: str | None = None, responses: dict[int, Any] | None = None, tag: str = "memory",
                  public: bool = False, idempotent: bool | None = None, headers: tuple[str, ...] = (),
-                 ids: dict[str, str] | None = None, one_hop: bool = False):
+                 ids: dict[str, str] | None = None, one_hop: bool = False, reads_memory: bool = False):
         """`ids`: path parameters that only ever hold a `prefix_…` id (param → prefix). The route
         does not match other values, so `/v1/memories/recall` is the recall route's path alone
         (405 with `Allow: POST` for a GET), not a memory called "recall".
@@ -82,10 +88,11 @@ class ApiRoute(Route):
         key's verification to it (`DEFERRED_AUTH` in the request's state): it verifies the key, checks `scope`
         and runs its service in one trip to the thread pool instead of two."""
         self.ids = dict(ids or {})
+        self.reads_memory = reads_memory
         idempotent = method in {"POST", "PUT", "PATCH", "DELETE"} if idempotent is None else idempotent
         writes = method != "GET" and not (scope or "").endswith(":read")  # recall is a POST that reads
         self.operation = Operation(method, path, summary, scope, request, responses or {}, tag, public, idempotent,
-                                   headers)
+                                   headers, reads_memory)
 
         async def endpoint(req: Request) -> Response:
             principal = req.scope.get("state", {}).get("principal")

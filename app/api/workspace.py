@@ -71,7 +71,7 @@ routes = [
              tag="workspace"),
     ApiRoute(FILE, get_file, method="GET", summary="Read a workspace file (current, a version, or a snapshot)",
              scope="workspace:read", request="workspace-get.query", responses={200: "workspace-file"},
-             tag="workspace"),
+             tag="workspace", reads_memory=True),
     ApiRoute(FILE, put_file, method="PUT", summary="Create (201) or replace (200) a file, or stage it (202)",
              scope="workspace:write", request="workspace-put.request",
              responses={200: "workspace-file", 201: "workspace-file", 202: "workspace-pending.response"},

@@ -222,11 +222,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
             owner = create_user(ctx, username="hotpath-reviewer", password="hotpath-bench-password",
                                 tenant_id=tenant.id, role="reviewer", actor=common.BENCH_ACTOR).id
-        token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide",
-                           actor=common.BENCH_ACTOR, owner=owner).token
+        # The agent's key writes and a reviewer's key approves: the author of a change never decides it.
+        token = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", actor=common.BENCH_ACTOR).token
+        decider = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,review:decide",
+                             actor=common.BENCH_ACTOR, owner=owner).token
         headers = {"Authorization": f"Bearer {token}"}
         app = create_app(ctx.settings, ctx=ctx)
-        result, profiler, (embed_cpu, screen_cpu) = asyncio.run(_drive(app, ctx, headers, counter, args))
+        result, profiler, (embed_cpu, screen_cpu) = asyncio.run(
+            _drive(app, ctx, headers, {"Authorization": f"Bearer {decider}"}, counter, args))
     floor = result.pop("floor")
     report = {
         "benchmark": "hotpath",
@@ -254,8 +257,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
-async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, args: argparse.Namespace):
-    """Warm up, then time `args.requests` remembers and recalls, one at a time like one agent would."""
+async def _drive(app, ctx, headers: dict[str, str], reviewer: dict[str, str], counter: StatementCounter,
+                 args: argparse.Namespace):
+    """Warm up, then time `args.requests` remembers and recalls, one at a time like one agent would,
+    and approvals of staged remembers by `reviewer` (another key than the agent's `headers`)."""
     import anyio.to_thread
     import httpx
 
@@ -285,7 +290,7 @@ async def _drive(app, ctx, headers: dict[str, str], counter: StatementCounter, a
             staged.append(response.json()["change_id"])
 
         async def approve(i: int) -> None:
-            response = await http.post(f"/v1/changes/{staged.pop()}/approve", json={})
+            response = await http.post(f"/v1/changes/{staged.pop()}/approve", json={}, headers=reviewer)
             assert response.status_code == 200, response.text
 
         for i in range(args.warmup):  # model, pool, plan caches, per-tenant caches

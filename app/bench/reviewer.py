@@ -132,7 +132,10 @@ def run(args: argparse.Namespace, settings) -> int:
     load_before = [round(x, 2) for x in os.getloadavg()]
     rows = stream(args.writes, args.poisoned_share, args.seed)
     half = len(rows) // 2
-    extra = {"MEMWARDEN_SUGGEST_MIN_DECISIONS": str(args.min_decisions), "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
+    # The replay compresses days of reviewing into seconds, one write at a time: each scripted decision
+    # stands for its own occasion (a batch gap of 0) and one day is enough, or nothing would be learned.
+    extra = {"MEMWARDEN_SUGGEST_MIN_DECISIONS": str(args.min_decisions), "MEMWARDEN_SUGGEST_MIN_DAYS": "1",
+             "MEMWARDEN_SUGGEST_BATCH_GAP_SECONDS": "0", "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
              "MEMWARDEN_READ_BUDGET_PER_KEY": "0"}
     with scratch_dir(args.data_dir) as data_dir, serve(data_dir, env={**clean_env(data_dir), **extra}) as server:
         cli(data_dir, "tenant", "create", "bench")

@@ -63,6 +63,16 @@ def normalise_scopes(raw: str | list[str]) -> list[str]:
     return sorted(set(items), key=SCOPES.index)
 
 
+WRITE_SCOPES = ("memory:write", "workspace:write")
+"""The scopes whose writes a policy may stage for review."""
+
+
+def writes_and_decides(scopes) -> bool:
+    """Whether a key holds a write scope and `review:decide`. Such a key can never decide its own
+    writes (`app.services.duties`), only others': one key per duty is the clearer split."""
+    return "review:decide" in scopes and any(scope in scopes for scope in WRITE_SCOPES)
+
+
 def normalise_agents(raw: str | list[str] | None) -> list[str]:
     items = [a.strip() for a in (raw.split(",") if isinstance(raw, str) else (raw or ["*"])) if a.strip()]
     bad = [a for a in items if not AGENT_GLOB.match(a)]

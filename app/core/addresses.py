@@ -10,6 +10,12 @@ through to a resolver that then connects to loopback.
 CGNAT, multicast, reserved, documentation, unspecified) and any IPv6 address that carries an IPv4
 address the network may translate to (IPv4-mapped, IPv4-compatible, SIIT, NAT64, 6to4, Teredo)
 when the IPv4 inside is denied.
+
+`is_never_reachable` is what stays denied when an operator allows private targets: link-local
+(where cloud metadata services answer, 169.254.169.254 and fd00:ec2::254's fe80 kin), unspecified,
+multicast and reserved addresses. A store or receiver on the operator's own network lives on
+loopback or a private range, never there, so allowing private targets never opens the metadata
+service to a tenant's URL.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ _DENIED_V6 = tuple(ipaddress.IPv6Network(n) for n in (
     "::/96",  # unspecified, loopback and the deprecated IPv4-compatible ::a.b.c.d
     "64:ff9b:1::/48",  # local-use NAT64: its translator sits in the operator's network
     "100::/64", "2001::/23", "2001:db8::/32", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8"))
+_NEVER_V4 = tuple(ipaddress.IPv4Network(n) for n in (
+    "0.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4"))
+_NEVER_V6 = tuple(ipaddress.IPv6Network(n) for n in ("::/128", "fe80::/10", "fec0::/10", "ff00::/8"))
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _SIIT = ipaddress.IPv6Network("::ffff:0:0:0/96")
 
@@ -104,3 +113,12 @@ def is_denied(address: IPAddress) -> bool:
         return True
     # A translated address stands or falls by the IPv4 inside; anything else must be global.
     return not inner and not address.is_global
+
+
+def is_never_reachable(address: IPAddress) -> bool:
+    """Whether `address` stays denied even where private targets are allowed (see the docstring)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return any(address in network for network in _NEVER_V4)
+    if any(is_never_reachable(v4) for v4 in embedded_ipv4(address)):
+        return True
+    return any(address in network for network in _NEVER_V6)

@@ -16,8 +16,14 @@ it never waives the screening baseline (a write the baseline would stage is
 staged even when a learned allow rule matches), never overrides a deny rule
 listed after it, and never waives a hand-written rule that asks for two or more
 approvals (a two-person rule: a person decided one reviewer is not enough, so a
-learned rule cannot make it none). That guard lives here, in evaluation, so no
-path can skip it.
+learned rule cannot make it none), applies only to the agents it lists one by one
+(a learned rule with no agents, or with a wildcard, is passed over), and never
+approves a write whose content has
+high-impact structure (a link, an address, a number, a command, a secret-like
+token or a standing instruction: ``app.core.high_impact``), since screening may
+have missed what such a write asks for. A learned rule passed over for its
+agents or its content is skipped, not obeyed: the rules after it decide, as they
+would have without it. That guard lives here, in evaluation, so no path can skip it.
 
 A second built-in rule, the **category baseline**, follows: a memory write (``remember``) whose
 screening raised a category of effect (``app.core.screening.CATEGORY_NAMES``: directive,
@@ -51,6 +57,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from jsonschema import Draft202012Validator
 
+from app.core import high_impact
 from app.core.screening import CATEGORY_NAMES, LEVELS, level_rank, provenance
 from app.paths import SCHEMAS_DIR
 
@@ -78,7 +85,7 @@ _LARGE_REPEAT = 10
 
 # Canonical order of match conditions in `to_doc` (also the schema's order).
 _MATCH_KEYS = (
-    "operations", "types", "agents", "sources", "tags_any", "content_pattern",
+    "operations", "types", "agents", "sources", "has_source", "tags_any", "tags_within", "content_pattern",
     "confidence_below", "hard_delete", "rows_affected_above", "paths", "risk_flags", "risk_at_least",
     "risk_at_most",
 )
@@ -146,7 +153,11 @@ class Match:
     types: tuple[str, ...] | None = None
     agents: tuple[str, ...] | None = None
     sources: tuple[str, ...] | None = None
+    has_source: bool | None = None
+    """Matches when the write names a source (true) or names none (false)."""
     tags_any: tuple[str, ...] | None = None
+    tags_within: tuple[str, ...] | None = None
+    """Matches when every tag the write carries is one of these (``()``: only a write with no tags)."""
     content_pattern: str | None = None
     confidence_below: float | None = None
     hard_delete: bool | None = None
@@ -166,6 +177,7 @@ class Match:
         compiled["operations"] = _frozen(self.operations)
         compiled["types"] = _frozen(self.types)
         compiled["tags_any"] = _frozen(self.tags_any)
+        compiled["tags_within"] = _frozen(self.tags_within)
         compiled["risk_flags"] = _frozen(self.risk_flags)
         compiled["risk_rank"] = None if self.risk_at_least is None else level_rank(self.risk_at_least)
         compiled["risk_max"] = None if self.risk_at_most is None else level_rank(self.risk_at_most)
@@ -184,7 +196,8 @@ class Match:
 
         return cls(
             operations=tup("operations"), types=tup("types"), agents=tup("agents"),
-            sources=tup("sources"), tags_any=tup("tags_any"),
+            sources=tup("sources"), has_source=doc.get("has_source"), tags_any=tup("tags_any"),
+            tags_within=tup("tags_within"),
             content_pattern=doc.get("content_pattern"),
             confidence_below=doc.get("confidence_below"), hard_delete=doc.get("hard_delete"),
             rows_affected_above=doc.get("rows_affected_above"), paths=tup("paths"),
@@ -219,6 +232,10 @@ class Match:
         if c["types"] is not None and req.type not in c["types"]:
             return False
         if c["tags_any"] is not None and c["tags_any"].isdisjoint(req.tags):
+            return False
+        if c["tags_within"] is not None and not c["tags_within"].issuperset(req.tags):
+            return False
+        if self.has_source is not None and (req.source is not None) != self.has_source:
             return False
         if c["risk_flags"] is not None and c["risk_flags"].isdisjoint(req.risk_flags):
             return False
@@ -382,6 +399,17 @@ class Policy:
                     trace.append({"rule": overruling.id, "action": overruling.action,
                                   "learned": overruling.learned, "outcome": "decided"})
                     break
+                if not _names_its_agents(rule.match):
+                    # A learned rule stored before rules named their agents, or widened by hand to a
+                    # glob: what it was learned from says nothing about other agents.
+                    step["outcome"] = "passed over: a learned rule applies only to the agents it names exactly"
+                    continue
+                found = high_impact.features(req.content) if rule.action == "allow" else ()
+                if found:
+                    # Not a decision: the rules after it decide, as they would have without it.
+                    step["outcome"] = (f"passed over: the write carries {high_impact.describe(found)}, "
+                                       "which a learned rule never approves")
+                    continue
             decision = rule.decision()
             break
         if req.approval_required and decision.action == "allow":
@@ -408,6 +436,15 @@ def _learned_overruled_by(later: Sequence[Rule], req: WriteRequest, category: Ru
         if rule.enabled and not rule.learned and _binding(rule) and rule.match.matches(req):
             return rule
     return None
+
+
+_LITERAL_GLOB = re.compile(r"(?:[^*?\[]|\[[*?\[]\])+")
+"""An fnmatch pattern that matches one string only (``app.core.policy_learning.literal_glob``)."""
+
+
+def _names_its_agents(match: Match) -> bool:
+    """Whether a match lists its agents one by one (no wildcard): what a learned rule must do."""
+    return bool(match.agents) and all(_LITERAL_GLOB.fullmatch(g) for g in match.agents)
 
 
 def _binding(rule: Rule) -> bool:

@@ -1,12 +1,25 @@
-"""Policy rules learned from a tenant's own review decisions (issue 22 item 6). Pure: no database.
+"""Policy rules learned from a tenant's own review decisions. Pure: no database.
 
-A *pattern* is a conjunction of facts a staged ``remember`` carried: its agent, type, source, one
-of its tags, and a screening-risk ceiling. A pattern is suggested as an auto-approve rule when at
-least ``min_decisions`` writes matching it were approved by a person and none matching it was
-rejected. Patterns that a more general suggested pattern already covers are left out, so the
-list stays short. The screening ceiling is ``RISK_CEILING`` (``none``: a learned rule approves
-only writes screening raised no flag on), and the evaluation of a learned rule
-(``app.core.policy.Policy.explain``) refuses to let it waive the high-risk baseline anyway.
+A suggested rule is never broader than the approvals it was learned from. Its match names the
+exact agents those writes came from (literal ids, no glob), the memory types they had, the tags
+they carried (a write with a tag none of them carried is not covered; one with none is not
+covered when all of them had tags) and whether they named a source (and which). A tag or a
+source the writer chooses is no evidence about another agent, so every rule names its agents.
+
+Candidate rules are found by grouping the approvals around one anchor (an agent, a tag, or an
+agent with a tag), optionally with one type, and with or without a source; the match is then
+built from what the group's writes carried. A group becomes a suggestion when:
+
+- its approvals were made on at least ``min_events`` distinct occasions on at least ``min_days``
+  distinct days (UTC). An occasion is a batch: one person's decisions less than the batch gap
+  apart (``batches``), so one bulk action is one piece of evidence, however many rows it approved;
+- no person rejected a write the rule would match;
+- it is not redundant: its approvals are not all behind a suggestion already kept.
+
+Only approvals of writes screening raised no flag on count (``RISK_CEILING``), and the
+evaluation of a learned rule (``app.core.policy.Policy.explain``) adds what a person's approval
+cannot vouch for: it never waives the high-risk baseline, and it never approves a write carrying
+high-impact structure (``app.core.high_impact``), since screening's silence is no proof.
 
 Each suggestion carries its measured effect on the latest decisions (``measure``): how many of
 them it would have auto-approved, and how many of those were later rejected, reverted, forgotten
@@ -18,7 +31,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Protocol, Sequence
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 from app.core.ids import format_id
 from app.core.policy import SCREENING_BASELINE, Match, Policy, Rule, WriteRequest
@@ -30,8 +44,11 @@ from app.core.screening import LEVELS, level_rank
 RISK_CEILING = "none"
 MAX_SUGGESTIONS = 50
 _GLOB_SPECIALS = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
-# Per condition, the longest value the policy schema admits.
-_MAX_GLOB, _MAX_TAG = 256, 128
+# Per condition, the longest value and the most values the policy schema admits.
+_MAX_GLOB, _MAX_TAG, _MAX_VALUES = 256, 128, 64
+CONTENT_CLAUSE = ("only writes screening raised no flag on and that carry no link, address, number, command "
+                  "or standing instruction")
+"""What every learned rule leaves to a person, in the words its description uses."""
 
 
 class Decided(Protocol):
@@ -48,12 +65,25 @@ class Decided(Protocol):
 
 
 @dataclass(frozen=True)
+class Occasion:
+    """When a decision was made: its batch (one person's run of decisions) and its UTC day."""
+
+    batch: int
+    day: str | None
+
+
+@dataclass(frozen=True)
 class Suggested:
     """One suggested auto-approve rule: its ``match`` document and the decisions behind it."""
 
     id: str
     match: dict[str, Any]
     approved: int
+    """Approvals behind it."""
+    events: int
+    """Distinct occasions (batches) those approvals were made on."""
+    days: int
+    """Distinct days those occasions fell on."""
     description: str
 
     @property
@@ -77,97 +107,150 @@ def rule_id_for(suggestion: str) -> str:
     return "learned-" + suggestion.removeprefix("sug_")[:16]
 
 
+def batches(decided: Sequence[tuple[str | None, datetime | None]], gap_seconds: float) -> list[Occasion]:
+    """The occasion of each ``(decided_by, decided_at)``, in the same order. One decider's decisions
+    less than ``gap_seconds`` apart chain into one batch: a bulk action decides its rows back to
+    back, so it is one occasion however many it approved. A decision with no time is a batch of its
+    own on no day (it adds no spread in time)."""
+    order = sorted(range(len(decided)), key=lambda i: (decided[i][0] or "", decided[i][1] is None,
+                                                       decided[i][1] or datetime.min.replace(tzinfo=timezone.utc)))
+    out: list[Occasion | None] = [None] * len(decided)
+    batch, last = -1, None
+    for i in order:
+        by, at = decided[i]
+        if at is None or last is None or last[0] != by or (at - last[1]).total_seconds() >= gap_seconds:
+            batch += 1
+        last = (by, at) if at is not None else None
+        out[i] = Occasion(batch, None if at is None else _utc(at).date().isoformat())
+    return out  # type: ignore[return-value]
+
+
+def _utc(at: datetime) -> datetime:
+    return at.replace(tzinfo=timezone.utc) if at.tzinfo is None else at.astimezone(timezone.utc)
+
+
 def _rank(level: str | None) -> int:
     return level_rank(level) if level in LEVELS else 0
 
 
-def _base_patterns(d: Decided) -> Iterable[tuple[tuple[str, str], ...]]:
-    """Every pattern (sorted (condition, value) pairs) this decision belongs to. Each names an
-    agent, a source or a tag: a type alone would be far too broad to learn from."""
-    agent = d.agent_id if d.agent_id and len(d.agent_id) <= _MAX_GLOB else None
-    source = d.source if d.source and len(d.source) <= _MAX_GLOB else None
-    tags = sorted({t for t in d.tags if t and len(t) <= _MAX_TAG})
-    anchors: list[tuple[str, str]] = []
-    if agent:
-        anchors.append(("agents", agent))
-    if source:
-        anchors.append(("sources", source))
-    anchors += [("tags_any", tag) for tag in tags]
+def _learnable(d: Decided) -> bool:
+    """Whether an approval can be evidence: clean, and every fact of it expressible in a match."""
+    return (d.status == "approved" and _rank(d.risk_level) <= level_rank(RISK_CEILING) and bool(d.type)
+            and bool(d.agent_id) and len(d.agent_id) <= _MAX_GLOB
+            and (d.source is None or 0 < len(d.source) <= _MAX_GLOB)
+            and all(t and len(t) <= _MAX_TAG for t in d.tags))
+
+
+def _groups(d: Decided) -> Iterable[tuple[tuple[str, str], ...]]:
+    """The groups (sorted (condition, value) pairs) an approval belongs to: each is anchored on its
+    agent, one of its tags, or both, with or without its type, and always with whether it named a
+    source (a group never mixes writes with and without one)."""
+    source = ("has_source", "yes" if d.source is not None else "no")
+    anchors: list[tuple[tuple[str, str], ...]] = [(("agent", d.agent_id),)]
+    for tag in sorted(set(d.tags)):
+        anchors += [(("tag", tag),), (("agent", d.agent_id), ("tag", tag))]
     for anchor in anchors:
-        yield (anchor,)
-        if d.type:
-            yield tuple(sorted((anchor, ("types", d.type))))
-    if agent:
-        for other in anchors[1:]:
-            yield tuple(sorted((("agents", agent), other)))
+        yield tuple(sorted((*anchor, source)))
+        yield tuple(sorted((*anchor, source, ("type", d.type))))
 
 
-def _match_doc(pattern: tuple[tuple[str, str], ...], ceiling: int) -> dict[str, Any]:
-    doc: dict[str, Any] = {"operations": ["remember"]}
-    for key, value in pattern:
-        doc[key] = [literal_glob(value) if key in ("agents", "sources") else value]
-    doc["risk_at_most"] = LEVELS[ceiling]
-    return doc
+def _match_doc(group: tuple[tuple[str, str], ...], writes: Sequence[Decided]) -> dict[str, Any] | None:
+    """The narrowest match covering ``writes``; None when it would name more values than a rule may."""
+    keys = dict(group)
+    agents = sorted({literal_glob(d.agent_id) for d in writes})
+    seen_tags = sorted({t for d in writes for t in d.tags})
+    sources = sorted({literal_glob(d.source) for d in writes if d.source is not None})
+    if max(len(agents), len(seen_tags), len(sources)) > _MAX_VALUES:
+        return None
+    doc: dict[str, Any] = {"operations": ["remember"], "types": sorted({d.type for d in writes}), "agents": agents}
+    if keys["has_source"] == "yes":
+        doc["sources"] = sources
+    else:
+        doc["has_source"] = False
+    if "tag" in keys:
+        doc["tags_any"] = [keys["tag"]]
+    elif all(d.tags for d in writes):
+        doc["tags_any"] = seen_tags
+    doc["tags_within"] = seen_tags
+    doc["risk_at_most"] = RISK_CEILING
+    return Match.from_doc(doc).to_doc()  # the canonical order of conditions
 
 
-def describe(match: dict[str, Any]) -> str:
-    """A plain sentence naming what a learned match covers."""
+def describe(match: dict[str, Any], limit: int | None = None) -> str:
+    """A plain sentence naming exactly what a learned match covers. Past ``limit`` characters (a
+    rule's description is at most 500) long lists are counted instead of named: the rule's match
+    still lists them."""
+    text = _describe(match, lambda key, sep: sep.join(match[key]))
+    if limit is None or len(text) <= limit:
+        return text
+    return _describe(match, lambda key, sep: (sep.join(match[key]) if len(match[key]) == 1
+                                              else f"any of the {len(match[key])} in the rule's match"))[:limit]
+
+
+def _describe(match: dict[str, Any], names: Callable[[str, str], str]) -> str:
     parts = []
-    labels = {"agents": "by agent", "sources": "from source", "tags_any": "tagged", "types": "of type"}
-    for key, label in labels.items():
-        if key in match:
-            parts.append(f"{label} {', '.join(match[key])}")
+    agents = match.get("agents")
+    parts.append(f"by agent{'s' if len(agents) > 1 else ''} {names('agents', ', ')}" if agents else "by any agent")
+    if match.get("types"):
+        parts.append(f"of type {names('types', ' or ')}")
+    if match.get("tags_any"):
+        parts.append(f"tagged {names('tags_any', ' or ')}")
+    if "tags_within" in match:
+        parts.append(f"with no tag other than {names('tags_within', ', ')}" if match["tags_within"] else "with no tags")
+    if match.get("sources"):
+        parts.append(f"from source {names('sources', ', ')}")
+    elif match.get("has_source") is False:
+        parts.append("naming no source")
     risk = match.get("risk_at_most", "none")
-    risk_text = "no screening flags" if risk == "none" else f"screening risk at most {risk}"
-    return f"Auto-approve remembers {' '.join(parts)} with {risk_text}"
+    tail = CONTENT_CLAUSE if risk == "none" else (
+        f"only writes with screening risk at most {risk} and that carry no link, address, number, command or "
+        "standing instruction")
+    return f"Auto-approve remembers {', '.join(parts)}: {tail}"
 
 
-def mine(decisions: Sequence[Decided], min_decisions: int, limit: int = MAX_SUGGESTIONS) -> list[Suggested]:
-    """Auto-approve suggestions supported by at least ``min_decisions`` approvals and no rejection.
-
-    A pattern's risk ceiling is the highest risk among its approvals, lowered below the lowest risk
-    of any rejection it would otherwise match, and never above ``RISK_CEILING``.
-    """
-    ceiling_cap = level_rank(RISK_CEILING)
-    approved: dict[tuple, list[list[int]]] = {}  # pattern -> per risk rank, the approvals' indexes
-    rejected: dict[tuple, list[int]] = {}  # pattern -> per risk rank, how many rejections
+def mine(decisions: Sequence[Decided], occasions: Sequence[Occasion], *, min_events: int, min_days: int,
+         limit: int = MAX_SUGGESTIONS) -> list[Suggested]:
+    """Auto-approve suggestions whose approvals span ``min_events`` occasions on ``min_days`` days
+    and which no rejection contradicts. ``occasions[i]`` is when ``decisions[i]`` was made."""
+    if len(occasions) != len(decisions):
+        raise ValueError("one occasion per decision")
+    grouped: dict[tuple, list[int]] = {}
+    rejected_by_agent: dict[str, list[WriteRequest]] = {}
     for index, d in enumerate(decisions):
-        if d.status not in ("approved", "rejected"):
+        if d.status == "rejected":
+            rejected_by_agent.setdefault(d.agent_id, []).append(_request(d))
+        elif _learnable(d):
+            for group in _groups(d):
+                grouped.setdefault(group, []).append(index)
+    found: list[tuple[tuple, dict[str, Any], frozenset[int], int, int]] = []
+    for group, indexes in grouped.items():
+        events = len({occasions[i].batch for i in indexes})
+        days = len({occasions[i].day for i in indexes if occasions[i].day is not None})
+        if events < min_events or days < min_days:
             continue
-        rank = _rank(d.risk_level)
-        for pattern in set(_base_patterns(d)):
-            if d.status == "approved":
-                approved.setdefault(pattern, [[] for _ in LEVELS])[rank].append(index)
-            else:
-                rejected.setdefault(pattern, [0] * len(LEVELS))[rank] += 1
-    found: list[tuple[tuple, int, frozenset[int]]] = []
-    for pattern, by_rank in approved.items():
-        contrary = rejected.get(pattern, [0] * len(LEVELS))
-        lowest_contrary = next((r for r, n in enumerate(contrary) if n), len(LEVELS))
-        # The highest risk a person approved below the first rejection, never above the cap.
-        ceiling = max((r for r, ids in enumerate(by_rank) if ids and r < min(lowest_contrary, ceiling_cap + 1)),
-                      default=-1)
-        if ceiling < 0:
+        doc = _match_doc(group, [decisions[i] for i in indexes])
+        if doc is None:
             continue
-        covered = frozenset(i for ids in by_rank[: ceiling + 1] for i in ids)
-        if len(covered) >= min_decisions:
-            found.append((pattern, ceiling, covered))
-    # General, then best supported, patterns first. Drop a pattern a kept one covers (its conditions
-    # ⊆ ours and its ceiling ≥ ours), and one whose every supporting decision a kept one already
-    # rests on (an agent that always writes from one source with one tag would otherwise be
-    # suggested three times).
-    found.sort(key=lambda f: (len(f[0]), -len(f[2]), f[0]))
-    kept: list[tuple[tuple, int, frozenset[int]]] = []
-    for pattern, ceiling, covered in found:
-        if any((set(k) <= set(pattern) and kc >= ceiling) or covered <= kcov for k, kc, kcov in kept):
+        match = Match.from_doc(doc)
+        # Every learned match names its agents, so only those agents' rejections can contradict it.
+        if any(match.matches(r) for agent in {decisions[i].agent_id for i in indexes}
+               for r in rejected_by_agent.get(agent, ())):
             continue
-        kept.append((pattern, ceiling, covered))
-    kept.sort(key=lambda f: (-len(f[2]), len(f[0]), f[0]))
-    out = []
-    for pattern, ceiling, covered in kept[:limit]:
-        doc = _match_doc(pattern, ceiling)
-        out.append(Suggested(suggestion_id(doc), doc, len(covered), describe(doc)))
-    return out
+        found.append((group, doc, frozenset(indexes), events, days))
+    # Fewest anchors, then best supported, first; leave out a group whose every approval a kept one
+    # already rests on (an agent that always writes with one tag would otherwise be suggested thrice).
+    found.sort(key=lambda f: (len(f[0]), -f[3], -len(f[2]), f[0]))
+    kept: list[tuple[tuple, dict[str, Any], frozenset[int], int, int]] = []
+    ids: set[str] = set()
+    for entry in found:
+        sid = suggestion_id(entry[1])
+        if sid in ids or any(entry[2] <= k[2] for k in kept):
+            continue
+        ids.add(sid)
+        kept.append(entry)
+    kept.sort(key=lambda f: (-f[3], -len(f[2]), len(f[0]), f[0]))
+    return [Suggested(suggestion_id(doc), doc, len(covered), events, days, describe(doc))
+            for _group, doc, covered, events, days in kept[:limit]]
 
 
 def _request(d: Decided) -> WriteRequest:

@@ -47,7 +47,7 @@ def _history(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dic
 
 def _change_status(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     change_id = prefixed_id(args["id"], "chg", "change")
-    return review.get_change(ctx, principal.tenant_id, change_id, principal.may_act_for)
+    return review.get_change_for_key(ctx, principal, change_id)
 
 
 TOOLS: tuple[Tool, ...] = (

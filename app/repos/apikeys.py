@@ -113,6 +113,11 @@ def is_active(session: Session, *, tenant_id: str, key_id: str) -> bool:
         ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)) is True
 
 
+def owner_of(session: Session, *, tenant_id: str, key_id: str) -> str | None:
+    """The person the tenant's key belongs to (revoked or not), or None: no owner, or no such key."""
+    return session.scalar(select(ApiKey.owner_user_id).where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id))
+
+
 def active_among(conn: Connection, *, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
     """The (tenant_id, key_id) pairs among `keys` whose key is not revoked."""
     return {tuple(row) for row in conn.execute(select(ApiKey.tenant_id, ApiKey.id).where(

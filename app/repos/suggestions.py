@@ -7,10 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from sqlalchemy import and_, delete, select
+from sqlalchemy import and_, delete, exists, func, literal, or_, select
+from sqlalchemy.dialects.postgresql import JSONB, array
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import column
 
-from app.db.models import Change, Memory, PolicySuggestion
+from app.db.models import ApiKey, Change, Memory, PolicySuggestion
 
 LEARNED_DECIDER_PREFIX = "learned_rule:"
 """`decided_by` of a change a learned rule approved (`learned_rule:<rule id>`)."""
@@ -31,16 +33,33 @@ class DecidedWrite:
     hard_deleted: bool
 
 
+def _decided_by_author():
+    """SQL: whether the change's author took part in its decision — decided it, or gave one of its
+    approvals — as the submitting key itself (`api_key:<id>`), as the person who owns that key
+    (`user:<id>`), or as the person who submitted it signed in. Such decisions were possible before
+    separation of duties was enforced (`app.services.duties`); they are no one else's judgement."""
+    authors = array([literal("api_key:") + func.regexp_replace(Change.submitted_by, "^api_key:", ""),
+                     literal("user:") + ApiKey.owner_user_id, Change.submitted_by])
+    approval = func.jsonb_array_elements(Change.approvals).table_valued(column("value", JSONB)).alias("approval")
+    approved = exists(select(literal(1)).select_from(approval).where(
+        approval.c.value["by"].astext == func.any(authors)).correlate(Change, ApiKey))
+    # An element of `authors` is NULL for a key of no one: `= ANY` is then NULL, not false, when none matches.
+    return or_(func.coalesce(Change.decided_by == func.any(authors), False), approved)
+
+
 def decided_writes(session: Session, *, tenant_id: str, limit: int) -> list[DecidedWrite]:
-    """The tenant's latest `limit` remember changes a person approved or rejected, newest first
-    (decisions made by learned rules are not evidence for more rules)."""
+    """The tenant's latest `limit` remember changes a person approved or rejected, newest first.
+    Decisions made by learned rules are not evidence for more rules, nor are decisions the change's
+    author took part in (`_decided_by_author`): only someone else's review is."""
     stmt = (
         select(Change.id, Change.status, Change.risk_level, Change.agent_id, Memory.type, Memory.source,
                Memory.tags, Memory.status, Memory.hard_deleted)
         .outerjoin(Memory, and_(Memory.tenant_id == Change.tenant_id, Memory.id == Change.memory_ids[1]))
+        .outerjoin(ApiKey, and_(ApiKey.tenant_id == Change.tenant_id, ApiKey.id == Change.submitted_by))
         .where(Change.tenant_id == tenant_id, Change.operation == "remember",
                Change.status.in_(("approved", "rejected")),
-               ~Change.decided_by.startswith(LEARNED_DECIDER_PREFIX, autoescape=True))
+               ~Change.decided_by.startswith(LEARNED_DECIDER_PREFIX, autoescape=True),
+               ~_decided_by_author())
         .order_by(Change.decided_at.desc(), Change.id.desc())
         .limit(limit)
     )

@@ -152,7 +152,10 @@ def queue_previews(ctx: AppContext, tenant_id: str, changes: Sequence[Any]) -> d
             body = str(request.get("content") or "")[:PREVIEW_SOURCE_CHARS]
             text = f"{request.get('path', '?')}: {body}" if change.operation == "workspace_write" \
                 else f"delete {request.get('path', '?')}"
-        previews[change.id] = {"text": text, "type": memory_type}
+        # `quotes`: the live memory whose content the line shows (a read); a staged write's own
+        # content is not one.
+        quotes = target if content is not None and change.operation in ("forget", "merge", "quarantine") else None
+        previews[change.id] = {"text": text, "type": memory_type, "quotes": quotes}
     return previews
 
 

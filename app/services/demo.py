@@ -1,4 +1,5 @@
-"""`memwarden serve --demo`: a demo tenant with live memories, pending changes, a reviewer and a key."""
+"""`memwarden serve --demo`: a demo tenant with live memories, pending changes, a reviewer, the
+reviewer's key and the agent's key that wrote them."""
 
 from __future__ import annotations
 
@@ -47,10 +48,13 @@ def seed_demo(ctx: AppContext) -> str:
             users_repo.set_password_hash(session, user_id=user.id, password_hash=hash_password(password))
         set_role(ctx, user_id=user.id, tenant_id=tenant.id, role="admin", actor=ACTOR)
     admin = find_user(ctx, "demo-admin")
-    # The key decides changes too: owned by demo-admin, its approvals count as that person's.
-    key = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,review:decide,audit:read,events:read,"
-                     "workspace:read,workspace:write", name="demo", actor=ACTOR, owner=admin.id)
-    agent = Principal(tenant.id, key.key.id, frozenset(key.key.scopes), tuple(key.key.agents))
+    # Two keys, as a real tenant should hold them: the agent writes (and the pending changes are
+    # its own), and demo-admin's key decides. A key that did both could never decide its own writes.
+    key = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,review:decide,audit:read,events:read,"
+                     "workspace:read", name="demo", actor=ACTOR, owner=admin.id)
+    writer = create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write,events:read,workspace:read,"
+                        "workspace:write", name="demo-agent", actor=ACTOR)
+    agent = Principal(tenant.id, writer.key.id, frozenset(writer.key.scopes), tuple(writer.key.agents))
     for user_id, content in LIVE:
         memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
                                        "content": content})
@@ -58,4 +62,5 @@ def seed_demo(ctx: AppContext) -> str:
         memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
                                        "content": content, "approval_required": True})
     return (f"demo tenant ready: sign in at /login as demo-admin / {password}\n"
-            f"demo API key (all scopes, owned by demo-admin):\n{key.token}")
+            f"demo reviewer API key (reads and decides, owned by demo-admin):\n{key.token}\n"
+            f"demo agent API key (reads and writes; the pending changes are its own):\n{writer.token}")

@@ -33,8 +33,8 @@ from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import (early_embedding, events, group_commit, integrity, read_budgets, recall_tracking, refs,
-                          screening, staging)
+from app.services import (early_embedding, events, group_commit, integrity, learned_revocation, read_budgets,
+                          recall_tracking, refs, screening, staging)
 from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.context import AppContext
 from app.services.cursors import decode_cursor
@@ -265,8 +265,12 @@ def forget(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outco
 
 
 def apply_forget(ctx: AppContext, session, tenant_id: str, actor: dict, rows: list[Memory], *, hard: bool,
-                 reason: str | None, change_id: str | None = None) -> None:
-    """Forget locked live rows, one audit event each (used directly and when a change is approved)."""
+                 reason: str | None, change_id: str | None = None, cause: str | None = None) -> None:
+    """Forget locked live rows, one audit event each (used directly and when a change is approved).
+    A learned rule that approved one of them revokes itself (`cause`: why they end, by default
+    `hard_deleted` or `forgotten`)."""
+    learned_revocation.revoke_for(ctx, session, tenant_id=tenant_id, memory_ids=[m.id for m in rows],
+                                  cause=cause or ("hard_deleted" if hard else "forgotten"), actor=actor)
     now = utcnow()
     for memory in rows:
         # The columns repo.hard_delete (or repo.end) sets: the state this entry leaves.
@@ -306,8 +310,13 @@ def _stored_request(body: dict[str, Any]) -> dict[str, Any]:
 
 # --- merge ---------------------------------------------------------------------------------------
 
-def merge(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcome:
-    """Collapse duplicates into the canonical memory; duplicates are soft-deleted and linked."""
+def merge(ctx: AppContext, principal: Principal, body: dict[str, Any], *, shows_content: bool = True) -> Outcome:
+    """Collapse duplicates into the canonical memory; duplicates are soft-deleted and linked.
+
+    A merge done now answers the merged memory, whose content is made of every memory merged: with
+    `shows_content` (the caller answers it) that is a read, taken from the budget before anything
+    is merged, so a spent budget refuses the merge (429) rather than answering it. memorywire's
+    answer names no content and passes False."""
     agent_id = body["agent_id"]
     require_agent(principal, agent_id)
     canonical_id, duplicates = body["canonical"], list(dict.fromkeys(body["duplicates"]))
@@ -328,6 +337,9 @@ def merge(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outcom
                 redactions=[])
             return Outcome(202, {"status": "pending", "change_id": change.id, "matched": len(rows),
                                  "review_url": staging.review_url(change.id)}, [canonical_id, *duplicates])
+    if shows_content:
+        read_budgets.account(ctx, principal, operation="merge", agent_id=agent_id,
+                             memory_ids=[canonical_id, *duplicates], query={"canonical": canonical_id})
     merged = plan_merge(rows, canonical_id, strategy)
     embedding = _embed(ctx, merged.content) if merged.reembed else None
     with ctx.db.sessions.begin() as session:

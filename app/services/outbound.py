@@ -12,8 +12,9 @@ witness URL. Resolve, check, pin.
   built by `outbound_client` do not follow redirects at all.
 
 Each kind of target has an operator switch (an environment variable, never a tenant setting) that
-allows private targets, for receivers and stores on the operator's own network; with it on, the
-name is connected to as resolved, unchecked.
+allows private targets, for receivers and stores on the operator's own network. With it on, the
+name is still resolved, checked and pinned, against the shorter list of addresses that are never
+reachable (link-local, where cloud metadata services answer; unspecified; multicast; reserved).
 
 A failure is recorded and shown as a fixed word (`failure_reason`), never as what the other end
 answered: an internal service's error page must not reach a tenant, nor tell it which ports are open.
@@ -30,7 +31,7 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-from app.core.addresses import host_address, is_denied
+from app.core.addresses import host_address, is_denied, is_never_reachable
 
 # A DNS name as httpx leaves it (IDNA names arrive as xn-- labels); `_` is tolerated, as resolvers do.
 _HOSTNAME = re.compile(r"(?=.{1,253}\.?$)[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
@@ -71,6 +72,9 @@ class OutboundRule:
         return cls(settings.oidc_allow_private, "MEMWARDEN_OIDC_ALLOW_PRIVATE")
 
     def refusal(self, host: str) -> str:
+        if self.allow_private:
+            return (f"{host!r} is or resolves to a link-local, unspecified, multicast or reserved address, "
+                    "which no target may be")
         return (f"{host!r} is or resolves to a non-public address; the operator sets {self.switch}=1 "
                 "to allow targets on their own network")
 
@@ -95,7 +99,7 @@ def url_refusal(url: str, rule: OutboundRule) -> tuple[str, str | None]:
     if parsed.userinfo:
         return host, "credentials in the URL are not allowed; authenticate with the signature header instead"
     if rule.allow_private:
-        return host, None
+        return host, rule.refusal(host) if address is not None and is_never_reachable(address) else None
     if address is None:
         hostname = host.rstrip(".").lower()
         if hostname == "localhost" or hostname.endswith(".localhost"):
@@ -112,9 +116,10 @@ def checked_address(host: str, port: int, rule: OutboundRule) -> str:
     """The address to connect to for one request to `host`: its numeric form when it is one, else
     the first address it resolves to, once every address it resolves to passed the rule.
     RefusedAddress when one did not; httpx.ConnectError when the name does not resolve."""
+    refused = is_never_reachable if rule.allow_private else is_denied
     literal = host_address(host)
     if literal is not None:
-        if is_denied(literal):
+        if refused(literal):
             raise RefusedAddress(rule.refusal(host))
         return str(literal)  # the normalised form: no resolver reads `0x7f.1` again
     try:
@@ -122,7 +127,7 @@ def checked_address(host: str, port: int, rule: OutboundRule) -> str:
     except (OSError, UnicodeError, ValueError):  # gaierror is an OSError; ValueError: an embedded NUL
         raise httpx.ConnectError(f"cannot resolve {host!r}") from None
     addresses = [host_address(str(info[4][0])) for info in infos]
-    if not addresses or any(a is None or is_denied(a) for a in addresses):
+    if not addresses or any(a is None or refused(a) for a in addresses):
         raise RefusedAddress(rule.refusal(host))
     return str(addresses[0])
 
@@ -150,8 +155,6 @@ class OutboundTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.raw_host.decode("ascii")  # as resolvers and TLS see it (IDNA as xn--)
-        if self.rule.allow_private:
-            return self._pool(host).handle_request(request)
         try:
             address = checked_address(host, request.url.port or (443 if request.url.scheme == "https" else 80),
                                       self.rule)

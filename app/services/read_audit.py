@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
 
 from app.core.cursor import encode_cursor
 from app.core.ids import new_id
@@ -105,12 +106,17 @@ def new_record(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id
 
 def note_read(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
               agent_id: str | None, operation: str, memory_ids: Sequence[str],
-              query: dict[str, Any] | None = None) -> ReadRecord:
-    """Record one read (see the module docstring for when it reaches the chain)."""
+              query: dict[str, Any] | None = None, session: Session | None = None) -> ReadRecord:
+    """Record one read (see the module docstring for when it reaches the chain). `session`: the
+    caller's own, open on the same outer transaction, which then writes it (rather than one more
+    session) when there is one; otherwise ignored."""
     record = new_record(ctx, tenant_id=tenant_id, actor=actor, key_id=key_id, agent_id=agent_id,
                         operation=operation, memory_ids=memory_ids, query=query)
     if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
-        write_tenant(ctx, tenant_id, [record])  # inside an outer transaction: written in it
+        if session is not None:
+            _write_in(session, ctx, tenant_id, [record], ctx.audit.append)
+        else:
+            write_tenant(ctx, tenant_id, [record])  # inside an outer transaction: written in it
     else:
         recorder(ctx).note(record)
     return record
@@ -128,15 +134,19 @@ def write_tenant(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord])
 
 def _write(ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord], append) -> None:
     with ctx.db.sessions.begin() as session:
-        for record in records:
-            append(session, tenant_id=tenant_id, event_type=EVENT_TYPE, actor=record.actor,
-                   subject={"type": "read", "id": record.id}, data=record.audit_data())
-        rows = [r.row() for r in records]
-        if sends_with_commit(session):  # nothing reads them back: they go out with the COMMIT
-            for sql, params in repo.records_at_commit(rows):
-                insert_with_commit(session, sql, params)
-        else:
-            repo.insert_records(session, rows)
+        _write_in(session, ctx, tenant_id, records, append)
+
+
+def _write_in(session: Session, ctx: AppContext, tenant_id: str, records: Sequence[ReadRecord], append) -> None:
+    for record in records:
+        append(session, tenant_id=tenant_id, event_type=EVENT_TYPE, actor=record.actor,
+               subject={"type": "read", "id": record.id}, data=record.audit_data())
+    rows = [r.row() for r in records]
+    if sends_with_commit(session):  # nothing reads them back: they go out with the COMMIT
+        for sql, params in repo.records_at_commit(rows):
+            insert_with_commit(session, sql, params)
+    else:
+        repo.insert_records(session, rows)
 
 
 def write_batch(ctx: AppContext, records: Sequence[ReadRecord]) -> list[ReadRecord]:

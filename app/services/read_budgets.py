@@ -48,10 +48,11 @@ def budgets_for(ctx: AppContext, principal: Principal) -> dict[str, int]:
             "per_agent": own.get("per_agent", ctx.settings.read_budget_per_agent)}
 
 
-def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Sequence[str], *,
+def take(ctx: AppContext, principal: Principal, agent_id: str | None, memory_ids: Sequence[str], *,
          conn: prepared.Conn | None = None) -> None:
     """Count the memories a read is about to return against the key's and the agent's budgets;
-    raise `ReadBudgetExceeded` (nothing counted) when either would pass its limit. `conn`: the
+    raise `ReadBudgetExceeded` (nothing counted) when either would pass its limit. `agent_id`
+    None (a workspace file, which belongs to no agent): the key's budget only. `conn`: the
     read's own connection to the primary, in autocommit (or in the outer transaction the sessions
     are bound to), which saves a pool checkout; else one is taken."""
     if not memory_ids:
@@ -61,7 +62,7 @@ def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Seque
     if budgets["per_key"] > 0:
         principals.append(f"key:{principal.key_id}")
         limits.append(budgets["per_key"])
-    if budgets["per_agent"] > 0:
+    if budgets["per_agent"] > 0 and agent_id is not None:
         principals.append(f"agent:{agent_id}")
         limits.append(budgets["per_agent"])
     if not principals:
@@ -85,10 +86,11 @@ def take(ctx: AppContext, principal: Principal, agent_id: str, memory_ids: Seque
         headers={"retry-after": str(max(1, math.ceil((end - now).total_seconds())))})
 
 
-def _announce(ctx: AppContext, principal: Principal, agent_id: str, refused: str, limit: int,
+def _announce(ctx: AppContext, principal: Principal, agent_id: str | None, refused: str, limit: int,
               window_start: datetime) -> None:
     """The first refusal of a window: an audit entry, the `read_budget.exceeded` event (webhooks)
-    and the key flagged, in one transaction."""
+    and the key flagged, in one transaction. A read of no agent's memory (a workspace file) has no
+    event: events are about an agent (`agentId`, whom a key's stream may see)."""
     budget = "per_key" if refused.startswith("key:") else "per_agent"
     data: dict[str, Any] = {"budget": budget, "limit": limit, "agent_id": agent_id,
                             "window_start": format_ts(window_start),
@@ -96,13 +98,14 @@ def _announce(ctx: AppContext, principal: Principal, agent_id: str, refused: str
     with ctx.db.sessions.begin() as session:
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="read_budget.exceeded",
                          actor=principal.actor, subject={"type": "api_key", "id": principal.key_id}, data=data)
-        events.emit(session, principal.tenant_id, "read_budget.exceeded", {
-            "keyId": principal.key_id, "agentId": agent_id, "budget": budget, "limit": limit,
-            "windowStart": format_ts(window_start), "windowSeconds": ctx.settings.read_budget_window_seconds})
+        if agent_id is not None:
+            events.emit(session, principal.tenant_id, "read_budget.exceeded", {
+                "keyId": principal.key_id, "agentId": agent_id, "budget": budget, "limit": limit,
+                "windowStart": format_ts(window_start), "windowSeconds": ctx.settings.read_budget_window_seconds})
         repo.flag_key(session, tenant_id=principal.tenant_id, key_id=principal.key_id, at=utcnow())
 
 
-def account(ctx: AppContext, principal: Principal, *, operation: str, agent_id: str, memory_ids: Sequence[str],
+def account(ctx: AppContext, principal: Principal, *, operation: str, agent_id: str | None, memory_ids: Sequence[str],
             query: dict[str, Any] | None = None, conn: prepared.Conn | None = None) -> None:
     """What every read that returns memory calls before answering: take the read budget (429
     when spent), then record the read in the audit chain (`app.services.read_audit`). `conn`: as

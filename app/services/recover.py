@@ -28,7 +28,7 @@ from app.errors import Conflict, ValidationFailed
 from app.repos import memories as memories_repo
 from app.repos import recovery
 from app.repos.recovery import Window
-from app.services import events, staging
+from app.services import events, learned_revocation, staging
 from app.services.audit import actor_label, chain_for
 from app.services.context import AppContext
 from app.services.memories import apply_forget, memory_event, state_record
@@ -187,6 +187,9 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
         submitter = actor_label(actor)
         request = {"recover_id": recover_id, "reason": target.reason, "principal": target.principal_json(),
                    **target.window_json()}
+        # A learned rule that approved any of these writes stops approving before they are pulled back.
+        learned_revocation.revoke_for(ctx, session, tenant_id=tenant_id, memory_ids=[m.id for m in plan.quarantine],
+                                      cause="quarantined", actor=actor)
         quarantined = []
         for memory in plan.quarantine:
             change = staging.stage_change_by(
@@ -267,4 +270,5 @@ def reject(ctx: AppContext, session, change: Change, actor: dict[str, Any], reas
         return
     memory = _locked(session, change)
     if memory.status == "pending":
-        apply_forget(ctx, session, change.tenant_id, actor, [memory], hard=False, reason=reason, change_id=change.id)
+        apply_forget(ctx, session, change.tenant_id, actor, [memory], hard=False, reason=reason, change_id=change.id,
+                     cause="rejected")

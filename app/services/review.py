@@ -3,7 +3,8 @@ and decisions — approve (optionally with edits, merged into or superseding a l
 reject, withdraw — each audited in the decision's own transaction.
 
 Exactly one of two concurrent decisions wins: the change row is locked and its status checked
-under the lock. A decision made on a stale fingerprint of live state is refused (409 stale_review).
+under the lock. A decision made on a stale fingerprint of live state is refused (409 stale_review),
+and one by the change's author on every path (403 own_change, `app.services.duties`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from typing import Any, Callable
 
 from app.core import diff as textdiff
 from app.core import fsm, jsontext
-from app.core.access import agent_allowed
+from app.core.access import Principal, agent_allowed
 from app.core.screening import EXPLANATIONS
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
-from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, ValidationFailed
+from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, OwnChange, ValidationFailed
 from app.observability import metrics
 from app.repos import changes as changes_repo
 from app.repos import memories as repo
@@ -29,7 +30,7 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import compaction, events, recover, tenant_config, workspace
+from app.services import change_reads, compaction, duties, events, recover, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import ROLE_POWERS, Reviewer, TenantRole
@@ -37,6 +38,9 @@ from app.services.users import ROLE_POWERS, Reviewer, TenantRole
 NEIGHBOURS = 5
 
 AgentCheck = Callable[[str], bool]
+Shown = Callable[[str, list[str]], None]
+"""Called with (agent id, memory ids) before a diff quoting those memories is answered: the read's
+accounting (`app.services.change_reads`); raising refuses the answer."""
 
 
 def change_json(change: Change) -> dict[str, Any]:
@@ -102,6 +106,15 @@ def get_change(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCh
         elif change.status == "pending" and change.operation == "remember":
             body["proposed"] = _proposed_fields(_brief(_staged_memory(session, change)))
         return body
+
+
+def get_change_for_key(ctx: AppContext, principal: Principal, change_id: str) -> dict[str, Any]:
+    """`get_change` for an API key: what its decided diff quotes is taken from the key's read budget
+    and recorded (429, nothing answered, when the budget is spent)."""
+    body = get_change(ctx, principal.tenant_id, change_id, principal.may_act_for)
+    change_reads.for_key(ctx, principal, operation="change.get", agent_id=body["agent_id"],
+                         memory_ids=change_reads.shown_in_change(body), change_id=change_id)
+    return body
 
 
 def _proposed_fields(brief: dict[str, Any]) -> dict[str, Any]:
@@ -316,12 +329,44 @@ def _similar_to(session, tenant_id: str, canonical: Memory | None, ids: list[str
     return {m.id: round(s, 4) for m, s in pairs}
 
 
-def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck) -> dict[str, Any]:
-    """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show)."""
+def review_view(ctx: AppContext, tenant_id: str, change_id: str, may_see: AgentCheck,
+                reviewer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A change with its live diff (what the UI and `GET /v1/changes/{id}/diff` show). Given the
+    `reviewer` about to decide (an actor), also `own_change`: whether they are its author."""
     with ctx.db.sessions.begin() as session:
-        view = _view(ctx, session, load_change(session, tenant_id, change_id, may_see))
+        change = load_change(session, tenant_id, change_id, may_see)
+        view = _view(ctx, session, change)
         # A decided change's diff as decided is in `GET /v1/changes/{id}`; this is the live diff only.
-        return {k: v for k, v in view.items() if k in ("change", "diff")}
+        shown = {k: v for k, v in view.items() if k in ("change", "diff")}
+        if reviewer is not None:
+            shown["own_change"] = duties.is_own_change(session, tenant_id, change.submitted_by, reviewer)
+        return shown
+
+
+def review_view_for_key(ctx: AppContext, principal: Principal, change_id: str) -> dict[str, Any]:
+    """`review_view` for an API key: the live memories its diff quotes are taken from the key's read
+    budget and recorded (429, nothing answered, when the budget is spent); the proposed content of
+    a pending write is not a read."""
+    view = review_view(ctx, principal.tenant_id, change_id, principal.may_act_for)
+    change_reads.for_key(ctx, principal, operation="change.diff", agent_id=view["change"]["agent_id"],
+                         memory_ids=change_reads.shown_in_diff(view.get("diff")), change_id=change_id)
+    return view
+
+
+def key_shown(ctx: AppContext, principal: Principal, change_id: str) -> Shown:
+    """The accounting of a diff a key's decision is answered with (a stale review's fresh diff).
+    `ctx`: the app's own, not one bound to an idempotent request's transaction, which the refusal
+    rolls back."""
+    return lambda agent_id, ids: change_reads.for_key(ctx, principal, operation="change.conflict",
+                                                      agent_id=agent_id, memory_ids=ids, change_id=change_id)
+
+
+def shown_on_page(view: dict[str, Any]) -> list[str]:
+    """Ids of the live memories a change page's view quotes (the live diff, or the decided copy)."""
+    if view.get("diff") is not None:
+        return change_reads.shown_in_diff(view["diff"])
+    return change_reads.shown_in_diff(view.get("decided_diff"),
+                                      proposed_is_memory=view["change"]["status"] == "approved")
 
 
 def _view(ctx: AppContext, session, change: Change) -> dict[str, Any]:
@@ -378,16 +423,25 @@ def _require_risk_confirmed(change, request: DecisionRequest) -> None:
 
 @metrics.counts_decisions
 def decide(ctx: AppContext, *, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
-           request: DecisionRequest) -> dict[str, Any]:
-    """Approve or reject a pending change (see module docstring for the guarantees)."""
-    with ctx.db.sessions() as session:
-        result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request)
-        session.commit()
-        return result
+           request: DecisionRequest, shown: Shown | None = None) -> dict[str, Any]:
+    """Approve or reject a pending change (see module docstring for the guarantees). `shown`: the
+    accounting of the fresh diff a stale review is refused with (see `Shown`)."""
+    quoted: list[tuple[str, list[str]]] = []
+    try:
+        with ctx.db.sessions() as session:
+            result = _decide_in(ctx, session, tenant_id, change_id, actor, may_see, request, quoted=quoted)
+            session.commit()
+            return result
+    except Conflict:
+        # Accounted once the decision's transaction is over: its rollback must not take the read with it.
+        if shown is not None and quoted:
+            shown(*quoted[0])
+        raise
 
 
 def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: dict[str, Any], may_see: AgentCheck,
-               request: DecisionRequest, *, operation: str | None = None) -> dict[str, Any]:
+               request: DecisionRequest, *, operation: str | None = None,
+               quoted: list[tuple[str, list[str]]] | None = None) -> dict[str, Any]:
     """Decide in `session`'s transaction (the caller commits); returns the change as decided, with
     its `result`. `operation` is the change's when the caller has read it (the change page has).
 
@@ -405,6 +459,7 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     elif approving and request.seen_state is None:
         # A plain approval: most likely a staged remember that needs no more approvals.
         row = _lock_change_row(session, tenant_id, change_id, may_see)
+        duties.refuse_own_change(session, tenant_id, row.submitted_by, actor)
         _require_risk_confirmed(row, request)
         if row.operation == "remember" and row.approvals_required <= len(row.approvals) + 1:
             return _approve_staged_memory(ctx, session, row, actor, approver, request)
@@ -414,12 +469,15 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
         change = load_change(session, tenant_id, change_id, may_see, lock=True)
     _require_pending(change)
+    duties.refuse_own_change(session, tenant_id, change.submitted_by, actor)
     _require_risk_confirmed(change, request)
     prepared = prepared or _Prepared()
     fresh = None
     if request.seen_state is not None:  # the diff costs a search; only a quoted fingerprint needs it
         fresh = compute_diff(ctx, session, change)
         if request.seen_state != fresh["fingerprint"]:
+            if quoted is not None:  # the refusal quotes the fresh diff: reading it is a read
+                quoted.append((change.agent_id, change_reads.shown_in_diff(fresh)))
             raise Conflict("live state changed since this diff was shown; review the fresh diff",
                            details={"reason": "stale_review", "fingerprint": fresh["fingerprint"],
                                     "diff": fresh})
@@ -472,12 +530,20 @@ class ChangePage:
     """A refused decision: 409 (decided meanwhile, stale review) or 422 confirmation_required."""
     approved_by_you: bool = False
     """The signed-in reviewer has given one of the approvals of this still-pending change."""
+    own_change: bool = False
+    """The signed-in reviewer is this change's author (`app.services.duties`): they cannot decide it."""
 
 
 def approved_by(view: dict[str, Any], user: Reviewer) -> bool:
     """Whether `user` already approved the pending change in `view` (a second approval must be someone else's)."""
     change, who = view["change"], _actor_label(user.actor)
     return change["status"] == "pending" and _has_approved(change["approvals"], who)
+
+
+def _own(session, change: Change, user: Reviewer) -> bool:
+    """Whether the signed-in `user` is the author of the pending `change` (the page offers no decision)."""
+    return change.status == "pending" and duties.is_own_change(session, change.tenant_id, change.submitted_by,
+                                                               user.actor)
 
 
 def _locate(session, user: Reviewer, change_id: str, power: str) -> tuple[TenantRole, Change]:
@@ -530,27 +596,40 @@ def change_page(ctx: AppContext, user: Reviewer, change_id: str, flt: QueueFilte
         role, change = _locate(session, user, change_id, "read")
         next_id, pending = _next_pending(session, role, change.id, flt, user)
         view = _view(ctx, session, change)
+        _note_page(ctx, session, user, role, change, view)
         return ChangePage(role, change, view, next_id=next_id, pending=pending,
-                          approved_by_you=approved_by(view, user))
+                          approved_by_you=approved_by(view, user), own_change=_own(session, change, user))
+
+
+def _note_page(ctx: AppContext, session, user: Reviewer, role: TenantRole, change: Change,
+               view: dict[str, Any]) -> None:
+    """A change page quotes live memory (what the change would touch, its neighbours, the decided
+    copy): the reviewer has read it. Recorded in the page's own session, never budgeted (people
+    are not keys)."""
+    change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.change",
+                            agent_id=change.agent_id, memory_ids=shown_on_page(view),
+                            query={"change_id": change.id}, session=session)
 
 
 def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: DecisionRequest,
                    also_live: str | None = None, flt: QueueFilter | None = None) -> ChangePage:
     """A reviewer's decision from the change page, in one session: find the change, decide it, and
     read what the page shows next (its new state, what the decision did, the next pending change,
-    whether `also_live` - the similar memory shown - is still live). A refused decision (409, or 422
-    when a high-risk approval lacks `confirm_risk`) comes back as `conflict` with the page's fresh
-    state; other errors raise."""
+    whether `also_live` - the similar memory shown - is still live). A refused decision (409, 422
+    when a high-risk approval lacks `confirm_risk`, 403 `own_change` from its author) comes back as
+    `conflict` with the page's fresh state; other errors raise."""
     with ctx.db.sessions() as session:
         role, change = _locate(session, user, change_id, "decide")
         try:
             result = _decide_in(ctx, session, role.tenant_id, change.id, user.actor, role.sees_agent, request,
                                 operation=change.operation)
-        except (Conflict, ConfirmationRequired) as error:
+        except (Conflict, ConfirmationRequired, OwnChange) as error:
             session.rollback()
             change = load_change(session, role.tenant_id, change_id, role.sees_agent)
             view = _view(ctx, session, change)
-            page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user))
+            _note_page(ctx, session, user, role, change, view)
+            page = ChangePage(role, change, view, conflict=error, approved_by_you=approved_by(view, user),
+                              own_change=isinstance(error, OwnChange))
             session.commit()
             return page
         # Read back as decided (a plain approval wrote it in SQL, past the session's copy): the page
@@ -561,6 +640,7 @@ def decide_on_page(ctx: AppContext, user: Reviewer, change_id: str, request: Dec
         page = ChangePage(role, change, view, next_id=next_id, pending=pending, result=result,
                           also_live=_still_live(session, role, also_live or "", result),
                           approved_by_you=approved_by(view, user))
+        _note_page(ctx, session, user, role, change, view)
         session.commit()
         return page
 

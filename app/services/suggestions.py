@@ -2,12 +2,16 @@
 by an admin (`/v1/policy/suggestions`, the admin page's suggestions section).
 
 Suggestions are mined afresh (`app.core.policy_learning`) whenever they are listed, from the
-latest human decisions on staged remembers, and kept in `policy_suggestions` so accept and dismiss
-refer to a stable id. An accepted suggestion becomes a learned rule at the top of the tenant's
-policy, carrying its provenance (suggestion id, who accepted it, when, the evidence); the policy
-evaluation keeps the screening baseline and hand-written denies in force under it. A dismissed
-suggestion comes back only when its support has grown by at least `suggest_min_decisions` more
-consistent approvals since it was dismissed (and still no rejection).
+latest human decisions on staged remembers and when and by whom each was made (one person's
+decisions less than `suggest_batch_gap_seconds` apart, such as one bulk action, are one occasion),
+and kept in `policy_suggestions` so accept and dismiss refer to a stable id. A pattern is
+suggested once its approvals span `suggest_min_decisions` occasions on `suggest_min_days` days.
+An accepted suggestion becomes a learned rule at the top of the tenant's policy, carrying its
+provenance (suggestion id, who accepted it, when, the evidence); the policy evaluation keeps the
+screening baseline, hand-written denies and two-person rules in force under it, and never lets it
+approve high-impact content. A dismissed suggestion comes back only when its support has grown by
+at least `suggest_min_decisions` more occasions since it was dismissed (and still no rejection). A
+learned rule revokes itself when a write it approved is undone (`app.services.learned_revocation`).
 """
 
 from __future__ import annotations
@@ -19,11 +23,12 @@ from typing import Any
 from app.core.canonical import canonical_json
 from app.core.ids import has_prefix
 from app.core.policy import DEFAULT_POLICY, SCREENING_BASELINE, Policy, PolicyError, Rule, WriteRequest
-from app.core.policy_learning import Suggested, contrary, describe, measure, mine, rule_id_for
+from app.core.policy_learning import Occasion, Suggested, batches, contrary, describe, measure, mine, rule_id_for
 from app.core.screening import LEVELS
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import PolicySuggestion
 from app.errors import Conflict, NotFound, ValidationFailed
+from app.repos import learned_rules as learned_repo
 from app.repos import suggestions as repo
 from app.repos import tenants as tenant_repo
 from app.services.context import AppContext
@@ -39,6 +44,17 @@ def _history(ctx: AppContext, session, tenant_id: str) -> tuple[list, list]:
     return history, history[: ctx.settings.suggest_window]
 
 
+def _occasions(ctx: AppContext, session, tenant_id: str, history: list) -> list[Occasion]:
+    """When, and in which batch, each decision of `history` was made (in its order)."""
+    times = learned_repo.decision_times(session, tenant_id=tenant_id, change_ids=[d.change_id for d in history])
+    return batches([times.get(d.change_id, (None, None)) for d in history], ctx.settings.suggest_batch_gap_seconds)
+
+
+def _mined(ctx: AppContext, session, tenant_id: str, history: list) -> list[Suggested]:
+    return mine(history, _occasions(ctx, session, tenant_id, history), min_events=ctx.settings.suggest_min_decisions,
+                min_days=ctx.settings.suggest_min_days)
+
+
 def suggestion_json(row: PolicySuggestion) -> dict[str, Any]:
     """A suggestion as the API and the page show it."""
     return {"id": row.id, "status": row.status, "action": row.action, "match": row.match,
@@ -48,7 +64,13 @@ def suggestion_json(row: PolicySuggestion) -> dict[str, Any]:
 
 
 def _evidence(found: Suggested, window: list, policy: Policy) -> dict[str, int]:
-    return {"decisions": found.approved, "rejected": 0, **measure(found.match, window, policy)}
+    return {"decisions": found.approved, "occasions": found.events, "days": found.days, "rejected": 0,
+            **measure(found.match, window, policy)}
+
+
+def _support(evidence: dict[str, Any]) -> int:
+    """The occasions behind a suggestion (rows stored before occasions were counted: its decisions)."""
+    return int(evidence.get("occasions", evidence.get("decisions", 0)))
 
 
 def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[str, Any]]:
@@ -60,7 +82,7 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
         if tenant_repo.get(session, tenant_id=tenant_id, lock=True) is None:
             raise NotFound("tenant not found")
         history, window = _history(ctx, session, tenant_id)
-        found = {s.id: s for s in mine(history, min_decisions)}
+        found = {s.id: s for s in _mined(ctx, session, tenant_id, history)}
         policy = tenant_policy(session, tenant_id)  # the measured effect is under the tenant's own rules
         rows = {r.id: r for r in repo.all_of(session, tenant_id=tenant_id)}
         now = utcnow()
@@ -73,13 +95,13 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
                 repo.add(session, row)
                 rows[sid] = row
             elif row.status == "open" or (
-                    row.status == "dismissed" and suggestion.approved >= (row.dismissed_support or 0) + min_decisions):
+                    row.status == "dismissed" and suggestion.events >= (row.dismissed_support or 0) + min_decisions):
                 row.status, row.evidence, row.updated_at = "open", evidence, now
         repo.drop_open(session, tenant_id=tenant_id, ids=[sid for sid, r in rows.items()
                                                           if r.status == "open" and sid not in found])
         listed = [r for sid, r in rows.items() if (status == "all" or r.status == status)
                   and not (r.status == "open" and sid not in found)]
-        listed.sort(key=lambda r: (-int(r.evidence.get("decisions", 0)), r.id))
+        listed.sort(key=lambda r: (-_support(r.evidence), -int(r.evidence.get("decisions", 0)), r.id))
         return [suggestion_json(r) for r in listed]
 
 
@@ -107,11 +129,16 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
         if against:
             raise Conflict("the evidence changed: a matching write has been rejected since this was suggested",
                            details={"reason": "evidence_changed", "rejected": against})
+        # Mined again, so nothing is accepted that the rules would not suggest now (a row stored by
+        # an older miner, or whose approvals have since been undone or fallen out of the history).
+        if row.id not in {s.id for s in _mined(ctx, session, tenant_id, history)}:
+            raise Conflict("the evidence changed: this suggestion no longer holds; list the suggestions again",
+                           details={"reason": "evidence_changed"})
         now, by = utcnow(), _label(actor)
         evidence = {**{k: int(v) for k, v in row.evidence.items()},
                     **measure(row.match, window, tenant_policy(session, tenant_id))}
         rule = Rule.from_doc({
-            "id": rule_id_for(row.id), "description": describe(row.match)[:500], "match": row.match,
+            "id": rule_id_for(row.id), "description": describe(row.match, limit=500), "match": row.match,
             "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": by,
                                               **({"accepted_by_name": str(actor["name"])[:200]}
                                                  if actor.get("name") else {}),
@@ -137,12 +164,13 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
 
 
 def dismiss(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[str, Any]) -> dict[str, Any]:
-    """Dismiss an open suggestion: it stays hidden until its support grows by `suggest_min_decisions`."""
+    """Dismiss an open suggestion: it stays hidden until its support grows by `suggest_min_decisions`
+    occasions."""
     with ctx.db.sessions.begin() as session:
         row = _pending_suggestion(session, tenant_id, suggestion_id)
         now = utcnow()
         row.status, row.decided_by, row.decided_at, row.updated_at = "dismissed", _label(actor), now, now
-        row.dismissed_support = int(row.evidence.get("decisions", 0))
+        row.dismissed_support = _support(row.evidence)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="policy.suggestion_dismissed", actor=actor,
                          subject={"type": "policy_suggestion", "id": row.id},
                          data={"suggestion_id": row.id, "evidence": row.evidence})

@@ -34,7 +34,7 @@ from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.db.models import Change, WorkspaceFile, WorkspaceVersion
 from app.errors import Conflict, NotFound, SecretLeakage, ValidationFailed, WorkspaceConflict, WorkspaceTooLarge
 from app.repos import workspace as repo
-from app.services import events, read_audit, staging
+from app.services import change_reads, events, read_budgets, staging
 from app.services.context import AppContext
 from app.services.memories import Outcome
 from app.services.tenant_config import TenantRules, rules_for
@@ -115,11 +115,11 @@ def get_file(ctx: AppContext, principal: Principal, path: str, query: dict[str, 
                                   instant=instant)
     if found is None or found.deleted:
         raise NotFound("workspace file not found")
-    # A file body is read like a memory: recorded in the read audit, named `workspace:<path>`
-    # (files are few per tenant, so no read budget counts them).
-    read_audit.note_read(ctx, tenant_id=principal.tenant_id, actor=principal.actor, key_id=principal.key_id,
-                         agent_id=None, operation="workspace.get", memory_ids=[f"workspace:{path}"],
-                         query={"path": path, **query})
+    # A file body is read like a memory: taken from the key's read budget (a file belongs to no
+    # agent, so the agent budget does not count it) and recorded, named `workspace:<path>`. Files
+    # are few per tenant, but a budget of N must mean N whatever a key reads.
+    read_budgets.account(ctx, principal, operation="workspace.get", agent_id=None,
+                         memory_ids=[change_reads.workspace_read_id(path)], query={"path": path, **query})
     return file_json(found)
 
 

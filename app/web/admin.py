@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
-from app.core.access import SCOPES
+from app.core.access import SCOPES, writes_and_decides
 from app.core.durations import format_duration
 from app.errors import AppError, ValidationFailed
 from app.services import apikeys, backends, recover, suggestions, tenant_admin, tenant_config, users
@@ -50,7 +50,8 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                   # An owner who no longer holds a role here is shown by id (their key decides nothing).
                   "owner": names.get(k.owner_user_id, k.owner_user_id) if k.owner_user_id else None,
                   "owner_left": bool(k.owner_user_id) and k.owner_user_id not in names,
-                  "decides": "review:decide" in k.scopes}
+                  "decides": "review:decide" in k.scopes,
+                  "writes_and_decides": writes_and_decides(k.scopes) and k.revoked_at is None}
                  for k in keys],
         **tenant_admin.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),
@@ -195,6 +196,7 @@ async def _suggestions_response(request: Request, user: Reviewer, role: TenantRo
     items = await run_in_threadpool(suggestions.refresh, ctx, role.tenant_id)
     context = {"role": role, "tenants": user.tenants_with("admin"), "tenant_q": quote(role.tenant_name),
                "suggestions": items, "min_decisions": ctx.settings.suggest_min_decisions,
+               "min_days": ctx.settings.suggest_min_days,
                "notes": {"suggestions": {"ok": ok, "error": error}} if (ok or error) else {}}
     template = "admin/_suggestions.html" if wants_fragment(request) else "admin/suggestions.html"
     return render(request, template, context, status=error.status if error else 200)

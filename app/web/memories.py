@@ -8,13 +8,13 @@ from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.routing import Route
 
 from app.errors import NotFound
 from app.services import browse, read_audit
 from app.services.cursors import decode_cursor
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
+from app.web.reads import ReadingRoute
 from app.web.templating import is_htmx, render, tenant_query
 
 PAGE = 50
@@ -48,6 +48,7 @@ async def index(request: Request):
     after = decode_cursor(after_raw, "/after") if after_raw else None
     rows, cursor = await run_in_threadpool(browse.browse, request.app.state.ctx, tenant_id=role.tenant_id,
                                            agents=role.agents, flt=flt, limit=PAGE, after=after)
+    await run_in_threadpool(_note_listed, request.app.state.ctx, user, role.tenant_id, rows, shown)
     context = {
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "filters": shown, "types": TYPES,
         "paged": after is not None, "first_url": f"/memories?{tenant_query(role.tenant_name, shown)}",
@@ -55,6 +56,16 @@ async def index(request: Request):
     }
     template = "memories/_results.html" if wants_fragment(request) else "memories/index.html"
     return render(request, template, context)
+
+
+def _note_listed(ctx, user: Reviewer, tenant_id: str, rows: list[dict], shown: dict[str, str]) -> None:
+    """The list quotes each memory's content: one read per agent listed (people have no budget)."""
+    by_agent: dict[str, list[str]] = {}
+    for row in rows:
+        by_agent.setdefault(row["agent_id"], []).append(row["id"])
+    for agent_id, ids in by_agent.items():
+        read_audit.note_read(ctx, tenant_id=tenant_id, actor=user.actor, key_id=None, agent_id=agent_id,
+                             operation="browse", memory_ids=ids, query=shown)
 
 
 def _locate(ctx, user: Reviewer, memory_id: str) -> TenantRole:
@@ -88,6 +99,6 @@ async def detail(request: Request):
 
 
 routes = [
-    Route("/memories", index, methods=["GET"]),
-    Route("/memories/{memory_id}", detail, methods=["GET"]),
+    ReadingRoute("/memories", index, methods=["GET"]),
+    ReadingRoute("/memories/{memory_id}", detail, methods=["GET"]),
 ]

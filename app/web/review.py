@@ -13,7 +13,6 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
-from starlette.routing import Route
 
 from app.contracts import default_contracts
 from app.core import jsontext
@@ -23,9 +22,10 @@ from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
 from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
-from app.services import browse, review, tenant_config
+from app.services import browse, change_reads, review, tenant_config
 from app.services.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
+from app.web.reads import ReadingRoute
 from app.web.templating import is_htmx, render, risk_of, tenant_query
 
 PAGE = 50
@@ -86,7 +86,21 @@ async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
     sla = await run_in_threadpool(tenant_config.tenant_review_sla, ctx, role.tenant_id)
     rows, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
     previews = await run_in_threadpool(browse.queue_previews, ctx, role.tenant_id, rows)
+    await run_in_threadpool(_note_previews, ctx, user, role, rows, previews)
     return user, role, rows, total, previews, sla
+
+
+def _note_previews(ctx, user, role, rows: list[Change], previews: dict[str, dict[str, Any]]) -> None:
+    """The queue quotes the live memory a forget or merge targets: one read per agent shown."""
+    by_agent: dict[str, list[str]] = {}
+    for change in rows:
+        quoted = previews.get(change.id, {}).get("quotes")
+        if quoted:
+            by_agent.setdefault(change.agent_id, []).append(quoted)
+    for agent_id, ids in by_agent.items():
+        change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.queue",
+                                agent_id=agent_id, memory_ids=ids)
+
 
 
 def _newest(rows: list[Change]) -> str:
@@ -199,19 +213,24 @@ async def bulk(request: Request):
 def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
     """What approving each selected change would do now: its live diff, risk level and preselected
     outcome (the memory a flagged contradiction supersedes, as on the change page); or why it is
-    skipped (gone, or already approved by this `user`: its other approval must be someone else's)."""
+    skipped (gone, submitted by this `user`, or already approved by them: its other approval must be
+    someone else's)."""
     plans = []
     for change_id in ids:
         try:
             if not CHANGE_ID.match(change_id):
                 raise NotFound("change not found")
-            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent)
+            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent, reviewer=user.actor)
         except AppError as error:
             plans.append({"id": change_id, "error": error.message, "gone": False})
             continue
         change, diff = view["change"], view.get("diff")
         if diff is None:
             plans.append({"id": change_id, "error": f"already {change['status']}", "gone": True})
+            continue
+        if view["own_change"]:
+            plans.append({"id": change_id, "error": "you submitted it, and you cannot decide your own change: "
+                          "another reviewer must", "gone": False})
             continue
         if review.approved_by(view, user):
             plans.append({"id": change_id, "error": "you already approved it; another reviewer must give the "
@@ -225,6 +244,9 @@ def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
             else diff["fingerprint"]
         plans.append({"id": change_id, "change": change, "diff": diff, "risk": risk["level"],
                       "supersedes": supersedes, "key": key})
+        change_reads.for_person(ctx, tenant_id=role.tenant_id, actor=user.actor, operation="review.bulk",
+                                agent_id=change["agent_id"], memory_ids=change_reads.shown_in_diff(diff),
+                                query={"change_id": change_id})
     return plans
 
 
@@ -323,7 +345,7 @@ def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, 
                "contradicts": _contradicted(diff, risk), "can_decide": role.can("decide"), "message": None,
                "result": result, "next_id": None, "total": None, "also_live": None, "pending": None,
                "confirm_needed": review.needs_confirmation(change["risk_level"]),
-               "approved_by_you": page.approved_by_you, "just_decided": False,
+               "approved_by_you": page.approved_by_you, "own_change": page.own_change, "just_decided": False,
                "qs": tenant_query(role.tenant_name, shown or {})}
     context.update(extra)
     return context
@@ -432,10 +454,10 @@ async def decide(request: Request):
 
 
 routes = [
-    Route("/review", queue, methods=["GET"]),
-    Route("/review/rows", new_rows, methods=["GET"]),
-    Route("/review/bulk", bulk, methods=["POST"]),
-    Route("/review/{change_id}", detail, methods=["GET"]),
-    Route("/review/{change_id}/peek", peek, methods=["GET"]),
-    Route("/review/{change_id}/{kind:str}", decide, methods=["POST"]),
+    ReadingRoute("/review", queue, methods=["GET"]),
+    ReadingRoute("/review/rows", new_rows, methods=["GET"]),
+    ReadingRoute("/review/bulk", bulk, methods=["POST"]),
+    ReadingRoute("/review/{change_id}", detail, methods=["GET"]),
+    ReadingRoute("/review/{change_id}/peek", peek, methods=["GET"]),
+    ReadingRoute("/review/{change_id}/{kind:str}", decide, methods=["POST"]),
 ]

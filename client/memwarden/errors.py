@@ -59,6 +59,11 @@ class PolicyDenied(Forbidden):
     """403 `policy_denied`: a tenant policy refuses this write."""
 
 
+class OwnChange(Forbidden):
+    """403 `own_change`: the author of a change (its submitting key, that key's owner, or the person who
+    submitted it) cannot approve or reject it; nothing was decided. Another reviewer must."""
+
+
 class NotFound(MemwardenError):
     """404: absent, pending, forgotten, expired, or in another tenant."""
 
@@ -99,7 +104,8 @@ _BY_CODE: dict[str, type[MemwardenError]] = {
     "validation_error": ValidationError, "secret_leakage": SecretLeakage,
     "idempotency_key_reused": IdempotencyKeyReused, "confirmation_required": ConfirmationRequired,
     "bad_request": BadRequest, "unauthorized": Unauthorized,
-    "forbidden": Forbidden, "policy_denied": PolicyDenied, "not_found": NotFound, "conflict": Conflict,
+    "forbidden": Forbidden, "policy_denied": PolicyDenied, "own_change": OwnChange,
+    "not_found": NotFound, "conflict": Conflict,
     "workspace_conflict": Conflict, "payload_too_large": PayloadTooLarge, "workspace_too_large": PayloadTooLarge,
     "rate_limited": RateLimited, "unavailable": Unavailable,
 }

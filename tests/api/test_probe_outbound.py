@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 from app.core.timefmt import utcnow
 from app.db.models import BackendDelivery
 from app.errors import ValidationFailed
+from app.services.outbound import OutboundRule, RefusedAddress, outbound_client, url_refusal
 from app.main import create_app
 from app.services import backends, webhooks
 from app.services.context import AppContext
@@ -284,3 +285,30 @@ def test_names_are_not_addresses():
 
     for name in ("example.com", "1.2.3.4.5", "0x7g", "127.0.0.1.example.com", "xn--bcher-kva.example"):
         assert host_address(name) is None, name
+
+
+# --- with private targets allowed, link-local (cloud metadata) stays out of reach -------------------
+
+@pytest.mark.parametrize("host", ["169.254.169.254", "2852039166", "[fe80::1]", "[::ffff:169.254.169.254]",
+                                  "0.0.0.0", "[::]", "224.0.0.1"])
+def test_metadata_and_unspecified_addresses_stay_refused_with_private_targets_allowed(host):
+    allowed = OutboundRule(True, "MEMWARDEN_BACKEND_ALLOW_PRIVATE")
+    assert url_refusal(f"http://{host}/v1", allowed)[1] is not None
+    assert url_refusal("http://127.0.0.1:9/v1", allowed)[1] is None  # the operator's own network is allowed
+    assert url_refusal("http://10.1.2.3/v1", allowed)[1] is None
+
+
+def test_a_name_resolving_to_link_local_is_refused_with_private_targets_allowed(monkeypatch):
+    real = socket.getaddrinfo
+
+    def resolve(host, *args, **kwargs):
+        if host == "metadata.probe.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("169.254.169.254", 80))]
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    with outbound_client(OutboundRule(True, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE"), timeout=2) as client:
+        with pytest.raises(RefusedAddress):
+            client.get("http://metadata.probe.test/latest/meta-data/")
+        with pytest.raises(httpx.ConnectError):  # loopback is the operator's network: tried, nothing listens
+            client.get("http://127.0.0.1:9/")

@@ -224,3 +224,18 @@ def test_migrations_have_one_head_and_the_test_database_is_at_it(ctx):
             "SELECT is_nullable, column_default FROM information_schema.columns "
             "WHERE table_name = 'api_keys' AND column_name = 'owner_user_id'")).one()
     assert tuple(column) == ("YES", None)  # nullable, no default: adding it rewrote nothing
+
+
+def test_cli_warns_of_a_key_that_both_writes_and_decides(ctx, tenant, monkeypatch, capsys):
+    import app.cli
+    import app.cli_common
+
+    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    assert app.cli.main(["apikey", "create", "--tenant", tenant.name, "--scopes", "memory:write,review:decide"]) == 0
+    assert "can never approve or reject its own writes" in capsys.readouterr().err
+    assert app.cli.main(["apikey", "create", "--tenant", tenant.name, "--scopes", "memory:write"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert app.cli.main(["apikey", "list", "--tenant", tenant.name]) == 0
+    out, err = capsys.readouterr()
+    both = out.splitlines()[0].split("\t")[0]
+    assert err.count("can never approve or reject its own writes") == 1 and f"warning: {both}:" in err

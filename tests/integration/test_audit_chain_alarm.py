@@ -258,7 +258,9 @@ def test_review_decisions_and_workspace_writes_are_refused_too(settings, committ
     """The refusal sits in the audit append every write makes, so paths other than remember keep to it."""
     made = create_tenant(committed_ctx, name=unique("alarm-paths"), actor=ACTOR)
     token = create_key(committed_ctx, tenant_id=made.id, actor=ACTOR,
-                       scopes="memory:read,memory:write,review:decide,workspace:read,workspace:write").token
+                       scopes="memory:read,memory:write,workspace:read,workspace:write").token
+    # Another key decides: the writing key is the change's author and never decides it.
+    reviewer = create_key(committed_ctx, tenant_id=made.id, actor=ACTOR, scopes="review:decide,memory:read").token
     staged = httpx.post(f"{live_server}/v1/memories/remember", headers=bearer(token), timeout=60, json={
         "agent_id": "alarm-agent", "type": "semantic", "content": "waits for review", "approval_required": True})
     assert staged.status_code == 202, staged.text
@@ -270,7 +272,7 @@ def test_review_decisions_and_workspace_writes_are_refused_too(settings, committ
     assert cli(settings, "verify", "--tenant", made.name, "--json").returncode == 1
     entries, stored = size(committed_ctx, chain_for(made.id)), memories(committed_ctx, made.id)  # the pending one
 
-    approved = httpx.post(f"{live_server}/v1/changes/{change_id}/approve", headers=bearer(token), json={},
+    approved = httpx.post(f"{live_server}/v1/changes/{change_id}/approve", headers=bearer(reviewer), json={},
                           timeout=60)
     assert approved.status_code == 409 and approved.json()["error"]["code"] == "audit_chain_broken", approved.text
     change = httpx.get(f"{live_server}/v1/changes/{change_id}", headers=bearer(token), timeout=60)

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from app.local_server import free_port
+from app.services.apikeys import create_key
 from tests.harness import start_server, stop_server, unique
 
 pytestmark = pytest.mark.slow
@@ -23,8 +24,7 @@ FAST = {"MEMWARDEN_BACKEND_POLL_SECONDS": "0.2", "MEMWARDEN_BACKEND_RETRY_BASE_S
         "MEMWARDEN_BACKEND_LEASE_SECONDS": "3", "MEMWARDEN_BACKEND_RETRY_MAX_SECONDS": "2", "MEMWARDEN_BACKEND_MAX_ATTEMPTS": "50"}
 
 
-def _tenant_with_key(ctx, prefix: str, scopes: str = "memory:read,memory:write,review:decide"):
-    from app.services.apikeys import create_key
+def _tenant_with_key(ctx, prefix: str, scopes: str = "memory:read,memory:write"):
     from app.services.tenants import create_tenant
 
     tenant = create_tenant(ctx, name=unique(prefix), actor=ACTOR)
@@ -114,7 +114,10 @@ def test_governed_writes_reach_the_backend_and_forget_follows(settings, committe
 
             time.sleep(1.0)  # several delivery rounds: the staged write is owed nothing
             assert len(_held_by(http, back_key)) == 1
-            approved = http.post(f"/v1/changes/{staged['change_id']}/approve", headers=_bearer(front_key), json={})
+            # A reviewer's key approves: the writing key is the change's author and never decides it.
+            reviewer = create_key(committed_ctx, tenant_id=front.id, scopes="review:decide,memory:read",
+                                  actor=ACTOR).token
+            approved = http.post(f"/v1/changes/{staged['change_id']}/approve", headers=_bearer(reviewer), json={})
             assert approved.status_code == 200, approved.text
             _wait(lambda: len(_held_by(http, back_key)) == 2, what="the approved write's delivery")
 

@@ -234,3 +234,26 @@ def test_a_key_can_be_given_an_owner_and_the_list_shows_it(client, ctx, admin, t
 
     set_two_person_owned_keys(ctx, tenant_id=tenant.id, on=True, actor=ACTOR)
     assert "people only" in client.get("/admin").text
+
+
+def test_keys_that_both_write_and_decide_are_listed_with_why(client, ctx, admin, tenant, csrf, make_key):
+    """A key holding a write scope and review:decide can never decide its own writes (only others'): the
+    keys section names each active one and recommends splitting it; keys with one of the two duties,
+    and revoked keys, are not listed."""
+    from app.core.access import parse_token
+
+    assert 'data-testid="keys-write-and-decide"' not in client.get("/admin").text
+    both = parse_token(make_key(scopes="memory:read,memory:write,review:decide"))
+    workspace = parse_token(make_key(scopes="workspace:write,review:decide"))
+    writer, decider = parse_token(make_key()), parse_token(make_key(scopes="review:decide"))
+    revoked = parse_token(make_key(scopes="memory:write,review:decide"))
+    client.post(f"/admin/keys/{revoked}/revoke", data={"csrf_token": csrf}, headers=HX)
+    page = client.get("/admin").text
+    warning = re.search(r'data-testid="keys-write-and-decide">(.*?)</div>', page, re.S).group(1)
+    assert f'data-key-id="{both}"' in warning and f'data-key-id="{workspace}"' in warning
+    assert "2 active keys hold both" in warning
+    assert all(k not in warning for k in (writer, decider, revoked))
+    assert "can never approve or reject its own writes" in warning and "Split it" in warning
+    flagged = re.findall(r'data-key-id="(key_[0-9a-z]+)" data-status[^>]*>(?:(?!</tr>).)*key-write-and-decide',
+                         page, re.S)
+    assert flagged == [both, workspace]

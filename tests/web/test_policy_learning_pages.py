@@ -8,6 +8,7 @@ import pytest
 from app.services.tenant_config import set_policy
 from app.services.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
+from tests.spread import spread_decisions
 
 PASSWORD = "correct horse battery"
 ACTOR = {"kind": "test", "id": "t"}
@@ -27,7 +28,7 @@ def admin(client, ctx, tenant):
 @pytest.fixture
 def decided(client, ctx, tenant, make_key):
     """20 approved remembers with one tag, by two agents (10 each: too few for an agent rule alone),
-    under a review-everything policy."""
+    each on its own occasion over several days, under a review-everything policy."""
     set_policy(ctx, tenant_id=tenant.id, doc=REVIEW_ALL, actor=ACTOR)
     agent, reviewer = bearer(make_key()), bearer(make_key(scopes="review:decide,memory:read"))
     for i in range(20):
@@ -37,6 +38,7 @@ def decided(client, ctx, tenant, make_key):
         seen = client.get(f"/v1/changes/{change_id}/diff", headers=reviewer).json()["diff"]["fingerprint"]
         assert client.post(f"/v1/changes/{change_id}/approve", json={"seen_state": seen},
                            headers=reviewer).status_code == 200
+    spread_decisions(ctx, tenant.id)
 
 
 def test_rule_list_shows_every_rule_and_the_built_in_baseline(client, admin):
@@ -94,10 +96,17 @@ def test_suggestions_page_accepts_with_csrf_and_the_rule_shows_its_provenance(cl
     assert 'data-testid="rule-provenance"' in admin_page and ids[0] in admin_page
     # The rule list names the admin who accepted it, not only their id.
     assert f'<span data-testid="rule-accepted-by">{admin.username}</span>' in admin_page
-    # What the learned rule approves shows as such in the decisions log page.
-    written = client.post("/v1/memories/remember", headers=bearer(make_key()), json={
-        "agent_id": "bot-9", "type": "semantic", "content": "Opening hours: closed on holidays.", "tags": [TAG]})
+    # The rule names both agents it was learned from, and the page says so before anyone accepts.
+    assert "bot-0, bot-1" in page.text and "standing instruction" in page.text
+    # What the learned rule approves shows as such in the decisions log page; a third agent's write
+    # with the same tag is no write the rule learned about.
+    key = bearer(make_key())
+    written = client.post("/v1/memories/remember", headers=key, json={
+        "agent_id": "bot-1", "type": "semantic", "content": "Opening hours: closed on holidays.", "tags": [TAG]})
     assert written.status_code == 201, written.text
+    stranger = client.post("/v1/memories/remember", headers=key, json={
+        "agent_id": "bot-9", "type": "semantic", "content": "Opening hours: closed on holidays.", "tags": [TAG]})
+    assert stranger.status_code == 202, stranger.text
     log = client.get("/audit/decisions")
     assert log.status_code == 200 and log.text.count('data-testid="decision-learned"') == 1
 

@@ -1,6 +1,7 @@
 """Recover from the admin page (CSRF like every admin form), and the reviewer's view of what it
 raised: the queue lists the quarantine and revert changes, the change page shows the recover's
-reason and says what approving and rejecting will do, and approving brings the memory back."""
+reason and says what approving and rejecting will do, and approving (by a reviewer other than the
+admin who ran the recover) brings the memory back."""
 
 import re
 
@@ -53,6 +54,13 @@ def test_recover_from_the_admin_page_and_review_what_it_raised(client, ctx, tena
     queue = client.get("/review?rule=recover")
     rows = re.findall(r'data-change-id="(chg_[0-9a-z]{26})"', queue.text)
     assert len(rows) == 2 and "revert the forget of " + forgotten in queue.text
+    # Whoever ran the recover is the author of what it raised: someone else decides it.
+    for change_id in rows:
+        own = client.get(f"/review/{change_id}").text
+        assert 'data-testid="own-change"' in own and 'data-testid="approve"' not in own
+    reviewer = create_user(ctx, username=f"rev-{tenant.name}", password=PASSWORD, tenant_id=tenant.id,
+                           role="reviewer", actor={"kind": "test", "id": "t"})
+    assert web_sign_in(client, reviewer.username, PASSWORD).status_code == 303
     pages = {cid: client.get(f"/review/{cid}").text for cid in rows}
     quarantine = next(cid for cid, html in pages.items() if "Quarantine by" in html)
     revert = next(cid for cid in rows if cid != quarantine)

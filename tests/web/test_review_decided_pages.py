@@ -55,7 +55,8 @@ def test_a_write_a_learned_rule_approved_names_the_rule_and_links_its_memory(cli
     provenance = {"kind": "learned", "suggestion_id": "sug_abc123", "accepted_by": "user:usr_1",
                   "accepted_at": "2026-11-25T04:00:00Z", "evidence": {"decisions": 25, "rejected": 0}}
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
-        {"id": "learned-faq", "match": {"operations": ["remember"], "tags_any": ["faq"]}, "action": "allow",
+        {"id": "learned-faq", "match": {"operations": ["remember"], "agents": ["helper"], "tags_any": ["faq"]},
+         "action": "allow",
          "provenance": provenance},
         {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]})
     written = client.post("/v1/memories/remember", headers=bearer(make_key()), json={
