@@ -12,8 +12,10 @@ from an attack set, and no held-out set is read.
 Each head is one-against-the-rest: its positives are the rows labelled with its category, its
 negatives every other row (other categories included, so a head learns its own effect rather than
 "sounds risky"). Fitting is ``make_screening_exemplars.fit`` (the same logistic regression on
-[unit embedding, hashed words] and the same cross-validated cuts): ``support`` at the share of
-negatives flagged by its ``medium`` cut (6 %), ``alone`` at its ``high`` cut (3 %).
+[unit embedding, hashed words]); its out-of-fold probabilities (the same fixed 5 folds) give the
+cuts: ``support`` where ``SUPPORT_SHARE`` of the negatives lie above (6 %: enough to confirm a
+structure), ``alone`` where ``ALONE_SHARE`` do (1 %: a head that raises a category by itself must
+be sure, since a short or unusual note embeds noisily).
 
     python -m app.bench.make_screening_effects          # retrain and write the model file
     python -m app.bench.make_screening_effects --check  # verify the shipped file matches the data
@@ -27,11 +29,12 @@ from typing import Sequence
 
 import numpy as np
 
-from app.bench.make_screening_exemplars import embed_all, fit
+from app.bench.make_screening_exemplars import embed_all, fit, out_of_fold, word_matrix
 from app.core.screening import effects
 from app.core.screening.effect_heads import MODEL, Heads
 
 EXAMPLES = Path(__file__).resolve().parent / "data" / "effect_examples.jsonl"
+SUPPORT_SHARE, ALONE_SHARE = 0.06, 0.01
 
 
 def examples() -> list[dict]:
@@ -52,10 +55,19 @@ def train(embedder=None) -> Heads:
     rows = examples()
     texts = [r["text"] for r in rows]
     vectors = embed_all(embedder, texts)
-    fitted = [fit(vectors, texts, [name in r["effects"] for r in rows], embedder.name) for name in effects.NAMES]
+    embedded = np.asarray(vectors, dtype=np.float64)
+    lexical_rows = word_matrix(texts)[1]
+    gram = embedded @ embedded.T + lexical_rows @ lexical_rows.T  # what fit() descends on, for the folds
+    fitted, cuts = [], []
+    for name in effects.NAMES:
+        labels = np.array([name in r["effects"] for r in rows], dtype=np.float64)
+        fitted.append(fit(vectors, texts, labels.astype(bool), embedder.name, calibrate=False))
+        negatives = np.sort(out_of_fold(gram, labels)[labels == 0])[::-1]
+        cuts.append([float(negatives[min(int(share * len(negatives)), len(negatives) - 1)]) + 1e-6
+                     for share in (SUPPORT_SHARE, ALONE_SHARE)])
     return Heads(effects.NAMES, np.stack([c.weights for c in fitted]), np.stack([c.lexical for c in fitted]),
-                 np.array([c.bias for c in fitted]), np.array([c.medium for c in fitted]),
-                 np.array([c.high for c in fitted]), embedder.name)
+                 np.array([c.bias for c in fitted]), np.array([c[0] for c in cuts]),
+                 np.array([c[1] for c in cuts]), embedder.name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

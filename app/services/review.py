@@ -217,7 +217,7 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
         body = {"_state": []}
     state = body.pop("_state")
     body.update({"operation": kind, "policy_rule": change.policy_rule, "redactions": list(change.redactions),
-                 "risk_flags": list(change.risk_flags), "risk_level": change.risk_level,
+                 "risk_flags": [_explained(f) for f in change.risk_flags or []], "risk_level": change.risk_level,
                  "approvals": list(change.approvals), "approvals_required": change.approvals_required,
                  "fingerprint": _fingerprint([change.id, change.status, len(change.approvals), state])})
     return body

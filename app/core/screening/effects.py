@@ -8,7 +8,8 @@ sounded. Each category is a flag a reviewer and a policy can name:
 * ``authority``: a grant or claim of authority, trust, role, access or approval, or an exemption
   from a check (the head: this has no structure of its own);
 * ``destination``: somewhere to send data or money (a link, an address, an account, a phone, a
-  path) in the same sentence as an order, or the head reads a destination (a shared sheet, a form);
+  path) in the same sentence as an order, or beside a head that reads a destination, or the head
+  alone (a shared sheet, a form);
 * ``high_impact_fact``: payment or bank details, a contact channel (phone, e-mail), a credential,
   or a safety-critical value (a dose, a limit or threshold with its unit); a link when the head
   reads it as a contact channel or portal;
@@ -16,6 +17,10 @@ sounded. Each category is a flag a reviewer and a policy can name:
   a legitimate one (the head);
 * ``command``: a tool call or a command to run (shell and SQL shapes; code beside an order or read
   as one by the head).
+
+Half of a category's structure (a schedule or an order without the other, a reachable thing with
+no English order, code with no order, a link) raises it when its head's ``support`` cut agrees; a
+head above its ``alone`` cut raises it with no structure at all.
 
 The structures are ``app.core.high_impact``'s (one parser per shape, shared with the learned-rule
 guard) plus quantities with a unit (here). The heads are ``effect_heads``. A category raised by
@@ -89,18 +94,22 @@ def detect(content: str, embedding: Sequence[float] | None = None, embedder: str
         + _together(sentences, {"code"}, {"imperative"}),
         AUTHORITY: [], TRUSTED_SOURCE: [],
     }
+    # Half of a category's structure (a destination with no English order, code with no order, a
+    # link) raises it only when its head agrees: in another language the grammar checks see no order.
+    partial = {
+        DIRECTIVE: [s for kind in _TRIGGERS | {"imperative"} for s in by_kind.get(kind, ())],
+        DESTINATION: [s for kind in REACHABLE for s in by_kind.get(kind, ())],
+        FACT: by_kind.get("link", []),
+        COMMAND: by_kind.get("code", []),
+    }
     read = effect_heads.read(content, embedding, embedder, heads)
     loaded = heads or effect_heads.load()
     flags = []
     for index, name in enumerate(NAMES):
-        spans = found[name]
         probability = read.get(name)
         support = probability is not None and probability >= float(loaded.support[index])
         alone = probability is not None and probability >= float(loaded.alone[index])
-        if not spans and name == FACT and support and by_kind.get("link"):
-            spans = by_kind["link"]  # a portal or contact page the head reads as a channel
-        if not spans and name == COMMAND and alone and by_kind.get("code"):
-            spans = by_kind["code"]
+        spans = found[name] or (partial.get(name, []) if support else [])
         if spans:
             evidence = tuple(Span("content", s, e) for s, e in spans)
             if support:
