@@ -57,7 +57,8 @@ _PATH = re.compile(r"(?:^|[\s'\"(=])(?:~|\.{1,2})?/(?:[\w.@%+-]+/)*[\w.@%+-]+|\b
                    r"(?:^|\s)~[\w.-]*/|\$[a-z_][a-z0-9_]*\b|%[a-z_]+%", _F)
 _CODE = re.compile(r"`|<\s*/?\s*[a-z][a-z0-9-]*(?:\s[^<>]*)?>|[{}]|=>|->|::|\b[a-z_][\w.]{0,64}\([^()\n]{0,200}\)"
                    r"|^\s*(?:#!|>>>|\$\s)|;\s*$|\b(?:def|lambda|eval|exec)\b[\s(]", _F | re.M)
-_SHELL = re.compile(r"&&|\|\||(?<![|])\|(?![|])\s*[a-z]|\$\(|>>?\s*[/~.&$]|\s<\s*[/~.]|(?:^|\s)-{1,2}[a-z][\w-]*(?:=\S+)?"
+# A redirection names a path, a descriptor or a variable: ``</b>.`` (a closing tag, then a full stop) is none.
+_SHELL = re.compile(r"&&|\|\||(?<![|])\|(?![|])\s*[a-z]|\$\(|>>?\s*(?:[/~$]|\.{1,2}/|&\d)|\s<\s*[/~.]|(?:^|\s)-{1,2}[a-z][\w-]*(?:=\S+)?"
                     r"(?=\s|$)|(?:^|[\s;])(?:sudo|chmod|chown|rm|curl|wget|nc|ssh|scp|dd|mkfs)\s", _F | re.M)
 _SQL = re.compile(
     r"\b(?:select\s+[\w*,.\s()]{1,200}?\s+from\s+\w|insert\s+into\s+\w|update\s+\w+\s+set\s+\w|delete\s+from\s+\w"

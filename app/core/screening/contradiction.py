@@ -24,6 +24,7 @@ from typing import Sequence
 
 from app.core import high_impact
 from app.core.diff import detect_contradiction
+from app.core.screening import effects
 from app.core.screening.flags import RiskFlag, Span
 
 NAME = "contradiction"
@@ -50,7 +51,7 @@ def _channels(text: str) -> tuple[dict[str, set[str]], dict[str, list[tuple[int,
     """Values of each channel kind in ``text`` (normalised) and their spans."""
     values: dict[str, set[str]] = {}
     spans: dict[str, list[tuple[int, int]]] = {}
-    named = bool(_SENSITIVE.search(text[:high_impact.SCAN_LIMIT].lower()))
+    named = bool(effects.CHANNEL_WORDS.search(text[:high_impact.SCAN_LIMIT]))
     for feature, start, end in high_impact.locate(text):
         kind = _CHANNELS.get(feature)
         if kind is None or (kind == "digits" and not named):

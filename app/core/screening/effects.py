@@ -67,6 +67,14 @@ _TRIGGERS = frozenset({"schedule", "condition"})
 _QUANTITY = re.compile(
     r"(?<![\w.])\d{1,6}(?:[.,]\d{1,3})?\s?(?:mg|mcg|µg|μg|ug|ml|mmol|iu|units?|einheiten|unités|unidades|"
     r"tablets?|drops|bar|psi|kpa|volts?|kv|amps?|°\s?[cf]|degrees)(?![\w])", re.IGNORECASE)
+#: Words that name money or a contact channel, in the languages the examples cover.
+CHANNEL_WORDS = re.compile(
+    r"(?i)\b(?:bank\w*|iban|bic|swift|account|acct|routing|sort code|payee|beneficiary|remittance|wallet|card|"
+    r"payments?|pay|wire|transfer|invoices?|phone|mobile|cell|tel|telephone|fax|whatsapp|signal|hotline|helpline|"
+    r"call|ring|text|sms|reach|reached|contact|dial|kontakt|anrufen|appel(?:er|ez)?|llam[ae]\w*|chiam\w*|"
+    r"number|e-?mail|konto|bankverbindung|telefon|handy|nummer|compte|virement|t[ée]l[ée]phone|num[ée]ro|cuenta|"
+    r"tel[ée]fono|n[úu]mero|conto|bonifico|telefono|numero|conta|rekening|nummer)\b")
+_IBAN_SHAPE = re.compile(r"[A-Za-z]{2}\d{2}")
 _SENTENCE_END = re.compile(r"[.!?;\n。！？]+(?:\s|$)")
 
 
@@ -75,13 +83,25 @@ def detect(content: str, embedding: Sequence[float] | None = None, embedder: str
     """The category flags of one write's content (none, one or several)."""
     if not content.strip():
         return []
-    text = content[:high_impact.SCAN_LIMIT]
+    # Redaction took the secrets out: a marker gives an attacker nothing, and its angle brackets are
+    # no markup. Blanked to spaces of the same length, so offsets still point into the content.
+    raw = content[:high_impact.SCAN_LIMIT]
+    markers = [m.span() for m in MARKER_RE.finditer(raw)]
+    text = MARKER_RE.sub(lambda m: " " * len(m.group()), raw)
     ends = [m.end() for m in _SENTENCE_END.finditer(text)]
     by_kind: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for kind, start, end in high_impact.locate(text):
-        if kind == "credential" and MARKER_RE.fullmatch(text, start, end):
-            continue  # redaction took the secret out: the marker gives an attacker nothing
+        if kind == "credential" and any(m_start <= end + 1 and start <= m_end + 1 for m_start, m_end in markers):
+            continue  # a label whose value redaction took ("password is <REDACTED:…>")
         by_kind[kind].append((start, end))
+    # A bare digit run is an order, ticket or postcode as often as an account or a phone: it is a
+    # payment or contact detail when IBAN-shaped (or, a phone, written with "+" or "("), or when its
+    # sentence names money or a channel.
+    named = {bisect_right(ends, m.start()) for m in CHANNEL_WORDS.finditer(text)}
+    by_kind["number"] = [s for s in by_kind.get("number", ())
+                         if _IBAN_SHAPE.match(text, s[0]) or bisect_right(ends, s[0]) in named]
+    by_kind["phone"] = [s for s in by_kind.get("phone", ())
+                        if text[s[0]] in "+(" or bisect_right(ends, s[0]) in named]
     for m in _QUANTITY.finditer(text):
         by_kind["quantity"].append(m.span())
     sentences: dict[str, dict[int, list[tuple[int, int]]]] = {
