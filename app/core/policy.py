@@ -25,20 +25,14 @@ have missed what such a write asks for. A learned rule passed over for its
 agents or its content is skipped, not obeyed: the rules after it decide, as they
 would have without it. That guard lives here, in evaluation, so no path can skip it.
 
-A second built-in rule, the **category baseline**, follows: a memory write (``remember``) whose
-screening raised a category of effect (``app.core.screening.CATEGORY_NAMES``: directive,
-authority, destination, high_impact_fact, trusted_source, command) from an *untrusted* origin goes
-to review. The origin is the write's ``source`` read with the provenance vocabulary
-(``app.core.screening.provenance``: only ``user`` is trusted; ``document``, ``email``, ``web``,
-``tool``, ``inferred``, anything else and an absent source are not). A tenant tunes it per
-category with the document's optional ``categories`` object, e.g. ``{"destination": {"untrusted":
-"stage", "trusted": "allow"}, "command": {"untrusted": "deny"}}``: each category takes an action
-(``stage``, ``deny`` or ``allow``) per provenance class (``trusted`` / ``untrusted``) or per origin
-(``email``, ``web``, ... or ``unknown``; an origin's entry beats its class's). Unset entries keep
-the defaults (untrusted: stage; trusted: allow). A write carrying several categories gets the
-strictest of their actions; a ``deny`` is tried before the screening baseline, so a high-risk
-write the tenant denies is denied, not staged. Like the screening baseline it comes after the
-tenant's rules, and a learned rule never waives it.
+A second built-in rule, the **category baseline**, follows: a ``remember`` whose screening raised
+a category of effect (``app.core.screening.CATEGORY_NAMES``) from an *untrusted* origin (the
+``source`` read with ``app.core.screening.provenance``'s vocabulary: only ``user`` is trusted, an
+absent source is not) goes to review. The document's optional ``categories`` tunes it, e.g.
+``{"command": {"untrusted": "deny", "tool": "stage"}}``: per category, an action (``stage``,
+``deny``, ``allow``) per class (``trusted`` / ``untrusted``) or per origin (which beats its class).
+Defaults: untrusted stage, trusted allow; the strictest action of a write's categories applies; a
+``deny`` is tried before the screening baseline. A learned rule never waives it.
 
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
@@ -321,8 +315,7 @@ class Policy:
 
     rules: tuple[Rule, ...] = ()
     categories: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
-    """The tenant's tuning of the category baseline: per category, ``(class or origin, action)``
-    pairs, both sorted (a tuple, so policies stay hashable and compare by value)."""
+    """The category baseline's tuning: per category, sorted ``(class or origin, action)`` pairs."""
 
     @classmethod
     def parse(cls, doc: Any) -> Policy:

@@ -1,6 +1,8 @@
 """Categories of effect through `/v1`: staged by provenance, invisible until decided, explained on
 the change; a tenant's category tuning; and an ordinary assistant's stream of memories stays live."""
 
+import json
+
 import pytest
 
 from app.core.screening import EXPLANATIONS
@@ -117,3 +119,18 @@ def test_an_ordinary_assistant_stream_from_the_user_is_not_staged(client, agent)
     assert len(ORDINARY) >= 60
     staged = [text for text in ORDINARY if _remember(client, agent, text, source="user").status_code == 202]
     assert len(staged) <= 1, staged
+
+
+def _mcp_remember(client, headers, content, **extra):
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "remember", "arguments": {
+        "agent_id": "agent-e", "type": "semantic", "content": content, **extra}}}
+    response = client.post("/mcp", json=call, headers={**headers, "Accept": "application/json, text/event-stream"})
+    assert response.status_code == 200, response.text
+    return json.loads(response.json()["result"]["content"][0]["text"])
+
+
+def test_mcp_remember_carries_the_source_to_screening(client, agent):
+    staged = _mcp_remember(client, agent, SUPPLIER, source="email")
+    assert staged["status"] == "pending" and staged["change_id"]
+    live = _mcp_remember(client, agent, "Lakeside Bank's support line is +44 20 7946 0321.", source="user")
+    assert live["status"] == "live", live
