@@ -47,6 +47,7 @@ from app.core import high_impact
 from app.core.redaction import MARKER_RE
 from app.core.screening import effect_heads
 from app.core.screening.flags import RiskFlag, Span
+from app.core.screening.sensitive import iban_valid
 
 DIRECTIVE, AUTHORITY, DESTINATION = "directive", "authority", "destination"
 FACT, TRUSTED_SOURCE, COMMAND = "high_impact_fact", "trusted_source", "command"
@@ -74,6 +75,7 @@ CHANNEL_WORDS = re.compile(
     r"call|ring|text|sms|reach|reached|contact|dial|kontakt|anrufen|appel(?:er|ez)?|llam[ae]\w*|chiam\w*|"
     r"number|e-?mail|konto|bankverbindung|telefon|handy|nummer|compte|virement|t[ée]l[ée]phone|num[ée]ro|cuenta|"
     r"tel[ée]fono|n[úu]mero|conto|bonifico|telefono|numero|conta|rekening|nummer)\b")
+_TOKEN = re.compile(r"[\w+/=-]+")
 _IBAN_SHAPE = re.compile(r"[A-Za-z]{2}\d{2}")
 _SENTENCE_END = re.compile(r"[.!?;\n。！？]+(?:\s|$)")
 
@@ -91,15 +93,17 @@ def detect(content: str, embedding: Sequence[float] | None = None, embedder: str
     ends = [m.end() for m in _SENTENCE_END.finditer(text)]
     by_kind: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for kind, start, end in high_impact.locate(text):
-        if kind == "credential" and any(m_start <= end + 1 and start <= m_end + 1 for m_start, m_end in markers):
-            continue  # a label whose value redaction took ("password is <REDACTED:…>")
+        if kind == "credential" and (any(m_start <= end + 1 and start <= m_end + 1 for m_start, m_end in markers)
+                                     or not _secret_like(text[start:end])):
+            continue  # a label whose value redaction took ("password is <REDACTED:…>"), or an id
         by_kind[kind].append((start, end))
     # A bare digit run is an order, ticket or postcode as often as an account or a phone: it is a
-    # payment or contact detail when IBAN-shaped (or, a phone, written with "+" or "("), or when its
+    # payment or contact detail when a valid IBAN (or, a phone, written with "+" or "("), or when its
     # sentence names money or a channel.
     named = {bisect_right(ends, m.start()) for m in CHANNEL_WORDS.finditer(text)}
     by_kind["number"] = [s for s in by_kind.get("number", ())
-                         if _IBAN_SHAPE.match(text, s[0]) or bisect_right(ends, s[0]) in named]
+                         if (_IBAN_SHAPE.match(text, s[0]) and iban_valid(text[s[0]:s[1]].upper()))
+                         or bisect_right(ends, s[0]) in named]
     by_kind["phone"] = [s for s in by_kind.get("phone", ())
                         if text[s[0]] in "+(" or bisect_right(ends, s[0]) in named]
     for m in _QUANTITY.finditer(text):
@@ -139,6 +143,14 @@ def detect(content: str, embedding: Sequence[float] | None = None, embedder: str
         elif alone:
             flags.append(RiskFlag(name, "medium", probability, (Span("content", 0, len(content)),)))
     return flags
+
+
+def _secret_like(found: str) -> bool:
+    """A labelled secret ("pin: 4821", a PEM header) or a token that mixes upper case, lower case and
+    digits; a bare lower-case token is a commit hash, a UUID or a slug far more often than a key."""
+    if not _TOKEN.fullmatch(found):
+        return True
+    return any(c.isupper() for c in found) and any(c.islower() for c in found) and any(c.isdigit() for c in found)
 
 
 def _by_sentence(spans: list[tuple[int, int]], ends: list[int]) -> dict[int, list[tuple[int, int]]]:
