@@ -19,6 +19,7 @@ first ``SCAN_LIMIT`` characters, and languages other than English for the gramma
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from app.core.redaction import MARKER_RE
 from app.core.screening.normalize import fold
@@ -56,8 +57,8 @@ _PATH = re.compile(r"(?:^|[\s'\"(=])(?:~|\.{1,2})?/(?:[\w.@%+-]+/)*[\w.@%+-]+|\b
                    r"(?:^|\s)~[\w.-]*/|\$[a-z_][a-z0-9_]*\b|%[a-z_]+%", _F)
 _CODE = re.compile(r"`|<\s*/?\s*[a-z][a-z0-9-]*(?:\s[^<>]*)?>|[{}]|=>|->|::|\b[a-z_][\w.]{0,64}\([^()\n]{0,200}\)"
                    r"|^\s*(?:#!|>>>|\$\s)|;\s*$|\b(?:def|lambda|eval|exec)\b[\s(]", _F | re.M)
-_SHELL = re.compile(r"&&|\|\||(?<![|])\|(?![|])\s*[a-z]|\$\(|>>?\s*[/~.&$]|\s<\s*[/~.]"
-                    r"|(?:^|\s)-{1,2}[a-z][\w-]*(?:=\S+)?"
+# A redirection names a path, a descriptor or a variable: ``</b>.`` (a closing tag, then a full stop) is none.
+_SHELL = re.compile(r"&&|\|\||(?<![|])\|(?![|])\s*[a-z]|\$\(|>>?\s*(?:[/~$]|\.{1,2}/|&\d)|\s<\s*[/~.]|(?:^|\s)-{1,2}[a-z][\w-]*(?:=\S+)?"
                     r"(?=\s|$)|(?:^|[\s;])(?:sudo|chmod|chown|rm|curl|wget|nc|ssh|scp|dd|mkfs)\s", _F | re.M)
 _SQL = re.compile(
     r"\b(?:select\s+[\w*,.\s()]{1,200}?\s+from\s+\w|insert\s+into\s+\w|update\s+\w+\s+set\s+\w|delete\s+from\s+\w"
@@ -90,46 +91,44 @@ _VERBS = (
     "transfer|trust|turn|unlock|update|upload|use|verify|visit|wipe|wire|withdraw|write")
 _OPENERS = r"(?:please\s+|kindly\s+|always\s+|never\s+|just\s+|immediately\s+|also\s+|then\s+|and\s+|do\s+not\s+" \
            r"|don'?t\s+|be\s+sure\s+to\s+|make\s+sure\s+(?:to\s+)?|remember\s+to\s+|you\s+(?:must|should|shall|will" \
-           r"|need\s+to|have\s+to|are\s+to)\s+" \
-           r"|(?:the\s+)?(?:agent|assistant|bot|model)\s+(?:must|should|shall|will)\s+)*"
+           r"|need\s+to|have\s+to|are\s+to)\s+|(?:the\s+)?(?:agent|assistant|bot|model)\s+(?:must|should|shall|will)\s+)*"
 # A clause starts the text, follows a sentence end, a colon, a semicolon, a dash, a line break or a
 # list bullet, or follows the comma after a schedule or condition ("every night at 02:00, disarm ...").
 _IMPERATIVE = re.compile(rf"(?:^|[.!?;:\n]\s*|\s[-–—]\s+|^\s*[-*•]\s*|,\s*(?=(?:{_OPENERS})(?:{_VERBS})\b))\s*"
                          rf"(?:{_OPENERS})(?:{_VERBS})\b(?!['’]s)(?![-]\w)", _F | re.M)
-_MODAL_ORDER = re.compile(r"\byou\s+(?:must|shall|are\s+to|have\s+to|need\s+to)\b"
-                          r"|\b(?:must|shall)\s+(?:always|never)\b", _F)
+_MODAL_ORDER = re.compile(r"\byou\s+(?:must|shall|are\s+to|have\s+to|need\s+to)\b|\b(?:must|shall)\s+(?:always|never)\b",
+                          _F)
+
+
+def locate(text: str | None) -> Iterator[tuple[str, int, int]]:
+    """Every high-impact structure in ``text`` as ``(feature, start, end)``: code point offsets into
+    ``text`` itself (matching runs on folded text; ``normalize.Folded.span`` maps back). Linear time."""
+    if not text:
+        return
+    raw = text[:SCAN_LIMIT]
+    folded = fold(raw)
+    for name, pattern in (("link", _LINK), ("email", _EMAIL)):
+        for m in pattern.finditer(folded.text):
+            yield (name, *folded.span(*m.span()))
+    for pattern in (MARKER_RE, _CREDENTIAL):
+        for m in pattern.finditer(raw):
+            yield ("credential", *m.span())
+    # Dates and times are blanked to spaces of the same length, so offsets into folded text still hold.
+    digits_text = _DATE_TIME.sub(lambda m: " " * len(m.group()), folded.text)
+    for name, pattern, least in (("phone", _PHONE, 7), ("number", _IBAN, _IBAN_DIGITS), ("number", _LONG_DIGITS, 6)):
+        for m in pattern.finditer(digits_text):
+            if sum(ch.isdigit() for ch in m.group(0)) >= least:
+                yield (name, *folded.span(*m.span()))
+    for name, pattern in (("path", _PATH), ("code", _CODE), ("shell", _SHELL), ("sql", _SQL),
+                          ("schedule", _SCHEDULE), ("condition", _CONDITION), ("imperative", _IMPERATIVE),
+                          ("imperative", _MODAL_ORDER)):
+        for m in pattern.finditer(folded.text):
+            yield (name, *folded.span(*m.span()))
 
 
 def features(text: str | None) -> tuple[str, ...]:
     """The high-impact structures found in ``text`` (names from ``FEATURES``), or ``()``."""
-    if not text:
-        return ()
-    raw = text[:SCAN_LIMIT]
-    folded = fold(raw).text  # look-alike letters and invisible characters do not hide a shape
-    found = set()
-    if _LINK.search(folded):
-        found.add("link")
-    if _EMAIL.search(folded):
-        found.add("email")
-    if MARKER_RE.search(raw) or _CREDENTIAL.search(raw):
-        found.add("credential")
-    digits_text = _DATE_TIME.sub(" ", folded)
-    for m in _PHONE.finditer(digits_text):
-        if sum(ch.isdigit() for ch in m.group(0)) >= 7:
-            found.add("phone")
-            break
-    if any(sum(ch.isdigit() for ch in m.group(0)) >= _IBAN_DIGITS for m in _IBAN.finditer(digits_text)):
-        found.add("number")
-    for m in _LONG_DIGITS.finditer(digits_text):
-        if sum(ch.isdigit() for ch in m.group(0)) >= 6:
-            found.add("number")
-            break
-    for name, pattern in (("path", _PATH), ("code", _CODE), ("shell", _SHELL), ("sql", _SQL),
-                          ("schedule", _SCHEDULE), ("condition", _CONDITION)):
-        if pattern.search(folded):
-            found.add(name)
-    if _IMPERATIVE.search(folded) or _MODAL_ORDER.search(folded):
-        found.add("imperative")
+    found = {name for name, _start, _end in locate(text)}
     return tuple(name for name in FEATURES if name in found)
 
 

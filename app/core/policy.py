@@ -25,6 +25,15 @@ have missed what such a write asks for. A learned rule passed over for its
 agents or its content is skipped, not obeyed: the rules after it decide, as they
 would have without it. That guard lives here, in evaluation, so no path can skip it.
 
+A second built-in rule, the **category baseline**, follows: a ``remember`` whose screening raised
+a category of effect (``app.core.screening.CATEGORY_NAMES``) from an *untrusted* origin (the
+``source`` read with ``app.core.screening.provenance``'s vocabulary: only ``user`` is trusted, an
+absent source is not) goes to review. The document's optional ``categories`` tunes it, e.g.
+``{"command": {"untrusted": "deny", "tool": "stage"}}``: per category, an action (``stage``,
+``deny``, ``allow``) per class (``trusted`` / ``untrusted``) or per origin (which beats its class).
+Defaults: untrusted stage, trusted allow; the strictest action of a write's categories applies; a
+``deny`` is tried before the screening baseline. A learned rule never waives it.
+
 ``Policy.parse`` validates a document against ``schemas/policy.json`` and the
 checks a schema cannot express (unique ids, compilable and non-catastrophic
 regexes, ``approvals_required`` only with ``require_approval``).
@@ -43,7 +52,7 @@ from typing import Any, Literal, Mapping, Sequence
 from jsonschema import Draft202012Validator
 
 from app.core import high_impact
-from app.core.screening import LEVELS, level_rank
+from app.core.screening import CATEGORY_NAMES, LEVELS, level_rank, provenance
 from app.paths import SCHEMAS_DIR
 
 try:  # CPython's regex parser; only used for the nested-quantifier check.
@@ -291,6 +300,11 @@ class Rule:
         return Decision(self.action, approvals, self.id, reason, learned=self.learned)
 
 
+CATEGORY_ACTIONS = ("allow", "stage", "deny")
+"""A tenant's actions for a category, least to most strict."""
+DEFAULT_CATEGORY_ACTIONS = {"trusted": "allow", "untrusted": "stage"}
+_CATEGORY_RULE_ACTION: dict[str, Action] = {"stage": "require_approval", "deny": "deny"}
+
 _ALLOW = Decision("allow", 0, None, "no rule matched")
 _AGENT_REVIEW = Decision("require_approval", 1, None, "agent requested approval")
 
@@ -300,6 +314,8 @@ class Policy:
     """An ordered, validated set of rules."""
 
     rules: tuple[Rule, ...] = ()
+    categories: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
+    """The category baseline's tuning: per category, sorted ``(class or origin, action)`` pairs."""
 
     @classmethod
     def parse(cls, doc: Any) -> Policy:
@@ -308,11 +324,40 @@ class Policy:
         problems += semantic_problems(doc)
         if problems:
             raise PolicyError(problems)
-        return cls(tuple(Rule.from_doc(rule) for rule in doc["rules"]))
+        categories = tuple(sorted((name, tuple(sorted(actions.items())))
+                                  for name, actions in doc.get("categories", {}).items() if actions))
+        return cls(tuple(Rule.from_doc(rule) for rule in doc["rules"]), categories)
 
     def to_doc(self) -> dict[str, Any]:
         """The canonical document; ``Policy.parse(p.to_doc()) == p``."""
-        return {"rules": [rule.to_doc() for rule in self.rules]}
+        doc: dict[str, Any] = {"rules": [rule.to_doc() for rule in self.rules]}
+        if self.categories:
+            doc["categories"] = {name: dict(actions) for name, actions in self.categories}
+        return doc
+
+    def category_action(self, category: str, source: str | None) -> str:
+        """The action (``CATEGORY_ACTIONS``) for ``category`` raised by a write from ``source``."""
+        tuned = dict(dict(self.categories).get(category, ()))
+        klass = "trusted" if provenance.trusted(source) else "untrusted"
+        return tuned.get(provenance.origin(source)) or tuned.get(klass) or DEFAULT_CATEGORY_ACTIONS[klass]
+
+    def category_rule(self, req: WriteRequest) -> Rule | None:
+        """The category baseline for ``req``: a rule matching it that stages or denies it for the
+        categories it raised (the strictest of their actions), or None when they are all allowed."""
+        if req.operation != "remember":
+            return None
+        actions: dict[str, list[str]] = {}
+        for name in sorted(set(req.risk_flags) & set(CATEGORY_NAMES)):
+            actions.setdefault(self.category_action(name, req.source), []).append(name)
+        strictest = max(actions, key=CATEGORY_ACTIONS.index, default="allow")
+        if strictest == "allow":
+            return None
+        names = actions[strictest]
+        origin = provenance.origin(req.source)
+        return Rule(id=CATEGORY_BASELINE_ID, match=Match(operations=("remember",), risk_flags=tuple(names)),
+                    action=_CATEGORY_RULE_ACTION[strictest],
+                    description=f"{', '.join(names)} from a write of origin {origin!r}: "
+                                f"{'denied' if strictest == 'deny' else 'a reviewer decides'}.")
 
     def evaluate(self, req: WriteRequest) -> Decision:
         """Decide ``req``: first matching enabled rule, then the screening baseline, else allow.
@@ -326,14 +371,21 @@ class Policy:
         """``evaluate`` plus the trace behind it: each matching rule tried, in order, as
         ``{"rule", "action", "learned", "outcome"}`` (``decided`` or why it was passed over)."""
         decision, trace = _ALLOW, []
-        rules = (*self.rules, SCREENING_BASELINE)
+        category = self.category_rule(req)
+        if category is None:
+            builtins: tuple[Rule, ...] = (SCREENING_BASELINE,)
+        elif category.action == "deny":  # the tenant's deny outranks the baseline's review
+            builtins = (category, SCREENING_BASELINE)
+        else:
+            builtins = (SCREENING_BASELINE, category)
+        rules = (*self.rules, *builtins)
         for index, rule in enumerate(rules):
             if not (rule.enabled and rule.match.matches(req)):
                 continue
             step = {"rule": rule.id, "action": rule.action, "learned": rule.learned, "outcome": "decided"}
             trace.append(step)
             if rule.learned and rule.action != "deny":
-                overruling = _learned_overruled_by(rules[index + 1:], req)
+                overruling = _learned_overruled_by(rules[index + 1:], req, category)
                 if overruling is not None:
                     step["outcome"] = f"passed over: a learned rule cannot waive {overruling.id!r}"
                     decision = overruling.decision()
@@ -360,13 +412,19 @@ class Policy:
         return decision, trace
 
 
-def _learned_overruled_by(later: Sequence[Rule], req: WriteRequest) -> Rule | None:
-    """The rule a matching learned rule must give way to: the screening baseline when it matches
-    ``req`` (high-risk writes are always staged), else the first later enabled hand-written rule
-    that matches and either denies the write or asks for two or more approvals (a learned rule
-    relaxes one-person review; it never grants what a person forbade nor waives a two-person rule)."""
+def _learned_overruled_by(later: Sequence[Rule], req: WriteRequest, category: Rule | None = None) -> Rule | None:
+    """The rule a matching learned rule must give way to: the category baseline when it denies
+    ``req``, the screening baseline when it matches (high-risk writes are always staged), the category
+    baseline when it stages (a category from an untrusted origin), else the first later enabled
+    hand-written rule that matches and either denies the write or asks for two or more approvals (a
+    learned rule relaxes one-person review; it never grants what a person forbade nor waives a
+    two-person rule)."""
+    if category is not None and category.action == "deny":
+        return category
     if SCREENING_BASELINE.match.matches(req):
         return SCREENING_BASELINE
+    if category is not None:
+        return category
     for rule in later:
         if rule.enabled and not rule.learned and _binding(rule) and rule.match.matches(req):
             return rule
@@ -531,3 +589,7 @@ SCREENING_BASELINE = Rule(
     description="Writes whose screening raised a high-severity risk flag need a reviewer.",
 )
 """Tried after every tenant rule (and the defaults): not part of any editable policy document."""
+
+CATEGORY_BASELINE_ID = "screening-categories"
+"""The id of the category baseline (``Policy.category_rule``), built per write from the tenant's
+``categories``; like ``SCREENING_BASELINE`` it is in no editable policy document."""

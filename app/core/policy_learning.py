@@ -267,7 +267,8 @@ def measure(match_doc: dict[str, Any], window: Sequence[Decided], policy: Policy
     screening flags."""
     match = Match.from_doc(match_doc)
     candidate = None if policy is None else Policy((
-        Rule(id="candidate", match=match, action="allow", provenance={"kind": "learned"}), *policy.rules))
+        Rule(id="candidate", match=match, action="allow", provenance={"kind": "learned"}), *policy.rules),
+        policy.categories)
     counts = {"window": len(window), "would_auto_approve": 0, "later_rejected": 0, "later_forgotten": 0,
               "later_reverted": 0, "flagged": 0}
     for d in window:

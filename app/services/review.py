@@ -18,6 +18,7 @@ from typing import Any, Callable
 from app.core import diff as textdiff
 from app.core import fsm, jsontext
 from app.core.access import Principal, agent_allowed
+from app.core.screening import EXPLANATIONS
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import Change, Memory
 from app.errors import AppError, ConfirmationRequired, Conflict, Forbidden, NotFound, OwnChange, ValidationFailed
@@ -51,10 +52,17 @@ def change_json(change: Change) -> dict[str, Any]:
         "submitted_at": format_ts(change.submitted_at), "decided_at": format_ts(change.decided_at),
         "decided_by": change.decided_by, "reason": change.reason, "approvals": list(change.approvals),
         "approvals_required": change.approvals_required, "policy_rule": change.policy_rule,
-        "redactions": list(change.redactions), "risk_flags": list(change.risk_flags),
+        "redactions": list(change.redactions), "risk_flags": [_explained(f) for f in change.risk_flags or []],
         "risk_level": change.risk_level, "agent_reason": agent_reason(change),
         "decided_by_name": _reviewer_name(change),
     }
+
+
+def _explained(flag: Any) -> Any:
+    """A stored flag with its reviewer sentence (a fixed text per flag name, never the write's)."""
+    if not isinstance(flag, dict) or flag.get("name") not in EXPLANATIONS:
+        return flag
+    return {**flag, "explanation": EXPLANATIONS[flag["name"]]}
 
 
 REASONED_OPERATIONS = ("forget", "merge", "expire")
@@ -210,7 +218,7 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
         body = {"_state": []}
     state = body.pop("_state")
     body.update({"operation": kind, "policy_rule": change.policy_rule, "redactions": list(change.redactions),
-                 "risk_flags": list(change.risk_flags), "risk_level": change.risk_level,
+                 "risk_flags": [_explained(f) for f in change.risk_flags or []], "risk_level": change.risk_level,
                  "approvals": list(change.approvals), "approvals_required": change.approvals_required,
                  "fingerprint": _fingerprint([change.id, change.status, len(change.approvals), state])})
     return body

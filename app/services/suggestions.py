@@ -146,7 +146,7 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
         settings = dict(tenant.settings or {})
         current = settings.get("policy") or DEFAULT_POLICY
         others = [r for r in current["rules"] if r.get("id") != rule.id]
-        doc = {"rules": [rule.to_doc(), *others]}
+        doc = {**current, "rules": [rule.to_doc(), *others]}  # the tenant's category tuning stays
         try:
             policy = Policy.parse(doc)
         except PolicyError as exc:  # e.g. the policy is at its rule limit

@@ -91,8 +91,9 @@ def test_memory_compaction_sr1_carry_forward(client, ctx, tenant, agent):
     secret = "zebra-7781-orchid-vault"
     # Worded so write screening sees no secret (a "passphrase is …" would be staged as one): only
     # the secret registered below makes it one.
-    first = remember(client, agent, f"The staging project codename is {secret}.", confidence=0.9)
-    remember(client, agent, f"The staging project codename is {secret}!", confidence=0.5)
+    # From the user: a secret-shaped token is a high-impact fact, which an unstated source would stage.
+    first = remember(client, agent, f"The staging project codename is {secret}.", confidence=0.9, source="user")
+    remember(client, agent, f"The staging project codename is {secret}!", confidence=0.5, source="user")
     assert secret in client.get(f"/v1/memories/{first}", headers=agent).json()["content"]
     # registered after the writes: only compaction's redaction pass can catch it
     register_secret(ctx, tenant_id=tenant.id, label="deploy", value=secret, actor=ADMIN)
@@ -113,8 +114,8 @@ def test_memory_compaction_sr1_carry_forward(client, ctx, tenant, agent):
 
 def test_reject_mode_tenants_skip_groups_that_would_need_redaction(client, ctx, tenant, agent):
     secret = "otter-5523-marble-gate"
-    remember(client, agent, f"The offsite archive label is {secret}.")
-    remember(client, agent, f"The offsite archive label is {secret}!")
+    remember(client, agent, f"The offsite archive label is {secret}.", source="user")
+    remember(client, agent, f"The offsite archive label is {secret}!", source="user")
     register_secret(ctx, tenant_id=tenant.id, label="backup", value=secret, actor=ADMIN)
     set_redaction_mode(ctx, tenant_id=tenant.id, mode="reject", actor=ADMIN)
     stats = compaction.compact_tenant(ctx, tenant.id)

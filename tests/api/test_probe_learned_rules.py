@@ -189,8 +189,9 @@ def test_b_no_poisoned_write_screening_misses_goes_live_through_the_rule(client,
             assert response.status_code == 202, response.text
             risks[content] = client.get(f"/v1/changes/{response.json()['change_id']}", headers=reviewer).json()
     assert live == []
-    # Screening saw nothing in them: the learned rule's own check is what staged them.
-    assert {c: r["risk_level"] for c, r in risks.items() if r["risk_level"] != "none"} == {}
+    # Screening no longer sees nothing in them (their categories of effect are named: commands,
+    # schedules, destinations), but none is high: the learned rule's own check is what staged them.
+    assert {c: r["risk_level"] for c, r in risks.items() if r["risk_level"] == "high"} == {}
     assert {r["policy_rule"] for r in risks.values()} == {"review-all"}
     # The rule is in force all the while: a plain preference still goes live.
     assert _remember(client, agent, "concierge-bot", "Guest 80 prefers feather pillows.").status_code == 201

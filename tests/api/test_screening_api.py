@@ -55,10 +55,12 @@ def test_injection_shaped_remember_is_staged_with_risk_flags(client, ctx, tenant
 
 def test_benign_remember_stays_201_and_its_audit_names_low_flags(client, ctx, tenant, agent):
     assert _remember(client, agent, "User always takes the 7am train to work").status_code == 201
-    response = _remember(client, agent, "User's email is ana@example.org")
+    # The user's own contact detail, said by the user: a category (high_impact_fact) that their
+    # provenance does not stage; from an absent source it would be (test_effects_api).
+    response = _remember(client, agent, "User's email is ana@example.org", source="user")
     assert response.status_code == 201, response.text
     written = [json.loads(e)["data"] for t, e in _audit(ctx, tenant.id) if t == "memory.remembered"]
-    assert [d["risk_flags"] for d in written] == [[], ["pii"]]
+    assert [d["risk_flags"] for d in written] == [[], ["high_impact_fact", "pii"]]
     assert [d["risk_level"] for d in written] == ["none", "low"]
     assert all("ana@example.org" not in e for _, e in _audit(ctx, tenant.id))
 

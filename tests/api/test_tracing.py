@@ -45,8 +45,9 @@ def _ancestors(span, by_id):
 def test_a_remember_request_is_one_trace_with_nested_spans_and_no_content(client, headers, spans):
     secret = unique("launch-word")
     content = f"The launch code word for the rocket is {secret}."
+    # From the user: a secret-shaped word is a high-impact fact, which an unstated source would stage.
     response = client.post("/v1/memories/remember", json={"agent_id": "agent-a", "type": "semantic",
-                                                          "content": content},
+                                                          "content": content, "source": "user"},
                            headers={**headers, "traceparent": f"00-{TRACE_ID}-{CALLER_SPAN}-01"})
     assert response.status_code == 201, response.text
 

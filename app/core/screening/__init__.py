@@ -19,19 +19,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from app.core.screening import (contradiction, controls, exfiltration, fsm_widening, hidden, injection, protected, provenance,
-                                 removal, semantic, sensitive)
+from app.core.screening import (contradiction, controls, effect_heads, effects, exfiltration, fsm_widening, hidden, injection,
+                                 protected, provenance, removal, semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
 from app.core.screening.protected import Protection
 
-__all__ = ["EXPLANATIONS", "FLAG_NAMES", "LEVELS", "SEVERITIES", "Protection", "RiskFlag", "Screening", "Span",
+__all__ = ["CATEGORY_NAMES", "EXPLANATIONS", "FLAG_NAMES", "LEVELS", "SEVERITIES", "Protection", "RiskFlag", "Screening", "Span",
            "level_rank", "screen"]
 
 #: Every flag name a detector can raise (the values policies may match with ``risk_flags``).
 FLAG_NAMES = (
     injection.NAME, exfiltration.NAME, hidden.NAME, sensitive.SECRET, sensitive.PII, fsm_widening.NAME,
-    contradiction.NAME, provenance.NAME, protected.NAME, semantic.NAME,
+    contradiction.NAME, provenance.NAME, protected.NAME, semantic.NAME, *effects.NAMES,
 )
+#: The categories of effect (``effects``): what the write would change if the agent believed it.
+#: The policy stages them by provenance (``app.core.policy``), not by severity.
+CATEGORY_NAMES = effects.NAMES
 
 #: One plain sentence per flag for the reviewer (shown on the change page next to the evidence).
 EXPLANATIONS = {
@@ -68,7 +71,9 @@ EXPLANATIONS = {
                    "date with an ID number, are enough to impersonate someone.",
     fsm_widening.NAME: "The procedure edit lets the agent reach states or take actions the live procedure did "
                        "not allow.",
-    contradiction.NAME: "The write contradicts a live memory about the same person or thing.",
+    contradiction.NAME: "The write contradicts a live memory about the same person or thing; when it changes a "
+                        "payment detail or contact channel the agent already holds (a different IBAN, account, phone "
+                        "number or e-mail address for the same subject), it is high.",
     provenance.NAME: "The write claims a more trusted origin than the key that sent it may assert.",
     protected.NAME: "The write claims or changes who the agent is or what it may do: its role, permissions, "
                     "identity, system prompt, safety rules or trusted sources (in the text, a tag or a "
@@ -80,6 +85,19 @@ EXPLANATIONS = {
     semantic.NAME: "The meaning and wording of the whole text are close to known memory-poisoning attempts "
                    "(standing instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool "
                    "misuse, hidden markup), even though it may match no rule; read it as a whole.",
+    effects.DIRECTIVE: "The write tells the agent what to do in later turns: a standing rule, a default or a "
+                       "trigger (\"from now on\", \"whenever X happens, do Y\").",
+    effects.AUTHORITY: "The write grants or claims authority, trust, a role, access or approval, or exempts someone "
+                       "or something from a check.",
+    effects.DESTINATION: "The write gives a place to send data or money (an address, link, account, webhook, form "
+                         "or shared sheet) and tells the agent to send or use it.",
+    effects.FACT: "The write states a fact an attacker gains by planting: payment or bank details, a contact "
+                  "channel (phone, e-mail, portal), a credential, or a safety-critical value (a dose, limit, "
+                  "threshold or emergency number).",
+    effects.TRUSTED_SOURCE: "The write says which sources to trust, prefer or treat as authoritative, or tells the "
+                            "agent to distrust a legitimate one.",
+    effects.COMMAND: "The write holds a command or tool call for the agent to run (a shell command, an SQL "
+                     "statement, a function call).",
 }
 
 
@@ -109,12 +127,14 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
            allowed_sources: Sequence[str] = (), protection: Protection | None = None,
            path: str | None = None, embedding: Sequence[float] | None = None,
            embedder: str | None = None, classifier: semantic.Classifier | None = None,
-           removal_head: semantic.Classifier | None = None) -> Screening:
+           removal_head: semantic.Classifier | None = None, heads: effect_heads.Heads | None = None
+           ) -> Screening:
     """Run every detector over one write and return its flags (``protection``: the tenant's extra
     protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
     and ``embedder``: the content's vector and the name of the model that made it, for
     ``semantic_attack`` and the learned removal reader; ``classifier`` and ``removal_head`` replace
-    the shipped ones, for the benchmark's leave-one-out runs)."""
+    the shipped ones, for the benchmark's leave-one-out runs; ``heads`` replaces the
+    categories' heads). The categories of effect are raised for memories, not for procedures or workspace files."""
     fields = text_fields(content, tags, metadata)
     injected, kinds = injection.detect_kinds(fields)
     found: list[RiskFlag | None] = [
@@ -144,5 +164,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
             prior = found[0]
             found[0] = RiskFlag(injection.NAME, "high", max(prior.score if prior else 0.0, removal.WEIGHT),
                                 (prior.evidence if prior else ()) + spans)
+    if memory_type not in ("procedural", "workspace"):  # an FSM's JSON and the agent's own files are judged elsewhere
+        found += effects.detect(content, embedding, embedder, heads)
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

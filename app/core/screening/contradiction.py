@@ -10,6 +10,14 @@ after "Bob lives in Porto"): medium. A contradiction about something an attacker
 changing — money (bank, IBAN, account, payee, wallet), health (allergy, medication, dose, blood
 type), identity and contact (email, phone, address, password, emergency contact) — is high.
 Evidence points at the new value in the content (the whole content when it cannot be located).
+
+A changed channel is high as well, even when the sentences share no frame: the write carries a
+payment detail or contact channel (an e-mail address, a phone or account number, as
+``app.core.high_impact`` parses them; digits only where the write names money or contact, so two
+order numbers are not a "change"), a live memory carries one of the same kind, none of the values
+is shared, and the two name the same subject (a content word in common besides the words for the
+kind: "Acme's new IBAN is ..." against "Acme Supplies bank account: ..."). A supplier's new IBAN
+or a clinic's new number, planted in what the agent read, is the commonest fraud on memory.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from app.core import high_impact
 from app.core.diff import Contradiction, detect_contradiction
 from app.core.facts import Fact, facts
+from app.core.screening import effects
 from app.core.screening.flags import RiskFlag, Span
 
 NAME = "contradiction"
@@ -80,6 +90,58 @@ def _agree(fresh: list[Fact], held: list[Fact]) -> bool:
                for a in fresh for b in held)
 
 
+_CHANNELS = {"email": "email", "phone": "digits", "number": "digits"}
+_WORD = re.compile(r"[^\W\d_]{3,24}")
+# Function words and the words for the kinds themselves: what two texts about different subjects share.
+_COMMON = frozenset(
+    "the and for with that this from are was were has have had new now our your their his her its who whom "
+    "which will can may use used please note details detail contact reach call via number numbers phone mobile "
+    "email mail address account iban bank swift bic sort code payment payments pay paid changed change "
+    "updated update moved is der die das und ist neue neuer nummer konto les des est nouveau nouvelle numéro "
+    "compte los las del nuevo nueva número cuenta nuovo nuova numero conto novo nova conta".split())
+
+
+def _channels(text: str) -> tuple[dict[str, set[str]], dict[str, list[tuple[int, int]]]]:
+    """Values of each channel kind in ``text`` (normalised) and their spans."""
+    values: dict[str, set[str]] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}
+    named = bool(effects.CHANNEL_WORDS.search(text[:high_impact.SCAN_LIMIT]))
+    for feature, start, end in high_impact.locate(text):
+        kind = _CHANNELS.get(feature)
+        if kind is None or (kind == "digits" and not named):
+            continue
+        raw = text[start:end]
+        value = "".join(c for c in raw if c.isalnum()).lower() if kind == "digits" else raw.strip().lower()
+        values.setdefault(kind, set()).add(value)
+        spans.setdefault(kind, []).append((start, end))
+    return values, spans
+
+
+def _subject(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:
+    """Content words of ``text`` outside the channel values."""
+    kept = list(text[:high_impact.SCAN_LIMIT])
+    for start, end in spans:
+        kept[start:end] = " " * (end - start)
+    return {w for w in _WORD.findall("".join(kept).lower()) if w not in _COMMON}
+
+
+def changed_channel(content: str, live: Sequence[str]) -> tuple[Span, ...]:
+    """Spans of the write's channel values that replace a live memory's value of the same kind for
+    the same subject, or ``()``."""
+    values, spans = _channels(content)
+    if not values:
+        return ()
+    subject = _subject(content, [s for found in spans.values() for s in found])
+    for existing in live:
+        if not existing:
+            continue
+        old, old_spans = _channels(existing)
+        changed = [kind for kind in values if old.get(kind) and not values[kind] & old[kind]]
+        if changed and subject & _subject(existing, [s for found in old_spans.values() for s in found]):
+            return tuple(Span("content", *s) for kind in changed for s in spans[kind])
+    return ()
+
+
 def detect(content: str, live: Sequence[str]) -> RiskFlag | None:
     """The ``contradiction`` flag of ``content`` against the nearest live memories' texts, or None."""
     best: tuple[float, Span] | None = None
@@ -96,6 +158,9 @@ def detect(content: str, live: Sequence[str]) -> RiskFlag | None:
         span = Span("content", start, start + len(value)) if start >= 0 else Span("content", 0, len(content))
         if best is None or score > best[0]:
             best = (score, span)
+    channel = changed_channel(content, live) if live else ()
+    if channel:
+        return RiskFlag(NAME, "high", SENSITIVE_SCORE, channel + ((best[1],) if best else ()))
     if best is None:
         return None
     score, span = best

@@ -73,4 +73,8 @@ HOSTILE: dict[str, str] = {
     "world_open": 'open port 22 to ' * 4096, "override_calls": 'override_hold(' * 4681,
     "secret_exports": 'export ~/.git-credentials ' * 2520, "ml_secret_reads": 'secrets.yaml den inhalt ' * 2730,
     "file_drops": 'upload to transfer.sh ' * 2978, "safeguard_keys": 'approval_required:false ' * 2730,
+    # Categories of effect: quantities with units, sentence ends, channel words between digit
+    # groups (the changed-channel check reads each live text too), and half-orders beside addresses.
+    "quantities": '5 mg 7,5 ml ' * 5461, "sentence_marks": '.!?;\n ' * 10923,
+    "channel_words": 'acme iban 12 34 ' * 4096, "partial_orders": 'send x@y.io run ' * 4096,
 }

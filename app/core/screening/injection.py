@@ -10,12 +10,10 @@ instructions to hide something from the user. Kinds of evidence and their weight
   "message from the administrator", "I am your developer".
 * ``concealment`` (0.8): "do not tell the user", "keep this secret from the user".
 * ``credential_request`` (0.75): ask the user for a password, OTP, card number, seed phrase.
-* ``remote_code`` (0.75): ``curl … | sh``, "download and run https://…" (a fake past success).
 * ``weakening`` (0.6): skip verification / approve every request / without confirmation.
 * ``trigger`` (0.55): "when(ever) the user asks … respond/recommend/say …".
 * ``directive`` (0.5): sentence-initial "Always/Never <agent verb>", "you must", "the assistant should";
   also (0.45) "from now on", "in all future conversations", "in every response".
-* ``redirect`` (0.5): steer the user to a link or domain.
 * ``promotion`` (0.4): "only/exclusively recommend", "recommend X instead".
 * ``hidden_markup`` (0.8): instructions hidden where a reviewer's rendered view does not show them
   but a model reads them: an HTML comment addressed to the assistant, tool or system
@@ -30,6 +28,10 @@ instructions to hide something from the user. Kinds of evidence and their weight
 * ``control_removal`` / ``privilege_grant`` (0.45, or 0.6 beside a rule cue such as "going forward",
   "takeaway", "policy"): a safeguard removed or declared unnecessary, or rights or trust granted,
   found by ``controls`` (a lesson or memo in ordinary prose that takes a check away).
+
+A command to run (``curl … | sh``) and a link the agent is told to send people to are no longer
+kinds here: they are the ``command`` and ``destination`` categories (``effects``), read from the
+command's and the link's structure and staged by the write's provenance.
 
 Preferences are instructions too ("From now on, always answer in French"), so a standing
 directive alone stays medium and the default policy lets it through; a trigger, two kinds, or one
@@ -102,8 +104,8 @@ _HIDDEN_ORDER = (r"\b(?:assistant|agent|ai|llm|model|bot|chatbot|system|claude|g
                  r"transfer|pay)\s+(?:the|a|an|all|every|any|only|them|their|users?'?s?)\b")
 _USER = r"(?:the user|the users|users|the customer|customers|the human|the caller|the client|them|the requester)"
 
-WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credential_request": 0.75, "remote_code": 0.75,
-           "weakening": 0.6, "trigger": 0.55, "directive": 0.5, "redirect": 0.5, "promotion": 0.4,
+WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credential_request": 0.75,
+           "weakening": 0.6, "trigger": 0.55, "directive": 0.5, "promotion": 0.4,
            "hidden_markup": 0.8, "tool_directive": 0.75}
 
 
@@ -187,12 +189,6 @@ SIGNALS = (
            r"are instructed to|has to|have to|needs? to|will always|should always|should never|must never)\b"),
     _s("directive", r"\b(?:important|attention|note to (?:the )?(?:assistant|agent|ai|model))\s*[:!]\s*"
            r"(?:you|always|never|do not|don't|the assistant)\b"),
-    _s("remote_code", r"\b(?:curl|wget|iwr|invoke-webrequest)\b[^\n|]{0,200}\|\s*(?:sudo\s+)?(?:sh|bash|zsh|python3?|iex)\b"),
-    _s("remote_code", r"\b(?:download|fetch)\b[^.\n]{0,40}?\band (?:run|execute)\b[^.\n]{0,60}?(?:https?://|www\.)"),
-    _s("redirect",
-           r"\b(?:recommend|suggest|direct|redirect|refer|send|point|steer|route|link)\b[^.\n]{0,40}?"
-           r"\b(?:to|toward|towards|visit|at)\b[^.\n]{0,25}?(?:https?://|www\.|\b[a-z0-9-]+\.(?:com|net|org|io|xyz|"
-           r"top|ru|cn|biz|info|co|app|site|online|shop|live|click|link|ly|me|tk)\b)"),
     # "From now on" and "always respond" are one cue (a standing instruction), not two: a future-
     # time phrase counts as a weaker directive, so the pair does not add up like independent evidence.
     _s("directive",

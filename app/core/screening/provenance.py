@@ -14,6 +14,21 @@ an untrusted write into a trusted one. Claims looked at:
 
 A claim matching one of the key's allowed source globs is not flagged. Matching is done on folded
 text, so ``ѕystem`` with a Cyrillic ``ѕ`` is still ``system``.
+
+**The provenance vocabulary.** Besides laundering, ``source`` says where the content came from, by
+its first segment (before the first ``:`` or ``/``; ``email:inbox`` and ``email/gmail`` are both
+``email``), exact and in lower-case ASCII:
+
+* ``user``: the user said it;
+* ``document``, ``email``, ``web``, ``tool``: the agent read it (a file, a message, a page, a
+  tool's output);
+* ``inferred``: the agent concluded it.
+
+Only ``user`` is *trusted* (``TRUSTED_ORIGINS``). Every other origin, any value outside the
+vocabulary (``feed:partner``, ``chat``, a look-alike ``uѕer``) and an **absent** ``source`` are
+*untrusted*: the safe default, since what an agent read is where planted memories arrive, and a
+writer that says nothing about origin cannot be assumed to mean the user. The policy's category
+baseline stages the categories of effect (``effects``) of untrusted writes (``app.core.policy``).
 """
 
 from __future__ import annotations
@@ -39,6 +54,26 @@ _CONTENT_CLAIM = re.compile(
     r"\b(?:verified|approved|confirmed|authori[sz]ed|endorsed|certified|signed off)\s+by\s+(?:the\s+)?"
     r"(?:system|administrator|admin|security(?: team)?|it(?: department)?|compliance|developers?|operator|"
     r"platform|memwarden|openai|anthropic)\b")
+
+
+ORIGINS = ("user", "document", "email", "web", "tool", "inferred")
+"""The documented origins, by a source's first segment."""
+UNKNOWN = "unknown"
+"""The origin of an absent source or one outside ``ORIGINS``."""
+TRUSTED_ORIGINS = frozenset({"user"})
+_FIRST_SEGMENT = re.compile(r"[^:/]{1,64}")
+
+
+def origin(source: str | None) -> str:
+    """The write's origin in ``ORIGINS``, or ``UNKNOWN`` (absent, empty or outside the vocabulary)."""
+    found = _FIRST_SEGMENT.match(source or "")
+    segment = found.group() if found else ""
+    return segment if segment in ORIGINS else UNKNOWN
+
+
+def trusted(source: str | None) -> bool:
+    """Whether the write's origin is trusted (the user said it); absent and unknown sources are not."""
+    return origin(source) in TRUSTED_ORIGINS
 
 
 def _claim_weight(value: str) -> float:

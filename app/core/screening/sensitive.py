@@ -102,9 +102,10 @@ def _credential_value(value: str) -> bool:
     return any(c.isdigit() for c in value) or any(not c.isalnum() and c not in "'-" for c in value.rstrip(".!?"))
 
 
-def _iban_valid(text: str) -> bool:
-    compact = text.replace(" ", "")
-    if not 15 <= len(compact) <= 34:
+def iban_valid(text: str) -> bool:
+    """Whether ``text`` (spaces allowed) is an IBAN whose mod-97 check passes (shared with ``effects``)."""
+    compact = "".join(text.split())
+    if not 15 <= len(compact) <= 34 or not (compact.isascii() and compact.isalnum()):
         return False
     rearranged = compact[4:] + compact[:4]
     digits = "".join(str(int(c, 36)) for c in rearranged)
@@ -193,7 +194,7 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
             if _ssn_valid(digits[:3], digits[3:5], digits[5:]):
                 hit(pii, pii_spans, "ssn", 0.85, f, m.span("n"))
         for m in _IBAN.finditer(text):
-            if _iban_valid(m.group()):
+            if iban_valid(m.group()):
                 hit(pii, pii_spans, "iban", 0.75, f, m.span())
         for m in _ID_NUMBER.finditer(text):
             if sum(c.isdigit() for c in m.group("value")) >= 5:
