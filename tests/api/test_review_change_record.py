@@ -52,7 +52,8 @@ def test_a_decided_change_keeps_the_diff_and_content_its_reviewer_saw(client, ag
     staged = _stage(client, agent, "Hana works at Globex.")
     pending = _change(client, agent, staged["change_id"])
     assert pending["proposed"]["content"] == "Hana works at Globex." and "diff" not in pending
-    approved = client.post(f"/v1/changes/{staged['change_id']}/approve", json={"supersedes": old}, headers=reviewer)
+    approved = client.post(f"/v1/changes/{staged['change_id']}/approve", json={"supersedes": old, "confirm_risk": True},
+                           headers=reviewer)  # a flagged contradiction is medium risk: confirmed
     assert approved.status_code == 200, approved.text
     # Live memory moves on: the superseded fact is gone and the new one is edited by a later write.
     client.post("/v1/memories/forget", json={"agent_id": "agent-a", "ids": [staged["id"]]}, headers=agent)
@@ -62,7 +63,8 @@ def test_a_decided_change_keeps_the_diff_and_content_its_reviewer_saw(client, ag
     assert decided["diff"]["closest"]["id"] == old
     assert decided["diff"]["closest"]["content"] == "Hana works at Acme Corp."
     assert decided["diff"]["flags"]["contradiction"]["memory_id"] == old
-    assert decided["result"] == {"memory_id": staged["id"], "superseded": old}
+    assert decided["result"] == {"memory_id": staged["id"], "superseded": old,
+                                 "retired": [{"id": old, "reason": "contradiction"}]}
     assert decided["decided_by_name"] is None  # an API key has no display name
 
 
@@ -81,7 +83,8 @@ def test_a_hard_delete_erases_every_copy_decided_changes_keep(client, ctx, tenan
     erase = client.post("/v1/memories/forget", json={"agent_id": "agent-a", "ids": [staged["id"]],
                                                      "hard_delete": True, "reason": "GDPR erasure request",
                                                      "approval_required": True}, headers=agent)
-    decided = client.post(f"/v1/changes/{erase.json()['change_id']}/approve", json={}, headers=reviewer)
+    decided = client.post(f"/v1/changes/{erase.json()['change_id']}/approve", json={"confirm_risk": True},
+                          headers=reviewer)  # a permanent delete is always confirmed
     assert decided.status_code == 200, decided.text
     after = _change(client, agent, staged["change_id"])
     assert "proposed" not in after and "diff" not in after

@@ -129,7 +129,8 @@ def test_an_unowned_key_still_approves_and_is_labelled(client, ctx, tenant, agen
 def test_the_tenant_can_refuse_unowned_keys_on_two_person_changes(client, ctx, tenant, agent, reviewer, two_person):
     set_two_person_owned_keys(ctx, tenant_id=tenant.id, on=True, actor=ACTOR)
     change_id = _stage(client, agent, "Door code is 4412.")
-    error = assert_error(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=reviewer), 403, "forbidden")
+    error = assert_error(client.post(f"/v1/changes/{change_id}/approve", json={"confirm_risk": True},
+                                     headers=reviewer), 403, "forbidden")
     assert "belongs to no one" in error["message"]
     assert client.get(f"/v1/changes/{change_id}", headers=agent).json()["approvals"] == []
     plain = client.post("/v1/memories/remember", headers=agent, json={
