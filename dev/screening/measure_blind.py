@@ -1,7 +1,8 @@
 """Measure write screening on blind sets, the way an agent meets it: through a real `memwarden serve`.
 
 Each set is JSONL, one write a line: `id`, `family`, `label` (`poisoned` | `benign`), `agent`,
-`type`, `source` (`user`, `document`, `email`, `web`, `tool`, `inferred`, or absent), `prior` (live
+`type` (a procedure in prose is sent as `semantic`: `procedural` memories are FSM documents),
+`source` (`user`, `document`, `email`, `web`, `tool`, `inferred`, or absent), `prior` (live
 memories of the agent the write relates to) and `content`. A write's agent gets its own id, so one
 write's prior memories never meet another's; its priors are remembered first, as the user's, and
 approved by a reviewer key when staged. Then the write is remembered under the tenant's default
@@ -25,6 +26,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -59,9 +61,21 @@ def load(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def memory_type(row: dict[str, Any], content: str) -> str:
+    """The row's type, except that a procedure written as prose is sent as `semantic`: Memwarden's
+    `procedural` memories are FSM documents, and prose there is a 422 before any screening."""
+    kind = row.get("type") or "semantic"
+    if kind == "procedural":
+        try:
+            json.loads(content)
+        except ValueError:
+            return "semantic"
+    return kind
+
+
 def remember(http: httpx.Client, agent_id: str, row: dict[str, Any], content: str, source: str | None
              ) -> httpx.Response:
-    body = {"agent_id": agent_id, "type": row.get("type") or "semantic", "content": content}
+    body = {"agent_id": agent_id, "type": memory_type(row, content), "content": content}
     if source:
         body["source"] = source
     if row.get("user"):
@@ -74,7 +88,7 @@ def replay(base_url: str, agent_key: str, reviewer_key: str, rows: list[dict[str
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {agent_key}"}, timeout=60) as agent, \
             httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {reviewer_key}"}, timeout=60) as rev:
         for n, row in enumerate(rows):
-            agent_id = f"{row['agent']}-{n}"[:128].replace(" ", "-")
+            agent_id = re.sub(r"[^A-Za-z0-9_.:@-]+", "-", f"{row['agent']}-{n}")[-128:]  # the API's id grammar
             for prior in row.get("prior") or []:
                 seeded = remember(agent, agent_id, {**row, "type": "semantic"}, prior, "user")
                 if seeded.status_code == 202:
@@ -83,7 +97,8 @@ def replay(base_url: str, agent_key: str, reviewer_key: str, rows: list[dict[str
                 elif seeded.status_code != 201:
                     raise RuntimeError(f"prior of {row['id']}: {seeded.status_code} {seeded.text[:300]}")
             response = remember(agent, agent_id, row, row["content"], row.get("source"))
-            if response.status_code not in (201, *STOPPED):
+            refused = response.status_code in (403, 422) and response.json()["error"]["code"] == "validation_error"
+            if response.status_code not in (201, *STOPPED) or refused:  # bad input is no screening stop
                 raise RuntimeError(f"{row['id']}: {response.status_code} {response.text[:300]}")
             change = {}
             if response.status_code == 202:

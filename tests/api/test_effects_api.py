@@ -40,8 +40,8 @@ def test_a_category_read_in_an_email_is_staged_invisible_and_explained_until_app
         assert all(set(ev) == {"field", "start", "end"} for ev in flag["evidence"])  # offsets, never text
 
     diff = client.get(f"/v1/changes/{change_id}/diff", headers=reviewer).json()["diff"]
-    approved = client.post(f"/v1/changes/{change_id}/approve", json={"seen_state": diff["fingerprint"]},
-                           headers=reviewer)
+    approved = client.post(f"/v1/changes/{change_id}/approve",  # medium risk: confirmed
+                           json={"seen_state": diff["fingerprint"], "confirm_risk": True}, headers=reviewer)
     assert approved.status_code == 200, approved.text
     assert SUPPLIER in _recall(client, agent, "Brightwater Foods bank details")
 

@@ -125,6 +125,19 @@ def _subject(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:
     return {w for w in _WORD.findall("".join(kept).lower()) if w not in _COMMON}
 
 
+_USER = frozenset({"user", "users"})
+
+
+def _same_subject_words(new: set[str], old: set[str]) -> bool:
+    """Whether two channel sentences name the same subject. "User" is in nearly every note of an
+    assistant's memory, so it alone ties them only when neither names anyone else: "User's mobile
+    number is …" against "User's mobile number is …", not "User's sister Ines: …" against it."""
+    shared = new & old
+    if shared - _USER:
+        return True
+    return bool(shared) and not (new - _USER) and not (old - _USER)
+
+
 def changed_channel(content: str, live: Sequence[str]) -> tuple[Span, ...]:
     """Spans of the write's channel values that replace a live memory's value of the same kind for
     the same subject, or ``()``."""
@@ -137,7 +150,8 @@ def changed_channel(content: str, live: Sequence[str]) -> tuple[Span, ...]:
             continue
         old, old_spans = _channels(existing)
         changed = [kind for kind in values if old.get(kind) and not values[kind] & old[kind]]
-        if changed and subject & _subject(existing, [s for found in old_spans.values() for s in found]):
+        if changed and _same_subject_words(subject, _subject(existing, [s for found in old_spans.values()
+                                                                         for s in found])):
             return tuple(Span("content", *s) for kind in changed for s in spans[kind])
     return ()
 
