@@ -157,7 +157,8 @@ class Seeder:
 
     def _remember(self, content: str, staged: bool, agent: str = "bench-agent") -> dict[str, Any]:
         response = self.http.post("/v1/memories/remember", json={
-            "agent_id": agent, "type": "semantic", "content": content, "approval_required": staged})
+            "agent_id": agent, "type": "semantic", "content": content, "approval_required": staged,
+            "source": "user"})  # the user's words: only `approval_required` decides what is staged here
         if response.status_code != (202 if staged else 201):
             raise RuntimeError(f"remember -> {response.status_code}: {response.text[:300]}")
         return response.json()
@@ -348,9 +349,9 @@ def bulk_flow(page, base_url: str, tenant: str, items: dict[str, Item]) -> FlowR
             inputs.click(page.get_by_test_id("bulk-approve"))
             plan = page.get_by_test_id("bulk-confirm-form")
             plan.wait_for()
-            confirm = plan.get_by_test_id("confirm-risk")
-            if confirm.count():
-                inputs.click(confirm)
+            boxes = plan.get_by_test_id("confirm-risk")
+            for n in range(boxes.count()):  # one box per change that needs confirming, each a click
+                inputs.click(boxes.nth(n))
             inputs.click(plan.get_by_test_id("bulk-confirm"))
             page.get_by_test_id("bulk-outcomes").wait_for()
             _gone(page, approve)

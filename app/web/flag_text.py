@@ -21,6 +21,12 @@ SUMMARIES = {
     "provenance_laundering": "It claims a more trusted origin than the key that sent it may assert.",
     "protected_memory": "It claims or changes who the agent is or what it may do.",
     "semantic_attack": "Its meaning is close to known memory-poisoning attempts; read it as a whole.",
+    "directive": "It tells the agent what to do in later turns: a standing rule, a default or a trigger.",
+    "authority": "It grants or claims a role, trust, access or approval, or exempts someone from a check.",
+    "destination": "It names a place the agent should send data or money to.",
+    "high_impact_fact": "It records payment details, a contact channel, a credential or a safety value.",
+    "trusted_source": "It says which sources the agent should trust, prefer or distrust.",
+    "command": "It asks the agent to run a command, an SQL statement or a tool call.",
 }
 """One sentence per flag name, shown beside the flag's badge (each flag in `EXPLANATIONS` has one)."""
 
