@@ -1,4 +1,4 @@
-"""`memwarden bench <name>`: the benchmarks (contract §8; results and commands in docs/benchmarks.md).
+"""`memwarden bench <name>`: the benchmarks (contract §8; results and commands in docs/benchmarks/).
 
 To add a benchmark, write a module with `add_parser(bench_subparsers)` (it sets `func(args, settings)`
 as the handler) and add its import path to `BENCHMARKS` below.
@@ -36,7 +36,7 @@ BENCHMARKS: list[str] = [
 
 def register(sub: Commands) -> None:
     """Add `bench` to the `memwarden` parser; its benchmarks' modules load only when it runs."""
-    sub.add_deferred_parser("bench", _add_benchmarks, help="benchmarks (see docs/benchmarks.md)")
+    sub.add_deferred_parser("bench", _add_benchmarks, help="benchmarks (results and commands: docs/benchmarks/)")
 
 
 def _add_benchmarks(parser: argparse.ArgumentParser) -> None:

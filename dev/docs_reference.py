@@ -75,6 +75,10 @@ def configuration_page() -> str:
 def _subcommands(parser: argparse.ArgumentParser):
     for action in parser._actions:  # argparse keeps its sub-parsers here and nowhere public
         if isinstance(action, argparse._SubParsersAction):
+            # Commands whose sub-commands are built only when run (`memwarden bench`): build them all.
+            for name, fill in list(getattr(action, "_deferred", {}).items()):
+                fill(action.choices[name])
+                action._deferred.pop(name)
             helps = {choice.dest: choice.help for choice in action._choices_actions}
             for name, sub in action.choices.items():
                 yield name, helps.get(name), sub
