@@ -162,7 +162,7 @@ class Settings:
         "MEMWARDEN_READ_REPLICA_URLS", "",
         "Comma-separated URLs of PostgreSQL streaming replicas (hot standbys of the database, app role) that "
         "serve reads which tolerate staleness (recall, list, get, export); empty reads from the primary only. "
-        "A key still reads its own writes (docs/replicas.md); a replica that is down is passed over.")
+        "A key still reads its own writes (docs/operators/replicas.md); a replica that is down is passed over.")
     replica_max_wait_ms: int = _setting(
         "MEMWARDEN_REPLICA_MAX_WAIT_MS", 50,
         "Longest a read waits for a replica to replay the calling key's last write before it is served "

@@ -235,7 +235,7 @@ def make_engine(url: str, *, pool_size: int = 10, pool_timeout: float = 5,
     `pool_size` connections, and as many again under bursts, all kept once opened: as overflow
     connections (the same ceiling) the ones above `pool_size` closed whenever they went back to
     a pool holding `pool_size` idle, and 16 concurrent recalls reopened one every ~20-30 requests:
-    a new backend, which pays its start and cold catalog caches again (docs/benchmarks.md,
+    a new backend, which pays its start and cold catalog caches again (docs/benchmarks/,
     "PostgreSQL's share").
 
     `pool_timeout` bounds the wait for a connection: past it the request is shed (503 with

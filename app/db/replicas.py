@@ -1,5 +1,5 @@
 """Read replicas: reads that tolerate staleness go to PostgreSQL streaming replicas, with
-read-your-writes per API key (docs/replicas.md).
+read-your-writes per API key (docs/operators/replicas.md).
 
 After a key's write request has committed, the primary's WAL insert position is recorded for the
 key (`key_commit_lsns`, on the primary, so every server process sees it). A routed read looks that

@@ -1,5 +1,5 @@
 """A hot standby of the embedded PostgreSQL, made with its own binaries (for tests and
-`memwarden bench replicas`; a production replica is the operator's, see docs/replicas.md).
+`memwarden bench replicas`; a production replica is the operator's, see docs/operators/replicas.md).
 
 `pg_basebackup -R` copies the running cluster over a replication connection and writes
 `standby.signal` and `primary_conninfo`; the copy then starts as a hot standby streaming from the

@@ -1,5 +1,5 @@
 """Per-API-key token buckets kept in PostgreSQL, so every process and worker serving one database
-enforces one limit (docs/scale-out.md). The SQL is `app.repos.rate_limits`."""
+enforces one limit (docs/operators/scale-out.md). The SQL is `app.repos.rate_limits`."""
 
 from __future__ import annotations
 

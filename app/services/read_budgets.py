@@ -10,7 +10,7 @@ its own budgets (`settings["read_budget"]`, `memwarden tenant set --read-budget-
 The count is exact across processes: `memwarden_take_read_budget` (migration 0026) locks the
 principal's window row and counts ids not yet seen in it, in one statement in autocommit. The first
 refusal of a window writes a `read_budget.exceeded` audit entry and event (so webhooks) and flags
-the key for the admin page. Defaults and how they were chosen: docs/benchmarks.md ("Read budgets").
+the key for the admin page. Defaults and how they were chosen: docs/benchmarks/ ("Read budgets").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ one adaptation is how a store is constructed: its `InMemoryStore(...)` builds a 
 character-frequency embedder cannot, since the server embeds with its own model.
 
 Every upstream test that fails against Memwarden is listed in DIFFERENCES with the reason, and is
-a strict xfail: should it start passing, the suite fails until the list (and the README's
+a strict xfail: should it start passing, the suite fails until the list (and docs/agents/langgraph.md's
 compatibility table) is corrected.
 """
 
@@ -31,7 +31,7 @@ from tests.upstream import sdist_files  # noqa: E402
 DISTRIBUTION = "langgraph-checkpoint"
 VERSION = version(DISTRIBUTION)
 
-# Upstream tests that fail against MemwardenStore, and why (keep the README's table in step).
+# Upstream tests that fail against MemwardenStore, and why (keep the table in docs/agents/langgraph.md in step).
 DIFFERENCES = {
     "test_vector_store_initialization":
         "checks InMemoryStore's own index_config (dims, embed); Memwarden embeds on the server, so a "

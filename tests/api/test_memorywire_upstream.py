@@ -11,7 +11,7 @@ back, as memorywire's fixtures do for its reference sqlite-vec adapter.
 
 Every scenario runs; none is skipped or expected to fail (SKIP_OVERRIDES is empty). Should one
 ever need to be skipped, it goes in SKIP_OVERRIDES with its reason, as memorywire's conftest does
-for its own adapters, and in the README's compatibility table.
+for its own adapters, and in docs/agents/memorywire.md's table.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ DISTRIBUTION = "memorywire"
 VERSION = version(DISTRIBUTION)
 ADAPTER = "memwarden"
 
-# Scenarios MemwardenStore cannot satisfy, and why (keep the README's table in step). None.
+# Scenarios MemwardenStore cannot satisfy, and why (keep the table in docs/agents/memorywire.md in step). None.
 SKIP_OVERRIDES: dict[str, dict[str, str]] = {ADAPTER: {}}
 
 OLDEST = "0.3.0"  # the oldest memorywire claimed; its scenarios run too whenever they differ from these

@@ -1,5 +1,5 @@
 """`memwarden bench fusion` reproduces memorywire's adversarial-fusion figures through the router's
-fusion, and the drop-ungoverned rule closes `max` fusion (the claims in docs/benchmarks.md)."""
+fusion, and the drop-ungoverned rule closes `max` fusion (the claims in docs/benchmarks/)."""
 
 from __future__ import annotations
 

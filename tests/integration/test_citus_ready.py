@@ -2,7 +2,7 @@
 
 Every primary key, unique constraint or unique index, and foreign key of a table distributed by
 `tenant_id` must include `tenant_id` (Citus enforces uniqueness only within a shard, and routes a
-foreign key only between colocated rows). The exceptions are listed here and in docs/scale-out.md:
+foreign key only between colocated rows). The exceptions are listed here and in docs/operators/scale-out.md:
 reference tables (copied to every node), tables distributed by the audit chain, and tables that
 stay on the coordinator. A new table must join one of the lists or carry `tenant_id` in its keys.
 """

@@ -9,7 +9,7 @@ neither has nor should grow. The runner takes only a URL, so it talks to a loopb
 the API key (tests/auth_proxy.py) and forwards every other header as sent.
 
 Every check's status is pinned in EXPECTED, failures included with their reason, so a change in
-either direction fails the test until EXPECTED and the README's compatibility table agree.
+either direction fails the test until EXPECTED and the table in docs/agents/mcp.md agree.
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def test_an_exfiltration_by_varied_recalls_is_stopped_at_the_budget(committed_ct
 
 def test_a_normal_agent_never_meets_the_budget(committed_ctx, victim):
     """A working session: recalls of k=10 on everyday questions and a get of each top hit, as an
-    agent does per turn — a few hundred turns are far below the budget (docs/benchmarks.md)."""
+    agent does per turn — a few hundred turns are far below the budget (docs/benchmarks/)."""
     tenant, base_url = victim
     token, key_id = _key(committed_ctx, tenant.id)
     rng = random.Random(3)

@@ -1,6 +1,6 @@
 """Smoke test of `memwarden bench replicas`, run as the CLI: it makes its two standbys, routes
 recalls to 0, 1 and 2 of them without an error, and reports where the rows were read. The
-throughput itself is the benchmark's to report (docs/benchmarks.md), never a test's."""
+throughput itself is the benchmark's to report (docs/benchmarks/), never a test's."""
 
 from __future__ import annotations
 

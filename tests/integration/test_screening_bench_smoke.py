@@ -2,7 +2,7 @@
 the benchmark (redaction → screening → default policy) runs on small corpora and reports its numbers.
 
 Only shapes and obvious outcomes are asserted: the rates themselves are the benchmark's to report
-(docs/benchmarks.md), never a test's.
+(docs/benchmarks/), never a test's.
 """
 
 from __future__ import annotations

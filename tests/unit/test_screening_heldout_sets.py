@@ -2,7 +2,7 @@
 blind by a new writer) is well-formed: both labels in force, every family large enough to report on its
 own, no write repeated, hidden characters visible in the file, and every row a `remember` the API accepts
 (so the benchmark judges writes that could really arrive). Their rates are the benchmark's to report
-(docs/benchmarks.md), never a test's. A new set is picked up by its file name."""
+(docs/benchmarks/), never a test's. A new set is picked up by its file name."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ from app.core.screening.flags import RiskFlag, TextField
 from app.core.screening.signals import Thresholds, collect, signal, to_flag
 
 NAME = "prompt_injection"
-# Calibrated on the dev split of the screening corpus (see docs/benchmarks.md): 0.55 is the lowest
+# Calibrated on the dev split of the screening corpus (see docs/benchmarks/): 0.55 is the lowest
 # high threshold that keeps one weak cue (a standing directive, 0.5) medium, which ordinary
 # preferences ("always answer in French") need; it stages a lone trigger ("whenever the user asks
 # …, say …", 0.55). The dev split alone would allow 0.45 (it holds no benign standing directive).

@@ -20,7 +20,7 @@ The vote is the mean of the two probabilities, with its own thresholds (``data/a
 held-back calibration rows, scored by the first stage out of fold). Why two models and not the
 fine-tuned one alone: trained without the blind fourth held-out set and measured on it, the
 fine-tuned model alone stopped fewer attacks than the linear one at equal false positives, the mean
-of the two more than either (docs/benchmarks.md, fifth pass).
+of the two more than either (docs/benchmarks/, fifth pass).
 
 No network: the weights ship in the repository. Without the file (or onnxruntime), ``load`` returns
 None and the first stage decides alone, as before.

@@ -21,17 +21,17 @@ The probability that the write is an attack is one 384-element dot product plus 
 distinct word: tens of microseconds. The two thresholds (medium, high) ship in the model file; the
 trainer picks them by 5-fold cross-validation on the training data only, as the probabilities at
 which 6 % and 3 % of its benign rows would be flagged, never on a blind held-out set
-(``python -m app.bench.make_screening_exemplars``; see docs/benchmarks.md).
+(``python -m app.bench.make_screening_exemplars``; see docs/benchmarks/).
 
 Scoring each sentence as well as the whole text (sentence vectors pooled from the same forward
 pass) was tried for orders buried in long paragraphs and left out: on the spent sets it stopped
-as many more benign writes as attacks (docs/benchmarks.md, fourth pass).
+as many more benign writes as attacks (docs/benchmarks/, fourth pass).
 
 When this first stage is unsure (its probability at or above a gate), a second stage joins the
 vote: a fine-tuned MiniLM classifier that reads the text itself (``reranker``); the flag's score is
 then the mean of the two probabilities, with the second stage's thresholds. On the fourth held-out
 set, with both trained without it, the mean stopped more attacks at fewer false positives than
-either model alone (docs/benchmarks.md, fifth pass).
+either model alone (docs/benchmarks/, fifth pass).
 
 It runs only when the embedding came from the model the exemplars were embedded with (another
 embedder's vectors are not comparable) and is skipped for procedural (FSM JSON) writes. Evidence
@@ -39,7 +39,7 @@ is the whole content: the signal says "this reads like an attack", not which wor
 Known limits: the embedding model reads English, so other languages lean on the rules' cue lexicons
 (``lexicon``); the exemplars hold ordinary notes and attacks in many languages so that a language is
 not itself a sign of attack; an attack family with no exemplar is caught mostly by the rules
-(leave-one-family-out figures in docs/benchmarks.md); short texts embed noisily; a preference
+(leave-one-family-out figures in docs/benchmarks/); short texts embed noisily; a preference
 phrased as an order sits close to a standing instruction; a harmful "lesson" sits close to an honest
 one.
 """

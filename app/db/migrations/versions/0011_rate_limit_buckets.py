@@ -4,7 +4,7 @@ One row per API key holding a token bucket (tokens left and when they were last 
 UNLOGGED: the row is rewritten on every authenticated request, and an unlogged write produces no WAL,
 so the autocommit update does not wait for a WAL flush. After a database crash the table is empty,
 which only means every key starts again with a full bucket. `tenant_id` leads the key so the table
-can be distributed by tenant (docs/scale-out.md); there is no foreign key, so the hot-path update
+can be distributed by tenant (docs/operators/scale-out.md); there is no foreign key, so the hot-path update
 checks nothing else.
 
 Revision ID: 0011

@@ -1,5 +1,5 @@
 """Citus-ready keys: every primary key, unique key and foreign key of a tenant's table includes
-`tenant_id`, so the tables can be distributed by tenant and colocated (docs/scale-out.md).
+`tenant_id`, so the tables can be distributed by tenant and colocated (docs/operators/scale-out.md).
 
 Surrogate keys become `(id, tenant_id)`: `id` stays the leading column, so every existing lookup by
 id alone (authentication by key id, the webhook delivery worker) keeps its index, and a tenant's

@@ -1,7 +1,7 @@
 """`memwarden_lock_chain` also returns what the append's head check verifies: the head row's
 stored bytes and leaf hash, and its predecessor's seq and chain hash. With writers in several
 processes the head is almost always someone else's, and reading those rows in a second query
-cost one more round trip while the chain's lock was held (docs/benchmarks.md, "Audit").
+cost one more round trip while the chain's lock was held (docs/benchmarks/, "Audit").
 
 The function also refuses a chain that is not the tenant's own, so it can never pair one
 tenant's audit head with another tenant's event-log head.

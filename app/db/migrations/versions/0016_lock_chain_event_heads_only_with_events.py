@@ -1,7 +1,7 @@
 """`memwarden_lock_chain` reads the event-log head and the tenant's webhooks only for a transaction
 that writes events (`p_notify`, which already meant that: the wake-up NOTIFY goes with them).
 Those two lookups ran under the chain's lock on every append, about half of the function's time
-after the lock is granted, and an audit-only transaction never used them (docs/benchmarks.md,
+after the lock is granted, and an audit-only transaction never used them (docs/benchmarks/,
 "Audit"). Same signature and columns; `event_id` and `has_webhooks` are NULL without events.
 
 Revision ID: 0016

@@ -6,7 +6,7 @@ a new version on the same page, no index touched — but only if the page has ro
 fillfactor of 100 a page is full once written, so each counter update wrote a new version
 elsewhere and a new entry into every index of the table: the HNSW graph, both word indexes, four
 btrees. At 150,000 rows that made the update ~9-10 ms and 88% of updates non-HOT; with room on the
-page it measured 0.4-3 ms, 72-83% HOT (docs/benchmarks.md, "Scale").
+page it measured 0.4-3 ms, 72-83% HOT (docs/benchmarks/, "Scale").
 
 This applies to pages written from now on; rows already stored move to roomier pages as they are
 updated, or all at once with `VACUUM FULL memories` (which locks the table while it rewrites it).

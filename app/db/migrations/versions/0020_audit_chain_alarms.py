@@ -70,7 +70,7 @@ def upgrade() -> None:
             cleared_at timestamptz,
             cleared_by text,
             PRIMARY KEY (chain_id, id)
-        )""")  # keyed by chain, like audit_entries: distributable by chain_id (docs/scale-out.md)
+        )""")  # keyed by chain, like audit_entries: distributable by chain_id (docs/operators/scale-out.md)
     # At most one open alarm per chain: a second detection of the same break adds nothing.
     op.execute("CREATE UNIQUE INDEX audit_chain_alarms_open ON audit_chain_alarms (chain_id) WHERE cleared_at IS NULL")
     op.execute("CREATE INDEX audit_chain_alarms_tenant ON audit_chain_alarms (tenant_id, detected_at)")

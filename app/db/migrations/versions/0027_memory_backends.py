@@ -5,7 +5,7 @@ The outbox is filled by a trigger on `memories`, so every path that makes a memo
 live memory or ends one (remember, approve, edit, merge, supersede, forget, expire, delete, import,
 compaction, recover) owes a delivery in its own transaction without each service remembering to.
 Pending rows (the review sentinel) owe nothing: a backend only ever receives governed content.
-Every key includes `tenant_id`, the distribution column under Citus (docs/scale-out.md).
+Every key includes `tenant_id`, the distribution column under Citus (docs/operators/scale-out.md).
 
 Revision ID: 0027
 """

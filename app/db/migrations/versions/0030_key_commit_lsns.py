@@ -5,7 +5,7 @@ key's write request has committed. A read routed to a replica is served there on
 replica has replayed at least that far (`app.db.replicas`). UNLOGGED: it is written after every
 write request while replicas are configured, and an unlogged write makes no WAL to flush or ship;
 the table is read on the primary only (standbys cannot read unlogged tables). A primary crash
-empties it: reads then trust replicas until the keys write again (docs/replicas.md).
+empties it: reads then trust replicas until the keys write again (docs/operators/replicas.md).
 
 Revision ID: 0030
 """

@@ -3,7 +3,7 @@
 `policy_suggestions`: one row per suggested pattern and tenant. The id is derived from the rule's
 match (so the same pattern keeps its id while its evidence changes); `status` open / accepted /
 dismissed; a dismissed row keeps the support it had (`dismissed_support`) so it reopens only when
-the evidence grows materially. Keyed by tenant (distributed by `tenant_id`, docs/scale-out.md).
+the evidence grows materially. Keyed by tenant (distributed by `tenant_id`, docs/operators/scale-out.md).
 
 Revision ID: 0031
 """

@@ -6,7 +6,7 @@ caches its statements' plans through the same plan cache, so under that setting 
 inside these functions was planned again on every call: the read budget (up to 11 statements for
 two principals), the chain lock (4-5) and the backends trigger (1 a memory row). Their statements
 are primary-key and single-index lookups whose generic plan is the custom plan, and planning
-them was a third to a half of PostgreSQL's CPU for the function (docs/benchmarks.md, "PostgreSQL's
+them was a third to a half of PostgreSQL's CPU for the function (docs/benchmarks/, "PostgreSQL's
 share"). A function-level SET applies for the call only, so the app's statements keep their
 custom plans.
 
