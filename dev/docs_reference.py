@@ -72,6 +72,15 @@ def configuration_page() -> str:
     ])
 
 
+def _portable(value: object) -> str:
+    """A default naming a file of this checkout, written from the repository root (the page must
+    not depend on where the checkout lives)."""
+    text = str(value)
+    for root in {str(ROOT), str(ROOT.resolve())}:
+        text = text.replace(root + "/", "")
+    return text
+
+
 def _subcommands(parser: argparse.ArgumentParser):
     for action in parser._actions:  # argparse keeps its sub-parsers here and nowhere public
         if isinstance(action, argparse._SubParsersAction):
@@ -107,8 +116,8 @@ def _command_sections(prefix: str, parser: argparse.ArgumentParser, summary: str
             out += ["| argument | required | default | help |", "|---|---|---|---|"]
             for a in arguments:
                 required = "yes" if (a.required or not a.option_strings) else ""
-                default = "" if a.default in (None, False, argparse.SUPPRESS) or not a.option_strings \
-                    else f"`{a.default}`"
+                default = "" if a.default in (None, False, "", argparse.SUPPRESS) or not a.option_strings \
+                    else f"`{_portable(a.default)}`"
                 choices = f" (one of {', '.join(f'`{c}`' for c in a.choices)})" if a.choices else ""
                 out.append(f"| `{_cell(_argument(a))}` | {required} | {default} | {_cell(a.help or '')}{choices} |")
             out.append("")
