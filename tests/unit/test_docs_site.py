@@ -80,3 +80,18 @@ def test_the_readme_is_short_and_its_links_land():
     assert len(targets) > 10
     for target in targets:
         assert (ROOT / target).exists(), target
+
+
+def test_every_error_code_is_in_the_contract_page():
+    """Each code `app/errors.py` can answer with is in the contract's error table, with its status."""
+    from app import errors
+
+    page = (DOCS / "design" / "contract.md").read_text()
+    table = dict(re.findall(r"^\| `([a-z_]+)`(?: / `[a-z_]+`)? \| (\d{3}) \|", page, re.M))
+    table.update(re.findall(r"^\| `[a-z_]+` / `([a-z_]+)` \| (\d{3}) \|", page, re.M))
+    raised = {cls.code: cls.status for cls in vars(errors).values()
+              if isinstance(cls, type) and issubclass(cls, errors.AppError) and cls is not errors.AppError}
+    raised.pop("bad_request", None)  # defined, raised nowhere: unreadable bodies are validation errors
+    assert raised
+    for code, status in raised.items():
+        assert table.get(code) == str(status), f"{code} ({status}) is not in docs/design/contract.md"
