@@ -134,7 +134,7 @@ def gate(report: dict[str, Any], reason: str | None) -> dict[str, Any]:
     if report["blocking"] and reason is None:
         raise BacktestFailed(
             f"this change would have admitted {report['blocking']} known-bad write(s) with no one deciding; "
-            "give override_reason to go ahead", details=report)
+            "give an override reason (override_reason, --override-reason) to go ahead", details=report)
     summary = {k: v for k, v in report.items() if k not in ("named", "named_limit", "known_attack_families",
                                                            "elapsed_ms")}
     if report["blocking"]:

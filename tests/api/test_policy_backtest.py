@@ -108,3 +108,25 @@ def test_an_unknown_suggestion_is_404_and_only_admins_may_backtest(client, admin
         assert client.put("/v1/policy", headers=headers, json={"policy": REVIEW_ALL}).status_code == 403
     bad = client.put("/v1/policy", headers=admin, json={"policy": TRUST_BOT, "override_reason": ""})
     assert_error(bad, 422, "validation_error")
+
+
+def test_the_cli_backtests_a_file_and_tenant_set_needs_an_override(ctx, tenant, tmp_path, monkeypatch, capsys):
+    import app.cli
+    import app.cli_common
+
+    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    loose, tight = tmp_path / "loose.json", tmp_path / "tight.json"
+    loose.write_text(json.dumps(TRUST_BOT))
+    tight.write_text(json.dumps(REVIEW_ALL))
+    assert app.cli.main(["policy", "backtest", "--tenant", tenant.name, "--policy-file", str(loose)]) == 1
+    out = capsys.readouterr().out
+    assert "known attack(s)" in out and "blocked" in out and "trust-support-bot" in out
+    assert app.cli.main(["policy", "backtest", "--tenant", tenant.name, "--policy-file", str(tight), "--json"]) == 0
+    assert assert_schema("backtest", json.loads(capsys.readouterr().out))["blocking"] == 0
+    assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--policy-file", str(loose)]) == 2
+    assert "known-bad" in capsys.readouterr().err
+    assert _policy_events(ctx, tenant.id) == []
+    assert app.cli.main(["tenant", "set", "--tenant", tenant.name, "--policy-file", str(loose),
+                         "--override-reason", "vetted bot"]) == 0
+    assert "(overridden)" in capsys.readouterr().out
+    assert _policy_events(ctx, tenant.id)[0]["backtest"]["override"] is True
