@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from app.core.backtest import Replayed, Report, corpus_agents, corpus_tags, harms_of, replay
 from app.core.policy import Policy, WriteRequest
 from app.core.screening import screen
-from app.errors import AppError, ValidationFailed
+from app.errors import BacktestFailed, ValidationFailed
 from app.repos import suggestions as repo
 from app.services.context import AppContext
 from app.services.staging import tenant_policy
@@ -33,12 +33,6 @@ KNOWN_ATTACKS = Path(__file__).resolve().parents[1] / "bench" / "data" / "screen
 CLAIMED_SOURCES: tuple[str | None, ...] = (None, "user")
 """Each known attack is replayed with no source and claiming the user said it."""
 OVERRIDE_REASON_MAX = 500
-
-
-class BacktestFailed(AppError):
-    """The policy change would admit known-bad writes with no one deciding; `details` is the report."""
-
-    code, status = "backtest_failed", 409
 
 
 @cache
