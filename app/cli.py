@@ -223,7 +223,11 @@ def cmd_tenant_set(args: argparse.Namespace, settings: Settings) -> int:
         set_redaction_mode(ctx, tenant_id=tenant.id, mode=args.redaction_mode, actor=cli_common.cli_actor())
     if args.policy_file:
         with open(args.policy_file, encoding="utf-8") as fh:
-            set_policy(ctx, tenant_id=tenant.id, doc=json.load(fh), actor=cli_common.cli_actor())
+            report = set_policy(ctx, tenant_id=tenant.id, doc=json.load(fh), actor=cli_common.cli_actor(),
+                                override_reason=args.override_reason)
+        print(f"policy set; backtest: {report['newly_admitted']['history']} decided and "
+              f"{report['newly_admitted']['corpus']} known-attack write(s) newly admitted, {report['blocking']} "
+              f"known-bad{' (overridden)' if report['blocking'] else ''}")
     if args.protected_keys is not None or args.protected_paths is not None:
         current = (tenant.settings or {}).get("screening") or {}
         doc = {name: [v.strip() for v in given.split(",") if v.strip()] if given is not None else current.get(name, [])
@@ -347,7 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     t_set = tenant.add_parser("set", help="change a tenant's redaction mode, review policy or OIDC role map")
     t_set.add_argument("--tenant", required=True)
     t_set.add_argument("--redaction-mode", choices=["redact", "reject"])
-    t_set.add_argument("--policy-file", help="JSON policy document (schemas/policy.json)")
+    t_set.add_argument("--policy-file", help="JSON policy document (schemas/policy.json); backtested first "
+                                             "(`memwarden policy backtest`)")
+    t_set.add_argument("--override-reason", help="with --policy-file: go ahead although the backtest finds known-bad "
+                                                 "writes the policy would admit (audited)")
     t_set.add_argument("--protected-keys", help="comma-separated tag/metadata keys screening treats as protected, "
                                                 "beyond role, permissions, system_prompt, identity … ('' clears)")
     t_set.add_argument("--protected-paths", help="comma-separated path globs of protected workspace files "
@@ -404,15 +411,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable]:
-    """Command groups living beside their services (audit, backend, bench, compact, import/export, recover)."""
+    """Command groups living beside their services (audit, backend, bench, compact, import/export, policy,
+    recover)."""
     from app.cli_audit import register as audit
     from app.cli_backend import register as backend
     from app.cli_bench import register as bench
     from app.cli_compact import register as compact
     from app.cli_import import register as import_export
+    from app.cli_policy import register as policy
     from app.cli_recover import register as recover
 
-    return [audit, backend, bench, compact, import_export, recover]
+    return [audit, backend, bench, compact, import_export, policy, recover]
 
 
 def main(argv: list[str] | None = None) -> int:

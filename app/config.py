@@ -209,6 +209,10 @@ class Settings:
     suggest_window: int = _setting(
         "MEMWARDEN_SUGGEST_WINDOW", 1000,
         "How many of the latest decided changes a suggestion's measured effect is counted over.")
+    backtest_window: int = _setting(
+        "MEMWARDEN_BACKTEST_WINDOW", 10_000,
+        "How many of the latest decided changes a policy change is replayed over before it goes live "
+        "(besides the shipped known attacks).")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":

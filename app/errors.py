@@ -81,6 +81,14 @@ class Conflict(AppError):
     code, status = "conflict", 409
 
 
+class BacktestFailed(AppError):
+    """A policy change would admit, with no one deciding, known attacks or writes a reviewer rejected or
+    a recover pulled back (`app.services.policy_backtest`); `details` is the backtest report. Nothing
+    changes unless the admin gives an override reason."""
+
+    code, status = "backtest_failed", 409
+
+
 class ConfirmationRequired(AppError):
     """Approving a high-risk change needs the reviewer's explicit confirmation (`confirm_risk`);
     without it nothing is decided and the change stays pending."""

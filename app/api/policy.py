@@ -1,15 +1,17 @@
-"""`/v1/policy/suggestions`: policy rules learned from the tenant's decisions, for an admin key to
-accept (it becomes a learned rule with its provenance) or dismiss (issue 22 item 6)."""
+"""`/v1/policy`: the tenant's review policy, read and replaced by an admin key, every change
+backtested first (`/v1/policy/backtest` runs the same replay alone); `/v1/policy/suggestions`:
+rules learned from the tenant's decisions, to accept (a learned rule with its provenance, also
+backtested) or dismiss."""
 
 from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from app.api.jsonio import json_response
+from app.api.jsonio import json_response, read_json
 from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
-from app.services import suggestions
+from app.services import policy_backtest, suggestions, tenant_config
 
 
 def _suggestion_id(request: Request) -> str:
@@ -24,9 +26,42 @@ async def list_suggestions(request: Request, principal: Principal):
 
 
 async def accept(request: Request, principal: Principal):
+    body = await read_json(request, "suggestion-accept.request") if await request.body() else {}
     return json_response(await run_in_threadpool(
         suggestions.accept, ctx_of(request), tenant_id=principal.tenant_id, suggestion_id=_suggestion_id(request),
-        actor=principal.actor))
+        actor=principal.actor, override_reason=body.get("override_reason")))
+
+
+async def get_policy(request: Request, principal: Principal):
+    policy = await run_in_threadpool(suggestions.policy_of, ctx_of(request), principal.tenant_id)
+    return json_response({"policy": policy.to_doc()})
+
+
+async def put_policy(request: Request, principal: Principal):
+    body = await read_json(request, "policy-put.request")
+    ctx = ctx_of(request)
+
+    def change():
+        report = tenant_config.set_policy(ctx, tenant_id=principal.tenant_id, doc=body["policy"],
+                                          actor=principal.actor, override_reason=body.get("override_reason"))
+        return {"policy": suggestions.policy_of(ctx, principal.tenant_id).to_doc(), "backtest": report}
+
+    return json_response(await run_in_threadpool(change))
+
+
+async def backtest(request: Request, principal: Principal):
+    body = await read_json(request, "policy-backtest.request")
+    ctx = ctx_of(request)
+
+    def run():
+        if "suggestion_id" in body:
+            candidate = suggestions.candidate(ctx, tenant_id=principal.tenant_id, suggestion_id=body["suggestion_id"],
+                                              actor=principal.actor)
+        else:
+            candidate = tenant_config.parse_policy(body["policy"])
+        return policy_backtest.backtest(ctx, principal.tenant_id, candidate)
+
+    return json_response(await run_in_threadpool(run))
 
 
 async def dismiss(request: Request, principal: Principal):
@@ -36,12 +71,22 @@ async def dismiss(request: Request, principal: Principal):
 
 
 routes = [
+    ApiRoute("/v1/policy", get_policy, method="GET", summary="The tenant's review policy as it is evaluated now",
+             scope="admin", responses={200: "policy.response"}, tag="governance"),
+    ApiRoute("/v1/policy", put_policy, method="PUT",
+             summary="Replace the review policy; backtested first (409 backtest_failed unless override_reason)",
+             scope="admin", request="policy-put.request", responses={200: "policy.response"}, tag="governance"),
+    ApiRoute("/v1/policy/backtest", backtest, method="POST",
+             summary="What a candidate policy or an open suggestion would have admitted with no one deciding: "
+                     "the tenant's decided writes and the shipped known attacks replayed (changes nothing)",
+             scope="admin", request="policy-backtest.request", responses={200: "backtest"}, tag="governance"),
     ApiRoute("/v1/policy/suggestions", list_suggestions, method="GET",
              summary="Policy rules suggested from consistent decisions, with their measured effect",
              scope="admin", request="suggestions.query", responses={200: "suggestions.response"}, tag="governance"),
     ApiRoute("/v1/policy/suggestions/{suggestion_id}/accept", accept, method="POST",
-             summary="Accept a suggestion: it becomes a learned policy rule (never waiving high-risk screening)",
-             scope="admin", responses={200: "suggestion"}, tag="governance"),
+             summary="Accept a suggestion: it becomes a learned policy rule (never waiving high-risk screening); "
+                     "backtested first (409 backtest_failed unless override_reason)",
+             scope="admin", request="suggestion-accept.request", responses={200: "suggestion"}, tag="governance"),
     ApiRoute("/v1/policy/suggestions/{suggestion_id}/dismiss", dismiss, method="POST",
              summary="Dismiss a suggestion (it returns only when its evidence grows materially)",
              scope="admin", responses={200: "suggestion"}, tag="governance"),

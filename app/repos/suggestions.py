@@ -96,3 +96,49 @@ def drop_open(session: Session, *, tenant_id: str, ids: Sequence[str]) -> None:
         session.execute(delete(PolicySuggestion).where(PolicySuggestion.tenant_id == tenant_id,
                                                        PolicySuggestion.id.in_(list(ids)),
                                                        PolicySuggestion.status == "open"))
+
+
+@dataclass(frozen=True)
+class ReplayWrite:
+    """A decided staged remember as a backtest replays it: the write's facts, its flags and its fate."""
+
+    change_id: str
+    status: str  # approved / rejected
+    risk_level: str
+    risk_flags: tuple[str, ...]
+    agent_id: str
+    type: str | None
+    source: str | None
+    tags: tuple[str, ...]
+    content: str | None
+    confidence: float | None
+    memory_status: str | None
+    hard_deleted: bool
+
+
+def replay_writes(session: Session, *, tenant_id: str, limit: int) -> list[ReplayWrite]:
+    """The tenant's latest `limit` remember changes a person approved or rejected, newest first, with
+    the staged memory's content (a backtest evaluates content conditions; it never returns it)."""
+    stmt = (
+        select(Change.id, Change.status, Change.risk_level, Change.risk_flags, Change.agent_id, Memory.type,
+               Memory.source, Memory.tags, Memory.content, Memory.confidence, Memory.status, Memory.hard_deleted)
+        .outerjoin(Memory, and_(Memory.tenant_id == Change.tenant_id, Memory.id == Change.memory_ids[1]))
+        .where(Change.tenant_id == tenant_id, Change.operation == "remember",
+               Change.status.in_(("approved", "rejected")),
+               ~Change.decided_by.startswith(LEARNED_DECIDER_PREFIX, autoescape=True))
+        .order_by(Change.decided_at.desc(), Change.id.desc())
+        .limit(limit)
+    )
+    rows = []
+    for r in session.execute(stmt):
+        flags = tuple(sorted({f.get("name") for f in (r[3] or ()) if isinstance(f, dict) and f.get("name")}))
+        rows.append(ReplayWrite(r[0], r[1], r[2] or "none", flags, r[4], r[5], r[6], tuple(r[7] or ()), r[8], r[9],
+                                r[10], bool(r[11])))
+    return rows
+
+
+def busiest_agents(session: Session, *, tenant_id: str, limit: int) -> list[str]:
+    """The tenant's agents with the most staged remembers, most first."""
+    stmt = (select(Change.agent_id).where(Change.tenant_id == tenant_id, Change.operation == "remember")
+            .group_by(Change.agent_id).order_by(func.count().desc(), Change.agent_id).limit(limit))
+    return list(session.scalars(stmt))

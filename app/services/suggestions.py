@@ -31,6 +31,7 @@ from app.errors import Conflict, NotFound, ValidationFailed
 from app.repos import learned_rules as learned_repo
 from app.repos import suggestions as repo
 from app.repos import tenants as tenant_repo
+from app.services import policy_backtest
 from app.services.context import AppContext
 from app.services.staging import tenant_policy
 
@@ -105,10 +106,10 @@ def refresh(ctx: AppContext, tenant_id: str, status: str = "open") -> list[dict[
         return [suggestion_json(r) for r in listed]
 
 
-def _pending_suggestion(session, tenant_id: str, suggestion_id: str) -> PolicySuggestion:
+def _pending_suggestion(session, tenant_id: str, suggestion_id: str, lock: bool = True) -> PolicySuggestion:
     if not has_prefix(suggestion_id, "sug"):
         raise NotFound("suggestion not found")
-    row = repo.get(session, tenant_id=tenant_id, suggestion_id=suggestion_id, lock=True)
+    row = repo.get(session, tenant_id=tenant_id, suggestion_id=suggestion_id, lock=lock)
     if row is None:
         raise NotFound("suggestion not found")
     if row.status != "open":
@@ -116,7 +117,37 @@ def _pending_suggestion(session, tenant_id: str, suggestion_id: str) -> PolicySu
     return row
 
 
-def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[str, Any]) -> dict[str, Any]:
+def _with_learned_rule(current: dict[str, Any] | None, row: PolicySuggestion, actor: dict[str, Any], now,
+                       evidence: dict[str, Any]) -> tuple[Rule, Policy]:
+    """The learned rule `row` becomes, and the tenant's policy (`current`) with it first."""
+    rule = Rule.from_doc({
+        "id": rule_id_for(row.id), "description": describe(row.match, limit=500), "match": row.match,
+        "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": _label(actor),
+                                          **({"accepted_by_name": str(actor["name"])[:200]}
+                                             if actor.get("name") else {}),
+                                          "accepted_at": format_ts(now), "evidence": evidence}})
+    current = current or DEFAULT_POLICY
+    others = [r for r in current["rules"] if r.get("id") != rule.id]
+    doc = {**current, "rules": [rule.to_doc(), *others]}  # the tenant's category tuning stays
+    try:
+        return rule, Policy.parse(doc)
+    except PolicyError as exc:  # e.g. the policy is at its rule limit
+        raise ValidationFailed("the learned rule does not fit the policy", details=exc.problems) from None
+
+
+def candidate(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[str, Any]) -> Policy:
+    """The tenant's policy as it would be with an open suggestion accepted (for its backtest)."""
+    with ctx.db.sessions() as session:
+        tenant = tenant_repo.get(session, tenant_id=tenant_id)
+        if tenant is None:
+            raise NotFound("tenant not found")
+        row = _pending_suggestion(session, tenant_id, suggestion_id, lock=False)
+        return _with_learned_rule((tenant.settings or {}).get("policy"), row, actor, utcnow(),
+                                  {k: int(v) for k, v in row.evidence.items()})[1]
+
+
+def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[str, Any],
+           override_reason: str | None = None) -> dict[str, Any]:
     """Turn an open suggestion into a learned rule (first in the policy) with its provenance.
     404 unknown; 409 already decided, or its evidence no longer holds (a contrary decision since)."""
     with ctx.db.sessions.begin() as session:
@@ -137,20 +168,10 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
         now, by = utcnow(), _label(actor)
         evidence = {**{k: int(v) for k, v in row.evidence.items()},
                     **measure(row.match, window, tenant_policy(session, tenant_id))}
-        rule = Rule.from_doc({
-            "id": rule_id_for(row.id), "description": describe(row.match, limit=500), "match": row.match,
-            "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": by,
-                                              **({"accepted_by_name": str(actor["name"])[:200]}
-                                                 if actor.get("name") else {}),
-                                              "accepted_at": format_ts(now), "evidence": evidence}})
         settings = dict(tenant.settings or {})
-        current = settings.get("policy") or DEFAULT_POLICY
-        others = [r for r in current["rules"] if r.get("id") != rule.id]
-        doc = {**current, "rules": [rule.to_doc(), *others]}  # the tenant's category tuning stays
-        try:
-            policy = Policy.parse(doc)
-        except PolicyError as exc:  # e.g. the policy is at its rule limit
-            raise ValidationFailed("the learned rule does not fit the policy", details=exc.problems) from None
+        rule, policy = _with_learned_rule(settings.get("policy"), row, actor, now, evidence)
+        report = policy_backtest.backtest(ctx, tenant_id, policy, current=tenant_policy(session, tenant_id))
+        recorded = policy_backtest.gate(report, policy_backtest.override_reason(override_reason))
         settings["policy"] = policy.to_doc()
         tenant.settings = settings
         row.status, row.rule_id, row.decided_by, row.decided_at, row.updated_at = "accepted", rule.id, by, now, now
@@ -159,8 +180,9 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
                          subject={"type": "tenant", "id": tenant_id},
                          data={"rules": [r["id"] for r in settings["policy"]["rules"]],
                                "policy_sha256": hashlib.sha256(canonical_json(settings["policy"])).hexdigest(),
-                               "learned_rule": rule.id, "suggestion_id": row.id, "evidence": evidence})
-        return suggestion_json(row)
+                               "learned_rule": rule.id, "suggestion_id": row.id, "evidence": evidence,
+                               "backtest": recorded})
+        return {**suggestion_json(row), "backtest": report}
 
 
 def dismiss(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[str, Any]) -> dict[str, Any]:

@@ -44,7 +44,8 @@ def settings_view(ctx: AppContext, tenant_id: str) -> dict[str, Any]:
     }
 
 
-def save_policy_text(ctx: AppContext, *, tenant_id: str, text: str, actor: dict) -> None:
+def save_policy_text(ctx: AppContext, *, tenant_id: str, text: str, actor: dict,
+                     override_reason: str | None = None) -> None:
     """Parse the textarea's JSON and save it; ValidationFailed lists each problem with its JSON path."""
     if len(text) > MAX_POLICY_TEXT:
         raise ValidationFailed.at("/", f"the policy is over {MAX_POLICY_TEXT // 1024} KiB")
@@ -55,7 +56,7 @@ def save_policy_text(ctx: AppContext, *, tenant_id: str, text: str, actor: dict)
         where = f" at line {exc.lineno}, column {exc.colno}" if hasattr(exc, "lineno") else ""
         raise ValidationFailed("the policy is not valid JSON",
                                details=[{"path": "/", "message": f"not valid JSON: {msg}{where}"}]) from None
-    tenant_config.set_policy(ctx, tenant_id=tenant_id, doc=doc, actor=actor)
+    tenant_config.set_policy(ctx, tenant_id=tenant_id, doc=doc, actor=actor, override_reason=override_reason)
 
 
 def _agents(raw: str) -> list[str]:

@@ -14,7 +14,8 @@ from sqlalchemy.orm import Session
 
 from app.core.ids import new_id
 from app.core.durations import parse_duration
-from app.core.policy import Policy
+from app.core.canonical import canonical_json
+from app.core.policy import Policy, PolicyError
 from app.core.redaction import Redactor, RegisteredSecret
 from app.core.screening import Protection
 from app.core.screening.protected import validate_settings as validate_screening
@@ -22,7 +23,7 @@ from app.db.models import TenantSecret
 from app.errors import NotFound, ValidationFailed
 from app.repos import backends as backends_repo
 from app.repos import tenants as tenant_repo
-from app.services import staging
+from app.services import policy_backtest, staging
 from app.services.context import AppContext
 
 REDACTION_MODES = ("redact", "reject")
@@ -202,19 +203,29 @@ def register_secret(ctx: AppContext, *, tenant_id: str, label: str, value: str, 
     return secret_id
 
 
-def set_policy(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict) -> None:
-    """Replace the tenant's review policy (validated; the change is audited with a digest of it)."""
-    from app.core.canonical import canonical_json
-    from app.core.policy import Policy, PolicyError
-
+def parse_policy(doc: Any) -> Policy:
+    """A policy document validated (422 listing every problem)."""
     try:
-        policy = Policy.parse(doc)
+        return Policy.parse(doc)
     except PolicyError as exc:
         raise ValidationFailed("invalid policy", details=exc.problems) from None
+
+
+def set_policy(ctx: AppContext, *, tenant_id: str, doc: dict, actor: dict,
+               override_reason: str | None = None) -> dict[str, Any]:
+    """Replace the tenant's review policy: validated, backtested (`app.services.policy_backtest`:
+    409 `backtest_failed` when it would admit known-bad writes with no one deciding, unless
+    `override_reason` is given), and audited with a digest of it and the backtest's counts.
+    Returns the backtest report."""
+    policy = parse_policy(doc)
+    report = policy_backtest.backtest(ctx, tenant_id, policy)
+    recorded = policy_backtest.gate(report, policy_backtest.override_reason(override_reason))
     normalised = policy.to_doc()
     _set_setting(ctx, tenant_id, "policy", normalised, event_type="policy.changed", actor=actor,
                  data={"rules": [r["id"] for r in normalised["rules"]],
-                       "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest()})
+                       "policy_sha256": hashlib.sha256(canonical_json(normalised)).hexdigest(),
+                       "backtest": recorded})
+    return report
 
 
 TWO_PERSON_OWNED_KEYS = "two_person_owned_keys"

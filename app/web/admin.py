@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from app.core.access import SCOPES, writes_and_decides
 from app.core.durations import format_duration
-from app.errors import AppError, ValidationFailed
+from app.errors import AppError, BacktestFailed, ValidationFailed
 from app.services import apikeys, backends, recover, suggestions, tenant_admin, tenant_config, users
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
@@ -162,10 +162,11 @@ async def save_policy(request: Request):
     user, role = _role(request)
     form = await request.form()
     text = str(form.get("policy", ""))  # the service refuses an over-long policy, kept in the textarea
+    reason = str(form.get("override_reason") or "") or None
     try:
         await run_in_threadpool(tenant_admin.save_policy_text, request.app.state.ctx, tenant_id=role.tenant_id,
-                                text=text, actor=user.actor)
-    except ValidationFailed as error:
+                                text=text, actor=user.actor, override_reason=reason)
+    except (ValidationFailed, BacktestFailed) as error:
         problems = error.details if isinstance(error.details, list) else []
         return await _respond(request, user, role, "policy", error=error,
                               extra={"policy_text": text, "policy_problems": problems})
@@ -204,13 +205,16 @@ def _accepted_rule(ctx, tenant_id: str, rule_id: str | None) -> dict[str, Any] |
 
 
 async def _suggestions_response(request: Request, user: Reviewer, role: TenantRole, *, ok: str | None = None,
-                                error: AppError | None = None, accepted: str | None = None):
+                                error: AppError | None = None, accepted: str | None = None,
+                                backtest: dict[str, Any] | None = None, failed_id: str | None = None):
     ctx = request.app.state.ctx
     items = await run_in_threadpool(suggestions.refresh, ctx, role.tenant_id)
     rule_id = accepted or str(request.query_params.get("accepted", ""))[:128] or None
     made = await run_in_threadpool(_accepted_rule, ctx, role.tenant_id, rule_id)
     context = {"role": role, "tenants": user.tenants_with("admin"), "tenant_q": quote(role.tenant_name),
-               "accepted_rule": made,
+               "accepted_rule": made, "accepted_backtest": backtest if made else None,
+               "backtest_failed": ({"suggestion_id": failed_id, "report": error.details}
+                                   if error is not None and error.code == "backtest_failed" else None),
                "suggestions": items, "min_decisions": ctx.settings.suggest_min_decisions,
                "min_days": ctx.settings.suggest_min_days,
                "notes": {"suggestions": {"ok": ok, "error": error}} if (ok or error) else {}}
@@ -223,18 +227,22 @@ def _suggestion_action(kind: str):
         user, role = _role(request)
         suggestion_id = request.path_params["suggestion_id"]
         act = suggestions.accept if kind == "accept" else suggestions.dismiss
+        extra = {}
+        if kind == "accept":  # an admin going ahead although the rule's backtest finds known-bad writes
+            extra["override_reason"] = str((await request.form()).get("override_reason") or "") or None
         try:
             done = await run_in_threadpool(act, request.app.state.ctx, tenant_id=role.tenant_id,
-                                           suggestion_id=suggestion_id, actor=user.actor)
+                                           suggestion_id=suggestion_id, actor=user.actor, **extra)
         except AppError as error:
-            return await _suggestions_response(request, user, role, error=error)
+            return await _suggestions_response(request, user, role, error=error, failed_id=suggestion_id)
         accepted = done["rule_id"] if kind == "accept" else None
         if not wants_fragment(request):  # the page it lands on shows the rule made, as the fragment does
             made = f"&accepted={quote(accepted)}" if accepted else ""
             return RedirectResponse(f"/admin/suggestions?tenant={quote(role.tenant_name)}{made}", status_code=303)
         ok = (f"Accepted: rule {done['rule_id']} now auto-approves these writes (high-risk ones still go to review)."
               if kind == "accept" else "Dismissed: it returns only if its evidence grows materially.")
-        return await _suggestions_response(request, user, role, ok=ok, accepted=accepted)
+        return await _suggestions_response(request, user, role, ok=ok, accepted=accepted,
+                                           backtest=done.get("backtest"))
 
     handler.__name__ = f"{kind}_suggestion"
     return handler

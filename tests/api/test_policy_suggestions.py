@@ -141,7 +141,8 @@ def test_no_learned_rule_waives_high_risk_screening_on_any_path(client, ctx, ten
     # Even a learned rule edited by hand to cover every risk level stays below the baseline.
     policy = _policy(ctx, tenant.id)
     policy["rules"][0]["match"]["risk_at_most"] = "high"
-    set_policy(ctx, tenant_id=tenant.id, doc=policy, actor=ACTOR)
+    # The widened rule fails its backtest (it would admit known medium-risk attacks): forced through.
+    set_policy(ctx, tenant_id=tenant.id, doc=policy, actor=ACTOR, override_reason="widened on purpose")
 
     api = _remember(client, agent, INJECTION)
     assert api.status_code == 202, api.text

@@ -220,6 +220,11 @@ QUIET_API: dict[tuple[str, str], Probe] = {
     ("DELETE", "/v1/host/workspace/files/{path:path}"): _delete(f"/v1/host/workspace/files/{FILE}"),
     ("POST", "/v1/recover"): _post("/v1/recover", lambda env: {
         "agent": AGENT, "since": "2000-01-01T00:00:00Z", "dry_run": True}),
+    ("GET", "/v1/policy"): _get("/v1/policy"),
+    ("PUT", "/v1/policy"): lambda env, h: env.client.put("/v1/policy", headers=h, json={"policy": {"rules": [
+        {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]}}),
+    ("POST", "/v1/policy/backtest"): _post("/v1/policy/backtest", lambda env: {"policy": {"rules": [
+        {"id": "trust-all", "match": {"agents": [AGENT]}, "action": "allow"}]}}),
     ("GET", "/v1/policy/suggestions"): _get("/v1/policy/suggestions"),
     ("POST", "/v1/policy/suggestions/{suggestion_id}/accept"): _post(
         "/v1/policy/suggestions/sug_00000000000000000000000000/accept", lambda env: {}),

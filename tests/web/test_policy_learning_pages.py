@@ -116,3 +116,50 @@ def test_only_admins_see_suggestions(client, ctx, tenant):
                        actor=ACTOR)
     web_sign_in(client, user.username, PASSWORD, "/review")
     assert client.get("/admin/suggestions").status_code == 403
+
+
+TRUST_ALL = '{"rules": [{"id": "trust-bots", "match": {"agents": ["bot-*"]}, "action": "allow"}]}'
+
+
+def test_the_policy_editor_shows_the_backtest_and_saves_only_with_an_override(client, admin):
+    csrf = csrf_token_in(client.get("/admin").text)
+    refused = client.post("/admin/policy", headers=HX, data={"csrf_token": csrf, "policy": TRUST_ALL})
+    assert refused.status_code == 409 and 'data-error-code="backtest_failed"' in refused.text
+    assert 'data-testid="backtest"' in refused.text and "known attacks" in refused.text
+    assert 'data-testid="backtest-named"' in refused.text and "trust-bots" in refused.text
+    assert "trust-bots" in refused.text and 'data-rule-id="trust-bots"' not in client.get("/admin").text
+    saved = client.post("/admin/policy", headers=HX, data={"csrf_token": csrf, "policy": TRUST_ALL,
+                                                           "override_reason": "bots are vetted"})
+    assert saved.status_code == 200 and 'data-testid="admin-ok"' in saved.text
+    assert 'data-rule-id="trust-bots"' in client.get("/admin").text
+
+
+@pytest.fixture
+def planted_attack(tmp_path, monkeypatch):
+    """A known-attack corpus holding one write the learned rule would admit: plain words, no link,
+    number or instruction screening or the high-impact guard would catch."""
+    from app.services import policy_backtest
+
+    corpus = tmp_path / "attacks.jsonl"
+    corpus.write_text('{"id": "planted-1", "class": "false_fact", "label": "poisoned", "type": "semantic", '
+                      '"content": "Opening hours fact: the shop closed for good and customers should go elsewhere."}\n')
+    monkeypatch.setattr(policy_backtest, "KNOWN_ATTACKS", corpus)
+    policy_backtest._attack_rows.cache_clear()
+    policy_backtest._screened.clear()
+    yield
+    policy_backtest._attack_rows.cache_clear()
+    policy_backtest._screened.clear()
+
+
+def test_a_suggestion_that_would_admit_a_known_attack_needs_accept_anyway(client, admin, decided, planted_attack):
+    page = client.get("/admin/suggestions")
+    [first, *_] = re.findall(r'data-testid="suggestion" data-suggestion-id="([^"]+)"', page.text)
+    csrf = csrf_token_in(page.text)
+    refused = client.post(f"/admin/suggestions/{first}/accept", data={"csrf_token": csrf}, headers=HX)
+    assert refused.status_code == 409 and 'data-testid="backtest-failed"' in refused.text
+    assert "planted-1@bot-" in refused.text and 'data-testid="suggestion-accept-anyway"' in refused.text
+    assert "closed for good" not in refused.text  # ids and counts only
+    anyway = client.post(f"/admin/suggestions/{first}/accept", headers=HX,
+                         data={"csrf_token": csrf, "override_reason": "the FAQ bots only copy our CMS"})
+    assert anyway.status_code == 200 and 'data-testid="accepted-rule"' in anyway.text
+    assert 'data-testid="backtest"' in anyway.text and 'data-blocking="0"' not in anyway.text
