@@ -49,7 +49,9 @@ def test_accept_a_suggestion_then_test_the_rule_list(page, world, axe_source):
     expect(suggestion).to_contain_text("tagged faq")
     expect(suggestion.get_by_test_id("suggestion-evidence")).to_contain_text("Would have auto-approved 20")
     suggestion.get_by_test_id("suggestion-accept").click()
-    expect(page.get_by_test_id("admin-ok")).to_contain_text("Accepted")
+    # Accepting backtests the rule first (the known attacks are screened once per process, in the
+    # background from the moment the page opened: a loaded box may still be at it).
+    expect(page.get_by_test_id("admin-ok")).to_contain_text("Accepted", timeout=60_000)
     expect(page.get_by_test_id("suggestion")).to_have_count(0)
     # The page shows the rule it made, not just "no suggestions": its id, scope and place in the policy.
     made = page.get_by_test_id("accepted-rule")
@@ -58,6 +60,9 @@ def test_accept_a_suggestion_then_test_the_rule_list(page, world, axe_source):
     expect(made.get_by_test_id("accepted-rule-scope")).to_contain_text("tagged faq")
     expect(made.get_by_test_id("accepted-rule-position")).to_contain_text("Rule 1 of 3 in the policy: tried first")
     expect(made.get_by_test_id("accepted-rule-position")).to_contain_text("review-all")
+    # It shows the backtest it passed: the 20 decisions and the known attacks replayed, none newly admitted.
+    expect(made.get_by_test_id("backtest")).to_have_attribute("data-blocking", "0")
+    expect(made.get_by_test_id("backtest-summary")).to_contain_text("replayed 20 decided writes")
     check_current(page, world.base_url, "/admin/suggestions after accepting", found)
     made_id = made.get_attribute("data-rule-id")
 

@@ -54,6 +54,7 @@ def _attack_rows() -> tuple[dict[str, Any], ...]:
 
 _screened: dict[str, tuple[tuple[dict[str, Any], str | None, tuple[str, ...], str], ...]] = {}
 _screened_lock = threading.Lock()
+_prepared = False
 
 
 def _screened_attacks(ctx: AppContext) -> tuple[tuple[dict[str, Any], str | None, tuple[str, ...], str], ...]:
@@ -75,6 +76,17 @@ def _screened_attacks(ctx: AppContext) -> tuple[tuple[dict[str, Any], str | None
                 out.append((row, source, tuple(flags.names), flags.risk))
         _screened[embedder.name] = tuple(out)
         return _screened[embedder.name]
+
+
+def prepare(ctx: AppContext) -> None:
+    """Screen the known attacks in the background if this process has not yet: called when an admin
+    opens a page a policy change starts from, so the first backtest after a start does not wait for it."""
+    global _prepared
+    with _screened_lock:
+        if _prepared or _screened:
+            return
+        _prepared = True
+    threading.Thread(target=_screened_attacks, args=(ctx,), name="backtest-corpus", daemon=True).start()
 
 
 def _history(session, tenant_id: str, limit: int) -> list[Replayed]:

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from app.core.access import SCOPES, writes_and_decides
 from app.core.durations import format_duration
 from app.errors import AppError, BacktestFailed, ValidationFailed
-from app.services import apikeys, backends, recover, suggestions, tenant_admin, tenant_config, users
+from app.services import apikeys, backends, policy_backtest, recover, suggestions, tenant_admin, tenant_config, users
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
@@ -83,6 +83,7 @@ def _role(request: Request) -> tuple[Reviewer, TenantRole]:
 
 async def index(request: Request):
     user, role = _role(request)
+    policy_backtest.prepare(request.app.state.ctx)  # the policy editor's save is backtested
     data = await run_in_threadpool(_load, request.app.state.ctx, role)
     return render(request, "admin/index.html", {
         "role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
@@ -188,6 +189,7 @@ async def test_policy(request: Request):
 async def suggestions_page(request: Request):
     """Policy rules learned from this tenant's decisions, each with its measured effect."""
     user, role = _role(request)
+    policy_backtest.prepare(request.app.state.ctx)  # accepting a suggestion is backtested
     return await _suggestions_response(request, user, role)
 
 
