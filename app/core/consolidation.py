@@ -26,6 +26,7 @@ already stored, and no network.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -147,6 +148,14 @@ def stance(text: str) -> Stance | None:
     return None
 
 
+_STOPWORDS = frozenset("a an the and or of for to in on at with from by some any their her his my our your this that "
+                       "is are was be it its as".split())
+
+
+def _content_words(value: str) -> frozenset[str]:
+    return frozenset(w for w in re.findall(r"[^\W\d_]{3,}", value.lower()) if w not in _STOPWORDS)
+
+
 def attribute_fact(text: str) -> tuple[str, str] | None:
     """An attribute of the user `app.core.facts` reads (residence, employer…), as (attribute, value)."""
     for fact in facts.facts(text or ""):
@@ -160,6 +169,8 @@ def attribute_fact(text: str) -> tuple[str, str] | None:
 @dataclass(frozen=True)
 class DefaultScorer:
     similarity: float = 0.72
+    stance_similarity: float = 0.45
+    """The cosine two notes stating the same relation need to be joined (see `clusters`)."""
     weights: Weights = Weights()
 
     def clusters(self, items: Sequence[Item], now: datetime) -> list[Cluster]:
@@ -167,7 +178,21 @@ class DefaultScorer:
             return []
         vectors = np.array([m.embedding for m in items], dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-        near = (vectors @ vectors.T) >= self.similarity - 1e-6
+        cosine = vectors @ vectors.T
+        near = cosine >= self.similarity - 1e-6
+        # A note's embedding is mostly about its errand ("booked dinner at …"), not the fact it
+        # mentions in passing: two notes stating the same relation to a value sharing a content
+        # word are the same evidence too, when their embeddings are not far apart.
+        stances = [stance(m.content) for m in items]
+        words = [_content_words(s.value) if s else frozenset() for s in stances]
+        for i, a in enumerate(stances):
+            if a is None:
+                continue
+            for j in range(i + 1, len(items)):
+                b = stances[j]
+                if (b is not None and a.relation == b.relation and words[i] & words[j]
+                        and cosine[i, j] >= self.stance_similarity):
+                    near[i, j] = near[j, i] = True
         degree = near.sum(axis=1)
         order = sorted(range(len(items)), key=lambda i: (-int(degree[i]), -items[i].confidence, items[i].id))
         free = np.ones(len(items), dtype=bool)
@@ -248,7 +273,5 @@ def promotable(cluster: Cluster, t: Thresholds) -> bool:
 
 def window_key(tenant_id: str, agent_id: str, user_id: str | None, kind: str, source_ids: Sequence[str]) -> str:
     """The idempotency key of a promotion or eviction: the window and its sorted source ids."""
-    import hashlib
-
     parts = [tenant_id, agent_id, user_id or "", kind, *sorted(source_ids)]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()

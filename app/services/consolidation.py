@@ -168,6 +168,9 @@ class Plan:
     promotions: list[core.Cluster]
     evictions: list[tuple[Memory, str, float]]
     """(memory, why: `cold` or `consolidated`, its score)."""
+    cold: dict[str, Memory] = field(default_factory=dict)
+    """The eviction candidates (old enough, not recalled lately): a promotion that goes live in this
+    pass evicts those among its sources too, so a rerun finds nothing left to do."""
 
 
 def consolidate_tenant(ctx: AppContext, tenant_id: str, *, agent_id: str | None = None, trigger: str = "cli",
@@ -286,7 +289,7 @@ def _plan(ctx: AppContext, tenant_id: str, agent_id: str, user_id: str | None, c
         cluster, promote = cluster_of[m.id]
         if not promote and cluster.score < config.evict_below:
             evictions.append((m, "cold", cluster.score))
-    return Plan(agent_id, user_id, promotions, evictions)
+    return Plan(agent_id, user_id, promotions, evictions, {m.id: m for m in cold if m.id not in busy})
 
 
 def _report(report: dict[str, list], plan: Plan, writer: core.Writer, outcomes: list[dict] | None) -> None:
@@ -320,6 +323,9 @@ def _apply_window(ctx: AppContext, principal: _Consolidator, run: ConsolidationR
             outcomes.append(outcome)
             if outcome["outcome"] == "promoted":
                 summary["promoted"].append(outcome["memory_id"])
+                if config.evict:
+                    plan.evictions += [(plan.cold[m.id], "consolidated", 0.0) for m in cluster.members
+                                       if m.id in plan.cold]
             elif outcome["outcome"] == "staged":
                 summary["staged"].append(outcome["change_id"])
             if outcome["outcome"] in ("promoted", "staged"):
