@@ -220,6 +220,7 @@ QUIET_API: dict[tuple[str, str], Probe] = {
     ("DELETE", "/v1/host/workspace/files/{path:path}"): _delete(f"/v1/host/workspace/files/{FILE}"),
     ("POST", "/v1/recover"): _post("/v1/recover", lambda env: {
         "agent": AGENT, "since": "2000-01-01T00:00:00Z", "dry_run": True}),
+    ("POST", "/v1/consolidate"): _post("/v1/consolidate", lambda env: {"agent_id": AGENT, "dry_run": True}),
     ("GET", "/v1/policy/suggestions"): _get("/v1/policy/suggestions"),
     ("POST", "/v1/policy/suggestions/{suggestion_id}/accept"): _post(
         "/v1/policy/suggestions/sug_00000000000000000000000000/accept", lambda env: {}),
