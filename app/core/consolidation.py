@@ -30,9 +30,10 @@ import hashlib
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -148,8 +149,9 @@ def stance(text: str) -> Stance | None:
     return None
 
 
-_STOPWORDS = frozenset("a an the and or of for to in on at with from by some any their her his my our your this that "
-                       "is are was be it its as".split())
+_STOPWORDS = frozenset(("a", "an", "the", "and", "or", "of", "for", "to", "in", "on", "at", "with", "from", "by",
+                        "some", "any", "their", "her", "his", "my", "our", "your", "this", "that", "is", "are",
+                        "was", "be", "it", "its", "as"))
 
 
 def _content_words(value: str) -> frozenset[str]:

@@ -3,8 +3,9 @@ make it idempotent, the one-pass-per-tenant lock, run records and the tenants du
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert

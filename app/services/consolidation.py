@@ -31,9 +31,10 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session

@@ -72,7 +72,7 @@ def test_a_repeated_fact_becomes_a_screened_semantic_remember_linking_its_source
 
 
 def test_the_event_carries_ids_and_counts_only(ctx, tenant):
-    evidence, noise = preference_and_noise(ctx, tenant.id)
+    _, noise = preference_and_noise(ctx, tenant.id)
     opt_in(ctx, tenant.id)
     result = consolidation.consolidate_tenant(ctx, tenant.id)
     [event] = consolidated_events(ctx, tenant.id)
@@ -107,8 +107,8 @@ def test_a_rerun_promotes_and_evicts_nothing_twice(ctx, tenant):
 
 
 def test_the_claim_is_a_database_constraint(ctx, tenant):
-    args = dict(tenant_id=tenant.id, key="k" * 64, kind="promote", run_id="cns_x", agent_id="a", user_id=None,
-                source_ids=["mem_1"], evidence={})
+    args = {"tenant_id": tenant.id, "key": "k" * 64, "kind": "promote", "run_id": "cns_x", "agent_id": "a",
+            "user_id": None, "source_ids": ["mem_1"], "evidence": {}}
     with ctx.db.sessions.begin() as session:
         assert consolidation_repo.claim(session, **args) is True
         assert consolidation_repo.claim(session, **{**args, "run_id": "cns_y"}) is False
