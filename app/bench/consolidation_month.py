@@ -7,6 +7,7 @@ and the traps an honest consolidator must not fall for (`memwarden bench consoli
 * **Routines**: the same action on many days ("Sent the weekly status report to the team."),
   near-duplicates of each other that state nothing about the user.
 * **Repeated questions**: hedged, on distinct days ("User asked whether the gym opens early.").
+* **Someone else's preference**, repeated ("Booked the flight for Ana; she asked for a window seat.").
 * **One-off mentions**: a preference stated once, or several times in one session (one day).
 * **Noise**: one-off errands with random places, people and topics.
 
@@ -69,6 +70,10 @@ ROUTINES = [
     "Booked a taxi to {place}.",
     "Paid the electricity bill.",
 ]
+THIRD_PARTY = [
+    "Booked the flight for {person}; she asked for a window seat.",
+    "Ordered lunch for {person} at {place}, he wanted the gluten-free menu.",
+]
 QUESTIONS = [
     "User asked whether the gym at {place} opens early.",
     "User asked if the {city} office has parking.",
@@ -101,7 +106,7 @@ class Note:
     confidence: float
     fact: str | None
     kind: str
-    """`planted`, `routine`, `question`, `one_off`, `noise`."""
+    """`planted`, `routine`, `question`, `third_party`, `one_off`, `noise`."""
 
 
 def month(seed: int = 7, days: int = 30, noise_per_day: int = 12) -> list[Note]:
@@ -129,6 +134,9 @@ def month(seed: int = 7, days: int = 30, noise_per_day: int = 12) -> list[Note]:
     for question in QUESTIONS:
         for day in sorted(rng.sample(range(days), 3)):
             add(day, question, None, "question")
+    for someone_else in THIRD_PARTY:
+        for day in sorted(rng.sample(range(days), 3)):
+            add(day, someone_else, None, "third_party")
     for i, one_off in enumerate(ONE_OFFS):
         day = rng.randrange(days)
         for _ in range(1 if i < 3 else 3):  # the last: three times in one session, one mention

@@ -1,16 +1,17 @@
 """Consolidation's judgement, without a database or a network: which short-term items repeat a
 standing fact about the user (promote it) and which are cold (evict them).
 
-A window is one (agent, user)'s recent episodic memories. Items are clustered by their stored
-embeddings (leader clustering, densest first: the item with the most neighbours above the cosine
-threshold leads and takes its free neighbours). A cluster is scored on
+A window is one (agent, user)'s recent episodic memories. Notes that state something about the
+user (`claim`: a preference, aversion or allergy, `stance`; or an attribute `app.core.facts` reads)
+cluster with each other by what they state: the same relation to values sharing a content word,
+embeddings not far apart. The others cluster by their stored embeddings (leader clustering,
+densest first). A cluster is scored on
 
 * **salience** — mentions on distinct days (two writes of one session are one mention: a note
   written twice is not repeated evidence), saturating at `Weights.saturation` days;
 * **recency** — exp(-ln 2 · age of the newest mention / half-life);
 * **confidence** — the members' mean;
-* **stance** — the share of members that state something about the user (a preference, an
-  aversion, an allergy: `stance`, or an attribute `app.core.facts` reads). A routine that recurs
+* **stance** — the share of members that state something about the user. A routine that recurs
   ("sent the weekly report") clusters as well as a preference does; it states nothing standing
   about the user, so it is never promoted.
 
@@ -113,7 +114,9 @@ _RELATIONS: list[tuple[str, str]] = [
     (r"(?:always|usually|again) (?:orders|ordered|books|booked|takes|took|gets|got|picks|picked|chooses|chose)",
      "prefers"),
 ]
-_USER = r"(?:the user|user|they|she|he|i)"
+# The user only: a pronoun may be anyone the note names ("booked Ana's flight; she asked for a window
+# seat" is Ana's preference), so it states nothing about the user.
+_USER = r"(?:the user|user|i)"
 _CLAUSE = [(re.compile(rf"\b{_USER}\s+(?:(?:also|again|still|once more)\s+)?{verb}\s+(?P<value>[^.;!?\n]+)",
                        re.IGNORECASE), relation) for verb, relation in _RELATIONS]
 _CUT = re.compile(r"\s*(?:,|\(|\bwhen\b|\bbecause\b|\bsince\b|\bfor (?:the|this|that|our|her|his|their)\b|"
@@ -166,6 +169,12 @@ def attribute_fact(text: str) -> tuple[str, str] | None:
     return None
 
 
+def claim(text: str) -> Stance | None:
+    """What a note states about the user: an attribute `app.core.facts` reads, else a stance."""
+    found = attribute_fact(text)
+    return Stance(found[0], found[1]) if found else stance(text)
+
+
 # --- the default scorer and writer ---------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -181,17 +190,21 @@ class DefaultScorer:
         vectors = np.array([m.embedding for m in items], dtype=np.float32)
         vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         cosine = vectors @ vectors.T
-        near = cosine >= self.similarity - 1e-6
-        # A note's embedding is mostly about its errand ("booked dinner at …"), not the fact it
-        # mentions in passing: two notes stating the same relation to a value sharing a content
-        # word are the same evidence too, when their embeddings are not far apart.
-        stances = [stance(m.content) for m in items]
-        words = [_content_words(s.value) if s else frozenset() for s in stances]
-        for i, a in enumerate(stances):
+        # Notes that state something about the user cluster with each other only, by what they
+        # state: the same relation to values sharing a content word, with embeddings not far apart
+        # (a note's embedding is mostly about its errand, "booked dinner at …", not the fact it
+        # mentions in passing). The others cluster by embedding alone. So a routine near a
+        # preference's errand never absorbs the preference, nor the reverse.
+        claims = [claim(m.content) for m in items]
+        words = [_content_words(c.value) if c else frozenset() for c in claims]
+        stating = np.array([c is not None for c in claims])
+        near = (cosine >= self.similarity - 1e-6) & ~stating[:, None] & ~stating[None, :]
+        for i, a in enumerate(claims):
+            near[i, i] = True
             if a is None:
                 continue
             for j in range(i + 1, len(items)):
-                b = stances[j]
+                b = claims[j]
                 if (b is not None and a.relation == b.relation and words[i] & words[j]
                         and cosine[i, j] >= self.stance_similarity):
                     near[i, j] = near[j, i] = True
@@ -218,7 +231,7 @@ class DefaultScorer:
         age_days = max(0.0, (now - newest).total_seconds() / 86400)
         cluster.recency = math.exp(-math.log(2) * age_days / w.half_life_days)
         cluster.confidence = sum(m.confidence for m in members) / len(members)
-        stated = [m for m in members if stance(m.content) or attribute_fact(m.content)]
+        stated = [m for m in members if claim(m.content)]
         cluster.stance = len(stated) / len(members)
         cluster.score = (w.salience * cluster.salience + w.recency * cluster.recency
                          + w.confidence * cluster.confidence) / (w.salience + w.recency + w.confidence)
