@@ -244,6 +244,9 @@ def _pass(ctx: AppContext, run: ConsolidationRun, config: Config, actor: dict, s
         plan = _plan(ctx, run.tenant_id, agent_id, user_id, config, scorer, stats)
         stats["windows"] += 1
         if run.dry_run:
+            if config.evict:  # what promoting would evict too (its cold sources), as the real pass does
+                plan.evictions += [(plan.cold[m.id], "consolidated", 0.0) for c in plan.promotions
+                                   for m in c.members if m.id in plan.cold]
             _report(report, plan, writer, None)
         elif plan.promotions or plan.evictions:
             _apply_window(ctx, principal, run, config, plan, writer, stats, report)

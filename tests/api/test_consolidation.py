@@ -244,3 +244,18 @@ def test_settings_are_validated_and_audited(ctx, tenant):
     config = opt_in(ctx, tenant.id, interval_minutes=30, enabled=True)
     assert config.covers("anything") and config.interval_minutes == 30
     assert audit_types(ctx, tenant.id).count("tenant.settings_changed") == 1
+
+
+def test_a_dry_run_predicts_the_pass_and_a_live_promotion_evicts_its_cold_sources(ctx, tenant):
+    old_evidence = write_notes(ctx, tenant.id, [(15 + 2 * i, text) for i, text in enumerate(VEGETARIAN)])
+    noise = write_notes(ctx, tenant.id, [(22, "Filed the receipt from the bakery.")], confidence=0.5)
+    opt_in(ctx, tenant.id)
+    dry = consolidation.consolidate_tenant(ctx, tenant.id, dry_run=True)
+    real = consolidation.consolidate_tenant(ctx, tenant.id)
+    assert [p["source_ids"] for p in real["promotions"]] == [p["source_ids"] for p in dry["promotions"]] \
+        == [sorted(old_evidence)]
+    assert real["evictions"][0]["reasons"] == dry["evictions"][0]["reasons"] == {
+        **{i: "consolidated" for i in old_evidence}, noise[0]: "cold"}
+    assert {m.id for m in rows(ctx, tenant.id, status="archived")} == {*old_evidence, *noise}
+    [semantic] = rows(ctx, tenant.id, status="live")
+    assert semantic.type == "semantic" and semantic.metadata_["consolidated_from"] == sorted(old_evidence)
