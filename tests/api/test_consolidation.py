@@ -168,6 +168,12 @@ def test_a_staged_eviction_rechecks_recalls_when_approved(client, ctx, tenant, a
     [change] = client.get("/v1/changes", params={"operation": "expire"}, headers=reviewer).json()["items"]
     diff = client.get(f"/v1/changes/{change['id']}/diff", headers=reviewer).json()["diff"]
     assert {m["id"]: m["evicted_because"]["reason"] for m in diff["affected"]} == {i: "cold" for i in old}
+    users.create_user(ctx, username=f"rev-{tenant.name}", password="reviewer password 1", tenant_id=tenant.id,
+                      role="reviewer", actor=ADMIN)
+    assert web_sign_in(client, f"rev-{tenant.name}", "reviewer password 1").status_code == 303
+    page = client.get(f"/review/{change['id']}").text
+    assert page.count('data-testid="evicted-because"') == 2 and "consolidation: cold, score" in page
+    client.cookies.clear()
     # recalled after it was staged: the expire's own predicate spares it at approval
     client.post("/v1/memories/recall", json={"agent_id": "assistant", "user_id": "user-1", "k": 1,
                                              "query": "parking permit Porto office"}, headers=agent)
