@@ -32,6 +32,7 @@ BENCHMARKS: list[str] = [
     "app.bench.replicas",    # memwarden bench replicas   — recall throughput with 0, 1 and 2 read replicas
     "app.bench.reviewer",    # memwarden bench reviewer   — human decisions before/after learned policy rules
     "app.bench.backtest",    # memwarden bench backtest   — seconds to backtest a policy change over 10k decisions
+    "app.bench.consolidate",  # memwarden bench consolidate — promotion precision/recall on a scripted month, evictions, cost
 ]
 
 

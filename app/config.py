@@ -117,6 +117,10 @@ class Settings:
     compaction_interval_seconds: int = _setting(
         "MEMWARDEN_COMPACTION_INTERVAL_SECONDS", 3_600,
         "How often the compaction job runs for tenants that opted in; 0 disables the job.")
+    consolidation_poll_seconds: int = _setting(
+        "MEMWARDEN_CONSOLIDATION_POLL_SECONDS", 300,
+        "How often the consolidation job looks for opted-in tenants whose own interval "
+        "(`memwarden consolidate --interval-minutes`) has passed; 0 disables the job.")
     webhook_allow_private: bool = _setting(
         "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE", False,
         "Allow webhook URLs (and the audit witness URL) that are or resolve to loopback, private or other "

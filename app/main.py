@@ -45,10 +45,11 @@ STARTUP_DATABASE_WAIT_SECONDS = 30.0
 def api_routes() -> list:
     """Every bearer-key API route (`/v1`, `/memorywire/v0`), in one list (also what OpenAPI describes)."""
     from app.api import audit as audit_api
-    from app.api import changes, events, memories, memorywire, meta, policy, recover, refs, webhooks, workspace
+    from app.api import (changes, consolidation, events, memories, memorywire, meta, policy, recover, refs,
+                         webhooks, workspace)
 
     return [*meta.routes, *memories.routes, *changes.routes, *audit_api.routes, *refs.routes, *events.routes,
-            *webhooks.routes, *workspace.routes, *recover.routes, *policy.routes, *memorywire.routes]
+            *webhooks.routes, *workspace.routes, *recover.routes, *consolidation.routes, *policy.routes, *memorywire.routes]
 
 
 def create_app(settings: Settings | None = None, *, ctx: AppContext | None = None) -> Starlette:

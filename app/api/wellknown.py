@@ -8,7 +8,7 @@ parses (root `protocolVersion`, `supportedEnvelopes`, `schemaVersions`, `limits`
 `preferredVersion`, one capability record `{status, since, witness, …facets}` per family). Any
 other major is 406 `protocol_version_unsupported`.
 
-Families advertised: `memory` (with attribution and host-managed compaction) and `workspace`.
+Families advertised: `memory` (with attribution, host-managed compaction and consolidation) and `workspace`.
 Runs are not: Memwarden starts no workflows, so OpenWOP's run operations are not served. It runs
 no LLM turns either, so every envelope limit is 0 and no envelope kind is listed. What has no
 OpenWOP family (snapshots, redaction, review, the two-person rule) is the extension
@@ -38,6 +38,13 @@ SINCE = "1.0"  # the minor of our own contract at which each family was first se
 VERSION = re.compile(r"^\s*([0-9]{1,3})(?:\.([0-9]{1,3}))?\s*$")
 
 
+CONSOLIDATION = {"trigger": "host-managed", "idempotent": True, "event": "agent.memory.consolidated",
+                 "operations": ["remember", "expire"], "infersCommitments": False}
+"""Short-term to long-term consolidation (OpenWOP RFC 0068): run by the host (schedule, CLI, `POST
+/v1/consolidate`), idempotent, announced by a content-free event, done through `remember` and
+`expire`; it infers no standing commitments (no `commitment.fired`)."""
+
+
 def _governance() -> dict[str, Any]:
     return {"snapshots": True, "redaction": {"modes": ["redact", "reject"]},
             "approvals": True, "twoPersonRule": True}
@@ -52,6 +59,7 @@ def _common(settings: Settings) -> dict[str, Any]:
 def _v1_memory(settings: Settings) -> dict[str, Any]:
     return {"supported": True, "maxEntrySizeBytes": settings.max_entry_size_bytes, "ttlSupported": True,
             "compaction": {"supported": True, "trigger": "host-managed"},
+            "consolidation": {"supported": True, **CONSOLIDATION},
             "attribution": {"supported": True, "emitsWriteEvents": True}}
 
 
@@ -87,7 +95,8 @@ def capabilities_v2(settings: Settings) -> dict[str, Any]:
     doc = {
         **_common(settings),
         "memory": _record(maxEntrySizeBytes=settings.max_entry_size_bytes, ttlSupported=True,
-                          compaction={"trigger": "host-managed"}, attribution={"emitsWriteEvents": True},
+                          compaction={"trigger": "host-managed"}, consolidation=dict(CONSOLIDATION),
+                          attribution={"emitsWriteEvents": True},
                           search={"modes": ["semantic", "filter"]}, retention={"ttl": True, "forget": True}),
         "workspace": _record(versioned=True, maxFileBytes=settings.workspace_max_file_bytes,
                              maxFiles=settings.workspace_max_files, maxVersions=settings.workspace_max_versions),

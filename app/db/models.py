@@ -417,6 +417,45 @@ class CompactionRun(Base):
     stats: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
 
 
+class ConsolidationRun(Base):
+    """One consolidation pass over a tenant (short-term to long-term memory, `app.services.consolidation`)."""
+
+    __tablename__ = "consolidation_runs"
+    id: Mapped[str] = mapped_column(Text, primary_key=True)
+    """`cns_…`."""
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    agent_id: Mapped[str | None] = mapped_column(Text)
+    trigger: Mapped[str] = mapped_column(Text)
+    """`schedule`, `cli` (`memwarden consolidate`) or `api` (`POST /v1/consolidate`)."""
+    dry_run: Mapped[bool] = mapped_column(server_default="false")
+    status: Mapped[str] = mapped_column(Text, server_default="running")
+    started_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    finished_at: Mapped[datetime | None]
+    stats: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+
+
+class ConsolidationClaim(Base):
+    """A promotion or eviction a consolidation pass carried out or staged, claimed once by its key
+    (a digest of the window and the source ids) in the same transaction as the write."""
+
+    __tablename__ = "consolidation_claims"
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    key: Mapped[str] = mapped_column(Text, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    """`promote` or `evict`."""
+    run_id: Mapped[str] = mapped_column(Text)
+    agent_id: Mapped[str] = mapped_column(Text)
+    user_id: Mapped[str | None] = mapped_column(Text)
+    source_ids: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    memory_id: Mapped[str | None] = mapped_column(Text)
+    """The promoted memory (live or pending)."""
+    change_id: Mapped[str | None] = mapped_column(Text)
+    """The change that staged it, when a policy rule did."""
+    evidence: Mapped[dict[str, Any]] = mapped_column(server_default="{}")
+    """Scores and source ids, never content (the change page shows it beside the sources)."""
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
 class IdempotencyKey(Base):
     """The first answer to a `/v1` write sent with an `Idempotency-Key`, kept 24 h for replays.
     Written in the write's own transaction, so a committed write always has its answer."""

@@ -156,9 +156,11 @@ def matching(session: Session, *, scope: Scope, ids: Sequence[str] | None = None
 
 def expire_candidates(session: Session, *, scope: Scope, older_than_days: float | None, type_: str | None,
                       confidence_below: float | None, no_recall_in_days: float | None,
-                      lock: bool = False) -> list[Memory]:
-    """Live rows in scope matching every given predicate (ANDed)."""
+                      lock: bool = False, ids: Sequence[str] | None = None) -> list[Memory]:
+    """Live rows in scope matching every given predicate (ANDed); with `ids`, only those rows."""
     stmt = select(Memory).where(visible(scope))
+    if ids is not None:
+        stmt = stmt.where(Memory.id.in_(list(ids)))
     if older_than_days is not None:
         stmt = stmt.where(Memory.created_at < func.statement_timestamp() - func.make_interval(0, 0, 0, 0, 0, 0, older_than_days * 86400))
     if type_ is not None:

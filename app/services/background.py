@@ -1,5 +1,5 @@
 """Periodic jobs: the audit checkpoint cadence, the full audit verification, the memory state
-check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, memory compaction, and purging expired idempotency keys and idle
+check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, memory compaction and consolidation, and purging expired idempotency keys and idle
 rate-limit buckets.
 
 Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
@@ -91,6 +91,11 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
 
         jobs.append((ctx.settings.compaction_interval_seconds, lambda: compaction.run_scheduled(ctx),
                      "memory-compaction"))
+    if ctx.settings.consolidation_poll_seconds > 0:
+        from app.services import consolidation
+
+        jobs.append((ctx.settings.consolidation_poll_seconds, lambda: consolidation.run_scheduled(ctx),
+                     "memory-consolidation"))
     tasks = [asyncio.create_task(_every(seconds, job, name, Leadership(ctx.db.engine, name)))
              for seconds, job, name in jobs]
     try:

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from app.core.access import Principal
     from app.services.context import AppContext
 
-LISTED = ("similar", "replaces", "affected", "before")
-"""Diff keys holding a list of memory briefs (remember's neighbours and what it replaces, forget/expire, merge)."""
+LISTED = ("similar", "replaces", "affected", "before", "evidence")
+"""Diff keys holding a list of memory briefs (remember's neighbours, what it replaces and a promotion's evidence, forget/expire, merge)."""
 SINGLE = ("closest", "after", "memory")
 """Diff keys holding one memory brief (remember's closest, merge's result, a recover's memory)."""
 WORKSPACE_CURRENT = ("remove", "context")

@@ -8,7 +8,7 @@ of truth; a notification is only a wake-up, so replay and live delivery read the
 Ids are assigned per tenant as max + 1 under the tenant's advisory lock, held until commit: for
 one tenant, id order is commit order, and a reader resuming after id N never skips an event.
 
-Payload rules, for every emitter (`memory.compacted` and `workspace.updated` come from other
+Payload rules, for every emitter (`memory.compacted`, `agent.memory.consolidated` and `workspace.updated` come from other
 services through `emit`): a JSON object of identifiers and small facts with camelCase keys —
 never memory content, metadata values or secrets. Anything about an agent carries `agentId`, so
 streams and webhooks can drop events about agents the reader's key may not act for.
@@ -31,7 +31,7 @@ from app.services.audit import chain_for, chain_work, insert_with_commit, lock_c
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
-    "memory.written", "memory.compacted", "workspace.updated",
+    "memory.written", "memory.compacted", "agent.memory.consolidated", "workspace.updated",
     "change.proposed", "change.approved", "change.rejected", "change.withdrawn", "change.approval_recorded",
     "audit.chain_broken", "review.sla_breached",
     "read_budget.exceeded",

@@ -459,10 +459,12 @@ def expire(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outco
     return Outcome(200, {"status": "done", "affected": ids, "action": action}, ids)
 
 
-def _expire_rows(session, scope: Scope, policy: dict[str, Any], lock: bool) -> list[Memory]:
+def _expire_rows(session, scope: Scope, policy: dict[str, Any], lock: bool,
+                 ids: list[str] | None = None) -> list[Memory]:
+    """`ids`: only these (an expire consolidation chose; the predicates still apply to each)."""
     return repo.expire_candidates(session, scope=scope, older_than_days=policy.get("older_than_days"),
                                   type_=policy.get("type"), confidence_below=policy.get("confidence_below"),
-                                  no_recall_in_days=policy.get("no_recall_in_days"), lock=lock)
+                                  no_recall_in_days=policy.get("no_recall_in_days"), lock=lock, ids=ids)
 
 
 def apply_expire(ctx: AppContext, session, tenant_id: str, actor: dict, rows: list[Memory], action: str,

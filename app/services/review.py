@@ -30,7 +30,7 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import change_reads, compaction, confirmation, duties, events, recover, supersession
+from app.services import change_reads, compaction, confirmation, consolidation, duties, events, recover, supersession
 from app.services import tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
@@ -202,7 +202,9 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
         body = _remember_diff(session, change)
     elif kind in ("forget", "expire"):
         rows = _resolve_targets(session, change)
-        body = {"affected": [_brief(m) for m in rows], "count": len(rows),
+        reasons = (change.request.get("evidence") or {}) if change.request.get("consolidation_run") else {}
+        body = {"affected": [{**_brief(m), **({"evicted_because": reasons[m.id]} if m.id in reasons else {})}
+                             for m in rows], "count": len(rows),
                 "hard_delete": bool(change.request.get("hard_delete")),
                 "action": change.request.get("action", "forget") if kind == "expire" else
                 ("hard_delete" if change.request.get("hard_delete") else "forget")}
@@ -280,7 +282,24 @@ def _remember_diff(session, change: Change) -> dict[str, Any]:
         or (body["flags"]["contradiction"] or {}).get("memory_id") == closest[0].id)
     body["_state"] = ([(memory.id, memory.updated_at, memory.status)] + [(m.id, m.updated_at) for m, _ in neighbours]
                       + [("replaces", p["memory"].id) for p in planned])
+    _with_evidence(session, change, memory, body)
     return body
+
+
+def _with_evidence(session, change: Change, memory: Memory, body: dict[str, Any]) -> None:
+    """A promotion consolidation wrote: its sources (as they are now) and why they scored, from the
+    claim the server recorded (never from the write's own metadata, which an agent could forge)."""
+    evidence = consolidation.evidence_for(session, change.tenant_id, memory.id)
+    if evidence is None:
+        return
+    ids = list(evidence.get("source_ids") or [])
+    rows = repo.matching(session, scope=Scope(change.tenant_id, change.agent_id), ids=ids) if ids else []
+    found = {m.id for m in rows}
+    body["consolidation"] = {k: evidence.get(k) for k in ("run_id", "mentions", "items", "salience", "recency",
+                                                          "confidence", "stance", "score", "statement_from",
+                                                          "reasons")}
+    body["consolidation"]["missing"] = [i for i in ids if i not in found]
+    body["evidence"] = [_brief(m) for m in sorted(rows, key=lambda m: (m.created_at, m.id))]
 
 
 def _fsm_diff(memory: Memory, neighbours: list[Memory]) -> dict[str, Any] | None:
@@ -312,7 +331,7 @@ def _resolve_targets(session, change: Change, lock: bool = False) -> list[Memory
     if change.operation == "forget":
         return repo.matching(session, scope=scope, ids=request.get("ids") or None,
                              metadata=request.get("filter") or None, lock=lock)
-    return mem._expire_rows(session, scope, request.get("policy") or {}, lock=lock)
+    return mem._expire_rows(session, scope, request.get("policy") or {}, lock=lock, ids=request.get("ids"))
 
 
 def _merge_diff(session, change: Change) -> dict[str, Any]:

@@ -225,6 +225,7 @@ QUIET_API: dict[tuple[str, str], Probe] = {
         {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]}}),
     ("POST", "/v1/policy/backtest"): _post("/v1/policy/backtest", lambda env: {"policy": {"rules": [
         {"id": "trust-all", "match": {"agents": [AGENT]}, "action": "allow"}]}}),
+    ("POST", "/v1/consolidate"): _post("/v1/consolidate", lambda env: {"agent_id": AGENT, "dry_run": True}),
     ("GET", "/v1/policy/suggestions"): _get("/v1/policy/suggestions"),
     ("POST", "/v1/policy/suggestions/{suggestion_id}/accept"): _post(
         "/v1/policy/suggestions/sug_00000000000000000000000000/accept", lambda env: {}),
