@@ -6,10 +6,12 @@ gives each set row the history an assistant of the same kind would have: the fir
 writes of the benign stream's agent whose name shares a word with the row's (``support-bot`` and
 ``support-bot``, ``coding-agent`` and ``coding-assistant``; rows with no such agent are left out),
 and each stream row its own agent's earlier writes. For each row it reports the nearest cosine
-similarity (all-MiniLM-L6-v2) and whether the signal would raise a category that screening did not:
-no category raised, nearest below ``UNLIKE``, a head at ``TIP`` of its support cut or more.
+similarity (all-MiniLM-L6-v2) and whether letting an unusual write raise a category on part of a
+head's cut would raise one screening did not: no category raised, nearest below ``UNLIKE``, a head
+at ``--tip`` of its support cut or more (``novelty`` does not do this: it would tip look-alikes as
+often as attacks).
 
-    python dev/screening/unlike_agent_probe.py /work/blind/spent/set-a.jsonl /work/blind/spent/set-b.jsonl \\
+    PYTHONPATH=. python dev/screening/unlike_agent_probe.py /work/blind/spent/set-a.jsonl /work/blind/spent/set-b.jsonl \\
         --stream /work/blind/spent/benign-stream.jsonl
 
 Development tooling: not part of the package.
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.screening import CATEGORY_NAMES, effect_heads, screen
-from app.core.screening.novelty import MIN_HISTORY, TIP, UNLIKE
+from app.core.screening.novelty import MIN_HISTORY, UNLIKE
 from app.embeddings import LocalMiniLMEmbedder
 
 GENERIC = {"assistant", "agent", "bot", "helper", "ai", "the"}
@@ -42,6 +44,7 @@ def main() -> int:
     parser.add_argument("sets", nargs="+", type=Path)
     parser.add_argument("--stream", type=Path, required=True)
     parser.add_argument("--history", type=int, default=20)
+    parser.add_argument("--tip", type=float, default=0.5)
     args = parser.parse_args()
     read = lambda p: [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
     stream, rows = read(args.stream), [r for p in args.sets for r in read(p)]
@@ -59,7 +62,7 @@ def main() -> int:
                        embedder=embedder.name).flags
         probabilities = effect_heads.read(row["content"], vector, embedder.name)
         share = max((probabilities[n] / float(heads.support[i]) for i, n in enumerate(heads.names)), default=0.0)
-        tips = (len(history) >= MIN_HISTORY and nearest is not None and nearest < UNLIKE and share >= TIP
+        tips = (len(history) >= MIN_HISTORY and nearest is not None and nearest < UNLIKE and share >= args.tip
                 and not any(f.name in CATEGORY_NAMES for f in flags))
         return nearest, tips
 

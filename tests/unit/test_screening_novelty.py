@@ -1,5 +1,5 @@
-"""``unlike_agent``: an unusual write's category is raised on weaker evidence and named to the
-reviewer; cold start and an unusual write that changes nothing raise nothing. And the cheap
+"""``unlike_agent``: an unusual write's categories are named to the reviewer as unusual, on the
+categories' own evidence; cold start and an unusual write that changes nothing raise nothing. And the cheap
 English reading that decides which writes a second embedder would read."""
 
 import math
@@ -10,7 +10,7 @@ import pytest
 from app.core.language import mostly_english
 from app.core.screening import effects, screen
 from app.core.screening.effect_heads import Heads
-from app.core.screening.novelty import MIN_HISTORY, NAME, TIP, UNLIKE, Familiarity
+from app.core.screening.novelty import MIN_HISTORY, NAME, UNLIKE, Familiarity
 from app.core.screening.semantic import LEXICAL_BUCKETS
 
 UNUSUAL = Familiarity(history=50, nearest=UNLIKE - 0.1)
@@ -46,14 +46,13 @@ def _heads(share_of_support: float) -> Heads:
                  np.log(p / (1 - p)).astype(np.float32), support, alone, "test-model")
 
 
-@pytest.mark.parametrize("share, unusual_raises", [(TIP + 0.1, True), (TIP - 0.1, False)])
-def test_an_unusual_write_needs_only_part_of_a_heads_support_cut(share, unusual_raises):
+def test_being_unusual_lowers_no_cut():
     vector = np.full(384, 1 / math.sqrt(384), dtype=np.float32)
-    extra = {"embedding": vector, "embedder": "test-model", "heads": _heads(share)}
-    unusual = _names("Marta looks after the shared drive now.", UNUSUAL, **extra)
-    assert ("authority" in unusual) is unusual_raises
-    assert (unusual.get(NAME) == "low") is unusual_raises
-    assert "authority" not in _names("Marta looks after the shared drive now.", FAMILIAR, **extra)
+    extra = {"embedding": vector, "embedder": "test-model"}
+    below = _names("Marta looks after the shared drive now.", UNUSUAL, heads=_heads(1.5), **extra)
+    assert below == {}  # above support, below alone, no structure: no category, so nothing unusual either
+    above = _names("Marta looks after the shared drive now.", UNUSUAL, heads=_heads(2.25), **extra)
+    assert above == {"authority": "medium", NAME: "low"}
 
 
 @pytest.mark.parametrize("text, english", [

@@ -169,8 +169,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
             found[0] = RiskFlag(injection.NAME, "high", max(prior.score if prior else 0.0, removal.WEIGHT),
                                 (prior.evidence if prior else ()) + spans)
     if memory_type not in ("procedural", "workspace"):  # an FSM's JSON and the agent's own files are judged elsewhere
-        categories = effects.detect(content, embedding, embedder, heads,
-                                    unusual=familiarity is not None and familiarity.unusual)
+        categories = effects.detect(content, embedding, embedder, heads)
         found += [*categories, novelty.flag(familiarity, content, categories)]
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

@@ -45,7 +45,7 @@ from typing import Sequence
 
 from app.core import high_impact
 from app.core.redaction import MARKER_RE
-from app.core.screening import effect_heads, novelty
+from app.core.screening import effect_heads
 from app.core.screening.flags import RiskFlag, Span
 from app.core.screening.sensitive import iban_valid
 
@@ -81,10 +81,8 @@ _SENTENCE_END = re.compile(r"[.!?;\n。！？]+(?:\s|$)")
 
 
 def detect(content: str, embedding: Sequence[float] | None = None, embedder: str | None = None,
-           heads: effect_heads.Heads | None = None, unusual: bool = False) -> list[RiskFlag]:
-    """The category flags of one write's content (none, one or several). ``unusual``: the write is
-    unlike its agent's live memories (``novelty``), so a head at ``novelty.TIP`` of its ``support``
-    cut raises its category alone."""
+           heads: effect_heads.Heads | None = None) -> list[RiskFlag]:
+    """The category flags of one write's content (none, one or several)."""
     if not content.strip():
         return []
     # Redaction took the secrets out: a marker gives an attacker nothing, and its angle brackets are
@@ -134,9 +132,7 @@ def detect(content: str, embedding: Sequence[float] | None = None, embedder: str
     for index, name in enumerate(NAMES):
         probability = read.get(name)
         support = probability is not None and probability >= float(loaded.support[index])
-        cut = min(float(loaded.alone[index]), novelty.TIP * float(loaded.support[index])) if unusual \
-            else float(loaded.alone[index])
-        alone = probability is not None and probability >= cut
+        alone = probability is not None and probability >= float(loaded.alone[index])
         spans = found[name] or (partial.get(name, []) if support else [])
         if spans:
             evidence = tuple(Span("content", s, e) for s, e in spans)

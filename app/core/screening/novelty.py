@@ -9,15 +9,16 @@ cosine similarity of the write to the nearest of them: a ``Familiarity``. From t
   every write is new, and must not all be staged);
 * a write whose nearest live memory is below ``UNLIKE`` is *unusual*. Alone that means nothing
   (a new hobby, a new project): no flag is raised;
-* an unusual write whose category head (``effect_heads``) reads at least ``TIP`` of its
-  ``support`` cut has that category raised (``medium``, the whole content as evidence) even with no
-  structure, where a familiar write needs the full cut; and every category an unusual write raises
-  is joined by ``unlike_agent`` (``low``: it informs the reviewer; the category is what stages).
+* every category of effect an unusual write raises is joined by ``unlike_agent`` (``low``): the
+  reviewer reads that this agent has never held anything like it. The category, by its
+  provenance, is what stages the write; this flag stages nothing by itself.
 
-Known limits: on the spent stranger sets an attack and its benign look-alike are about equally
-far from a matched agent's history (median nearest similarity 0.30 against 0.30), so the signal
-tips both about as often; it cannot help an agent with little history, nor an attack worded like
-the agent's ordinary notes. Measured in ``dev/screening/unlike_agent_probe.py``.
+It does not lower any category's cut. Measured on the spent stranger sets with a matched
+agent's history (``dev/screening/unlike_agent_probe.py``), an attack and its benign look-alike are
+about equally far from that history (median nearest similarity 0.30 against 0.30), so letting an
+unusual write raise a category on half a head's cut raised it for look-alikes as often as for
+attacks, and staged one more write of the 1,000-write stream. Known limits: nothing is unusual for
+an agent with little history, and an attack worded like the agent's ordinary notes is familiar.
 """
 
 from __future__ import annotations
@@ -33,8 +34,6 @@ UNLIKE = 0.30
 """Nearest-live cosine similarity below which a write is unusual (all-MiniLM-L6-v2; the benign
 stream's ordinary writes have a median of 0.40 and a 25th percentile of 0.33 against their
 agent's earlier writes)."""
-TIP = 0.5
-"""Share of a head's ``support`` cut an unusual write needs for its category to be raised alone."""
 SCORE = 0.3
 
 
