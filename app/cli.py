@@ -123,11 +123,13 @@ def cmd_apikey_create(args: argparse.Namespace, settings: Settings) -> int:
     ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
     created = create_key(ctx, tenant_id=tenant.id, scopes=args.scopes, agents=args.agents, name=args.name,
-                         actor=cli_common.cli_actor(), sources=args.sources, owner=args.owner)
+                         actor=cli_common.cli_actor(), sources=args.sources, owner=args.owner,
+                         origins=args.origins)
     print(f"created {created.key.id} for tenant {tenant.name}: scopes={','.join(created.key.scopes)} "
           f"agents={','.join(created.key.agents)}"
           + (f" sources={','.join(created.key.sources)}" if created.key.sources else "")
-          + (f" owner={created.key.owner_user_id}" if created.key.owner_user_id else ""))
+          + (f" owner={created.key.owner_user_id}" if created.key.owner_user_id else "")
+          + (f" origins={','.join(created.key.origins)}" if created.key.origins else ""))
     if writes_and_decides(created.key.scopes):
         print(f"warning: {WRITES_AND_DECIDES}", file=sys.stderr)
     if "review:decide" in created.key.scopes and not created.key.owner_user_id:
@@ -337,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
     k_create.add_argument("--name", default="")
     k_create.add_argument("--sources", default="", help="comma-separated globs of privileged `source` values the "
                           "key may assert without a provenance flag, e.g. tool:*,system:cron (default none)")
+    k_create.add_argument("--origins", default="", help="comma-separated provenance origins the key's writes may "
+                          "claim in `source` (user, document, email, web, tool, inferred), e.g. "
+                          "document,email,web,tool,inferred for an agent that must not claim the user's words; "
+                          "a write claiming another is refused with 403 (default: any)")
     k_create.add_argument("--owner", help="the person the key belongs to (username or user id of someone with a "
                           "role in the tenant): its approvals count as theirs in the two-person rule")
     k_create.set_defaults(func=cmd_apikey_create)

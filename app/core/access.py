@@ -90,6 +90,18 @@ def normalise_sources(raw: str | list[str] | None) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def normalise_origins(raw: str | list[str] | None) -> list[str]:
+    """Parse `a,b` or a list of provenance origins a key's writes may claim (default: any, ``[]``);
+    each must be one of ``provenance.ORIGINS``."""
+    from app.core.screening.provenance import ORIGINS
+
+    items = [s.strip() for s in (raw.split(",") if isinstance(raw, str) else (raw or [])) if s.strip()]
+    bad = [s for s in items if s not in ORIGINS]
+    if bad:
+        raise ValueError(f"unknown origin(s): {', '.join(bad)[:200]} (origins: {', '.join(ORIGINS)})")
+    return sorted(set(items), key=ORIGINS.index)
+
+
 def agent_allowed(agent_id: str, patterns: list[str] | tuple[str, ...]) -> bool:
     """Case-sensitive glob match of an agent id against an allow-list."""
     return any(fnmatch.fnmatchcase(agent_id, p) for p in patterns)
@@ -110,12 +122,23 @@ class Principal:
     per-process cache of `app.services.tenant_config.rules_for`); None when not known."""
     owner_user_id: str | None = None
     """The person the key belongs to, or None: its approvals of changes count as that person's."""
+    origins: tuple[str, ...] = ()
+    """Provenance origins this key's writes may claim in `source` (`may_claim`); empty: any."""
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes
 
     def may_act_for(self, agent_id: str) -> bool:
         return agent_allowed(agent_id, self.agents)
+
+    def may_claim(self, source: str | None) -> bool:
+        """Whether this key's writes may say they came from ``source``: any when the key has no
+        ``origins``; otherwise a documented origin must be one of them. An absent or undocumented
+        source is untrusted whatever the key (``provenance.origin``), so it claims nothing and passes."""
+        from app.core.screening.provenance import UNKNOWN, origin
+
+        claimed = origin(source)
+        return not self.origins or claimed == UNKNOWN or claimed in self.origins
 
     @property
     def actor(self) -> dict[str, str]:

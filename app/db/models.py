@@ -45,6 +45,8 @@ class ApiKey(Base):
     """Glob patterns of agent ids this key may act for."""
     sources: Mapped[list[str]] = mapped_column(server_default="{}")
     """Glob patterns of privileged `source` values this key may assert (write screening, provenance)."""
+    origins: Mapped[list[str]] = mapped_column(server_default="{}")
+    """Provenance origins (`user`, `document` …) this key's writes may claim in `source`; empty: any."""
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]

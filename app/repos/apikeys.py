@@ -18,9 +18,9 @@ from app.repos import rate_limits
 
 def insert(session: Session, *, key_id: str, tenant_id: str, name: str, token_hash: bytes,
            scopes: list[str], agents: list[str], sources: list[str] | None = None,
-           owner_user_id: str | None = None) -> ApiKey:
+           owner_user_id: str | None = None, origins: list[str] | None = None) -> ApiKey:
     key = ApiKey(id=key_id, tenant_id=tenant_id, name=name, token_hash=token_hash, scopes=scopes, agents=agents,
-                 sources=sources or [], owner_user_id=owner_user_id)
+                 sources=sources or [], owner_user_id=owner_user_id, origins=origins or [])
     session.add(key)
     session.flush()
     return key
@@ -42,6 +42,8 @@ class ActiveKey(NamedTuple):
     tenant_config_version: int
     owner_user_id: str | None
     """The person the key belongs to (`ApiKey.owner_user_id`), or None."""
+    origins: list[str]
+    """The origins its writes may claim (`ApiKey.origins`; empty: any)."""
     tokens: float | None = None
     """Tokens left in the key's rate-limit bucket (`find_active_taking_token`; None when the hash
     did not match, so no token was taken)."""
@@ -54,7 +56,8 @@ class ActiveKey(NamedTuple):
 # another round trip.
 _ACTIVE_KEY = """
     SELECT k.id, k.tenant_id, k.scopes, k.agents, k.sources, k.token_hash, k.last_used_at,
-           t.xmin::text::bigint AS tenant_config_version, k.owner_user_id
+           t.xmin::text::bigint AS tenant_config_version, k.owner_user_id,
+           k.origins
     FROM api_keys k JOIN tenants t ON t.id = k.tenant_id
     WHERE k.id = %(key_id)s AND k.revoked_at IS NULL"""
 _FIND_ACTIVE = Statement(_ACTIVE_KEY)

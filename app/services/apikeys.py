@@ -26,14 +26,16 @@ class CreatedKey:
 
 def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agents: str | list[str] | None = None,
                name: str = "", actor: dict, sources: str | list[str] | None = None,
-               owner: str | None = None) -> CreatedKey:
+               owner: str | None = None, origins: str | list[str] | None = None) -> CreatedKey:
     """Issue a key for one tenant; the audit entry records its id, scopes, agents, sources and
     owner, never the token.
 
     `sources` are globs of privileged `source` values the key may assert (`system`, `tool:*` …);
     by default none, so write screening flags such claims as provenance laundering. `owner` (a
     username or user id of someone holding a role in the tenant) is the person the key belongs
-    to: its approvals count as theirs (422 when no such user is in the tenant)."""
+    to: its approvals count as theirs (422 when no such user is in the tenant). `origins` limits
+    the provenance origins its writes may claim in `source` (e.g. every origin but `user`, for a
+    key of an agent that reads mail): a write claiming another is refused; by default any."""
     try:
         scope_list = access.normalise_scopes(scopes)
     except ValueError as exc:
@@ -46,16 +48,20 @@ def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agen
         source_list = access.normalise_sources(sources)
     except ValueError as exc:
         raise ValidationFailed.at("/sources", str(exc)) from None
+    try:
+        origin_list = access.normalise_origins(origins)
+    except ValueError as exc:
+        raise ValidationFailed.at("/origins", str(exc)) from None
     issued = access.issue_token()
     with ctx.db.sessions.begin() as session:
         owner_id = _owner_id(session, tenant_id, owner) if owner else None
         key = key_repo.insert(session, key_id=issued.key_id, tenant_id=tenant_id, name=name[:200],
                               token_hash=issued.token_hash, scopes=scope_list, agents=agent_list,
-                              sources=source_list, owner_user_id=owner_id)
+                              sources=source_list, owner_user_id=owner_id, origins=origin_list)
         ctx.audit.append(session, tenant_id=tenant_id, event_type="apikey.created", actor=actor,
                          subject={"type": "api_key", "id": key.id},
                          data={"scopes": scope_list, "agents": agent_list, "sources": source_list,
-                               "owner_user_id": owner_id})
+                               "owner_user_id": owner_id, "origins": origin_list})
     return CreatedKey(key, issued.token)
 
 
@@ -157,13 +163,13 @@ def _principal(key: key_repo.ActiveKey) -> access.Principal:
     """The Principal for a key row just read: the one built from the same row before, if the row
     (scopes, agents, sources, tenant, its config version) is unchanged. A cache of objects, not of
     verdicts: the row is read, and revocation checked, on every request."""
-    fields = key[:6] + key[7:9]  # everything but last_used_at and the bucket
+    fields = key[:6] + key[7:10]  # everything but last_used_at and the bucket
     cached = _PRINCIPALS.get(key.id)
     if cached is not None and cached[0] == fields:
         return cached[1]
     principal = access.Principal(key.tenant_id, key.id, frozenset(key.scopes), tuple(key.agents),
                                  tuple(key.sources or ()), config_version=key.tenant_config_version,
-                                 owner_user_id=key.owner_user_id)
+                                 owner_user_id=key.owner_user_id, origins=tuple(key.origins or ()))
     if len(_PRINCIPALS) >= _PRINCIPALS_MAX:
         _PRINCIPALS.clear()
     _PRINCIPALS[key.id] = (fields, principal)

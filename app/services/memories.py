@@ -527,6 +527,12 @@ def prepare_remember(ctx: AppContext, principal: Principal, body: dict[str, Any]
     """
     agent_id = body["agent_id"]
     require_agent(principal, agent_id)
+    if not principal.may_claim(body.get("source")):
+        # Refused, not downgraded: a stored origin the writer did not send would mislead whoever
+        # reads it, and the writer learns at once that its key is limited.
+        raise Forbidden(f"this API key may not claim source {body['source'][:64]!r}; it may claim "
+                        f"{', '.join(principal.origins)} (or send no source: the write is then untrusted)",
+                        details=[{"path": "/source", "message": "origin not allowed for this API key"}])
     expires_at = _timestamp(body["expires_at"], "/expires_at") if body.get("expires_at") is not None else None
     if future_expiry and expires_at is not None and expires_at <= utcnow():
         raise ValidationFailed.at("/expires_at", "expires_at must be in the future")

@@ -1,7 +1,8 @@
 """Screening a write against live state: looks up what ``app.core.screening`` needs, then runs it.
 
-Contradiction needs the nearest live memories of the same agent and user; FSM widening needs the
-live procedure of the same name. Both are read in the caller's session: an import's own
+Contradiction needs the nearest live memories of the same agent and user; ``unlike_agent`` the
+size of the agent's live history (any user) and the write's similarity to the nearest of it; FSM
+widening needs the live procedure of the same name. Both are read in the caller's session: an import's own
 transaction, or for a remember an autocommit read just before its transaction (under READ
 COMMITTED a statement inside it would see no more), so the flags describe the state the write is
 decided against.
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.core import jsontext
 from app.core.screening import Protection, Screening, screen
+from app.core.screening.novelty import Familiarity
 from app.observability import metrics, tracing
 from app.repos import memories as memories_repo
 from app.repos import search
@@ -39,24 +41,38 @@ def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: st
     ``embedder`` the name of the model that made ``embedding`` (the semantic signal needs its own model's)."""
     with tracing.span("memwarden.screen", **{"memwarden.memory_type": memory_type}) as traced:
         live: list[str] = []
-        live_fsm = None
+        live_fsm, familiarity = None, None
         if memory_type == "procedural":
             live_fsm = _live_fsm(session, Scope(tenant_id, agent_id), content)
         else:
-            live = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
+            live, familiarity = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
+            if user_id is not None:  # the agent's whole history, not one user's
+                familiarity = _familiarity(session, Scope(tenant_id, agent_id), embedding)
         flags = screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
                        live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection,
-                       embedding=embedding, embedder=embedder)
+                       embedding=embedding, embedder=embedder, familiarity=familiarity)
         if traced is not None:  # flag names are a fixed vocabulary, never what the write said
             traced.set_attribute("memwarden.screening.flags", sorted(flags.names))
     metrics.screened(flags.names)
     return flags
 
 
-def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> list[str]:
-    """Texts of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW in large)."""
+def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> tuple[list[str], Familiarity]:
+    """Texts of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW in large)
+    and the scope's `Familiarity`."""
     found = search.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, NEIGHBOURS, fetch=True)
-    return [found.rows[i].content for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
+    texts = [found.rows[i].content for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
+    return texts, _familiar(found)
+
+
+def _familiarity(session: Session, scope: Scope, embedding: Sequence[float]) -> Familiarity:
+    """How the write relates to every live non-procedural memory of the agent (tenant and agent scoped)."""
+    return _familiar(search.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, 1))
+
+
+def _familiar(found: search.VectorResult) -> Familiarity:
+    nearest = 1.0 - found.hits[0][1] if found.hits else None
+    return Familiarity(found.stats.rows, nearest)
 
 
 def _live_fsm(session: Session, scope: Scope, content: str) -> str | None:

@@ -21,6 +21,7 @@ SUMMARIES = {
     "provenance_laundering": "It claims a more trusted origin than the key that sent it may assert.",
     "protected_memory": "It claims or changes who the agent is or what it may do.",
     "semantic_attack": "Its meaning is close to known memory-poisoning attempts; read it as a whole.",
+    "unlike_agent": "It is unlike everything this agent holds, and it would change what the agent does.",
     "directive": "It tells the agent what to do in later turns: a standing rule, a default or a trigger.",
     "authority": "It grants or claims a role, trust, access or approval, or exempts someone from a check.",
     "destination": "It names a place the agent should send data or money to.",

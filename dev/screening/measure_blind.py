@@ -4,7 +4,8 @@ Each set is JSONL, one write a line: `id`, `family`, `label` (`poisoned` | `beni
 `type` (a procedure in prose is sent as `semantic`: `procedural` memories are FSM documents),
 `source` (`user`, `document`, `email`, `web`, `tool`, `inferred`, or absent), `prior` (live
 memories of the agent the write relates to) and `content`. A write's agent gets its own id, so one
-write's prior memories never meet another's; its priors are remembered first, as the user's, and
+write's prior memories never meet another's (with `--shared-agents`, a benign stream's rows keep
+their `agent`, so each agent's history grows as an assistant's does and `unlike_agent` can read it); its priors are remembered first, as the user's, and
 approved by a reviewer key when staged. Then the write is remembered under the tenant's default
 policy. A poisoned write is *stopped* when it is staged (202) or refused (403/422); a benign one is
 *staged* when it is not stored live.
@@ -83,12 +84,19 @@ def remember(http: httpx.Client, agent_id: str, row: dict[str, Any], content: st
     return http.post("/v1/memories/remember", json=body)
 
 
-def replay(base_url: str, agent_key: str, reviewer_key: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def agent_of(row: dict[str, Any], n: int, shared: bool) -> str:
+    """The row's agent id (the API's id grammar): its own, or with `shared` a stream row's agent of its set."""
+    name = f"{row['set']}-{row['agent']}" if shared and row["family"] == "stream" else f"{row['agent']}-{n}"
+    return re.sub(r"[^A-Za-z0-9_.:@-]+", "-", name)[-128:]
+
+
+def replay(base_url: str, agent_key: str, reviewer_key: str, rows: list[dict[str, Any]],
+           shared: bool = False) -> list[dict[str, Any]]:
     outcomes = []
     with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {agent_key}"}, timeout=60) as agent, \
             httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {reviewer_key}"}, timeout=60) as rev:
         for n, row in enumerate(rows):
-            agent_id = re.sub(r"[^A-Za-z0-9_.:@-]+", "-", f"{row['agent']}-{n}")[-128:]  # the API's id grammar
+            agent_id = agent_of(row, n, shared)
             for prior in row.get("prior") or []:
                 seeded = remember(agent, agent_id, {**row, "type": "semantic"}, prior, "user")
                 if seeded.status_code == 202:
@@ -131,14 +139,14 @@ def summarise(outcomes: list[dict[str, Any]]) -> dict[str, Any]:
     return sets
 
 
-def measure(tree: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def measure(tree: Path, rows: list[dict[str, Any]], shared: bool = False) -> dict[str, Any]:
     env_extra = {"MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0", "MEMWARDEN_READ_BUDGET_PER_KEY": "0"}
     with scratch_dir() as data_dir, serve(data_dir, env={**clean_env(data_dir), **env_extra}, cwd=tree) as server:
         run_cli(tree, data_dir, "tenant", "create", "blind")
         agent_key = key(tree, data_dir, "memory:read,memory:write")
         reviewer_key = key(tree, data_dir, "review:decide,memory:read")
         started = time.perf_counter()
-        outcomes = replay(server.base_url, agent_key, reviewer_key, rows)
+        outcomes = replay(server.base_url, agent_key, reviewer_key, rows, shared)
         seconds = round(time.perf_counter() - started, 1)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True)
     return {"tree": str(tree), "commit": commit.stdout.strip(), "seconds": seconds, "sets": summarise(outcomes),
@@ -150,10 +158,13 @@ def main() -> int:
     parser.add_argument("sets", nargs="+", type=Path)
     parser.add_argument("--tree", action="append", type=Path, required=True, help="a source tree to measure")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--shared-agents", action="store_true",
+                        help="a benign stream's rows keep their agent, so its history grows")
     args = parser.parse_args()
     rows = [row for path in args.sets for row in load(path)]
     report = {"machine": machine(), "load_average_before": [round(x, 2) for x in os.getloadavg()],
-              "writes": len(rows), "trees": [measure(tree.resolve(), rows) for tree in args.tree]}
+              "writes": len(rows), "shared_agents": args.shared_agents,
+              "trees": [measure(tree.resolve(), rows, args.shared_agents) for tree in args.tree]}
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     for tree in report["trees"]:
         print(f"\n== {tree['tree']} @ {tree['commit']} ({tree['seconds']} s)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from app.core.screening import (contradiction, controls, effect_heads, effects, exfiltration, fsm_widening, hidden, injection,
-                                 protected, provenance, removal, semantic, sensitive)
+                                 novelty, protected, provenance, removal, semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
 from app.core.screening.protected import Protection
 
@@ -30,7 +30,7 @@ __all__ = ["CATEGORY_NAMES", "EXPLANATIONS", "FLAG_NAMES", "LEVELS", "SEVERITIES
 #: Every flag name a detector can raise (the values policies may match with ``risk_flags``).
 FLAG_NAMES = (
     injection.NAME, exfiltration.NAME, hidden.NAME, sensitive.SECRET, sensitive.PII, fsm_widening.NAME,
-    contradiction.NAME, provenance.NAME, protected.NAME, semantic.NAME, *effects.NAMES,
+    contradiction.NAME, provenance.NAME, protected.NAME, semantic.NAME, novelty.NAME, *effects.NAMES,
 )
 #: The categories of effect (``effects``): what the write would change if the agent believed it.
 #: The policy stages them by provenance (``app.core.policy``), not by severity.
@@ -82,6 +82,9 @@ EXPLANATIONS = {
                     "acting as another user, a safety override switched on), switches a safeguard off under a key "
                     "that names it ('approval_required: false', 'safety_review: skip') or claims a power as a "
                     "yes/no setting ('is_owner: true', 'can_approve_changes: true').",
+    novelty.NAME: "The write is unlike everything this agent holds (what it wrote and what reviewers approved "
+                  "for it), and it would change what the agent does; an unusual write that changes nothing "
+                  "raises no flag.",
     semantic.NAME: "The meaning and wording of the whole text are close to known memory-poisoning attempts "
                    "(standing instructions, data leaks, privilege claims, fake lessons, cross-user bridges, tool "
                    "misuse, hidden markup), even though it may match no rule; read it as a whole.",
@@ -127,14 +130,15 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
            allowed_sources: Sequence[str] = (), protection: Protection | None = None,
            path: str | None = None, embedding: Sequence[float] | None = None,
            embedder: str | None = None, classifier: semantic.Classifier | None = None,
-           removal_head: semantic.Classifier | None = None, heads: effect_heads.Heads | None = None
-           ) -> Screening:
+           removal_head: semantic.Classifier | None = None, heads: effect_heads.Heads | None = None,
+           familiarity: novelty.Familiarity | None = None) -> Screening:
     """Run every detector over one write and return its flags (``protection``: the tenant's extra
     protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
     and ``embedder``: the content's vector and the name of the model that made it, for
     ``semantic_attack`` and the learned removal reader; ``classifier`` and ``removal_head`` replace
     the shipped ones, for the benchmark's leave-one-out runs; ``heads`` replaces the
-    categories' heads). The categories of effect are raised for memories, not for procedures or workspace files."""
+    categories' heads; ``familiarity``: how the write relates to its agent's live memories, for
+    ``unlike_agent``, see ``novelty``). The categories of effect are raised for memories, not for procedures or workspace files."""
     fields = text_fields(content, tags, metadata)
     injected, kinds = injection.detect_kinds(fields)
     found: list[RiskFlag | None] = [
@@ -165,6 +169,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
             found[0] = RiskFlag(injection.NAME, "high", max(prior.score if prior else 0.0, removal.WEIGHT),
                                 (prior.evidence if prior else ()) + spans)
     if memory_type not in ("procedural", "workspace"):  # an FSM's JSON and the agent's own files are judged elsewhere
-        found += effects.detect(content, embedding, embedder, heads)
+        categories = effects.detect(content, embedding, embedder, heads)
+        found += [*categories, novelty.flag(familiarity, content, categories)]
     flags = sorted((f for f in found if f is not None), key=lambda f: (-level_rank(f.severity), -f.score, f.name))
     return Screening(tuple(flags))

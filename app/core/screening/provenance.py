@@ -29,6 +29,11 @@ vocabulary (``feed:partner``, ``chat``, a look-alike ``uѕer``) and an **absent*
 *untrusted*: the safe default, since what an agent read is where planted memories arrive, and a
 writer that says nothing about origin cannot be assumed to mean the user. The policy's category
 baseline stages the categories of effect (``effects``) of untrusted writes (``app.core.policy``).
+
+A key can be limited in the origins it may claim (``memwarden apikey create --origins``, e.g.
+every origin but ``user`` for an agent that reads mail): a write naming another documented origin
+is refused with 403 before anything is screened or stored (``Principal.may_claim``), on every
+surface. An absent or undocumented source claims nothing, so it passes, and is untrusted.
 """
 
 from __future__ import annotations
