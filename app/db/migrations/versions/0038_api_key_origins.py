@@ -8,13 +8,13 @@ untrusted and always allowed, since it claims nothing.
 
 A column with a constant default: adding it rewrites nothing and takes a brief lock only.
 
-Revision ID: 0037
+Revision ID: 0038
 """
 
 from alembic import op
 
-revision = "0037"
-down_revision = "0036"
+revision = "0038"
+down_revision = "0037"
 branch_labels = None
 depends_on = None
 
