@@ -199,7 +199,7 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     """The change against live state now, with the fingerprint a decision must quote."""
     kind = change.operation
     if kind == "remember":
-        body = _remember_diff(session, change)
+        body = _remember_diff(ctx, session, change)
     elif kind in ("forget", "expire"):
         rows = _resolve_targets(session, change)
         body = {"affected": [_brief(m) for m in rows], "count": len(rows),
@@ -242,17 +242,22 @@ def _candidates(session, change, memory, embedding: list[float] | None = None) -
     return sorted(found, key=lambda pair: (-pair[1], pair[0].id))
 
 
-def _replaced(session, change, memory, candidates, content: str | None = None) -> list[dict[str, Any]]:
-    """What approving the staged `memory` would retire (`app.services.supersession`)."""
+def _replaced(ctx: AppContext, session, change, memory, candidates, content: str | None = None,
+              embedding: list[float] | None = None) -> list[dict[str, Any]]:
+    """What approving the staged `memory` would retire (`app.services.supersession`); `embedding`
+    when edits re-embedded it."""
+    if embedding is None:
+        embedding = repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)
     return supersession.plan(session, tenant_id=change.tenant_id, agent_id=change.agent_id, memory=memory,
-                             content=memory.content if content is None else content, candidates=candidates)
+                             content=memory.content if content is None else content, candidates=candidates,
+                             encoder=ctx.embedder.embed, model=ctx.embedder.name, vector=embedding)
 
 
-def _remember_diff(session, change: Change) -> dict[str, Any]:
+def _remember_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     memory = _staged_memory(session, change)
     candidates = _candidates(session, change, memory)
     neighbours = candidates[:NEIGHBOURS]
-    planned = _replaced(session, change, memory, candidates)
+    planned = _replaced(ctx, session, change, memory, candidates)
     closest = neighbours[0] if neighbours else None
     body: dict[str, Any] = {"proposed": _brief(memory), "similar": [_brief(m, s) for m, s in neighbours],
                             "closest": None, "segments": [], "flags": {"duplicate": False, "contradiction": None}}
@@ -783,7 +788,7 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
     memory_id = row.memory_ids[0]
     reviewer = _reviewer(approver)
     staged = _staged_memory(session, row)
-    planned = _replaced(session, row, staged, _candidates(session, row, staged))
+    planned = _replaced(ctx, session, row, staged, _candidates(session, row, staged))
     result = {"memory_id": memory_id, **supersession.outcome(planned, keep_both=request.keep_both,
                                                              supersedes=request.supersedes)}
     retiring = supersession.lock(session, tenant_id=row.tenant_id, agent_id=row.agent_id, result=result)
@@ -927,7 +932,8 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
         # What it replaces is read before it goes live (as the text it will hold), so it is not its own neighbour.
         staged = _staged_memory(session, change)
         content = prepared.clean.content if prepared.clean is not None else staged.content
-        planned = _replaced(session, change, staged, _candidates(session, change, staged, prepared.embedding), content)
+        planned = _replaced(ctx, session, change, staged, _candidates(session, change, staged, prepared.embedding),
+                            content, prepared.embedding)
         # The common case in one round trip: the staged row goes live (with any edits) and comes back.
         values: dict[str, Any] = {"status": "live", "live_from": now, "updated_at": now}
         if prepared.clean is not None:
