@@ -27,7 +27,8 @@ Encoder = Callable[[Sequence[str]], np.ndarray]
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "residence": ("where someone lives, their home city", "She lives in Madrid.", "He moved to Boston."),
     "address": ("someone's street address", "Her address is 12 Oak Road.", "They live at 5 Main Street."),
-    "employer": ("the company someone works for", "He works at Google.", "She joined a new company."),
+    "employer": ("the company someone works for", "He works at Google.", "She joined a new company.",
+                 "Her employer is a bank.", "He is with a consulting firm now.", "She works for Siemens."),
     "job": ("someone's job title or occupation", "She is a nurse.", "He was promoted to senior manager."),
     "manager": ("who someone reports to at work", "Her boss is Tom.", "He reports to the director."),
     "school": ("the school or university someone attends", "He studies at Harvard.", "She goes to Lincoln High."),

@@ -102,7 +102,7 @@ _HELD_LATIN = (
     # Russian
     r"тоже|также|ещё|все ещё|раньше|бывш\w+|в отпуске|"
     # Turkish
-    r"de|da|hâlâ|eskiden|yazlık|tatil"
+    r"hâlâ|eskiden|yazlık|tatil"
 )
 _HELD_WIDE = (
     "أيضا|أيضًا|ما زال|سابقا|"
@@ -201,11 +201,11 @@ def about(text: str) -> About:
             elif who[:1].isupper() and who.casefold() not in _NOT_NAMES:
                 found.add(who.casefold())
     low = text.casefold()
-    if _USER.match(low.strip()) or (_USER.search(low) and not found):
-        found.add("user")
     wide = _WIDE_SUBJECT.match(text.strip())
-    if wide and not _USER.match(wide.group(1)):
-        found.add(wide.group(1))
+    if wide:
+        found.add("user" if _USER.match(wide.group(1)) else wide.group(1))
+    if _USER.search(low) and not found:
+        found.add("user")
     mentions = {re.sub(r"'s?$", "", m.group().strip()).casefold() for m in _NAME.finditer(text)}
     mentions = {m for m in mentions if m.split()[0] not in _NOT_NAMES} | {m.split(" ", 1)[1] for m in mentions
                                                                        if m.split()[0] in _NOT_NAMES and " " in m}
@@ -232,6 +232,8 @@ def _head(clause: str) -> str | None:
     role = _kin(lowered)
     if role:
         return role
+    if lowered.endswith("'s") and len(words) > 1 and _kin(words[1]):
+        return _kin(words[1])  # "Ana's sister" is the sister, not Ana
     match = _NAME.match(" ".join(words))
     if match and re.sub(r"'s?$", "", lowered) not in _NOT_NAMES:
         name = re.sub(r"'s?$", "", match.group().strip()).casefold()
@@ -245,15 +247,20 @@ def _person(a: str, b: str) -> bool | None:
     if a == b:
         return True
     x, y = a.split(), b.split()
-    if x[0] == y[0] or _stem(x[0]) == _stem(y[0]):
+    if _one_name(x[0], y[0]):
         return True if min(len(x), len(y)) == 1 else (False if x[-1] != y[-1] else True)
     shared = set(x) & set(y) - {"the"}
     return True if shared else None
 
 
-def _stem(word: str) -> str:
-    """The first five letters: "Ольга" and "Ольгу", "Mehmet" and "Mehmet'in" are one name."""
-    return word.split("'")[0][:5] if len(word) >= 4 else word
+def _one_name(a: str, b: str) -> bool:
+    """One name, maybe inflected: "Mehmet" and "Mehmet'in", "Ольга" and "Ольгу" (five letters or
+    more, all but the last alike), not "Anna" and "Anne"."""
+    a, b = a.split("'")[0], b.split("'")[0]
+    if a == b:
+        return True
+    short = min(len(a), len(b))
+    return short >= 5 and a[:short - 1] == b[:short - 1]
 
 
 def _names(heads: frozenset[str]) -> set[str]:
@@ -296,4 +303,4 @@ def restates(new: str, old: str) -> bool:
     if not values:
         return False
     low = old.casefold()
-    return all(all(w.casefold() in low for w in v.split()) for v in values)
+    return all(all(re.sub(r"'s?$", "", w.casefold()) in low for w in v.split()) for v in values)
