@@ -31,6 +31,7 @@ BENCHMARKS: list[str] = [
     "app.bench.read_budget",  # memwarden bench read-budget — distinct memories a normal agent reads, on the corpora
     "app.bench.replicas",    # memwarden bench replicas   — recall throughput with 0, 1 and 2 read replicas
     "app.bench.reviewer",    # memwarden bench reviewer   — human decisions before/after learned policy rules
+    "app.bench.contradiction",  # memwarden bench contradiction — CPU of reading a change of state by meaning, A/B
 ]
 
 
