@@ -123,11 +123,17 @@ class Reading:
         return self.ranked[0][0]
 
 
+def _row(vector) -> np.ndarray:
+    """A stored or computed vector (numpy, pgvector, list) as one float32 row."""
+    vector = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
+    return np.asarray(vector, dtype=np.float32).reshape(-1)
+
+
 def read(vector, table: np.ndarray, top: int = 2) -> Reading | None:
     """The ``top`` attributes nearest ``vector`` (None without a vector, or of another length)."""
     if vector is None:
         return None
-    vector = np.asarray(getattr(vector, "to_numpy", lambda: vector)(), dtype=np.float32).reshape(-1)
+    vector = _row(vector)
     if vector.shape[0] != table.shape[1]:
         return None
     scores = table @ vector
@@ -167,13 +173,12 @@ def meaning(encoder: Encoder | None, name: str | None, content_vector, live_vect
     content = read(content_vector, table)
     if content is None:
         return None
-    x = np.asarray(getattr(content_vector, "to_numpy", lambda: content_vector)(), dtype=np.float32).reshape(-1)
+    x = _row(content_vector)
     live: list[tuple[Reading, float] | None] = []
     for vector in live_vectors:
         reading = read(vector, table)
         if reading is None:
             live.append(None)
             continue
-        y = np.asarray(getattr(vector, "to_numpy", lambda: vector)(), dtype=np.float32).reshape(-1)
-        live.append((reading, float(x @ y)))
+        live.append((reading, float(x @ _row(vector))))
     return Meaning(content, tuple(live))

@@ -248,7 +248,7 @@ def _person(a: str, b: str) -> bool | None:
         return True
     x, y = a.split(), b.split()
     if _one_name(x[0], y[0]):
-        return True if min(len(x), len(y)) == 1 else (False if x[-1] != y[-1] else True)
+        return min(len(x), len(y)) == 1 or x[-1] == y[-1]
     shared = set(x) & set(y) - {"the"}
     return True if shared else None
 

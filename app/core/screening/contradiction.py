@@ -74,7 +74,7 @@ def changed_state(new: str, old: str, meaning: tuple[attributes.Reading, attribu
     said = statechange.cues(new)
     if (said.change and not said.held and statechange.same_subject(new, old)
             and attributes.same_attribute(reading_new, reading_old, cosine) and not statechange.restates(new, old)):
-        return Contradiction(reading_old.attribute, _short(old), _short(new), "value_change")
+        return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
     return detect_contradiction(new, old)
 
 
