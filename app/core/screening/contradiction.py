@@ -4,7 +4,10 @@ The service passes the texts of the nearest live memories (same agent and user);
 by ``replaces``: the same subject and attribute with another value (``app.core.facts``: moves,
 changes of employer, new phone numbers and e-mail addresses, new owners and titles, counts, in
 several languages), or the same frame negated or given another value (``app.core.diff``'s
-``detect_contradiction``). Approving a write that replaces a live memory retires it
+``detect_contradiction``); and, when the caller gives the texts' attribute readings
+(``app.core.attributes.Meaning``, from the recall embedder's vectors), a change of state by meaning
+(``changed_state``: one subject, one attribute, a word of change and none of a state held beside,
+passing or past, a value the old text does not give). Approving a write that replaces a live memory retires it
 (``app.services.supersession``). Most contradictions are honest updates ("Bob lives in Lisbon"
 after "Bob lives in Porto"): medium. A contradiction about something an attacker gains by
 changing — money (bank, IBAN, account, payee, wallet), health (allergy, medication, dose, blood
