@@ -231,15 +231,25 @@ def _staged_memory(session, change: Change, *, lock: bool = False) -> Memory:
 
 def _candidates(session, change, memory, embedding: list[float] | None = None) -> list[tuple[Memory, float]]:
     """The live memories nearest the staged `memory` (by vector and by keyword, NEIGHBOURS of each),
-    most similar first, with their cosine similarity; `embedding` when edits re-embedded it."""
+    most similar first, with their cosine similarity (and their embeddings loaded, for the
+    contradiction reader); `embedding` when edits re-embedded it."""
     if embedding is None:
-        embedding = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
+        embedding = _embedding(session, change, memory)
     scope = Scope(change.tenant_id, change.agent_id, memory.user_id)
     ids = [i for i, _ in search.vector_candidates(session, scope, {}, embedding, NEIGHBOURS)]
     ids += [i for i, _ in search.keyword_candidates(session, scope, {}, memory.content or "", NEIGHBOURS)]
     found = search.fetch_with_similarity(session, change.tenant_id, [i for i in dict.fromkeys(ids) if i != memory.id],
-                                         embedding)
+                                         embedding, vectors=True)
     return sorted(found, key=lambda pair: (-pair[1], pair[0].id))
+
+
+def _embedding(session, change, memory) -> list[float]:
+    """The staged memory's stored embedding, read once per decision (`_candidates`, `_replaced`)."""
+    cached = getattr(memory, "_review_embedding", None)
+    if cached is None:
+        cached = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
+        memory._review_embedding = cached  # a plain attribute on the loaded row, not a column
+    return cached
 
 
 def _replaced(ctx: AppContext, session, change, memory, candidates, content: str | None = None,
@@ -247,7 +257,7 @@ def _replaced(ctx: AppContext, session, change, memory, candidates, content: str
     """What approving the staged `memory` would retire (`app.services.supersession`); `embedding`
     when edits re-embedded it."""
     if embedding is None:
-        embedding = repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)
+        embedding = _embedding(session, change, memory)
     return supersession.plan(session, tenant_id=change.tenant_id, agent_id=change.agent_id, memory=memory,
                              content=memory.content if content is None else content, candidates=candidates,
                              encoder=ctx.embedder.embed, model=ctx.embedder.name, vector=embedding)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from sqlalchemy import inspect as sa_inspect
+
 from app.core import attributes
 from app.core.screening.contradiction import replaces
 from app.core.timefmt import utcnow
@@ -62,8 +64,10 @@ def plan(session, *, tenant_id: str, agent_id: str, memory: Any, content: str,
                 and row.type != "procedural"]
     meaning = None
     if compared and encoder is not None and vector is not None:
-        vectors = repo.embeddings_of(session, tenant_id=tenant_id, ids=[row.id for row, _ in compared])
-        meaning = attributes.meaning(encoder, model, vector, [vectors.get(row.id) for row, _ in compared])
+        unloaded = [row.id for row, _ in compared if "embedding" in sa_inspect(row).unloaded]
+        vectors = repo.embeddings_of(session, tenant_id=tenant_id, ids=unloaded) if unloaded else {}
+        meaning = attributes.meaning(encoder, model, vector, [vectors.get(row.id) if row.id in unloaded
+                                                              else row.embedding for row, _ in compared])
     for index, (row, similarity) in enumerate(compared):
         hit = replaces(content or "", row.content or "", similarity=similarity,
                        meaning=meaning.pair(index) if meaning is not None else None)
