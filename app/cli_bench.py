@@ -33,6 +33,7 @@ BENCHMARKS: list[str] = [
     "app.bench.reviewer",    # memwarden bench reviewer   — human decisions before/after learned policy rules
     "app.bench.backtest",    # memwarden bench backtest   — seconds to backtest a policy change over 10k decisions
     "app.bench.consolidate",  # memwarden bench consolidate — promotion precision/recall on a scripted month, evictions, cost
+    "app.bench.contradiction",  # memwarden bench contradiction — CPU of reading a change of state by meaning, A/B
 ]
 
 

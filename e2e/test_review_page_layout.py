@@ -1,5 +1,6 @@
 """Pages laid out for deciding, measured in a real Chromium at 1366×900 and 390×844: Approve and
-Reject inside the first screen on every kind of change page, a permanent delete's approve unlike
+Reject inside the first screen on every kind of change page and at every risk level (with the risk
+box where one is needed), a permanent delete's approve unlike
 reject, the queue risk-first by default, compact phone rows with 44 px targets, a bulk bar that stays
 in view and is a few tabs away, `?` help on every page, similar memories only above the calibrated
 threshold."""
@@ -48,6 +49,13 @@ def _in_first_screen(page: Page, test_id: str, viewport: dict) -> dict:
     return box
 
 
+def _labelled_next_to_reject(page: Page, what) -> None:
+    """The reason's label starts beside Reject or on the row right under it, never a screen away."""
+    label = page.locator('label[for="reject-reason"]').evaluate(BOX)
+    reject = page.get_by_test_id("reject").evaluate(BOX)
+    assert reject["top"] - 60 < label["top"] < reject["bottom"] + 20, (what, label, reject)
+
+
 def _change_pages(world: World) -> dict[str, str]:
     """One change of each kind a reviewer decides: a remember with flags, a contradiction, a hard
     delete, a merge and a (soft) forget."""
@@ -76,10 +84,10 @@ def test_approve_and_reject_are_in_the_first_screen_on_every_kind_of_change_page
             assert page.evaluate("() => window.scrollY") == 0, kind
             _in_first_screen(page, "approve", viewport)
             _in_first_screen(page, "reject", viewport)
-            # The reason is labelled next to Reject, not under Approve.
-            reason = page.get_by_label("Reason for rejecting")
-            _in_first_screen(page, "reject", viewport)
-            assert abs(reason.evaluate(BOX)["top"] - page.get_by_test_id("reject").evaluate(BOX)["top"]) < 60, kind
+            # The reason is labelled next to Reject (beside it, or on the row under it), and its field is in view.
+            _labelled_next_to_reject(page, kind)
+            field = page.get_by_label("Reason for rejecting").evaluate(BOX)
+            assert field["top"] >= 0 and field["bottom"] <= viewport["height"], (kind, field, viewport)
             if kind == "remember with flags":
                 # One sentence per flag, its score in a badge of its own; the long description once, folded.
                 flag = page.locator('[data-testid="risk-flag"][data-flag="prompt_injection"]')
@@ -91,6 +99,54 @@ def test_approve_and_reject_are_in_the_first_screen_on_every_kind_of_change_page
                 expect(full).to_be_hidden()  # folded until asked for
             if kind in ("remember with flags", "contradiction"):
                 expect(page.get_by_test_id("what-changes")).to_be_visible()
+
+
+LONG_NOTE = ("Heidi moved to Brooklyn last month and now lives at 41 Wythe Avenue; her new mobile number is "
+             "+1 718 555 0143, and she asked that reminders about the lease, the movers' invoice and the school "
+             "transfer for her son go to that number from now on rather than to her old Oslo landline.")
+FLAGS = ("prompt_injection", "exfiltration", "hidden_characters", "pii", "contradiction")
+
+
+def test_approve_reject_and_the_risk_box_share_the_first_screen_at_every_risk_level(page, world, axe_source):
+    """The longest first screen a reviewer meets: a long note that retires a live fact, with five
+    flags at one level (three shown, the rest folded) and, from medium up, the risk box."""
+    page.route(world.base_url + AXE_PATH, lambda route: route.fulfill(
+        status=200, content_type="text/javascript", body=axe_source))
+    world.remember("Heidi lives in Oslo.")
+    staged = {}
+    for level in ("none", "low", "medium", "high"):
+        change_id = world.remember(LONG_NOTE, staged=True)["change_id"]
+        flags = [] if level == "none" else [{"name": n, "severity": level, "score": 0.9 - i / 10, "evidence": []}
+                                            for i, n in enumerate(FLAGS)]
+        with world.ctx.db.sessions.begin() as session:
+            session.execute(text("UPDATE changes SET risk_level = :l, risk_flags = CAST(:f AS jsonb) WHERE id = :i"),
+                            {"l": level, "f": json.dumps(flags), "i": change_id})
+        staged[level] = change_id
+    sign_in(page, world.base_url, world.reviewer())
+    found: dict = {}
+    for viewport in VIEWPORTS:
+        page.set_viewport_size(viewport)
+        for level, change_id in staged.items():
+            page.goto(f"{world.base_url}/review/{change_id}")
+            expect(page.get_by_test_id("diff")).to_be_attached()
+            assert page.evaluate("() => window.scrollY") == 0, level
+            approve = _in_first_screen(page, "approve", viewport)
+            reject = _in_first_screen(page, "reject", viewport)
+            confirm = page.get_by_test_id("confirm-risk")
+            if level in ("medium", "high"):
+                _in_first_screen(page, "confirm-risk", viewport)
+            else:
+                expect(confirm).to_have_count(0)
+            # Side by side on one row, and both big enough to hit.
+            assert abs(approve["top"] - reject["top"]) < 4, (level, viewport, approve, reject)
+            assert min(approve["height"], reject["height"], approve["width"], reject["width"]) >= 44, level
+            _labelled_next_to_reject(page, (level, viewport))
+            # The reason's field follows at once (on a phone it may start just below the first screen).
+            field = page.get_by_label("Reason for rejecting").evaluate(BOX)
+            assert 0 <= field["top"] - reject["top"] < 100, (level, viewport, field, reject)
+            if level == "high":
+                check_current(page, world.base_url, f"high-risk change @ {viewport['width']}px", found)
+    assert found == {}, "axe-core critical/serious violations:\n" + describe_violations(found)
 
 
 def test_a_permanent_delete_approve_looks_unlike_reject(page, world):

@@ -209,6 +209,15 @@ def embedding_of(session: Session, *, tenant_id: str, memory_id: str):
     return session.scalar(select(Memory.embedding).where(Memory.id == memory_id, Memory.tenant_id == tenant_id))
 
 
+def embeddings_of(session: Session, *, tenant_id: str, ids: Sequence[str]) -> dict[str, Any]:
+    """The stored embeddings of the tenant's memories `ids` (those that have one), by id."""
+    if not ids:
+        return {}
+    rows = session.execute(select(Memory.id, Memory.embedding).where(Memory.tenant_id == tenant_id,
+                                                                     Memory.id.in_(list(ids)))).all()
+    return {r[0]: r[1] for r in rows if r[1] is not None}
+
+
 def update_returning(session: Session, *, tenant_id: str, memory_id: str, **values: Any) -> Memory:
     """Set columns of the tenant's memory in one statement and return the row as it now is."""
     return session.scalars(update(Memory).where(Memory.id == memory_id, Memory.tenant_id == tenant_id)

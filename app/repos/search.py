@@ -57,7 +57,7 @@ import numpy as np
 from pgvector import Vector
 from psycopg.types.json import Jsonb
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, undefer
 
 from app.core import relevance
 from app.db import prepared
@@ -848,11 +848,14 @@ def _word_exists_sql(shape: Shape) -> str:
 
 
 def fetch_with_similarity(session: Session, tenant_id: str, ids: Sequence[str],
-                          query_vec: Sequence[float]) -> list[tuple[Memory, float]]:
-    """The tenant's rows for `ids` with their cosine similarity to the query."""
+                          query_vec: Sequence[float], *, vectors: bool = False) -> list[tuple[Memory, float]]:
+    """The tenant's rows for `ids` with their cosine similarity to the query; with `vectors`, the
+    rows' (deferred) embeddings are loaded in the same statement."""
     if not ids:
         return []
     similarity = (1 - Memory.embedding.cosine_distance(query_vec)).label("similarity")
-    rows = session.execute(select(Memory, similarity).where(Memory.tenant_id == tenant_id,
-                                                            Memory.id.in_(list(ids)))).all()
+    statement = select(Memory, similarity).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
+    if vectors:
+        statement = statement.options(undefer(Memory.embedding))
+    rows = session.execute(statement).all()
     return [(r[0], float(r[1]) if r[1] is not None else 0.0) for r in rows]

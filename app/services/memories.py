@@ -603,7 +603,7 @@ def decide(ctx: AppContext, session, principal: Principal, write: PreparedWrite,
             session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
             memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
             source=memory.source, embedding=embedding, allowed_sources=principal.sources,
-            protection=write.protection, embedder=ctx.embedder.name)
+            protection=write.protection, embedder=ctx.embedder.name, encoder=ctx.embedder.embed)
         try:
             decision = _decision(principal, write, flags)
         except Forbidden as exc:

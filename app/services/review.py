@@ -199,7 +199,7 @@ def compute_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     """The change against live state now, with the fingerprint a decision must quote."""
     kind = change.operation
     if kind == "remember":
-        body = _remember_diff(session, change)
+        body = _remember_diff(ctx, session, change)
     elif kind in ("forget", "expire"):
         rows = _resolve_targets(session, change)
         reasons = (change.request.get("evidence") or {}) if change.request.get("consolidation_run") else {}
@@ -233,28 +233,43 @@ def _staged_memory(session, change: Change, *, lock: bool = False) -> Memory:
 
 def _candidates(session, change, memory, embedding: list[float] | None = None) -> list[tuple[Memory, float]]:
     """The live memories nearest the staged `memory` (by vector and by keyword, NEIGHBOURS of each),
-    most similar first, with their cosine similarity; `embedding` when edits re-embedded it."""
+    most similar first, with their cosine similarity (and their embeddings loaded, for the
+    contradiction reader); `embedding` when edits re-embedded it."""
     if embedding is None:
-        embedding = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
+        embedding = _embedding(session, change, memory)
     scope = Scope(change.tenant_id, change.agent_id, memory.user_id)
     ids = [i for i, _ in search.vector_candidates(session, scope, {}, embedding, NEIGHBOURS)]
     ids += [i for i, _ in search.keyword_candidates(session, scope, {}, memory.content or "", NEIGHBOURS)]
     found = search.fetch_with_similarity(session, change.tenant_id, [i for i in dict.fromkeys(ids) if i != memory.id],
-                                         embedding)
+                                         embedding, vectors=True)
     return sorted(found, key=lambda pair: (-pair[1], pair[0].id))
 
 
-def _replaced(session, change, memory, candidates, content: str | None = None) -> list[dict[str, Any]]:
-    """What approving the staged `memory` would retire (`app.services.supersession`)."""
+def _embedding(session, change, memory) -> list[float]:
+    """The staged memory's stored embedding, read once per decision (`_candidates`, `_replaced`)."""
+    cached = getattr(memory, "_review_embedding", None)
+    if cached is None:
+        cached = [float(x) for x in repo.embedding_of(session, tenant_id=change.tenant_id, memory_id=memory.id)]
+        memory._review_embedding = cached  # a plain attribute on the loaded row, not a column
+    return cached
+
+
+def _replaced(ctx: AppContext, session, change, memory, candidates, content: str | None = None,
+              embedding: list[float] | None = None) -> list[dict[str, Any]]:
+    """What approving the staged `memory` would retire (`app.services.supersession`); `embedding`
+    when edits re-embedded it."""
+    if embedding is None:
+        embedding = _embedding(session, change, memory)
     return supersession.plan(session, tenant_id=change.tenant_id, agent_id=change.agent_id, memory=memory,
-                             content=memory.content if content is None else content, candidates=candidates)
+                             content=memory.content if content is None else content, candidates=candidates,
+                             encoder=ctx.embedder.embed, model=ctx.embedder.name, vector=embedding)
 
 
-def _remember_diff(session, change: Change) -> dict[str, Any]:
+def _remember_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:
     memory = _staged_memory(session, change)
     candidates = _candidates(session, change, memory)
     neighbours = candidates[:NEIGHBOURS]
-    planned = _replaced(session, change, memory, candidates)
+    planned = _replaced(ctx, session, change, memory, candidates)
     closest = neighbours[0] if neighbours else None
     body: dict[str, Any] = {"proposed": _brief(memory), "similar": [_brief(m, s) for m, s in neighbours],
                             "closest": None, "segments": [], "flags": {"duplicate": False, "contradiction": None}}
@@ -802,7 +817,7 @@ def _approve_staged_memory(ctx: AppContext, session, row, actor: dict[str, Any],
     memory_id = row.memory_ids[0]
     reviewer = _reviewer(approver)
     staged = _staged_memory(session, row)
-    planned = _replaced(session, row, staged, _candidates(session, row, staged))
+    planned = _replaced(ctx, session, row, staged, _candidates(session, row, staged))
     result = {"memory_id": memory_id, **supersession.outcome(planned, keep_both=request.keep_both,
                                                              supersedes=request.supersedes)}
     retiring = supersession.lock(session, tenant_id=row.tenant_id, agent_id=row.agent_id, result=result)
@@ -946,7 +961,8 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
         # What it replaces is read before it goes live (as the text it will hold), so it is not its own neighbour.
         staged = _staged_memory(session, change)
         content = prepared.clean.content if prepared.clean is not None else staged.content
-        planned = _replaced(session, change, staged, _candidates(session, change, staged, prepared.embedding), content)
+        planned = _replaced(ctx, session, change, staged, _candidates(session, change, staged, prepared.embedding),
+                            content, prepared.embedding)
         # The common case in one round trip: the staged row goes live (with any edits) and comes back.
         values: dict[str, Any] = {"status": "live", "live_from": now, "updated_at": now}
         if prepared.clean is not None:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from sqlalchemy.orm import Session
 
-from app.core import jsontext
+from app.core import attributes, jsontext
 from app.core.screening import Protection, Screening, screen
 from app.core.screening.novelty import Familiarity
 from app.observability import metrics, tracing
@@ -35,34 +35,41 @@ no privileged origin (``system``, ``admin``, ``user:verified``, ``tool:*`` …).
 def screen_write(session: Session, *, tenant_id: str, agent_id: str, user_id: str | None, memory_type: str,
                  content: str, tags: Sequence[str], metadata: dict[str, Any], source: str | None,
                  embedding: Sequence[float], protection: Protection, allowed_sources: Sequence[str] = ALLOWED_SOURCES,
-                 embedder: str | None = None) -> Screening:
+                 embedder: str | None = None, encoder: attributes.Encoder | None = None) -> Screening:
     """Flags for a (redacted) write about to be stored or staged; ``allowed_sources`` are the key's source globs,
     ``protection`` the tenant's extra protected keys and paths (its cached `TenantRules`),
-    ``embedder`` the name of the model that made ``embedding`` (the semantic signal needs its own model's)."""
+    ``embedder`` the name of the model that made ``embedding`` (the semantic signal needs its own model's),
+    ``encoder`` that model's embedding function (contradiction reads the attribute of the write and of
+    each live text by its prototypes of that model; the live texts' stored vectors are reused)."""
     with tracing.span("memwarden.screen", **{"memwarden.memory_type": memory_type}) as traced:
         live: list[str] = []
-        live_fsm, familiarity = None, None
+        live_fsm, familiarity, meaning = None, None, None
         if memory_type == "procedural":
             live_fsm = _live_fsm(session, Scope(tenant_id, agent_id), content)
         else:
-            live, familiarity = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
+            rows, familiarity = _nearest_live(session, Scope(tenant_id, agent_id, user_id), embedding)
+            live = [text for _, text in rows]
             if user_id is not None:  # the agent's whole history, not one user's
                 familiarity = _familiarity(session, Scope(tenant_id, agent_id), embedding)
+            if rows and encoder is not None:
+                vectors = memories_repo.embeddings_of(session, tenant_id=tenant_id, ids=[i for i, _ in rows])
+                meaning = attributes.meaning(encoder, embedder, embedding, [vectors.get(i) for i, _ in rows])
         flags = screen(content, memory_type=memory_type, tags=tags, metadata=metadata, source=source, live=live,
                        live_fsm=live_fsm, allowed_sources=allowed_sources, protection=protection,
-                       embedding=embedding, embedder=embedder, familiarity=familiarity)
+                       embedding=embedding, embedder=embedder, familiarity=familiarity, meaning=meaning)
         if traced is not None:  # flag names are a fixed vocabulary, never what the write said
             traced.set_attribute("memwarden.screening.flags", sorted(flags.names))
     metrics.screened(flags.names)
     return flags
 
 
-def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]) -> tuple[list[str], Familiarity]:
-    """Texts of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW in large)
-    and the scope's `Familiarity`."""
+def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]
+                  ) -> tuple[list[tuple[str, str]], Familiarity]:
+    """(id, text) of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW
+    in large) and the scope's `Familiarity`."""
     found = search.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, NEIGHBOURS, fetch=True)
-    texts = [found.rows[i].content for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
-    return texts, _familiar(found)
+    rows = [(i, found.rows[i].content) for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
+    return rows, _familiar(found)
 
 
 def _familiarity(session: Session, scope: Scope, embedding: Sequence[float]) -> Familiarity:

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from sqlalchemy import inspect as sa_inspect
+
+from app.core import attributes
 from app.core.screening.contradiction import replaces
 from app.core.timefmt import utcnow
 from app.db.models import Memory
@@ -43,20 +46,31 @@ def key_tags(tags: Sequence[str]) -> list[str]:
 
 
 def plan(session, *, tenant_id: str, agent_id: str, memory: Any, content: str,
-         candidates: Sequence[tuple[Memory, float]]) -> list[dict[str, Any]]:
+         candidates: Sequence[tuple[Memory, float]], encoder: attributes.Encoder | None = None,
+         model: str | None = None, vector: Any = None) -> list[dict[str, Any]]:
     """The live memories approving `memory` (with `content`, its text as it would go live) replaces,
     each `{"memory": Memory, "reason", "similarity"?, "frame"?, "old_value"?, "new_value"?}`, the
-    same key's first. `candidates` are its nearest live memories with their cosine similarity."""
+    same key's first. `candidates` are its nearest live memories with their cosine similarity;
+    `encoder`, `model` and `vector` (the embedding function, its model's name and `content`'s
+    vector) let the contradiction reader read changes of state by meaning, as screening does."""
     found: dict[str, dict[str, Any]] = {}
     for tag in key_tags(memory.tags):
         rows = repo.matching(session, scope=Scope(tenant_id, agent_id), tags=[tag])[:MAX_SAME_KEY]
         for row in rows:
             if row.id != memory.id and row.user_id == memory.user_id:
                 found.setdefault(row.id, {"memory": row, "reason": "same_key"})
-    for row, similarity in candidates:
-        if row.id == memory.id or row.id in found or row.user_id != memory.user_id or row.type == "procedural":
-            continue
-        hit = replaces(content or "", row.content or "", similarity=similarity)
+    compared = [(row, similarity) for row, similarity in candidates
+                if row.id != memory.id and row.id not in found and row.user_id == memory.user_id
+                and row.type != "procedural"]
+    meaning = None
+    if compared and encoder is not None and vector is not None:
+        unloaded = [row.id for row, _ in compared if "embedding" in sa_inspect(row).unloaded]
+        vectors = repo.embeddings_of(session, tenant_id=tenant_id, ids=unloaded) if unloaded else {}
+        meaning = attributes.meaning(encoder, model, vector, [vectors.get(row.id) if row.id in unloaded
+                                                              else row.embedding for row, _ in compared])
+    for index, (row, similarity) in enumerate(compared):
+        hit = replaces(content or "", row.content or "", similarity=similarity,
+                       meaning=meaning.pair(index) if meaning is not None else None)
         if hit is not None:
             found[row.id] = {"memory": row, "reason": "contradiction", "similarity": round(similarity, 4),
                              "frame": hit.frame, "old_value": hit.old_value, "new_value": hit.new_value,

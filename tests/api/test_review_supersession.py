@@ -77,3 +77,41 @@ def test_a_staged_hard_delete_needs_confirmation(client, agent, reviewer):
     assert "Tove's locker code is 4411." in _live(client, agent)
     _approve(client, reviewer, staged["change_id"], confirm_risk=True)
     assert "Tove's locker code is 4411." not in _live(client, agent)
+
+
+CHANGES_OF_STATE = [
+    ("a move", "Ana lives in Lisbon.", "Ana packed up her things and calls Porto home now, after the new job."),
+    ("an employer change", "Tomás works at Iberdrola.", "Tomás quit Iberdrola; these days he is with Repsol."),
+    ("a new number", "The user's mobile number is 0612 345 678.", "The user got a new mobile number: 0698 765 432."),
+    ("a new owner", "The red bike belongs to Omar.", "Omar sold the red bike; it is Lina's now."),
+    ("a new dentist", "The user's dentist is Dr. Brandt.", "The user changed dentists and now sees Dr. Okafor."),
+]
+
+
+def test_a_change_of_state_is_flagged_and_approving_it_on_the_api_retires_the_old_fact(client, agent, reviewer):
+    for n, (what, old, new) in enumerate(CHANGES_OF_STATE):
+        agent_id = f"agent-state-{n}"
+        kept = _remember(client, agent, old, agent_id=agent_id, source="user")["id"]
+        staged = _remember(client, agent, new, agent_id=agent_id, source="user", approval_required=True)
+        change = client.get(f"/v1/changes/{staged['change_id']}", headers=reviewer).json()
+        assert "contradiction" in [f["name"] for f in change["risk_flags"]], what
+        diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+        assert [m["id"] for m in diff["replaces"]] == [kept], what
+        body = _approve(client, reviewer, staged["change_id"], confirm_risk=True)
+        assert body["result"]["retired"] == [{"id": kept, "reason": "contradiction"}], what
+        assert _live(client, agent, agent_id) == {new}, what
+
+
+def test_a_compatible_look_alike_is_not_flagged_and_approving_it_keeps_both(client, agent, reviewer):
+    for n, new in enumerate(("Ana is spending two weeks in Porto on holiday.", "Ana now loves Lisbon's trams.",
+                             "Ana's sister now lives in Porto.")):
+        agent_id = f"agent-alike-{n}"
+        _remember(client, agent, "Ana lives in Lisbon.", agent_id=agent_id, source="user")
+        staged = _remember(client, agent, new, agent_id=agent_id, source="user", approval_required=True)
+        change = client.get(f"/v1/changes/{staged['change_id']}", headers=reviewer).json()
+        assert "contradiction" not in [f["name"] for f in change["risk_flags"]], new
+        diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+        assert diff["replaces"] == [], new
+        body = _approve(client, reviewer, staged["change_id"], confirm_risk=True)
+        assert "retired" not in body["result"], new
+        assert _live(client, agent, agent_id) == {"Ana lives in Lisbon.", new}

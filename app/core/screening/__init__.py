@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from app.core import attributes
 from app.core.screening import (contradiction, controls, effect_heads, effects, exfiltration, fsm_widening, hidden, injection,
                                  novelty, protected, provenance, removal, semantic, sensitive)
 from app.core.screening.flags import LEVELS, SEVERITIES, RiskFlag, Span, level_rank, text_fields
@@ -131,14 +132,15 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
            path: str | None = None, embedding: Sequence[float] | None = None,
            embedder: str | None = None, classifier: semantic.Classifier | None = None,
            removal_head: semantic.Classifier | None = None, heads: effect_heads.Heads | None = None,
-           familiarity: novelty.Familiarity | None = None) -> Screening:
+           familiarity: novelty.Familiarity | None = None, meaning: attributes.Meaning | None = None) -> Screening:
     """Run every detector over one write and return its flags (``protection``: the tenant's extra
     protected keys and paths, see ``protected``; ``path``: a workspace file's path; ``embedding``
     and ``embedder``: the content's vector and the name of the model that made it, for
     ``semantic_attack`` and the learned removal reader; ``classifier`` and ``removal_head`` replace
     the shipped ones, for the benchmark's leave-one-out runs; ``heads`` replaces the
     categories' heads; ``familiarity``: how the write relates to its agent's live memories, for
-    ``unlike_agent``, see ``novelty``). The categories of effect are raised for memories, not for procedures or workspace files."""
+    ``unlike_agent``, see ``novelty``; ``meaning``: the attribute readings of the write and of ``live``, for
+    ``contradiction``). The categories of effect are raised for memories, not for procedures or workspace files."""
     fields = text_fields(content, tags, metadata)
     injected, kinds = injection.detect_kinds(fields)
     found: list[RiskFlag | None] = [
@@ -146,7 +148,7 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
         exfiltration.detect(fields),
         hidden.detect(fields),
         *sensitive.detect(fields),
-        contradiction.detect(content, live) if memory_type != "procedural" else None,
+        contradiction.detect(content, live, meaning) if memory_type != "procedural" else None,
         fsm_widening.detect(content, live_fsm) if memory_type == "procedural" else None,
         provenance.detect(source, metadata, fields, allowed_sources),
         protected.detect(fields, tags, metadata, protection, path),

@@ -4,7 +4,10 @@ The service passes the texts of the nearest live memories (same agent and user);
 by ``replaces``: the same subject and attribute with another value (``app.core.facts``: moves,
 changes of employer, new phone numbers and e-mail addresses, new owners and titles, counts, in
 several languages), or the same frame negated or given another value (``app.core.diff``'s
-``detect_contradiction``). Approving a write that replaces a live memory retires it
+``detect_contradiction``); and, when the caller gives the texts' attribute readings
+(``app.core.attributes.Meaning``, from the recall embedder's vectors), a change of state by meaning
+(``changed_state``: one subject, one attribute, a word of change and none of a state held beside,
+passing or past, a value the old text does not give). Approving a write that replaces a live memory retires it
 (``app.services.supersession``). Most contradictions are honest updates ("Bob lives in Lisbon"
 after "Bob lives in Porto"): medium. A contradiction about something an attacker gains by
 changing — money (bank, IBAN, account, payee, wallet), health (allergy, medication, dose, blood
@@ -25,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from app.core import high_impact
+from app.core import attributes, high_impact, statechange
 from app.core.diff import Contradiction, detect_contradiction
 from app.core.facts import Fact, facts
 from app.core.screening import effects
@@ -43,9 +46,12 @@ _SENSITIVE = re.compile(
     r"next of kin|guardian|lawyer|ssn|passport|owner)\b")
 
 
-def replaces(new: str, old: str, *, similarity: float | None = None) -> Contradiction | None:
+def replaces(new: str, old: str, *, similarity: float | None = None,
+             meaning: tuple[attributes.Reading, attributes.Reading, float] | None = None) -> Contradiction | None:
     """Whether `new` states a fact that makes `old`'s no longer true (same subject and attribute,
-    another value; or the same frame negated), and which; None when they can both hold."""
+    another value; or the same frame negated), and which; None when they can both hold. With
+    `meaning` (the two texts' attribute readings and their cosine) a change of state is read too:
+    see ``changed_state``."""
     fresh, held = facts(new), facts(old)
     for a in fresh:
         for b in held:
@@ -55,7 +61,29 @@ def replaces(new: str, old: str, *, similarity: float | None = None) -> Contradi
                                      "negation" if a.ends else "value_change")
     if fresh and held and _agree(fresh, held):
         return None  # the frames say the same thing; the word-level reader would only misread a rephrasing
+    return changed_state(new, old, meaning) if meaning is not None else detect_contradiction(new, old)
+
+
+_SHOWN = 120
+
+
+def changed_state(new: str, old: str, meaning: tuple[attributes.Reading, attributes.Reading, float]
+                  ) -> Contradiction | None:
+    """`new` reports a change of the state `old` states: one subject (``statechange.same_subject``),
+    one attribute by meaning (``attributes.same_attribute``), a word of change in `new` and none
+    saying the old state still holds or the new one passes (``statechange.cues``), and a value
+    `old` does not already give (``statechange.restates``). Falls back to the word-level reader."""
+    reading_new, reading_old, cosine = meaning
+    said = statechange.cues(new)
+    if (said.change and not said.held and statechange.same_subject(new, old)
+            and attributes.same_attribute(reading_new, reading_old, cosine) and not statechange.restates(new, old)):
+        return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
     return detect_contradiction(new, old)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _SHOWN else text[:_SHOWN - 1] + "…"
 
 
 def _same_subject(a: str, b: str, similarity: float | None) -> bool:
@@ -138,9 +166,29 @@ def _same_subject_words(new: set[str], old: set[str]) -> bool:
     return bool(shared) and not (new - _USER) and not (old - _USER)
 
 
+_MONEY = re.compile(r"(?i)\b(?:bank\w*|iban|bic|swift|account|acct|routing|sort code|payee|beneficiary|wallet|"
+                    r"card|payments?|pay|wire|transfer|invoices?|konto|compte|cuenta|conto|conta|rekening)\b")
+_QUALIFIER = re.compile(
+    r"(?i)\b(?:work|personal|home|mobile|cell|office|business|private|landline|desk|travel|professionnel\w*|"
+    r"portable|perso\w*|privé\w*|privat\w*|geschäftlich\w*|dienstlich\w*|handy|trabajo|móvil|celular|lavoro|"
+    r"werk|zakelijk\w*)\b")
+
+
+def _beside(content: str, existing: str) -> bool:
+    """A contact channel given beside the live one, not instead of it: "also", "a second", or
+    another qualifier ("work" against "mobile"). Never for money: a second account for a payee is
+    what a fraud would say."""
+    if _MONEY.search(content) or _MONEY.search(existing):
+        return False
+    if statechange.cues(content).held:
+        return True
+    new, old = ({q.casefold() for q in _QUALIFIER.findall(t)} for t in (content, existing))
+    return bool(new) and bool(old) and not new & old
+
+
 def changed_channel(content: str, live: Sequence[str]) -> tuple[Span, ...]:
     """Spans of the write's channel values that replace a live memory's value of the same kind for
-    the same subject, or ``()``."""
+    the same subject, or ``()``: not a contact channel given beside the live one (``_beside``)."""
     values, spans = _channels(content)
     if not values:
         return ()
@@ -150,19 +198,23 @@ def changed_channel(content: str, live: Sequence[str]) -> tuple[Span, ...]:
             continue
         old, old_spans = _channels(existing)
         changed = [kind for kind in values if old.get(kind) and not values[kind] & old[kind]]
+        if changed and _beside(content, existing):
+            continue
         if changed and _same_subject_words(subject, _subject(existing, [s for found in old_spans.values()
                                                                          for s in found])):
             return tuple(Span("content", *s) for kind in changed for s in spans[kind])
     return ()
 
 
-def detect(content: str, live: Sequence[str]) -> RiskFlag | None:
-    """The ``contradiction`` flag of ``content`` against the nearest live memories' texts, or None."""
+def detect(content: str, live: Sequence[str], meaning: attributes.Meaning | None = None) -> RiskFlag | None:
+    """The ``contradiction`` flag of ``content`` against the nearest live memories' texts, or None;
+    `meaning` (the write's and the live texts' attribute readings, in `live`'s order) lets it read
+    changes of state as well."""
     best: tuple[float, Span] | None = None
-    for existing in live:
+    for index, existing in enumerate(live):
         if not existing:
             continue
-        found = replaces(content, existing)
+        found = replaces(content, existing, meaning=meaning.pair(index) if meaning is not None else None)
         if found is None:
             continue
         sensitive = bool(_SENSITIVE.search(f"{found.frame} {found.old_value} {found.new_value}".lower()))
