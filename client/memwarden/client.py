@@ -37,9 +37,9 @@ import httpx
 
 from memwarden import errors
 from memwarden.models import (
-    Change, ChangeDiff, ChangePage, Checkpoints, DeleteResult, ExpireResult, ForgetResult, History, Memory,
-    MemoryPage, MergeResult, RecallResult, RememberResult, WorkspaceFile, WorkspaceFileInfo, WorkspaceWrite,
-    workspace_listing,
+    Change, ChangeDiff, ChangePage, Checkpoints, DeleteResult, Delivery, ExpireResult, ForgetResult, History, Memory,
+    MemoryPage, MergeResult, ReadersPage, RecallResult, RememberResult, Whoami, WorkspaceFile, WorkspaceFileInfo,
+    WorkspaceWrite, deliveries, workspace_listing,
 )
 
 T = TypeVar("T")
@@ -195,6 +195,15 @@ class _Calls:
         """The memory's audit trail, oldest first."""
         return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/history", History.from_json))
 
+    def deliveries(self, memory_id: str) -> list[Delivery]:
+        """Where the router delivered a memory: the newest delivery to each backend, with the store's id."""
+        return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/deliveries", deliveries))
+
+    def readers(self, memory_id: str, *, limit: int | None = None, cursor: str | None = None) -> ReadersPage:
+        """One page of the reads that returned a memory, newest first (scope `audit:read`)."""
+        return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/readers", ReadersPage.from_json,
+                               params={"limit": limit, "cursor": cursor}))
+
     # --- changes (contract §4) ---------------------------------------------------------------
 
     def get_change(self, change_id: str) -> Change:
@@ -265,6 +274,10 @@ class _Calls:
                                headers=_workspace_headers(if_match, agent_id)))
 
     # --- audit (contract §6) -----------------------------------------------------------------
+
+    def whoami(self) -> Whoami:
+        """The calling key's tenant, scopes and agent allow-list."""
+        return self._run(_Call("GET", "/v1/whoami", Whoami.from_json))
 
     def checkpoints(self) -> Checkpoints:
         return self._run(_Call("GET", "/v1/audit/checkpoints", Checkpoints.from_json))
