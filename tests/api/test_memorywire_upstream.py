@@ -150,7 +150,7 @@ def store(live_server, committed_ctx, routing):
         dsn = (committed_ctx.settings.migration_database_url or committed_ctx.settings.database_url).replace(
             "postgresql+psycopg://", "postgresql://")
         backends.add_backend(committed_ctx, tenant_name=tenant.name, name="mem0", kind="mem0",
-                             options={"factory": "app.bench.router_stores:mem0_memory",
+                             options={"factory": "app.stores.mem0_local:memory",
                                       "factory_args": {"dsn": dsn, "collection": f"mem0_{uuid.uuid4().hex[:8]}"}},
                              actor=actor)
     elif routing == "routed-to-memwarden":
