@@ -2,12 +2,12 @@
 
     from memwarden.client import Client
 
-    with Client("http://127.0.0.1:8000", api_key="mw_key_…") as mw:
+    with Client() as mw:                       # MEMWARDEN_URL and MEMWARDEN_API_KEY from the environment
         saved = mw.remember(agent_id="support-bot", type="semantic", content="Ana prefers email.")
         if saved.pending:                      # a policy staged it: a reviewer decides
             print("review at", saved.review_url)
         for hit in mw.recall(agent_id="support-bot", query="how to contact Ana?").hits:
-            print(hit.score, hit.content)
+            print(hit.similarity, hit.content)  # cosine to the query; hit.score is the fused rank
 
 Retries: reads are retried on connection errors, 429, 502, 503 and 504 with exponential backoff
 (honouring `Retry-After`). Every write (POST, DELETE) carries an `Idempotency-Key` — a fresh
@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import os
 import random
 import time
 import uuid
@@ -288,8 +289,16 @@ class _Calls:
                                headers={"accept": "text/plain"}))
 
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+URL_ENV, KEY_ENV = "MEMWARDEN_URL", "MEMWARDEN_API_KEY"
+
+
 class _Base(_Calls):
-    def __init__(self, base_url: str, api_key: str | None, retry: RetryPolicy | None):
+    def __init__(self, base_url: str | None, api_key: str | None, retry: RetryPolicy | None):
+        """`base_url` and `api_key` default to the environment's MEMWARDEN_URL (else a local
+        `memwarden serve`, http://127.0.0.1:8000) and MEMWARDEN_API_KEY (else no key)."""
+        base_url = base_url or os.environ.get(URL_ENV) or DEFAULT_URL
+        api_key = api_key if api_key is not None else os.environ.get(KEY_ENV)
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._headers = {"user-agent": USER_AGENT, "accept": "application/json"}
@@ -367,7 +376,7 @@ def _connection_error(exc: Exception) -> errors.ConnectionFailed:
 class Client(_Base):
     """Blocking client. Use as a context manager (or call `close()`) to release connections."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retry: RetryPolicy | None = None, transport: httpx.BaseTransport | None = None,
                  http: httpx.Client | None = None):
         super().__init__(base_url, api_key, retry)
@@ -434,7 +443,7 @@ class Client(_Base):
 class AsyncClient(_Base):
     """The same calls as `Client`, as coroutines: `async with AsyncClient(...) as mw: await mw.recall(...)`."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
                  http: httpx.AsyncClient | None = None):
         super().__init__(base_url, api_key, retry)
