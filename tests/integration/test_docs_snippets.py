@@ -67,7 +67,7 @@ def test_each_agent_page_opens_with_a_first_governed_write(page):
 
 def _expected(shown: str, output: str) -> None:
     """Each line of `shown` matches a line of `output`, in order (`…` matches anything)."""
-    lines = output.splitlines()
+    lines = [line.rstrip() for line in output.splitlines()]
     at = 0
     for want in shown.rstrip("\n").splitlines():
         pattern = re.compile(".*?".join(re.escape(part) for part in want.split("…")) + r"\Z")
