@@ -7,7 +7,9 @@ one environment, the reader's terminal: `MEMWARDEN_URL` is the server (the pages
 to set it), the `memwarden` CLI works on the server's data directory, and what a `sh` block
 exports (`MEMWARDEN_API_KEY=$(memwarden apikey create …)`) is there for the blocks after it.
 
-- `sh`: run by bash with `-euo pipefail`; its exports carry on.
+- `sh`: run by bash with `-euo pipefail`; its exports carry on. In the reader's own directory, or
+  in the project's root when the page marks it `<!-- docs-test: from the checkout -->` (a recipe
+  that runs one of the suite's own files, as from a clone).
 - `python`: run as a script of its own by this interpreter (so it must import what it uses).
 - `json`: an `mcpServers` configuration: `${VAR}` expanded as MCP clients do, then an MCP
   `initialize` with its URL and headers must be answered by Memwarden.
@@ -41,20 +43,23 @@ PAGES = ["docs/agents/http-api.md", "docs/agents/mcp.md", "docs/agents/python-cl
          "docs/agents/claude-memory-tool.md", "docs/agents/memorywire.md", "docs/agents/openwop.md",
          "docs/operators/backends.md"]
 AGENT_PAGES = [page for page in PAGES if page.startswith("docs/agents/")]
-FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
+FENCE = re.compile(r"^(<!-- docs-test: from the checkout -->\n)?```([^\n`]*)\n(.*?)^```[ \t]*$", re.M | re.S)
 LANGUAGES = {"sh", "python", "json", "text"}
 
 
-def blocks(page: str) -> list[tuple[str, str]]:
-    """(language, code) of every fenced block of `page`, in order."""
-    return [(info.strip().split(" ")[0], code) for info, code in FENCE.findall((PROJECT_ROOT / page).read_text())]
+def blocks(page: str) -> list[tuple[str, str, bool]]:
+    """(language, code, from the checkout) of every fenced block of `page`, in order. A block the page
+    marks `<!-- docs-test: from the checkout -->` runs in the project's root, as a reader runs it
+    in their clone (the suite's own recipes); every other in a directory of the reader's."""
+    return [(info.strip().split(" ")[0], code, bool(mark))
+            for mark, info, code in FENCE.findall((PROJECT_ROOT / page).read_text())]
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_every_block_is_one_the_runner_runs(page):
     found = blocks(page)
     assert found, f"{page} has no code"
-    assert all(language in LANGUAGES for language, _ in found), [language for language, _ in found]
+    assert all(language in LANGUAGES for language, _, _ in found), [language for language, _, _ in found]
     assert found[0][0] != "text"
 
 
@@ -145,9 +150,9 @@ def test_the_page_runs_as_printed(page, tmp_path):
             work = tmp_path / "reader"
             work.mkdir()
             output = ""
-            for language, code in blocks(page):
+            for language, code, in_checkout in blocks(page):
                 if language == "sh":
-                    output, env = _run_sh(code, env, work)
+                    output, env = _run_sh(code, env, PROJECT_ROOT if in_checkout else work)
                 elif language == "python":
                     output = _run_python(code, env, work)
                 elif language == "json":
