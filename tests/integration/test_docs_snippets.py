@@ -55,17 +55,17 @@ def blocks(page: str) -> list[tuple[str, str, bool]]:
             for mark, info, code in FENCE.findall((PROJECT_ROOT / page).read_text())]
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_every_block_is_one_the_runner_runs(page):
-    found = blocks(page)
-    assert found, f"{page} has no code"
+@pytest.mark.parametrize("guide", PAGES)
+def test_every_block_is_one_the_runner_runs(guide):
+    found = blocks(guide)
+    assert found, f"{guide} has no code"
     assert all(language in LANGUAGES for language, _, _ in found), [language for language, _, _ in found]
     assert found[0][0] != "text"
 
 
-@pytest.mark.parametrize("page", AGENT_PAGES)
-def test_each_agent_page_opens_with_a_first_governed_write(page):
-    text = (PROJECT_ROOT / page).read_text()
+@pytest.mark.parametrize("guide", AGENT_PAGES)
+def test_each_agent_page_opens_with_a_first_governed_write(guide):
+    text = (PROJECT_ROOT / guide).read_text()
     headings = re.findall(r"^## (.+)$", text, re.M)
     assert headings and headings[0] == "First governed write", headings[:3]
 
@@ -136,8 +136,8 @@ def _check_mcp_config(code: str, env: dict[str, str]) -> str:
     return response.text
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_the_page_runs_as_printed(page, tmp_path):
+@pytest.mark.parametrize("guide", PAGES)
+def test_the_page_runs_as_printed(guide, tmp_path):
     claude = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedClaude)
     threading.Thread(target=claude.serve_forever, daemon=True).start()
     data_dir = tmp_path / "data"
@@ -150,7 +150,7 @@ def test_the_page_runs_as_printed(page, tmp_path):
             work = tmp_path / "reader"
             work.mkdir()
             output = ""
-            for language, code, in_checkout in blocks(page):
+            for language, code, in_checkout in blocks(guide):
                 if language == "sh":
                     output, env = _run_sh(code, env, PROJECT_ROOT if in_checkout else work)
                 elif language == "python":
