@@ -114,6 +114,10 @@ def test_add_refuses_a_factory_serve_cannot_import(settings, committed_ctx, tmp_
     assert json.loads(listed.stdout) == []  # nothing was added
     on_path = cli(settings, *common, "--factory", "ops.stores:mem0_memory", PYTHONPATH=str(tmp_path))
     assert on_path.returncode == 0, on_path.stderr  # importable (and not called) once on serve's path
+    # drift from a shell without that path: the error names the factory, no traceback
+    lost = cli(settings, "backend", "drift", "--tenant", tenant.name, "--name", "team-mem0")
+    assert lost.returncode == 2 and "Traceback" not in lost.stderr, lost.stderr
+    assert "cannot build its store" in lost.stderr and "ops.stores:mem0_memory" in lost.stderr
     cli(settings, "backend", "remove", "--tenant", tenant.name, "--name", "team-mem0")
 
 
