@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 
 from app import cli_common
@@ -16,6 +17,8 @@ def _options(args: argparse.Namespace) -> dict:
     for name in ("url", "factory", "config"):
         if getattr(args, name):
             options[name] = getattr(args, name)
+    if "config" in options:  # serve reads it from wherever it was started
+        options["config"] = os.path.abspath(options["config"])
     if args.infer:
         options["infer"] = True
     if args.factory_arg:
@@ -87,14 +90,25 @@ def cmd_retry(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services import backends
+    from app.services import backend_checks
     from app.services.tenants import resolve_tenant
 
     ctx = cli_common.open_context(settings)
     tenant = resolve_tenant(ctx, args.tenant)
-    report = backends.drift(ctx, tenant_id=tenant.id, name=args.name, resync=args.resync)
+    report = backend_checks.drift(ctx, tenant_id=tenant.id, name=args.name, resync=args.resync)
     print(json.dumps(report, indent=2))
     return 1 if report["problems"] and not args.resync else 0
+
+
+def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    from app.services import backend_checks
+    from app.services.tenants import resolve_tenant
+
+    ctx = cli_common.open_context(settings)
+    tenant = resolve_tenant(ctx, args.tenant)
+    print(json.dumps(backend_checks.show(ctx, tenant_id=tenant.id, name=args.name, memory_id=args.memory_id),
+                     indent=2))  # JSON: a memory's text is printed escaped, never as terminal input
+    return 0
 
 
 def register(sub) -> None:
@@ -108,7 +122,8 @@ def register(sub) -> None:
     add.add_argument("--agents", default="*", help="glob (* and ?) of the agents whose memories it takes")
     add.add_argument("--url", help="memwarden: the other server's base URL")
     add.add_argument("--api-key-file", help="memwarden: a file holding the other server's API key (stored sealed)")
-    add.add_argument("--factory", help="mem0 or memorywire: module:callable returning the store")
+    add.add_argument("--factory", help="mem0 or memorywire: module:callable returning the store, importable by "
+                                       "serve (offline mem0: app.stores.mem0_local:memory)")
     add.add_argument("--factory-arg", action="append", metavar="KEY=VALUE",
                      help="a keyword argument for the factory (repeatable; never a secret: it is shown in lists)")
     add.add_argument("--config", help="mem0: a mem0 JSON config file (Memory.from_config)")
@@ -139,4 +154,9 @@ def register(sub) -> None:
     drift.add_argument("--name", required=True)
     drift.add_argument("--resync", action="store_true", help="owe a delivery for every memory that drifted")
     drift.set_defaults(func=cmd_drift)
+    show = commands.add_parser("show", help="one memory as Memwarden holds it and as the backend's store answers")
+    show.add_argument("memory_id", metavar="MEMORY_ID", help="the memory's Memwarden id (mem_…)")
+    show.add_argument("--tenant", required=True)
+    show.add_argument("--name", required=True)
+    show.set_defaults(func=cmd_show)
 

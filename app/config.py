@@ -100,7 +100,9 @@ class Settings:
     public_url: str | None = _setting(
         "MEMWARDEN_PUBLIC_URL", None,
         "Base URL people reach this server's UI at (`https://memwarden.example.com`); messages that "
-        "leave the server (Slack review-SLA alerts) link to the review queue under it.")
+        "leave the server (Slack review-SLA alerts) link to the review queue under it, and a staged "
+        "write's review link (`review_url` on /v1 and MCP, memorywire's `approval_url`, the workspace's "
+        "`reviewUrl`) is absolute under it (unset: the path `/review/<id>`).")
     mcp_allowed_origins: str = _setting(
         "MEMWARDEN_MCP_ALLOWED_ORIGINS", "",
         "Comma list of browser origins (`https://host[:port]`) allowed to call `/mcp`; requests without "

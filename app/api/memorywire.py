@@ -38,11 +38,10 @@ def _epoch_ms(timestamp: str | None) -> int | None:
 
 
 def _approval_url(request: Request, outcome: Outcome) -> str | None:
-    """The review page of a staged change, absolute (the public URL when one is configured)."""
+    """The review page of a staged change, as `/v1` gives it (absolute under MEMWARDEN_PUBLIC_URL)."""
     if outcome.status != 202:
         return None
-    base = ctx_of(request).settings.public_url or str(request.base_url)
-    return base.rstrip("/") + outcome.body["review_url"]
+    return outcome.body["review_url"]
 
 
 def _stores(outcome: Outcome) -> list[str]:

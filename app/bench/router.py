@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         for i in range(args.memories):
             memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)})
         dsn = urls.admin_url.replace("postgresql+psycopg://", "postgresql://")
-        specs = [("mem0", "mem0", {"factory": "app.bench.router_stores:mem0_memory",
+        specs = [("mem0", "mem0", {"factory": "app.stores.mem0_local:memory",
                                    "factory_args": {"dsn": dsn, "collection": "bench_mem0"}}),
                  ("wire-a", "memorywire", {"factory": "app.bench.router_stores:pgvector_store",
                                            "factory_args": {"dsn": dsn, "schema": "bench_wire_a"}}),

@@ -281,8 +281,18 @@ def migrate(urls: DatabaseUrls) -> None:
                 cfg = Config()
                 cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
                 cfg.attributes["connection"] = conn
+                from alembic.runtime.migration import MigrationContext
+
+                before = MigrationContext.configure(conn).get_current_revision()
+                conn.commit()  # end the read's transaction: Alembic opens its own (autocommit blocks need that)
                 command.upgrade(cfg, "head")
                 conn.commit()
+                after = MigrationContext.configure(conn).get_current_revision()
+                # One line for the operator; Alembic's own per-migration lines are DEBUG-level chatter.
+                if before != after:
+                    log.info("database schema migrated to revision %s (from %s)", after, before or "an empty database")
+                else:
+                    log.debug("database schema at revision %s", after)
                 app_role = _separate_app_role(urls)
                 if app_role:
                     _grant_app_role(conn, app_role, create=urls.embedded is not None)

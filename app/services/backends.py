@@ -40,7 +40,11 @@ failures are recorded as the same fixed words, for admins and the API alike.
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import logging
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from datetime import datetime, timedelta
@@ -133,6 +137,46 @@ def _check_options(kind: str, options: dict[str, Any], secret: str | None, rule:
         raise ValidationFailed.at("/options/factory", "module:callable returning a memorywire MemoryStore")
     elif kind == "mem0" and not (isinstance(options.get("factory"), str) or isinstance(options.get("config"), str)):
         raise ValidationFailed.at("/options", "factory (module:callable returning mem0.Memory) or config (JSON file)")
+    if kind != "memwarden" and isinstance(options.get("factory"), str):
+        _check_factory(options["factory"])
+    if kind == "mem0" and isinstance(options.get("config"), str) and not options.get("factory"):
+        _check_config(options["config"])
+
+
+def _check_factory(path: str) -> None:
+    """Refuse a factory `memwarden serve` could not import, now rather than at the first delivery.
+    The import runs in a fresh interpreter of this environment started in an empty directory, as
+    a server started elsewhere would see it: a module that only the current directory provides
+    (`ops.stores` beside the shell) is refused. Only imported, never called."""
+    module, _, attr = path.partition(":")
+    if not module or not attr or not all(part.isidentifier() for part in [*module.split("."), attr]):
+        raise ValidationFailed.at("/options/factory", f"a factory is module:callable (app.stores.mem0_local:memory), "
+                                                      f"got {path!r}")
+    probe = ("import importlib, sys\n"
+             "try:\n"
+             f"    target = getattr(importlib.import_module({module!r}), {attr!r})\n"
+             "except Exception as exc:\n"
+             "    sys.exit(f'{type(exc).__name__}: {exc}')\n"
+             "sys.exit(0 if callable(target) else 'not callable')\n")
+    with tempfile.TemporaryDirectory(prefix="memwarden-factory-") as empty:
+        try:
+            done = subprocess.run([sys.executable, "-c", probe], cwd=empty, capture_output=True, text=True,
+                                  timeout=120)
+        except subprocess.TimeoutExpired:
+            raise ValidationFailed.at("/options/factory", f"importing {module} took over 120 s") from None
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["it failed"])[-1][:300]
+        raise ValidationFailed.at("/options/factory", (
+            f"memwarden serve cannot import the factory {path} ({reason}); install the module or put its "
+            f"directory on PYTHONPATH for serve and this command alike (the current directory does not count)"))
+
+
+def _check_config(path: str) -> None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ValidationFailed.at("/options/config", f"cannot read the mem0 config {path}: {exc}") from None
 
 
 def _tenant(session: Session, tenant_name: str):
@@ -207,63 +251,6 @@ def list_backends(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:
         return [backend_json(b) for b in repo.for_tenant(session, tenant_id=tenant_id)]
 
 
-def drift(ctx: AppContext, *, tenant_id: str, name: str, resync: bool = False) -> dict[str, Any]:
-    """Compare a backend with Memwarden's ledger: live memories it should hold but does not (nor is
-    owed), items it holds for memories no longer live, items whose delivered digest is not the live
-    memory's, and (where the store can fetch by id) items missing or changed in the store itself.
-    `resync` owes a delivery for each memory named, which puts the store right. A store that fails
-    a read ends the store check, and `store_failed` says why in a fixed word."""
-    with ctx.db.sessions() as session:
-        backend = repo.by_name(session, tenant_id=tenant_id, name=name)
-        if backend is None:
-            raise NotFound(f"no backend named {name}")
-        live = repo.live_ids_for_agents(session, tenant_id=tenant_id, agents_like=backend.agents_like)
-        records = repo.records_of_backend(session, tenant_id=tenant_id, backend_id=backend.id)
-        owed = repo.pending_memory_ids(session, tenant_id=tenant_id, backend_id=backend.id)
-        snaps = {i: Snapshot.of(m) for i, m in live.items()}
-    problems = []
-    for memory_id in sorted(set(live) - set(records) - owed):
-        problems.append({"memory_id": memory_id, "reason": "missing_in_backend"})
-    for memory_id, record in sorted(records.items()):
-        if memory_id in owed:
-            continue
-        if memory_id not in live:
-            problems.append({"memory_id": memory_id, "reason": "not_live_in_memwarden", "backend_ref": record.backend_ref})
-        elif record.content_digest != snaps[memory_id].digest:
-            problems.append({"memory_id": memory_id, "reason": "digest_differs", "backend_ref": record.backend_ref})
-    checked, store_failed = 0, None
-    store, lock = _store(ctx, backend)
-    fetch = getattr(store, "content_of", None)
-    if fetch is not None:
-        flagged = {p["memory_id"] for p in problems}
-        for memory_id, record in sorted(records.items()):
-            if memory_id in flagged or memory_id in owed or memory_id not in snaps:
-                continue
-            try:
-                with lock:
-                    content = fetch(record.backend_ref)
-            except StoreError as exc:  # the report says why in a word; the store's answer is logged
-                log.warning("drift check of backend %s: reading %s failed: %s", name, record.backend_ref, exc)
-                store_failed = exc.reason
-                break
-            checked += 1
-            if content is None:
-                problems.append({"memory_id": memory_id, "reason": "missing_in_store", "backend_ref": record.backend_ref})
-            elif content != snaps[memory_id].content:
-                problems.append({"memory_id": memory_id, "reason": "content_changed_in_store",
-                                 "backend_ref": record.backend_ref})
-    if resync and problems:
-        with ctx.db.sessions.begin() as session:
-            for problem in problems:
-                if problem["reason"] in ("missing_in_store", "content_changed_in_store"):
-                    repo.drop_record(session, tenant_id=tenant_id, backend_id=backend.id, memory_id=problem["memory_id"])
-            repo.owe(session, backend_id=backend.id, tenant_id=tenant_id,
-                     memory_ids=sorted({p["memory_id"] for p in problems}))
-    return {"backend": name, "live_in_memwarden": len(live), "records": len(records), "owed": len(owed),
-            "store_checked": checked if fetch is not None else None, "store_failed": store_failed,
-            "problems": problems, "resynced": resync}
-
-
 def status(ctx: AppContext, *, tenant_id: str) -> list[dict[str, Any]]:
     """Per backend: pending and failed deliveries and the oldest pending one's age in seconds."""
     now = utcnow()
@@ -311,6 +298,18 @@ def _store(ctx: AppContext, backend: MemoryBackend) -> tuple[Store, threading.Lo
 
 
 def _build(ctx: AppContext, backend: MemoryBackend) -> Store:
+    """The adapter for a backend; StoreError (naming the factory or config) when it cannot be built."""
+    try:
+        return _build_store(ctx, backend)
+    except StoreError:
+        raise
+    except Exception as exc:  # an operator's factory or config: whatever it raises is the backend's failure
+        options = backend.options or {}
+        source = options.get("factory") or options.get("config") or backend.kind
+        raise StoreError(f"building {source} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _build_store(ctx: AppContext, backend: MemoryBackend) -> Store:
     options = backend.options or {}
     if backend.kind == "memwarden":
         key = unseal(ctx, _SEALED, backend.id, backend.secret_enc) if backend.secret_enc else ""

@@ -259,7 +259,7 @@ def forget(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outco
                 user_id=body.get("user_id"), request=_stored_request(body), memory_ids=matched,
                 decision=decision, redactions=[])
             return Outcome(202, {"status": "pending", "change_id": change.id, "matched": len(matched),
-                                 "review_url": staging.review_url(change.id)}, matched)
+                                 "review_url": staging.review_url(ctx.settings, change.id)}, matched)
         apply_forget(ctx, session, principal.tenant_id, principal.actor, rows, hard=hard, reason=body.get("reason"))
     return Outcome(200, {"status": "done", "forgotten": matched, "hard_delete": hard}, matched)
 
@@ -336,7 +336,7 @@ def merge(ctx: AppContext, principal: Principal, body: dict[str, Any], *, shows_
                 request=_stored_request(body), memory_ids=[canonical_id, *duplicates], decision=decision,
                 redactions=[])
             return Outcome(202, {"status": "pending", "change_id": change.id, "matched": len(rows),
-                                 "review_url": staging.review_url(change.id)}, [canonical_id, *duplicates])
+                                 "review_url": staging.review_url(ctx.settings, change.id)}, [canonical_id, *duplicates])
     if shows_content:
         read_budgets.account(ctx, principal, operation="merge", agent_id=agent_id,
                              memory_ids=[canonical_id, *duplicates], query={"canonical": canonical_id})
@@ -454,7 +454,7 @@ def expire(ctx: AppContext, principal: Principal, body: dict[str, Any]) -> Outco
                 user_id=body.get("user_id"), request=_stored_request(body), memory_ids=ids, decision=decision,
                 redactions=[])
             return Outcome(202, {"status": "pending", "change_id": change.id, "matched": len(ids),
-                                 "review_url": staging.review_url(change.id)}, ids)
+                                 "review_url": staging.review_url(ctx.settings, change.id)}, ids)
         apply_expire(ctx, session, principal.tenant_id, principal.actor, rows, action)
     return Outcome(200, {"status": "done", "affected": ids, "action": action}, ids)
 
@@ -693,7 +693,7 @@ def _audit_written(ctx: AppContext, session, principal: Principal, write: Prepar
         ctx.audit.append(session, tenant_id=principal.tenant_id, event_type="memory.staged", actor=principal.actor,
                          subject=subject, data=memory_event(ctx, memory, change_id=change.id, **audit_extra))
         return Outcome(202, {"id": memory.id, "status": "pending", "change_id": change.id,
-                             "review_url": staging.review_url(change.id), "redactions": write.redactions},
+                             "review_url": staging.review_url(ctx.settings, change.id), "redactions": write.redactions},
                        [memory.id])
     if memory.status == "live":
         learned = {}

@@ -116,5 +116,9 @@ def record_learned_approval(ctx: AppContext, session: Session, *, tenant_id: str
     return change
 
 
-def review_url(change_id: str) -> str:
-    return f"/review/{change_id}"
+def review_url(settings, change_id: str) -> str:
+    """The change's review page, in the one form every surface answers (`/v1`, MCP, memorywire,
+    workspace): absolute under MEMWARDEN_PUBLIC_URL when the operator set it, else the path
+    `/review/<id>` (a request's Host header is the caller's word, never the server's address)."""
+    path = f"/review/{change_id}"
+    return settings.public_url.rstrip("/") + path if settings.public_url else path

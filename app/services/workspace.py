@@ -220,7 +220,7 @@ def _write(ctx: AppContext, principal: Principal, write: _Write, request: WriteR
                                        "content_type": write.content_type, "run_id": write.run_id},
                 memory_ids=[], decision=decision, redactions=findings, screening=risk)
             return Outcome(202, {"status": "pending", "changeId": change.id, "path": write.path,
-                                 "reviewUrl": staging.review_url(change.id)})
+                                 "reviewUrl": staging.review_url(ctx.settings, change.id)})
         version, created = _commit(ctx, session, principal.tenant_id, principal.actor, write, if_match=if_match)
         if write.content is None:
             return Outcome(200, {"deleted": True, "path": write.path, "version": version.version})

@@ -7,11 +7,16 @@
     memory = MemwardenMemoryTool(Client("http://127.0.0.1:8000", api_key="mw_key_…"), agent_id="support-bot")
     runner = Anthropic().beta.messages.tool_runner(model=..., max_tokens=1024, tools=[memory], messages=[...])
 
-The model's `/memories/<name>` is the workspace file `memories/<name>` (the `root`), so every write gets
+The model's `/memories/<name>` is the workspace file `memories/<agent_id>/<name>` (the `root`, one
+folder per agent by default, so one agent never sees another's notes), so every write gets
 the workspace's versions, redaction, screening, policy staging and audit. A write a policy stages answers
 the model "saved for review (change chg_…)"; reads only ever show approved content. Paths are confined:
 `..`, `.` segments, percent-encoding, backslashes, control characters and anything outside `/memories`
 are refused before a request is made (the server checks its own path pattern as well).
+
+Agents share notes by naming one `root` (`root="memories/shared"` for each of them). The folders keep
+agents' notes apart; they are no access boundary: a key with `workspace:read` reads the whole tenant's
+workspace, so agents that must not read each other get keys of their own tenants.
 
 Needs the `anthropic` extra: `pip install 'memwarden-client[anthropic]'`.
 """
@@ -24,23 +29,42 @@ from anthropic.types.beta import (
     BetaMemoryTool20250818RenameCommand, BetaMemoryTool20250818StrReplaceCommand, BetaMemoryTool20250818ViewCommand,
 )
 
+import hashlib
+import re
+
 from memwarden import errors
 from memwarden.client import Client
 from memwarden.models import WorkspaceFile, WorkspaceWrite
 
 MEMORIES = "/memories"
+ROOT = "memories"
+
+
+def agent_folder(agent_id: str) -> str:
+    """The workspace folder name of an agent's notes: the id itself when it is a plain name, else
+    the id with other characters as `_` plus a digest of it (so `a:b` and `a_b` stay apart)."""
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", agent_id):
+        return agent_id
+    plain = re.sub(r"[^A-Za-z0-9_-]", "_", agent_id).strip("_") or "agent"
+    return f"{plain}-{hashlib.sha256(agent_id.encode()).hexdigest()[:12]}"
 
 
 class MemwardenMemoryTool(BetaAbstractMemoryTool):
     """The client-side memory tool over a Memwarden tenant's workspace (see the module docstring).
 
     `agent_id` is sent as `X-Agent-Id` (policies and reviewers see it); `root` is the workspace
-    folder that stands for `/memories`."""
+    folder that stands for `/memories`: by default `memories/<agent_id>` (`memories` without an
+    agent), so each agent has its own; agents that pass the same `root` share it."""
 
-    def __init__(self, client: Client, *, agent_id: str | None = None, root: str = "memories") -> None:
+    def __init__(self, client: Client, *, agent_id: str | None = None, root: str | None = None) -> None:
         super().__init__()
         self.client = client
         self.agent_id = agent_id
+        if root is None:
+            root = f"{ROOT}/{agent_folder(agent_id)}" if agent_id else ROOT
+        if not isinstance(root, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*",
+                                                         root.strip("/")):
+            raise ValueError(f"root {root!r}: workspace folder names, each starting with a letter or digit")
         self.root = root.strip("/")
 
     # --- commands --------------------------------------------------------------------------------

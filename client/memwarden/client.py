@@ -2,12 +2,12 @@
 
     from memwarden.client import Client
 
-    with Client("http://127.0.0.1:8000", api_key="mw_key_…") as mw:
+    with Client() as mw:                       # MEMWARDEN_URL and MEMWARDEN_API_KEY from the environment
         saved = mw.remember(agent_id="support-bot", type="semantic", content="Ana prefers email.")
         if saved.pending:                      # a policy staged it: a reviewer decides
             print("review at", saved.review_url)
         for hit in mw.recall(agent_id="support-bot", query="how to contact Ana?").hits:
-            print(hit.score, hit.content)
+            print(hit.similarity, hit.content)  # cosine to the query; hit.score is the fused rank
 
 Retries: reads are retried on connection errors, 429, 502, 503 and 504 with exponential backoff
 (honouring `Retry-After`). Every write (POST, DELETE) carries an `Idempotency-Key` — a fresh
@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import itertools
 import json
+import os
 import random
 import time
 import uuid
@@ -37,9 +38,9 @@ import httpx
 
 from memwarden import errors
 from memwarden.models import (
-    Change, ChangeDiff, ChangePage, Checkpoints, DeleteResult, ExpireResult, ForgetResult, History, Memory,
-    MemoryPage, MergeResult, RecallResult, RememberResult, WorkspaceFile, WorkspaceFileInfo, WorkspaceWrite,
-    workspace_listing,
+    Change, ChangeDiff, ChangePage, Checkpoints, DeleteResult, Delivery, ExpireResult, ForgetResult, History, Memory,
+    MemoryPage, MergeResult, ReadersPage, RecallResult, RememberResult, Whoami, WorkspaceFile, WorkspaceFileInfo,
+    WorkspaceWrite, deliveries, workspace_listing,
 )
 
 T = TypeVar("T")
@@ -195,6 +196,15 @@ class _Calls:
         """The memory's audit trail, oldest first."""
         return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/history", History.from_json))
 
+    def deliveries(self, memory_id: str) -> list[Delivery]:
+        """Where the router delivered a memory: the newest delivery to each backend, with the store's id."""
+        return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/deliveries", deliveries))
+
+    def readers(self, memory_id: str, *, limit: int | None = None, cursor: str | None = None) -> ReadersPage:
+        """One page of the reads that returned a memory, newest first (scope `audit:read`)."""
+        return self._run(_Call("GET", f"/v1/memories/{_id(memory_id)}/readers", ReadersPage.from_json,
+                               params={"limit": limit, "cursor": cursor}))
+
     # --- changes (contract §4) ---------------------------------------------------------------
 
     def get_change(self, change_id: str) -> Change:
@@ -266,6 +276,10 @@ class _Calls:
 
     # --- audit (contract §6) -----------------------------------------------------------------
 
+    def whoami(self) -> Whoami:
+        """The calling key's tenant, scopes and agent allow-list."""
+        return self._run(_Call("GET", "/v1/whoami", Whoami.from_json))
+
     def checkpoints(self) -> Checkpoints:
         return self._run(_Call("GET", "/v1/audit/checkpoints", Checkpoints.from_json))
 
@@ -275,8 +289,16 @@ class _Calls:
                                headers={"accept": "text/plain"}))
 
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+URL_ENV, KEY_ENV = "MEMWARDEN_URL", "MEMWARDEN_API_KEY"
+
+
 class _Base(_Calls):
-    def __init__(self, base_url: str, api_key: str | None, retry: RetryPolicy | None):
+    def __init__(self, base_url: str | None, api_key: str | None, retry: RetryPolicy | None):
+        """`base_url` and `api_key` default to the environment's MEMWARDEN_URL (else a local
+        `memwarden serve`, http://127.0.0.1:8000) and MEMWARDEN_API_KEY (else no key)."""
+        base_url = base_url or os.environ.get(URL_ENV) or DEFAULT_URL
+        api_key = api_key if api_key is not None else os.environ.get(KEY_ENV)
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._headers = {"user-agent": USER_AGENT, "accept": "application/json"}
@@ -354,7 +376,7 @@ def _connection_error(exc: Exception) -> errors.ConnectionFailed:
 class Client(_Base):
     """Blocking client. Use as a context manager (or call `close()`) to release connections."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retry: RetryPolicy | None = None, transport: httpx.BaseTransport | None = None,
                  http: httpx.Client | None = None):
         super().__init__(base_url, api_key, retry)
@@ -421,7 +443,7 @@ class Client(_Base):
 class AsyncClient(_Base):
     """The same calls as `Client`, as coroutines: `async with AsyncClient(...) as mw: await mw.recall(...)`."""
 
-    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 30.0,
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, timeout: float = 30.0,
                  retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
                  http: httpx.AsyncClient | None = None):
         super().__init__(base_url, api_key, retry)

@@ -350,3 +350,80 @@ class WorkspaceWrite(Staged):
                    review_url=data.get("reviewUrl") if pending else None, path=data.get("path", ""),
                    file=WorkspaceFile.from_json(data) if "content" in data else None,
                    deleted=bool(data.get("deleted")), raw=data)
+
+
+@dataclass(frozen=True)
+class Whoami:
+    """What the calling key may do: its tenant, scopes and agent allow-list (`GET /v1/whoami`)."""
+
+    tenant_id: str
+    key_id: str
+    scopes: list[str]
+    agents: list[str]
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Whoami":
+        return cls(tenant_id=data["tenant_id"], key_id=data["key_id"], scopes=list(data.get("scopes") or []),
+                   agents=list(data.get("agents") or []), raw=data)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """The newest delivery of a memory to one backend (the router's stores)."""
+
+    backend: str
+    status: str
+    attempts: int
+    action: str | None
+    error: str | None
+    owed_at: datetime | None
+    delivered_at: datetime | None
+    backend_ref: str | None
+    """The backend's own id for the memory."""
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Delivery":
+        return cls(backend=data["backend"], status=data["status"], attempts=int(data.get("attempts", 0)),
+                   action=data.get("action"), error=data.get("error"), owed_at=parse_time(data.get("owed_at")),
+                   delivered_at=parse_time(data.get("delivered_at")), backend_ref=data.get("backend_ref"))
+
+
+def deliveries(data: dict[str, Any]) -> list[Delivery]:
+    return [Delivery.from_json(item) for item in data.get("deliveries") or []]
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read (recall, get, list or history) that returned a memory; never the query's text."""
+
+    read_id: str
+    read_at: datetime | None
+    actor: str
+    key_id: str | None
+    agent_id: str | None
+    operation: str
+    query_digest: str | None
+    audit_seq: int | None
+    returned: int
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Read":
+        return cls(read_id=data["read_id"], read_at=parse_time(data.get("read_at")), actor=data["actor"],
+                   key_id=data.get("key_id"), agent_id=data.get("agent_id"), operation=data["operation"],
+                   query_digest=data.get("query_digest"), audit_seq=data.get("audit_seq"),
+                   returned=int(data.get("returned", 0)))
+
+
+@dataclass(frozen=True)
+class ReadersPage:
+    """One page of the reads that returned a memory, newest first."""
+
+    memory_id: str
+    items: list[Read]
+    next_cursor: str | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ReadersPage":
+        return cls(memory_id=data["memory_id"], items=[Read.from_json(i) for i in data.get("items") or []],
+                   next_cursor=data.get("next_cursor"))

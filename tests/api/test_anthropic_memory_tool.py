@@ -104,8 +104,8 @@ def test_every_command_round_trips_through_the_tool_runner(workspace):
     assert results[11] == ("Successfully deleted /memories/people/ana.md", False)
     assert results[12][1] and "does not exist" in results[12][0]
     # nothing live is left under the root; the old path's versions stay in its history
-    assert [f.path for f in workspace.list_files(prefix="memories/")] == []
-    kept = workspace.get_file("memories/prefs.md", version=3)
+    assert [f.path for f in workspace.list_files(prefix="memories/claude-bot/")] == []
+    kept = workspace.get_file("memories/claude-bot/prefs.md", version=3)
     assert kept.content == "# Prefs\n- email only\nAna likes green tea\n"
 
 
@@ -123,7 +123,7 @@ def test_a_policy_gated_delete_and_rename_wait_for_a_reviewer(workspace, live_se
     assert results[0][0].startswith("saved for review (change chg_") and not results[0][1]
     assert results[1] == ("Here's the content of /memories/a.md with line numbers:\n     1\talpha\n     2\t", False)
     assert results[2][0].startswith("Rename of /memories/a.md to /memories/b.md: saved for review (change chg_")
-    assert workspace.get_file("memories/b.md").content == "alpha\n"  # the write half is live, the delete waits
+    assert workspace.get_file("memories/claude-bot/b.md").content == "alpha\n"  # the write half is live, the delete waits
     change_id = results[0][0].removeprefix("saved for review (change ").removesuffix(")")
     with Client(live_server, live_key("review:decide,workspace:read")) as reviewer:
         assert reviewer.approve(change_id).status == "approved"
@@ -147,8 +147,30 @@ def test_a_staged_write_is_saved_for_review_and_never_shown(workspace):
     assert results[4] == ("Here's the content of /memories/notes.md with line numbers:\n     1\tbenign\n     2\t", False)
     assert "orders.md" not in results[5][0] and "/memories/notes.md" in results[5][0]
     with pytest.raises(errors.NotFound):  # the pending file is not readable through the API either
-        workspace.get_file("memories/orders.md")
-    assert workspace.get_file("memories/notes.md").content == "benign\n"
+        workspace.get_file("memories/claude-bot/orders.md")
+    assert workspace.get_file("memories/claude-bot/notes.md").content == "benign\n"
+
+
+def test_each_agent_has_its_own_memories_unless_they_share_a_root(workspace):
+    ada, bob = (MemwardenMemoryTool(workspace, agent_id=agent) for agent in ("ada-bot", "bob-bot"))
+    assert run(ada, [{"command": "create", "path": "/memories/notes.md", "file_text": "ada's note\n"}])[0][1] is False
+    bob_sees = run(bob, [{"command": "view", "path": "/memories"}, {"command": "view", "path": "/memories/notes.md"}])
+    assert bob_sees[0] == ("Directory: /memories", False)  # nothing of ada's
+    assert bob_sees[1][1] and "does not exist" in bob_sees[1][0]
+    assert run(bob, [{"command": "create", "path": "/memories/notes.md", "file_text": "bob's note\n"}])[0][1] is False
+    assert workspace.get_file("memories/ada-bot/notes.md").content == "ada's note\n"
+    assert workspace.get_file("memories/bob-bot/notes.md").content == "bob's note\n"
+    # sharing: both name one root
+    shared = [MemwardenMemoryTool(workspace, agent_id=agent, root="memories/team") for agent in ("ada-bot", "bob-bot")]
+    assert run(shared[0], [{"command": "create", "path": "/memories/plan.md", "file_text": "ship friday\n"}])[0][1] is False
+    seen = run(shared[1], [{"command": "view", "path": "/memories/plan.md"}])[0]
+    assert seen == ("Here's the content of /memories/plan.md with line numbers:\n     1\tship friday\n     2\t", False)
+    # an agent id that is no folder name gets one of its own, told apart by a digest
+    odd = MemwardenMemoryTool(workspace, agent_id="crm:eu@prod")
+    assert odd.root.startswith("memories/crm_eu_prod-") and odd.root != MemwardenMemoryTool(
+        workspace, agent_id="crm_eu_prod").root
+    with pytest.raises(ValueError):
+        MemwardenMemoryTool(workspace, agent_id="x", root="memories/../elsewhere")
 
 
 @pytest.mark.parametrize("path", [

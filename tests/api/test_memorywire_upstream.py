@@ -6,8 +6,9 @@ oldest claimed, whenever its files differ), fetched with pip at collection time 
 `tests/upstream.py`) and executed unchanged. What memorywire's own
 `conftest.py` does per adapter is done here for one adapter, `memwarden`: build a fresh store per
 scenario (a fresh tenant, so nothing of another scenario is in scope) and honour the scenarios'
-backdating marker (`metadata._conformance_backdate_ms`) by moving the stored row's creation time
-back, as memorywire's fixtures do for its reference sqlite-vec adapter.
+backdating marker (`metadata._conformance_backdate_ms`), as memorywire's fixtures do for its
+reference sqlite-vec adapter: by an operator's import of the record with its `created_at`, never
+by editing rows.
 
 Every scenario runs; none is skipped or expected to fail (SKIP_OVERRIDES is empty). Should one
 ever need to be skipped, it goes in SKIP_OVERRIDES with its reason, as memorywire's conftest does
@@ -17,15 +18,16 @@ for its own adapters, and in docs/agents/memorywire.md's table.
 from __future__ import annotations
 
 import asyncio
+import json
 import linecache
 import sys
+import time
 import types
 import uuid
 from importlib.metadata import version
 
 import httpx
 import pytest
-from sqlalchemy import text
 
 pytest.importorskip("memorywire")
 
@@ -86,35 +88,50 @@ def anyio_backend() -> str:
 
 
 class BackdatingStore(MemwardenStore):
-    """`MemwardenStore`, plus what memorywire's fixtures add to each adapter: a remember carrying
-    the `_conformance_backdate_ms` marker is moved back that far in time after it is stored."""
+    """`MemwardenStore`, plus what memorywire's fixtures add to each adapter: a remember carrying the
+    `_conformance_backdate_ms` marker stores a memory that old. A client cannot write the past, and
+    no row is edited by hand: such a write is an operator's import of one memorywire record with its
+    `created_at` (`memwarden import --format memorywire`, the same service), which keeps the
+    timestamp and goes through redaction, screening and the policy like any write. Every other
+    operation is the wire surface's."""
 
-    def __init__(self, client: AsyncClient, ctx, routed: bool = False) -> None:
+    def __init__(self, client: AsyncClient, ctx, tenant_id: str, routed: bool = False) -> None:
         super().__init__(client)
         self._ctx = ctx
+        self._tenant_id = tenant_id
         self._client = client
         self._routed = routed
 
     async def _delivered(self, memory_id: str) -> None:
         """Routed: wait until the backend holds the new memory, so the scenario's recalls fuse both stores."""
         for _ in range(150):
-            rows = (await self._client._http.get(f"{self._client.base_url}/v1/memories/{memory_id}/deliveries",
-                                                 headers=self._client._headers)).json()["deliveries"]
-            if rows and all(row["status"] == "delivered" for row in rows):
+            rows = await self._client.deliveries(memory_id)
+            if rows and all(row.status == "delivered" for row in rows):
                 return
             await asyncio.sleep(0.1)
         raise AssertionError(f"{memory_id} was not delivered to the backend: {rows}")
 
+    def _import_aged(self, req: RememberRequest, age_ms: int) -> RememberResponse:
+        from app.core.ids import new_id
+        from app.services.importer import import_bytes
+
+        stored_at = int(time.time() * 1000) - age_ms
+        record = {"id": new_id("mem"), "created_at": stored_at,
+                  **req.model_dump(mode="json", exclude_none=True, exclude={"approval_required"})}
+        report = import_bytes(self._ctx, tenant_id=self._tenant_id, data=json.dumps([record]).encode(),
+                              fmt="memorywire", actor={"kind": "test", "id": "conformance-backdate"})
+        assert report.ok and report.imported == 1, (report.problems, report.staged)
+        return RememberResponse(id=record["id"], stored_at=stored_at, stores=["memwarden"], pending_approval=False,
+                                approval_url=None)
+
     async def remember(self, req: RememberRequest) -> RememberResponse:
-        saved = await super().remember(req)
+        offset = (req.metadata or {}).get("_conformance_backdate_ms")
+        if isinstance(offset, int) and not req.approval_required:
+            saved = await asyncio.to_thread(self._import_aged, req, offset)
+        else:
+            saved = await super().remember(req)
         if self._routed and not saved.pending_approval:
             await self._delivered(saved.id)
-        offset = (req.metadata or {}).get("_conformance_backdate_ms")
-        if isinstance(offset, int) and not saved.pending_approval:
-            with self._ctx.db.sessions.begin() as session:
-                session.execute(text("UPDATE memories SET created_at = created_at - make_interval(secs => :s), "
-                                     "live_from = live_from - make_interval(secs => :s) WHERE id = :id"),
-                                {"s": offset / 1000, "id": saved.id})
         return saved
 
 
@@ -150,7 +167,7 @@ def store(live_server, committed_ctx, routing):
         dsn = (committed_ctx.settings.migration_database_url or committed_ctx.settings.database_url).replace(
             "postgresql+psycopg://", "postgresql://")
         backends.add_backend(committed_ctx, tenant_name=tenant.name, name="mem0", kind="mem0",
-                             options={"factory": "app.bench.router_stores:mem0_memory",
+                             options={"factory": "app.stores.mem0_local:memory",
                                       "factory_args": {"dsn": dsn, "collection": f"mem0_{uuid.uuid4().hex[:8]}"}},
                              actor=actor)
     elif routing == "routed-to-memwarden":
@@ -160,7 +177,8 @@ def store(live_server, committed_ctx, routing):
         backends.add_backend(committed_ctx, tenant_name=tenant.name, name="far", kind="memwarden",
                              options={"url": live_server}, secret=far_key.token, actor=actor)
     http = httpx.AsyncClient(timeout=30.0, limits=httpx.Limits(max_keepalive_connections=0))
-    return BackdatingStore(AsyncClient(live_server, key.token, http=http), committed_ctx, routed=routing != "built-in")
+    return BackdatingStore(AsyncClient(live_server, key.token, http=http), committed_ctx, tenant.id,
+                           routed=routing != "built-in")
 
 
 def test_every_upstream_scenario_is_collected():
@@ -180,7 +198,7 @@ async def test_memorywires_router_fans_out_to_memwarden(store, live_server):
     assert saved.stores == ["memwarden"] and not saved.pending_approval
     staged = await router.remember(RememberRequest(agent_id="agent-a", type="semantic", approval_required=True,
                                                    content="Mallory's hive key is under the mat."))
-    assert staged.pending_approval and staged.approval_url.startswith(f"{live_server}/review/chg_")
+    assert staged.pending_approval and staged.approval_url.startswith("/review/chg_")  # no public URL: the path
     found = await router.recall(RecallRequest(agent_id="agent-a", query="Who keeps bees?", k=300, hops=1))
     assert found.stores_queried == ["memwarden"]
     assert [hit.id for hit in found.results] == [saved.id] and found.results[0].source_store == "memwarden"

@@ -181,3 +181,32 @@ def test_reasons_and_per_memory_approval_round_trip(live_server, keys):
         forget = mw.forget(agent_id="bot-r", ids=[kept.id, gone.id], approval_required=True)
         done = reviewer.approve(forget.change_id, memory_ids=[gone.id])
         assert done.status == "approved" and done.raw["result"] == {"affected": [gone.id], "kept": [kept.id]}
+
+
+def test_whoami_deliveries_and_readers(live_server, keys, monkeypatch):
+    """The three calls the client adds for `/v1/whoami`, `/deliveries` and `/readers`, in both clients;
+    `Client()` takes its server and key from MEMWARDEN_URL and MEMWARDEN_API_KEY."""
+    monkeypatch.setenv("MEMWARDEN_URL", live_server)
+    monkeypatch.setenv("MEMWARDEN_API_KEY", keys["agent"])
+    with Client() as mw, Client(live_server, keys["auditor"]) as auditor:
+        me = mw.whoami()
+        assert me.scopes == ["memory:read", "memory:write"] and me.agents == ["*"] and me.key_id.startswith("key_")
+        saved = mw.remember(agent_id="bot-r", content="Rui reads the changelog on Mondays.")
+        assert mw.deliveries(saved.id) == []  # the tenant routes to no backend
+        mw.get(saved.id)
+        mw.recall(agent_id="bot-r", query="changelog")
+        reads = auditor.readers(saved.id)
+        assert reads.memory_id == saved.id and {r.operation for r in reads.items} >= {"get", "recall"}
+        assert all(r.key_id == me.key_id and r.read_at.tzinfo is not None for r in reads.items)
+        first = auditor.readers(saved.id, limit=1)
+        assert len(first.items) == 1 and first.next_cursor
+        assert auditor.readers(saved.id, limit=1, cursor=first.next_cursor).items[0].read_id != first.items[0].read_id
+        with pytest.raises(errors.Forbidden):
+            mw.readers(saved.id)  # audit:read only
+
+    async def run():
+        async with AsyncClient(live_server, keys["auditor"]) as auditor:
+            return await auditor.whoami(), await auditor.readers(saved.id)
+
+    who, page = asyncio.run(run())
+    assert who.scopes == ["audit:read"] and page.items

@@ -108,7 +108,9 @@ def test_tools_are_the_memory_verbs_with_the_contract_schemas(live_server, world
                           "change_status"}
     for spec in TOOLS:
         schema = tools[spec.name].input_schema
-        assert schema == input_schema(spec.schema)
+        assert schema == spec.input_schema()
+        if not spec.defaults:
+            assert schema == input_schema(spec.schema)
         assert "$ref" not in json.dumps(schema), spec.name  # self-contained for any client
         assert not {"tenant", "tenant_id"} & set(schema["properties"]), spec.name  # the key decides
         assert tools[spec.name].annotations.read_only_hint is spec.read_only
@@ -118,7 +120,11 @@ def test_tools_are_the_memory_verbs_with_the_contract_schemas(live_server, world
         assert "$ref" not in json.dumps(results), spec.name
     assert [v["title"] for v in tools["remember"].output_schema["oneOf"]] == ["Remembered (201)", "Staged for review (202)"]
     assert tools["recall"].output_schema["title"] == "Recall hits"
-    assert tools["remember"].input_schema["required"] == ["agent_id", "type", "content"]
+    # `type` defaults to semantic, as in the Python client; otherwise the /v1 request schema
+    assert tools["remember"].input_schema["required"] == ["agent_id", "content"]
+    assert tools["remember"].input_schema["properties"]["type"]["default"] == "semantic"
+    assert {k: v for k, v in tools["remember"].input_schema.items() if k not in ("required", "properties")} == {
+        k: v for k, v in input_schema("remember.request").items() if k not in ("required", "properties")}
     assert tools["remember"].input_schema["properties"]["agent_id"]["pattern"] == "^[A-Za-z0-9_.:@-]+$"
     assert tools["recall"].input_schema["properties"]["k"] == {"type": "integer", "minimum": 1, "maximum": 1000}
 
@@ -147,6 +153,13 @@ def test_remember_recall_get_list_history(live_server, world, stored, mode):
     # The same store and the same shape as /v1.
     v1 = httpx.get(f"{live_server}/v1/memories/{memory_id}", headers=bearer(token))
     assert v1.status_code == 200 and v1.json() == entry
+
+
+def test_remember_without_a_type_stores_a_semantic_memory(live_server, world):
+    saved = ok(call(live_server, world["rw"], "remember", {"agent_id": "a1", "content": "Payroll runs on the 25th."}))
+    assert assert_schema("remember.response", saved)["memory"]["type"] == "semantic"
+    bad = error_code(call(live_server, world["rw"], "remember", {"agent_id": "a1", "type": "gossip", "content": "x"}))
+    assert bad["code"] == "validation_error"  # a given type is still checked
 
 
 def test_staged_remember_is_pending_until_approved_over_v1(live_server, world):

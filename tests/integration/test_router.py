@@ -216,7 +216,7 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
     # Both stores live in the test's PostgreSQL, so whichever serving process leads the delivery job
     # (the session's live server may, too) writes where this test's server reads.
     dsn = _store_dsn(settings)
-    stores = {"mem0": ("mem0", {"factory": "app.bench.router_stores:mem0_memory",
+    stores = {"mem0": ("mem0", {"factory": "app.stores.mem0_local:memory",
                                 "factory_args": {"dsn": dsn, "collection": unique("mem0").replace("-", "_")}}),
               "wire": ("memorywire", {"factory": "app.bench.router_stores:pgvector_store",
                                       "factory_args": {"dsn": dsn, "schema": unique("mw").replace("-", "_")}})}
@@ -255,7 +255,7 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
 
 
 def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(settings, committed_ctx, pair):
-    from app.services import backends
+    from app.services import backend_checks, backends
 
     front, front_key, back_key = pair
     with _serving(settings) as base_url:
@@ -264,18 +264,18 @@ def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(set
             ids = [_remember(http, front_key, f"Drift fact {i}: locker {i} holds the first-aid kit.")["id"]
                    for i in range(3)]
             _wait(lambda: all(_delivered(http, front_key, i) for i in ids), what="deliveries")
-            clean = backends.drift(committed_ctx, tenant_id=front.id, name="second")
+            clean = backend_checks.drift(committed_ctx, tenant_id=front.id, name="second")
             assert clean["problems"] == [] and clean["store_checked"] == 3 and clean["records"] == 3
 
             lost = _delivered(http, front_key, ids[0])["backend_ref"]  # someone deletes it in the store itself
             assert http.post("/v1/memories/forget", headers=_bearer(back_key),
                              json={"agent_id": "bot", "ids": [lost]}).status_code == 200
-            report = backends.drift(committed_ctx, tenant_id=front.id, name="second")
+            report = backend_checks.drift(committed_ctx, tenant_id=front.id, name="second")
             assert report["problems"] == [{"memory_id": ids[0], "reason": "missing_in_store", "backend_ref": lost}]
 
-            backends.drift(committed_ctx, tenant_id=front.id, name="second", resync=True)
+            backend_checks.drift(committed_ctx, tenant_id=front.id, name="second", resync=True)
             _wait(lambda: backends.status(committed_ctx, tenant_id=front.id)[0]["pending"] == 0,
                   what="the resync's redelivery")
-            assert backends.drift(committed_ctx, tenant_id=front.id, name="second")["problems"] == []
+            assert backend_checks.drift(committed_ctx, tenant_id=front.id, name="second")["problems"] == []
             held = _held_by(http, back_key)
             assert sorted(m["metadata"]["memwarden_id"] for m in held) == sorted(ids)
