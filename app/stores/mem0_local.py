@@ -57,13 +57,12 @@ def memory(dsn: str | None = None, collection: str = "memwarden") -> Any:
         from mem0 import Memory
     except ImportError as exc:
         raise ImportError("the mem0 backend needs mem0: pip install 'memwarden[mem0]'") from exc
-    import psycopg
+    from app.repos.schemas import ensure_schema
 
     dsn = dsn or memwarden_dsn()
     # Its own schema: mem0 creates its tables wherever search_path points first, and they are not
     # Memwarden's (the schema checks look at `public`).
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+    ensure_schema(dsn, SCHEMA)
     scoped = dsn + ("&" if "?" in dsn else "?") + f"options=-csearch_path%3D{SCHEMA}%2Cpublic"
     home = tempfile.mkdtemp(prefix="mem0-")  # mem0's own change history (sqlite), per process
     store = Memory.from_config({
