@@ -444,7 +444,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--profile", help="write a cProfile of the timed requests here")
     parser.add_argument("--top", type=int, default=40, help="profile rows printed")
-    parser.add_argument("--out", help="write the JSON report here (e.g. docs/bench/hotpath.json)")
+    parser.add_argument("--out", help="write the JSON report here (e.g. hotpath.json)")
     parser.add_argument("--http", action="store_true",
                         help="time remember and recall over HTTP against `memwarden serve` (issue 25 goal 1), "
                              "with the floor and the server process's CPU, instead of in process")

@@ -56,7 +56,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                         help="MEMWARDEN_SUGGEST_MIN_DECISIONS for the server")
     parser.add_argument("--browser", action="store_true",
                         help="also measure reviewer UI flows in Chromium (app.bench.reviewer_ui)")
-    parser.add_argument("--out", default="docs/bench/reviewer.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.add_argument("--data-dir")
     parser.set_defaults(func=run)
 

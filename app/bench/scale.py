@@ -696,7 +696,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=128, help="embedding batch size")
     p.add_argument("--chunk", type=int, default=4096, help="rows per COPY")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/scale-100k.json)")
+    p.add_argument("--out", help="write the JSON report here (e.g. scale-100k.json)")
     p.add_argument("--data-dir", help="use (and keep) this empty directory instead of a temporary one, with what "
                                       "--reuse needs to query it again")
     p.add_argument("--reuse", metavar="DIR", help="measure recall on a load kept by --data-dir DIR (same plan "

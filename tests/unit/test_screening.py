@@ -545,12 +545,12 @@ def test_shipped_classifier_is_what_its_exemplars_train() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "app.bench.make_screening_exemplars", "--check"], cwd=root,
+    done = subprocess.run([sys.executable, "-m", "dev.screening.train.exemplars", "--check"], cwd=root,
                           capture_output=True, text=True, timeout=900)  # ~1000 rows to embed on a shared box
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert done.stdout.startswith("ok:")
     families = {json.loads(line)["family"] for line in
-                (root / "app/core/screening/data/exemplars.jsonl").read_text(encoding="utf-8").splitlines()}
+                (root / "dev/screening/data/exemplars.jsonl").read_text(encoding="utf-8").splitlines()}
     assert families == {"standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
                         "tool_misuse", "hidden_markup", "secret_harvest", "benign"}
 

@@ -11,6 +11,7 @@ import pytest
 
 from app.core.screening import EXPLANATIONS, controls, removal, screen
 from app.core.screening.hostile import HOSTILE
+from dev.screening.train.exemplars import REMOVAL_SENTENCES
 
 
 def flags_of(content: str, **kw) -> dict[str, dict]:
@@ -34,7 +35,7 @@ def minilm():
 def test_the_head_ships_for_the_local_model_and_no_training_sentence_repeats(minilm) -> None:
     head = removal.load()
     assert head is not None and head.model == minilm.name and head.weights.shape == (384,)
-    rows = [json.loads(line) for line in removal.SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [json.loads(line) for line in REMOVAL_SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
     texts = [r["text"] for r in rows]
     assert len(texts) == len(set(texts)) and {r["label"] for r in rows} == {"removes", "keeps"}
 

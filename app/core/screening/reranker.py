@@ -5,7 +5,7 @@ The first stage (``semantic.Classifier``) is a linear model over the embedding `
 already computed: tens of microseconds. This one is all-MiniLM-L6-v2 (Apache-2.0, the same base
 model and tokenizer as the embedder) fine-tuned end to end on the same labelled rows to say
 "attack or not", with a mean-pooled linear head, exported to ONNX and quantized to int8
-(``data/attack_minilm_int8.onnx``, ~23 MB; trained by ``python -m app.bench.make_screening_finetune``
+(``data/attack_minilm_int8.onnx``, ~23 MB; trained by ``python -m dev.screening.train.finetune``
 in a separate environment with torch — torch is never a runtime or test dependency). Its own forward
 pass costs a few milliseconds, so it runs only when the first stage's probability is at least
 ``gate``: below it, even a certain second opinion could not lift the mean of the two to the high

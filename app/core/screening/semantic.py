@@ -3,12 +3,13 @@
 The rule detectors match shapes of sentences; a paraphrase with none of those shapes passes them.
 This signal reuses the embedding ``remember`` computes anyway (all-MiniLM-L6-v2, 384-d,
 normalised) and scores it with a small classifier (``data/semantic_model.npz``) trained on labelled
-exemplars written for it (``data/exemplars.jsonl``): varied human sentences per attack family
-(standing instructions for future turns, exfiltration and beacons, privilege and identity claims,
-fake lessons, cross-user bridges, tool-misuse directives, hidden markup, secret harvesting) and
-ordinary memories that look similar (preferences, tasks that send or delete things, facts about who
-is an admin, security talk that quotes attacks, runbooks, lessons, code with comments, logs and
-IDs), plus the spent held-out sets (see ``app.bench.make_screening_exemplars``).
+exemplars written for it (``dev/screening/data/exemplars.jsonl`` in the repository): varied human
+sentences per attack family (standing instructions for future turns, exfiltration and beacons,
+privilege and identity claims, fake lessons, cross-user bridges, tool-misuse directives, hidden
+markup, secret harvesting) and ordinary memories that look similar (preferences, tasks that send or
+delete things, facts about who is an admin, security talk that quotes attacks, runbooks, lessons,
+code with comments, logs and IDs), plus the spent held-out sets (see
+``dev.screening.train.exemplars``).
 
 Score: one logistic classifier over two feature sets, trained together:
 
@@ -21,7 +22,7 @@ The probability that the write is an attack is one 384-element dot product plus 
 distinct word: tens of microseconds. The two thresholds (medium, high) ship in the model file; the
 trainer picks them by 5-fold cross-validation on the training data only, as the probabilities at
 which 6 % and 3 % of its benign rows would be flagged, never on a blind held-out set
-(``python -m app.bench.make_screening_exemplars``; see docs/benchmarks.md).
+(``python -m dev.screening.train.exemplars``; see docs/benchmarks.md).
 
 Scoring each sentence as well as the whole text (sentence vectors pooled from the same forward
 pass) was tried for orders buried in long paragraphs and left out: on the spent sets it stopped

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from app.bench import common
-from app.bench.calibrate import DATA as CALIBRATION
-from app.bench.corpora import DATA, HELDOUT, load_corpus
+from dev.bench.calibrate import DATA as CALIBRATION
+from app.bench.corpora import DATA, load_corpus
+from dev.screening.heldout import HELDOUT
 from app.core.diff import STRONG_MATCH_COSINE
 
 RELATED_CLASSES = ("contradiction", "benign_update")

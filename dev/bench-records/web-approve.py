@@ -1,7 +1,7 @@
-"""`PYTHONPATH=<tree> python docs/bench/web-approve.py [N]`: round trips, pool checkouts (sessions)
+"""`PYTHONPATH=<tree> python dev/bench-records/web-approve.py [N]`: round trips, pool checkouts (sessions)
 and thread-pool hops of a reviewer's approval from the change page (GET /review/{id}, then the
 htmx POST /review/{id}/approve), in process, on a fresh embedded PostgreSQL, for the tree on
-PYTHONPATH (docs/bench/web-approve.json holds the base commit's numbers and this branch's)."""
+PYTHONPATH (dev/bench-records/web-approve.json holds the base commit's numbers and this branch's)."""
 
 import asyncio
 import json

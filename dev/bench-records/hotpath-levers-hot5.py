@@ -2,7 +2,7 @@
 
 Usage, from a checkout of the branch with its venv active:
 
-    python docs/bench/hotpath-levers-hot5.py 2000 > levers.json
+    python dev/bench-records/hotpath-levers-hot5.py 2000 > levers.json
 
 Each lever's old and new way are timed in the same process, alternated over `ROUNDS` rounds of N
 calls after 200 warm-up calls (`time.process_time`: every thread of this process, PostgreSQL's CPU

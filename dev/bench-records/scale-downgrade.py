@@ -1,7 +1,7 @@
 """Take a load kept by `memwarden bench scale --data-dir DIR` back to an older migration, so an older
 checkout of Memwarden can `--reuse` it (its serve refuses a database at a revision it does not know).
 
-    python docs/bench/scale-downgrade.py DIR [REVISION]      # REVISION defaults to 0033
+    python dev/bench-records/scale-downgrade.py DIR [REVISION]      # REVISION defaults to 0033
 
 Used for the alternating before/after runs of issue 25's third large-scope pass (docs/benchmarks.md):
 this checkout's `bench scale --reuse DIR` upgrades the load again when it starts the server.

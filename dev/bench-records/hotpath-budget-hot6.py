@@ -2,8 +2,8 @@
 
 Usage, from a checkout with its venv active:
 
-    python docs/bench/hotpath-budget-hot6.py 300 > budget.json
-    python docs/bench/hotpath-budget-hot6.py 300 --no-early   # every embedding on the request thread
+    python dev/bench-records/hotpath-budget-hot6.py 300 > budget.json
+    python dev/bench-records/hotpath-budget-hot6.py 300 --no-early   # every embedding on the request thread
 
 The whole ASGI app runs in process on a fresh embedded PostgreSQL (httpx's ASGITransport, as
 `hotpath-parts.py`); N remembers then N recalls after 30 warm-up pairs. Named functions of the
@@ -134,7 +134,7 @@ def main(n: int, early: bool = True) -> dict:
 
         asyncio.run(drive())
     report["loadavg_before"], report["loadavg_after"] = load_before, os.getloadavg()
-    report["command"] = f"python docs/bench/hotpath-budget-hot6.py {n}" + ("" if early else " --no-early")
+    report["command"] = f"python dev/bench-records/hotpath-budget-hot6.py {n}" + ("" if early else " --no-early")
     return report
 
 

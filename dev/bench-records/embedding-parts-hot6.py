@@ -3,7 +3,7 @@ the CPU budget).
 
 Usage, from a checkout with its venv active:
 
-    python docs/bench/embedding-parts-hot6.py 300
+    python dev/bench-records/embedding-parts-hot6.py 300
 
 Each line: ms of CPU (`time.process_time`, all threads: onnxruntime's pool too) and wall per call,
 after 20 warm-up calls, over N texts shaped like `memwarden bench hotpath`'s: the tokenizer, the

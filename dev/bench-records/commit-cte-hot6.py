@@ -2,7 +2,7 @@
 ways (issue 25 goal 1, sixth pass): `executemany` of one row each (what `commit_pipelined` does), plain
 `execute` each, and one statement (a data-modifying CTE) with the three INSERTs.
 
-Usage, from a checkout with its venv active: `python docs/bench/commit-cte-hot6.py`
+Usage, from a checkout with its venv active: `python dev/bench-records/commit-cte-hot6.py`
 
 Scratch tables shaped like the memory, audit-entry and event rows (text, jsonb, bytea) on a fresh
 embedded PostgreSQL; 4 rounds of 1,500 commits per way after 50 warm-up ones, the order of the ways
@@ -43,4 +43,4 @@ with common.scratch_dir() as d:
                 s=time.process_time()
                 for i in range(N): f(i, f"{name}{r}")
                 res[name].append(round((time.process_time()-s)*1000/N,4))
-        print(json.dumps({"command":"python docs/bench/commit-cte-hot6.py","ms_cpu_per_commit":res,"load_before":load0,"load_after":os.getloadavg()}, indent=1))
+        print(json.dumps({"command":"python dev/bench-records/commit-cte-hot6.py","ms_cpu_per_commit":res,"load_before":load0,"load_after":os.getloadavg()}, indent=1))

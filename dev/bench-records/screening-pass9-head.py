@@ -1,13 +1,13 @@
 """Ninth screening pass (issue 21): leave-one-set-out for the learned removal reader alone.
 
-    python docs/bench/screening-pass9-head.py --baseline before [--seen heldout_v3,...] [--out FILE]
+    python dev/bench-records/screening-pass9-head.py --baseline before [--seen heldout_v3,...] [--out FILE]
 
 For each spent set v3-v8: the removal head (``app.core.screening.removal``) trained by
 ``make_screening_exemplars.train_removal`` *without that set* (and on the spent sets named by ``--seen``
 only; the default is the list before the ninth pass moved v7 and v8 in, which reproduces the figures in
 docs/benchmarks.md), and how many writes its rule ("fires, and a rule cue or a control rule agrees, and no
 compensating control") would add to the stopped attacks and the staged benign writes of the row
-``--baseline`` of docs/bench/screening-pass9.json (the whole default policy without the head). The
+``--baseline`` of dev/bench-records/screening-pass9.json (the whole default policy without the head). The
 figures in docs/benchmarks.md were taken with the rules of the commit that added the head.
 """
 
@@ -19,9 +19,10 @@ import os
 import sys
 from pathlib import Path
 
-from app.bench import make_screening_exemplars as mse
+from dev.screening.train import exemplars as mse
 from app.bench import screening_judge
-from app.bench.corpora import HELDOUT_SETS, load_corpus
+from app.bench.corpora import load_corpus
+from dev.screening.heldout import HELDOUT_SETS
 from app.core.redaction import Redactor
 from app.core.screening import controls
 from app.core.screening.flags import text_fields
@@ -39,7 +40,7 @@ def main() -> int:
     from app.embeddings import LocalMiniLMEmbedder
 
     mse.SEEN_SETS = tuple(s for s in args.seen.split(",") if s)
-    base = json.loads(Path("docs/bench/screening-pass9.json").read_text())[args.baseline]["sets"]
+    base = json.loads(Path("dev/bench-records/screening-pass9.json").read_text())[args.baseline]["sets"]
     embedder, redactor, cache, out = LocalMiniLMEmbedder(), Redactor(), {}, {}
     for name in SETS:
         head = mse.train_removal(embedder, cache=cache, skip_set=name)

@@ -1,9 +1,9 @@
 """Where a large scope's recall spends its time, statement by statement, in process (issue 25 goal 3).
 
 Usage, from a checkout with its venv active, on a load kept by `memwarden bench scale --data-dir DIR`
-(a checkout older than migration 0034 needs `python docs/bench/scale-downgrade.py DIR` first):
+(a checkout older than migration 0034 needs `python dev/bench-records/scale-downgrade.py DIR` first):
 
-    python docs/bench/scale-recall-parts.py DIR AGENT[,AGENT…] [QUESTIONS] > parts.json
+    python dev/bench-records/scale-recall-parts.py DIR AGENT[,AGENT…] [QUESTIONS] > parts.json
 
 For each agent, QUESTIONS (default 150) recalls of a random stored memory's question (seeded; the
 first 5 not counted) through `app.services.recall.recall` on this process's own services, each

@@ -2,7 +2,7 @@
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
-    python docs/bench/hotpath-parts.py 300 > parts.json
+    python dev/bench-records/hotpath-parts.py 300 > parts.json
 
 On a fresh embedded PostgreSQL (default settings), each part is called N times after 20 warm-up
 calls and timed with `time.process_time` (all threads of this process: the onnxruntime pool too;

@@ -1,8 +1,8 @@
 """Train the semantic screening classifier (``app/core/screening/data/semantic_model.npz``).
 
-    python -m app.bench.make_screening_exemplars
+    python -m dev.screening.train.exemplars
 
-Training data: the hand-written exemplars (``app/core/screening/data/exemplars.jsonl``: varied
+Training data: the hand-written exemplars (``dev/screening/data/exemplars.jsonl``: varied
 human sentences per attack family and ordinary memories that resemble them, written for
 Memwarden, no templates, never derived from a held-out corpus); the **dev** split of the generated
 corpus (its injection and exfiltration rows and all its benign rows) (never its test split); and
@@ -38,10 +38,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from app.bench.corpora import DATA, HELDOUT_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
+from app.bench.corpora import DATA, amsb_corpus, benign_load_writes, external_corpus, load_corpus
 from app.core.screening.semantic import LEXICAL_BUCKETS, LEXICAL_WEIGHT, MODEL, Classifier, lexical_buckets
+from dev.screening.heldout import HELDOUT_SETS
 
-EXEMPLARS = MODEL.parent / "exemplars.jsonl"
+EXEMPLARS = Path(__file__).resolve().parents[1] / "data" / "exemplars.jsonl"
+#: The removal head's own written sentences (``app.core.screening.removal``).
+REMOVAL_SENTENCES = EXEMPLARS.parent / "removal_sentences.jsonl"
 L2, STEPS, RATE = 3e-4, 400, 2.0
 """Chosen by leave-one-set-out over the three spent held-out sets (each left out of training in turn,
 rules unchanged; ``--leave-one-set-out``, docs/benchmarks.md): at L2 3e-4 90.6 % caught, 2.7 % benign
@@ -194,13 +197,11 @@ REMOVAL_FAMILY = "fake_lesson"
 
 
 def removal_rows(skip_set: str | None = None) -> list[tuple[str, bool]]:
-    """(text, removes a safeguard) for the removal head: its written sentences (``removal.SENTENCES``),
+    """(text, removes a safeguard) for the removal head: its written sentences (``REMOVAL_SENTENCES``),
     the first stage's fake-lesson attacks, and every benign training row (less ``skip_set``)."""
-    from app.core.screening import removal
-
     rows = [(text, is_attack) for text, is_attack, family in training_rows(skip_set=skip_set)
             if not is_attack or family == REMOVAL_FAMILY]
-    written = [json.loads(line) for line in removal.SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    written = [json.loads(line) for line in REMOVAL_SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
     return rows + [(w["text"], w["label"] == "removes") for w in written]
 
 
@@ -272,7 +273,7 @@ def _second_stage_problems(texts: list[str]) -> list[str]:
     config = json.loads(reranker.CONFIG.read_text(encoding="utf-8"))
     if config.get("skip_set") is not None or config.get("training_rows_sha256") != rows_digest(texts):
         return ["the shipped attack_minilm_int8.onnx was not trained on the current training rows "
-                "(python -m app.bench.make_screening_finetune)"]
+                "(python -m dev.screening.train.finetune)"]
     return []
 
 
@@ -341,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   for f in figures.values())
                               / sum(f["leave_one_family_out"][family]["n"] for f in figures.values()), 4)
                 for family in [f for f in args.families.split(",") if f]}
-        result = {"command": "python -m app.bench.make_screening_exemplars " + " ".join(argv or sys.argv[1:]),
+        result = {"command": "python -m dev.screening.train.exemplars " + " ".join(argv or sys.argv[1:]),
                   "l2": L2, "high_share": HIGH_BENIGN, "sets": figures,
                   "pooled": {"caught": round(pooled[0], 4), "benign_staged": round(pooled[1], 4)},
                   "mean": {"caught": round(mean[0], 4), "benign_staged": round(mean[1], 4)},

@@ -1,10 +1,10 @@
 """Tenth screening pass (issue 21): the rules alone on every row of every data file, before vs after.
 
-    python docs/bench/screening-pass10-rules.py OUT.json                 # screen every row, rules only
-    python docs/bench/screening-pass10-rules.py --compare BEFORE.json AFTER.json
+    python dev/bench-records/screening-pass10-rules.py OUT.json                 # screen every row, rules only
+    python dev/bench-records/screening-pass10-rules.py --compare BEFORE.json AFTER.json
 
 Runs ``screen`` with no embedding (so no model: only the rules) over every row of every
-``app/bench/data/*.jsonl`` file and records each row's overall risk, label and high flags. ``--compare``
+``app/bench/data/*.jsonl`` and held-out file and records each row's overall risk, label and high flags. ``--compare``
 prints, per held-out set, the rows stopped (risk high) by the rules alone, poisoned and benign, and every
 row whose risk moved to or from high. Run it on two commits (e.g. ``git archive`` one into a scratch
 directory and put it first on ``PYTHONPATH``) to see what a rule change does beyond the sets it was read on.
@@ -22,7 +22,7 @@ def screen_all(out: str) -> None:
     from app.core.screening import screen
 
     result = {}
-    for path in sorted(glob.glob("app/bench/data/*.jsonl")):
+    for path in sorted(glob.glob("app/bench/data/*.jsonl") + glob.glob("dev/screening/data/screening_heldout*.jsonl")):
         for n, line in enumerate(open(path, encoding="utf-8")):
             if not line.strip():
                 continue

@@ -1,6 +1,6 @@
 """CPU of screening one remember's content alone, then a cProfile of it (issue 25 goal 1, sixth pass).
 
-Usage, from a checkout with its venv active: `python docs/bench/screening-parts-hot6.py`
+Usage, from a checkout with its venv active: `python dev/bench-records/screening-parts-hot6.py`
 
 `app.core.screening.screen` on 400 texts shaped like `memwarden bench hotpath`'s, with five live
 neighbours and the content's embedding (the semantic classifier runs), after 30 warm-up calls:

@@ -2,7 +2,7 @@
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
-    python docs/bench/pgcpu-account.py OUT.json [--rounds 2] [--levels 1,16] [--no-statements]
+    python dev/bench-records/pgcpu-account.py OUT.json [--rounds 2] [--levels 1,16] [--no-statements]
 
 `memwarden serve` on a fresh embedded PostgreSQL, memorywire's corpus (100 facts a scope), the same
 workload as `memwarden bench compare` (`app.bench.driver_common.run_levels`: remember every fact,

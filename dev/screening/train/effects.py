@@ -1,6 +1,6 @@
 """Train the per-category heads of ``app.core.screening.effect_heads`` (``data/effect_heads.npz``).
 
-Data: ``app/bench/data/effect_examples.jsonl``, one row per sentence, ``{"text", "effects"}``:
+Data: ``dev/screening/data/effect_examples.jsonl``, one row per sentence, ``{"text", "effects"}``:
 the categories of effect the sentence would have on an agent that believed it (``directive``,
 ``authority``, ``destination``, ``high_impact_fact``, ``trusted_source``, ``command``), or none.
 They were written for these heads as descriptions of each effect in several registers (a chat
@@ -18,8 +18,8 @@ cuts: ``support`` where ``SUPPORT_SHARE`` of the negatives lie above (6 %: enoug
 structure), ``alone`` where ``ALONE_SHARE`` do (1 %: a head that raises a category by itself must
 be sure, since a short or unusual note embeds noisily).
 
-    python -m app.bench.make_screening_effects          # retrain and write the model file
-    python -m app.bench.make_screening_effects --check  # verify the shipped file matches the data
+    python -m dev.screening.train.effects          # retrain and write the model file
+    python -m dev.screening.train.effects --check  # verify the shipped file matches the data
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from typing import Sequence
 
 import numpy as np
 
-from app.bench.make_screening_exemplars import embed_all, fit, out_of_fold, word_matrix
+from dev.screening.train.exemplars import embed_all, fit, out_of_fold, word_matrix
 from app.core.screening import effects
 from app.core.screening.effect_heads import MODEL, Heads
 
-EXAMPLES = Path(__file__).resolve().parent / "data" / "effect_examples.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[1] / "data" / "effect_examples.jsonl"
 SUPPORT_SHARE, ALONE_SHARE = 0.06, 0.01
 SUPPORT_FLOOR, ALONE_FLOOR = 0.25, 0.5
 POSITIVE_COPIES = 3
@@ -58,15 +58,14 @@ def examples() -> list[dict]:
 
 
 def ordinary(skip: set[str]) -> list[dict]:
-    """The semantic classifier's benign exemplars (``app/core/screening/data/exemplars.jsonl``:
+    """The semantic classifier's benign exemplars (``dev/screening/data/exemplars.jsonl``:
     ordinary notes in many registers and languages) as rows with no effect, for calibration: a few
     hundred written sentences cannot show a head what ordinary memory looks like. A benign note can
     still carry an effect (a runbook's command, a reminder's schedule), so a row is left out of every
     head whose category its structure raises (``effects.detect`` without heads); a head is taught
     only that such notes are not its category when nothing about them says they are."""
-    from app.core.screening.semantic import MODEL as SEMANTIC_MODEL
+    from dev.screening.train.exemplars import EXEMPLARS as path
 
-    path = SEMANTIC_MODEL.parent / "exemplars.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     found = []
     benign = [r for r in rows if r["label"] == "benign"]

@@ -1,6 +1,6 @@
 """Tenth screening pass (issue 21): the whole default policy on every spent set, v3-v9.
 
-    python docs/bench/screening-pass10.py [--label NAME] [--out docs/bench/screening-pass10.json] [--cache FILE] [--show]
+    python dev/bench-records/screening-pass10.py [--label NAME] [--out dev/bench-records/screening-pass10.json] [--cache FILE] [--show]
 
 How rows are judged and cached: `spent_sets_policy.py` beside this file.
 """

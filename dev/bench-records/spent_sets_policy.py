@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from app.bench import screening_judge
-from app.bench.corpora import HELDOUT_SETS
+from dev.screening.heldout import HELDOUT_SETS
 from app.core.redaction import Redactor
 from app.core.screening import semantic
 

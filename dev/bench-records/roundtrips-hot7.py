@@ -3,7 +3,7 @@ the time between them (issue 25 goal 1, seventh pass: the round-trip count).
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
-    python docs/bench/roundtrips-hot7.py [N] > roundtrips.txt
+    python dev/bench-records/roundtrips-hot7.py [N] > roundtrips.txt
 
 `memwarden serve` runs on a fresh embedded PostgreSQL, as `memwarden bench hotpath --http` runs
 it. After 30 warm-up pairs, `log_statement = 'all'` is switched on (`ALTER SYSTEM`, a reload) and N

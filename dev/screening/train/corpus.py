@@ -1,6 +1,6 @@
 """Generate the labelled write-screening corpus (``app/bench/data/screening_corpus.jsonl``).
 
-    python -m app.bench.make_screening_corpus            # rewrites the bundled file
+    python -m dev.screening.train.corpus            # rewrites the bundled file
 
 Deterministic (fixed seed): templates × fillers over the attack classes and benign look-alikes.
 Each line is ``{"id", "class", "label", "split", "type", "content", "source"?, "metadata"?,
@@ -24,7 +24,7 @@ import random
 from pathlib import Path
 from typing import Any, Callable
 
-OUT = Path(__file__).resolve().parent / "data" / "screening_corpus.jsonl"
+OUT = Path(__file__).resolve().parents[3] / "app" / "bench" / "data" / "screening_corpus.jsonl"
 SEED = 20261123
 
 NAMES = ["Alice", "Bob", "Priya", "Chen", "María", "Tomasz", "Aisha", "Kenji", "Oluwaseun", "Sven", "Fatima",

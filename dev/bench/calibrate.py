@@ -48,7 +48,7 @@ import numpy as np
 
 from app.bench import common
 
-DATA = Path(__file__).resolve().parent / "data" / "calibration.json"
+DATA = Path(__file__).resolve().parents[2] / "app" / "bench" / "data" / "calibration.json"
 BETAS = tuple(round(b, 1) for b in np.arange(0.0, 1.01, 0.1))
 
 

@@ -3,14 +3,14 @@
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
-    python docs/bench/roundtrip-levers-hot7.py [N] > levers.json
+    python dev/bench-records/roundtrip-levers-hot7.py [N] > levers.json
 
 In process, on a fresh embedded PostgreSQL (`common.in_process_context`):
 
 - `driver_commit`: `AuditLog.commit_on_driver` of one audit entry, N times on one tenant (what a
   lone remember's commit is, without its memory and event rows): lock + heads, then the entry and
   the COMMIT, as the tree does it: main's three round trips (BEGIN alone, the lock, the entry with
-  the COMMIT), or two with `git apply docs/bench/driver-commit-begin-hot7.patch` (the BEGIN in one
+  the COMMIT), or two with `git apply dev/bench-records/driver-commit-begin-hot7.patch` (the BEGIN in one
   pipeline with the lock; measured, not kept).
 - `recall_legs` (only where `search.recall_candidates` exists): recall's two candidate statements
   for a 40-memory scope in autocommit, N times each way, alternated in blocks of 50: one after the
@@ -96,7 +96,7 @@ def main(n: int) -> dict:
                 way: {key: round(statistics.fmean(block[key] for block in blocks), 4) for key in blocks[0]}
                 for way, blocks in results.items()}
     report["loadavg_after"] = os.getloadavg()
-    report["command"] = f"python docs/bench/roundtrip-levers-hot7.py {n}"
+    report["command"] = f"python dev/bench-records/roundtrip-levers-hot7.py {n}"
     return report
 
 

@@ -2,7 +2,7 @@
 
 Usage, from a checkout with its venv active (run it in a worktree of each tree to compare them):
 
-    python docs/bench/hotpath-levers.py 1000 > levers.json
+    python dev/bench-records/hotpath-levers.py 1000 > levers.json
 
 On a fresh embedded PostgreSQL holding 150 remembered facts (7 users of one agent), each piece is
 called N times after 20 warm-up calls and timed with `time.process_time` (this process only;

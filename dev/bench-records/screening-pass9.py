@@ -1,6 +1,6 @@
 """Ninth screening pass (issue 21): the whole default policy on every spent set, v3-v8.
 
-    python docs/bench/screening-pass9.py [--label NAME] [--out docs/bench/screening-pass9.json] [--cache FILE] [--show]
+    python dev/bench-records/screening-pass9.py [--label NAME] [--out dev/bench-records/screening-pass9.json] [--cache FILE] [--show]
 
 How rows are judged and cached: `spent_sets_policy.py` beside this file.
 """
