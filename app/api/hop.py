@@ -1,4 +1,4 @@
-"""The hot routes' one trip to a worker thread, without anyio's per-call machinery (issue 25).
+"""The hot routes' one trip to a worker thread, without anyio's per-call machinery.
 
 Starlette's `run_in_threadpool` goes through anyio: a capacity limiter, a cancel scope, run-scoped
 variables and a queue hand-off per call (a fifth of a recall's GIL samples under py-spy, ~37 µs of

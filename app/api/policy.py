@@ -1,5 +1,5 @@
 """`/v1/policy/suggestions`: policy rules learned from the tenant's decisions, for an admin key to
-accept (it becomes a learned rule with its provenance) or dismiss (issue 22 item 6)."""
+accept (it becomes a learned rule with its provenance) or dismiss."""
 
 from __future__ import annotations
 

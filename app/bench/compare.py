@@ -288,7 +288,7 @@ def throughput_bound(per_side: dict[str, Any], floor: dict[str, Any]) -> dict[st
 
 
 def goals(summary: dict[str, Any]) -> dict[str, bool]:
-    """Issue 25's throughput goal at 16 clients (only for the libraries that ran)."""
+    """The throughput goal at 16 clients (only for the libraries that ran)."""
     c = str(GOALS["goal_clients"])
     out: dict[str, bool] = {}
     for other, minimum in (("memorywire", GOALS["ops_over_memorywire_min"]), ("mem0", GOALS["ops_over_mem0_min"])):

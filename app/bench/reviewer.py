@@ -1,5 +1,5 @@
 """`memwarden bench reviewer`: how many human decisions the learned policy saves, and that it lets
-no poisoned write through (issue 22 item 8).
+no poisoned write through.
 
 A stream of writes (default 2,000: ~5 % poisoned, from the screening corpus; the rest benign, from
 the writes the other benchmarks make and the corpus's benign rows) from a handful of agents, each

@@ -21,8 +21,8 @@
    big agent, how much of an exact scan's top 20 recall's vector search returns (found@20) is
    measured in process. Scopes up to FULL_SCAN_MAX (2,000) rows are ranked exactly; larger ones
    are shortlisted over their binary codes held in the server process and re-ranked (filtered
-   requests, which none of these are, take the code-scan or HNSW statements). The goal checked
-   (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query
+   requests, which none of these are, take the code-scan or HNSW statements). The goal checked:
+   p95 <= 30 ms with found@20 >= 0.95. One query
    of each kind is replayed in-process under EXPLAIN (ANALYZE, BUFFERS) and the plans are kept in
    the report, with how many of the recall counters' row updates were HOT; and for each big agent,
    every vector path's statement (full scan; binary codes with 100, 200, 400 re-ranked; HNSW with
@@ -648,7 +648,7 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def goals(report: dict[str, Any]) -> dict[str, bool]:
-    """Issue 25's large-scope goal per large agent (recall p95 <= 30 ms with the vector search
+    """The large-scope goal per large agent (recall p95 <= 30 ms with the vector search
     returning >= 0.95 of an exact scan's top 20), and the 100-row scopes' p95 <= 50 ms."""
     out = {}
     if "recall_spread" in report:

@@ -1,4 +1,4 @@
-"""SQL is written in `app/repos` only (ARCHITECTURE.md: "the only place SQL is written").
+"""SQL is written in `app/repos` only (docs/design/architecture.md: "the only place SQL is written").
 
 A statement-building site is, in a module of `app/` outside `app/repos/`, `app/db/` (engine,
 models, migrations) and `app/bench/` (measurement harnesses that drive their own databases):

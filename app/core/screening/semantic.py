@@ -26,13 +26,13 @@ which 6 % and 3 % of its benign rows would be flagged, never on a blind held-out
 
 Scoring each sentence as well as the whole text (sentence vectors pooled from the same forward
 pass) was tried for orders buried in long paragraphs and left out: on the spent sets it stopped
-as many more benign writes as attacks (docs/benchmarks.md, fourth pass).
+as many more benign writes as attacks (docs/benchmarks.md, screening).
 
 When this first stage is unsure (its probability at or above a gate), a second stage joins the
 vote: a fine-tuned MiniLM classifier that reads the text itself (``reranker``); the flag's score is
 then the mean of the two probabilities, with the second stage's thresholds. On the fourth held-out
 set, with both trained without it, the mean stopped more attacks at fewer false positives than
-either model alone (docs/benchmarks.md, fifth pass).
+either model alone (docs/benchmarks.md, screening).
 
 It runs only when the embedding came from the model the exemplars were embedded with (another
 embedder's vectors are not comparable) and is skipped for procedural (FSM JSON) writes. Evidence

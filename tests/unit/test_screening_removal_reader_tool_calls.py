@@ -1,4 +1,4 @@
-"""Ninth screening pass (issue 21): the learned removal reader, domain tool calls with harmful
+"""Screening by the learned removal reader, and of domain tool calls with harmful
 arguments, policy-memo grants, copies to the user's own named contact, and relaxations that keep a
 compensating control. Examples written for these tests (none from a held-out set or the head's
 training sentences)."""

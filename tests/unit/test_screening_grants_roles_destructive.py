@@ -1,4 +1,4 @@
-"""Eighth screening pass (issue 21): grants in tag and metadata values, terse role changes, and
+"""Screening of grants in tag and metadata values, terse role changes, and
 destructive commands with a directive to skip the confirmation. Examples written for these tests."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tenth screening pass (issue 21), rules only: standing exemptions and claimed credentials, cross-user
+"""Screening by the rules alone: standing exemptions and claimed credentials, cross-user
 bridges, commands as chores, secret harvesting as a chore, protected keys by meaning. Examples written
 for these tests (none from a held-out set or any training sentence)."""
 
