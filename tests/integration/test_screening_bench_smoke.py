@@ -50,11 +50,11 @@ def bench_rows(tmp_path_factory) -> tuple[list[dict[str, Any]], Path]:
     return rows, data
 
 
-def run_bench(command: list[str], data: Path, tmp_path: Path) -> tuple[dict[str, Any], str]:
+def run_bench(command: list[str], data: Path, tmp_path: Path, **env: str) -> tuple[dict[str, Any], str]:
     out = tmp_path / "screening.json"
     done = subprocess.run([sys.executable, "-m", *command, "--data", str(data), "--out", str(out)],
-                          cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
-                          timeout=600)
+                          cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden", **env), capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(out.read_text()), done.stdout
 
@@ -69,7 +69,7 @@ def shipped_run(bench_rows, tmp_path_factory) -> tuple[list[dict[str, Any]], dic
 
 
 @pytest.fixture(scope="module")
-def bench_run(bench_rows, tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+def bench_run(bench_rows, tmp_path_factory, dev_vector_cache) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
     """One `python -m dev.screening.bench --data ROWS --sets heldout --families exfiltration --out …` in
     its own process: (the rows given, the report, stdout). It runs the shipped benchmark with every extra
     corpus and adds the held-out set; one hand-written set and one left-out family exercise every part
@@ -77,7 +77,7 @@ def bench_run(bench_rows, tmp_path_factory) -> tuple[list[dict[str, Any]], dict[
     busy box; the whole run is the benchmark's, not a test's)."""
     rows, data = bench_rows
     report, printed = run_bench(["dev.screening.bench", "--sets", "heldout", "--families", "exfiltration"], data,
-                                tmp_path_factory.mktemp("bench-screening-dev"))
+                                tmp_path_factory.mktemp("bench-screening-dev"), **dev_vector_cache)
     return rows, report, printed
 
 

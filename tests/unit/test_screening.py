@@ -536,17 +536,19 @@ def test_semantic_classifier_costs_microseconds(minilm) -> None:
     assert (time.perf_counter() - started) / 1000 < 0.001  # well under the 1 ms budget per write
 
 
-def test_shipped_classifier_is_what_its_exemplars_train() -> None:
+def test_shipped_classifier_is_what_its_exemplars_train(dev_vector_cache) -> None:
     """The npz is built from the repository's exemplars, the dev split and the spent held-out sets only:
     retraining reproduces it, and no training row is in the test split, a blind held-out set or an
     external corpus (run as the command, like benches)."""
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
+    # Thousands of rows to embed on a shared box (reused from the held-out benchmark's run when it ran first).
     done = subprocess.run([sys.executable, "-m", "dev.screening.train.exemplars", "--check"], cwd=root,
-                          capture_output=True, text=True, timeout=900)  # ~1000 rows to embed on a shared box
+                          env={**os.environ, **dev_vector_cache}, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert done.stdout.startswith("ok:")
     families = {json.loads(line)["family"] for line in

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -111,16 +112,32 @@ def fit(vectors: np.ndarray, texts: Sequence[str], labels: Sequence[bool], model
     word part is sparse, so it is built from the buckets each row uses rather than 16 384 columns."""
     y = np.asarray(labels, dtype=np.float64)
     embedded = np.asarray(vectors, dtype=np.float64)
-    words = word_matrix(texts)
-    columns, lexical_rows = words
-    gram = embedded @ embedded.T + lexical_rows @ lexical_rows.T
+    per_row = [lexical_buckets(t) for t in texts]
+    weights = np.array([LEXICAL_WEIGHT / np.sqrt(len(b)) if len(b) else 0.0 for b in per_row])
+    gram = embedded @ embedded.T + lexical_gram(per_row, weights)
     alpha, bias = _descend(gram, y)
     lexical = np.zeros(LEXICAL_BUCKETS, dtype=np.float64)
-    lexical[columns] = lexical_rows.T @ alpha
+    for buckets, coefficient in zip(per_row, weights * alpha):
+        lexical[buckets] += coefficient
     medium = high = 0.5
     if calibrate:
         medium, high = thresholds(gram, y)
     return Classifier((embedded.T @ alpha).astype(np.float32), lexical.astype(np.float32), bias, model, medium, high)
+
+
+def lexical_gram(per_row: Sequence[np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """The word part of the Gram matrix: rows i and j share ``count`` distinct buckets, each of value
+    ``weights[i]`` and ``weights[j]``, so their dot product is ``count * weights[i] * weights[j]``. The
+    counts come from each bucket's rows (a few dozen buckets a row), not from a rows x buckets product."""
+    rows_of: dict[int, list[int]] = {}
+    for i, buckets in enumerate(per_row):
+        for bucket in buckets.tolist():
+            rows_of.setdefault(bucket, []).append(i)
+    counts = np.zeros((len(per_row), len(per_row)), dtype=np.float64)
+    for rows in rows_of.values():
+        index = np.asarray(rows)
+        counts[np.ix_(index, index)] += 1.0
+    return counts * np.outer(weights, weights)
 
 
 def word_matrix(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -183,13 +200,35 @@ def train(embedder=None, skip_family: str | None = None, cache: dict[str, np.nda
     return fit(embed_all(embedder, texts, cache), texts, [r[1] for r in rows], embedder.name)
 
 
+VECTOR_CACHE_ENV = "DEV_SCREENING_VECTOR_CACHE"
+"""A folder where ``embed_all`` keeps the vectors it computed, per model, for the next process (the
+test suite runs the trainer's ``--check`` and the held-out benchmark on the same rows). Unset: none."""
+
+
+def _vector_store(embedder) -> Path | None:
+    folder = os.environ.get(VECTOR_CACHE_ENV)
+    if not folder:
+        return None
+    return Path(folder) / f"{hashlib.sha256(embedder.name.encode()).hexdigest()[:16]}.npz"
+
+
 def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | None = None) -> np.ndarray:
-    """Vectors for ``texts``, embedding only those not in ``cache``."""
+    """Vectors for ``texts``, embedding only those not in ``cache`` (nor in the ``VECTOR_CACHE_ENV`` folder)."""
     texts = list(texts)
     cache = {} if cache is None else cache
+    store = _vector_store(embedder)
+    if store is not None and store.is_file():
+        with np.load(store, allow_pickle=False) as saved:
+            cache.update((t, v) for t, v in zip(saved["texts"].tolist(), saved["vectors"]) if t not in cache)
     missing = [t for t in dict.fromkeys(texts) if t not in cache]
     if missing:
         cache.update(zip(missing, embedder.embed(missing)))
+        if store is not None:
+            store.parent.mkdir(parents=True, exist_ok=True)
+            known = [t for t, v in cache.items() if isinstance(t, str) and isinstance(v, np.ndarray)]
+            partial = store.with_suffix(".partial.npz")
+            np.savez(partial, texts=np.array(known, dtype=str), vectors=np.stack([cache[t] for t in known]))
+            partial.replace(store)
     return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
 
 
