@@ -11,7 +11,7 @@ import pytest
 
 from app.core.screening import EXPLANATIONS, controls, removal, screen
 from app.core.screening.hostile import HOSTILE
-from dev.screening.train.exemplars import REMOVAL_SENTENCES
+from tests.harness import PROJECT_ROOT
 
 
 def flags_of(content: str, **kw) -> dict[str, dict]:
@@ -35,7 +35,8 @@ def minilm():
 def test_the_head_ships_for_the_local_model_and_no_training_sentence_repeats(minilm) -> None:
     head = removal.load()
     assert head is not None and head.model == minilm.name and head.weights.shape == (384,)
-    rows = [json.loads(line) for line in REMOVAL_SENTENCES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    sentences = PROJECT_ROOT / "dev" / "screening" / "data" / "removal_sentences.jsonl"  # its training sentences
+    rows = [json.loads(line) for line in sentences.read_text(encoding="utf-8").splitlines() if line.strip()]
     texts = [r["text"] for r in rows]
     assert len(texts) == len(set(texts)) and {r["label"] for r in rows} == {"removes", "keeps"}
 
