@@ -198,8 +198,9 @@ def summary(report: dict[str, Any]) -> str:
     lines.append(common.table(class_rows, ["class (test split)", "label", "n", "staged or denied", "flagged (any)"]))
     lat = report["screen_latency"]
     lines.append(f"screening per write: p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms, p99 {lat['p99_ms']} ms")
-    worst = max(report["hostile_64kib_ms"].items(), key=lambda item: item[1])
-    lines.append(f"slowest hostile 64 KiB input: {worst[0]} {worst[1]} ms")
+    if report["hostile_64kib_ms"]:
+        worst = max(report["hostile_64kib_ms"].items(), key=lambda item: item[1])
+        lines.append(f"slowest hostile 64 KiB input: {worst[0]} {worst[1]} ms")
     lines += extra_summary(report)
     return "\n".join(lines)
 

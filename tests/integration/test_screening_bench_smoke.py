@@ -107,7 +107,8 @@ def test_the_cli_reports_a_subset_of_every_class(run, request) -> None:
     for rate in ("catch_rate", "false_positive_rate", "reviewer_load"):
         assert 0 <= everything[rate] <= 1
     assert set(report["goals"]) == {"catch_rate_ge_0.90", "benign_staged_le_0.05", "measured_on"}
-    assert set(report["hostile_64kib_ms"]) == set(HOSTILE)
+    # The shipped command times every hostile input; the held-out run leaves that to it.
+    assert set(report["hostile_64kib_ms"] or ()) == (set(HOSTILE) if run == "shipped_run" else set())
     assert "poisoned caught" in printed
 
 
