@@ -14,8 +14,6 @@ from app.cli_common import Commands
 # Every `memwarden bench …` subcommand, one module each, in help order.
 BENCHMARKS: list[str] = [
     "app.bench.recall",      # memwarden bench recall     — memorywire corpus, quality + latency over HTTP
-    "app.bench.calibrate",   # memwarden bench calibrate  — the default relevance floor, on our own data
-    "app.bench.diff_match",  # memwarden bench diff-match — when a review page diffs against the closest memory
     "app.bench.scale",       # memwarden bench scale      — recall latency at N memories, ingest rate
     "app.bench.review",      # memwarden bench review     — queue/detail render and approvals at 100k pending
     "app.bench.audit",       # memwarden bench audit      — durable audit appends/s, offline verify events/s
@@ -28,7 +26,6 @@ BENCHMARKS: list[str] = [
     "app.bench.rate_limit",  # memwarden bench rate-limit — per-request cost of the shared rate limit
     "app.bench.fusion",      # memwarden bench fusion     — memorywire's adversarial-fusion experiment through the router
     "app.bench.router",      # memwarden bench router     — recall cost per memory backend, outbox rate and lag
-    "app.bench.read_budget",  # memwarden bench read-budget — distinct memories a normal agent reads, on the corpora
     "app.bench.replicas",    # memwarden bench replicas   — recall throughput with 0, 1 and 2 read replicas
     "app.bench.reviewer",    # memwarden bench reviewer   — human decisions before/after learned policy rules
     "app.bench.backtest",    # memwarden bench backtest   — seconds to backtest a policy change over 10k decisions

@@ -1,5 +1,5 @@
 """axe-core finds no critical or serious accessibility violation on any page, at a 1366 px desktop and
-a 390 px phone, in a real Chromium (issue 22 §9).
+a 390 px phone, in a real Chromium.
 
 axe-core comes from the npm registry, installed once into a cache directory (as the MCP conformance
 and OpenID tests get their npm packages); nothing is fetched from a CDN while the test runs. The

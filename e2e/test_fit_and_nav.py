@@ -1,5 +1,5 @@
 """Every page fits a 390 px phone and a 1440 px desktop without sideways scrolling, the nav offers
-only what the role may open, and the tab shows a favicon — in a real Chromium (issue 11 §5)."""
+only what the role may open, and the tab shows a favicon — in a real Chromium."""
 
 import subprocess
 

@@ -1,4 +1,4 @@
-"""Fast decisions stay safe (issue 22 item 1), in a real Chromium: the `a` key never approves a
+"""Fast decisions stay safe, in a real Chromium: the `a` key never approves a
 high-risk change by itself, and bulk approve of a flagged contradiction supersedes the old fact."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Change pages give reviewers the context they need (issue 22 §4), in a real Chromium: the agent's
+"""Change pages give reviewers the context they need, in a real Chromium: the agent's
 reason, hard deletes that look dangerous, per-memory choice in a forget, merges that mark the
 canonical memory and warn about unrelated items, procedures as transition tables, flag evidence
 marked in the content, the source, and a pending-change notice on the memory page."""

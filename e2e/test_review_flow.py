@@ -99,7 +99,7 @@ def test_two_reviewers_satisfy_a_two_person_rule(browser, world):
         if expected:
             page.get_by_test_id("approve").click()
             expect(page.get_by_test_id("decided")).to_have_attribute("data-status", expected)
-        else:  # the same reviewer is told they approved and offered no second approve (issue 22)
+        else:  # the same reviewer is told they approved and offered no second approve
             expect(page.get_by_test_id("you-approved")).to_contain_text("You already approved this change")
             expect(page.get_by_test_id("approve")).to_have_count(0)
         context.close()

@@ -290,7 +290,7 @@ def test_question_mark_opens_the_shortcut_help_on_every_page(page, world, axe_so
 
 
 def test_similar_live_memories_are_listed_only_above_the_calibrated_threshold(page, world):
-    assert SIMILAR_MIN_COSINE == STRONG_MATCH_COSINE  # one threshold, calibrated by `memwarden bench diff-match`
+    assert SIMILAR_MIN_COSINE == STRONG_MATCH_COSINE  # one threshold, calibrated by `python -m dev.bench diff-match`
     unrelated = world.remember("Nora's dentist appointment is on Friday at 3pm.", user_id="nora")
     close = world.remember("Nora's office is in building 4.", user_id="nora")
     staged = world.remember("Nora's office is in building 9.", staged=True, user_id="nora")

@@ -1,4 +1,4 @@
-"""Deciding from the queue (issue 22 §2), in a real Chromium: rows show the user and what a forget or
+"""Deciding from the queue, in a real Chromium: rows show the user and what a forget or
 merge touches, and "Next" keeps the queue's filter and sort and skips changes you already approved."""
 
 import json

@@ -1,4 +1,4 @@
-"""The review queue triages and the UI never lies (issue 11 §3–§4), in a real Chromium.
+"""The review queue triages and the UI never lies, in a real Chromium.
 
 Each test signs a reviewer into a fresh tenant, so queues and counts are the test's own."""
 

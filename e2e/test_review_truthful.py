@@ -1,4 +1,4 @@
-"""Change pages that stay truthful (issue 22 §3), in a real Chromium: a word diff only against a memory
+"""Change pages that stay truthful, in a real Chromium: a word diff only against a memory
 about the same thing, choices named by content, a decided change that keeps what its reviewer saw
 and names them, and rejections that look like rejections."""
 

@@ -1,4 +1,4 @@
-"""The reviewer benchmark's browser flows (issue 22 item 8) run end to end in Chromium: a scripted
+"""The reviewer benchmark's browser flows run end to end in Chromium: a scripted
 reviewer works 3 seeded changes per flow (single page, keyboard only, bulk) and every decision lands
 as the ground truth says. The suite runs the benchmark as a command, never importing `app.bench`."""
 

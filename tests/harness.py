@@ -255,6 +255,14 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="session")
+def dev_vector_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment that lets the screening trainer's processes of one run share their embeddings
+    (``dev.screening.train.exemplars.VECTOR_CACHE_ENV``): its `--check` and the held-out benchmark
+    embed the same few thousand training rows with the same model."""
+    return {"DEV_SCREENING_VECTOR_CACHE": str(tmp_path_factory.mktemp("dev-vectors"))}
+
+
+@pytest.fixture(scope="session")
 def live_server(settings: Settings) -> Iterator[str]:
     proc, base_url = start_server(settings)
     yield base_url

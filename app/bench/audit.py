@@ -47,7 +47,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--chains", default="1,8", help="chain counts to run (comma-separated)")
     parser.add_argument("--verify-events", type=int, default=100_000, help="events in the exported chain")
     parser.add_argument("--repeat", type=int, default=3, help="verification runs per mode (best is reported)")
-    parser.add_argument("--out", default="docs/bench/audit.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.add_argument("--data-dir", help="keep the database here (must be empty) instead of a temp dir")
     parser.set_defaults(func=run)
 

@@ -288,7 +288,7 @@ def throughput_bound(per_side: dict[str, Any], floor: dict[str, Any]) -> dict[st
 
 
 def goals(summary: dict[str, Any]) -> dict[str, bool]:
-    """Issue 25's throughput goal at 16 clients (only for the libraries that ran)."""
+    """The throughput goal at 16 clients (only for the libraries that ran)."""
     c = str(GOALS["goal_clients"])
     out: dict[str, bool] = {}
     for other, minimum in (("memorywire", GOALS["ops_over_memorywire_min"]), ("mem0", GOALS["ops_over_mem0_min"])):
@@ -398,6 +398,6 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int, default=2, help="passes over the corpus per level (default 2)")
     p.add_argument("--workers", type=int, default=1, help="`memwarden serve --workers` (default 1)")
     p.add_argument("--k", type=int, default=5)
-    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/compare.json)")
+    p.add_argument("--out", help="write the JSON report here (e.g. compare.json)")
     p.add_argument("--data-dir", help="use (and keep) this empty directory instead of a temporary one")
     p.set_defaults(func=cmd_compare)

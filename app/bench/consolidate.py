@@ -38,7 +38,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--seeds", default="7,11,23", help="comma list of month seeds (one tenant each)")
     parser.add_argument("--noise-per-day", type=int, default=12)
     parser.add_argument("--protect-recalled-days", type=float, default=7.0)
-    parser.add_argument("--out", default="docs/bench/consolidate.json")
+    parser.add_argument("--out", help="write the report as JSON here")
     parser.set_defaults(func=run)
 
 

@@ -44,7 +44,7 @@ METHODS = ("rrf", "max", "weighted")
 def add_parser(bench: argparse._SubParsersAction) -> None:
     parser = bench.add_parser("fusion", help="memorywire's adversarial-fusion experiment through the router")
     parser.add_argument("--seed", type=int, default=SEED)
-    parser.add_argument("--out", default="docs/bench/fusion.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.set_defaults(func=run)
 
 

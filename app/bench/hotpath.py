@@ -10,7 +10,7 @@ process against a fresh embedded PostgreSQL, driven by httpx's ASGI transport on
 - CPU milliseconds of this process (`time.process_time`, all threads: the event loop, the thread
   pool and the embedder), which other processes' load inflates far less than wall time;
 - optionally a cProfile of the timed requests (`--profile FILE`, cumulative top functions printed);
-- the floor a request cannot go below here (issue 25), sampled beside every timed request so the
+- the floor a request cannot go below here, sampled beside every timed request so the
   same load falls on both: one single-text embedding (wall), a `/healthz` exchange through the same
   client, and one durable commit (an autocommit statement that takes a transaction id, so its
   commit record is flushed to the WAL); and each operation's p50/p95 over that floor's p50, and its
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace, settings=None) -> int:
 
 
 def measure_http(args: argparse.Namespace) -> dict[str, Any]:
-    """Issue 25 goal 1 over real HTTP: `memwarden serve` in its own process on a fresh embedded
+    """The near-the-floor goal over real HTTP: `memwarden serve` in its own process on a fresh embedded
     PostgreSQL, one keep-alive client in this process, remembers and recalls one at a time, each
     beside a sample of the floor (an embedding by the same model in this process, a `/healthz`
     exchange over the same connection, a durable commit on the server's database). Server CPU is
@@ -370,7 +370,7 @@ def floor_summary(samples: dict[str, list[float]]) -> dict[str, Any]:
 
 
 GOALS = {"p50_over_floor_max": 1.5, "p95_over_floor_max": 2.0, "remember_cpu_over_embedding_cpu_max": 1.5}
-"""Issue 25, goal 1 ("near the floor")."""
+"""The hot path's goal: "near the floor"."""
 
 
 def near_floor(result: dict[str, Any], floor: dict[str, Any], embed_cpu: float, *,
@@ -444,13 +444,13 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--profile", help="write a cProfile of the timed requests here")
     parser.add_argument("--top", type=int, default=40, help="profile rows printed")
-    parser.add_argument("--out", help="write the JSON report here (e.g. docs/bench/hotpath.json)")
+    parser.add_argument("--out", help="write the JSON report here (e.g. hotpath.json)")
     parser.add_argument("--http", action="store_true",
-                        help="time remember and recall over HTTP against `memwarden serve` (issue 25 goal 1), "
+                        help="time remember and recall over HTTP against `memwarden serve` (the near-the-floor goal), "
                              "with the floor and the server process's CPU, instead of in process")
     parser.add_argument("--key-owner", action="store_true",
                         help="in process: the key belongs to a reviewer, so each approval is counted as theirs "
-                             "(issue 22's two-person rule)")
+                             "(the two-person rule)")
     parser.set_defaults(func=run)
 
 

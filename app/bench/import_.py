@@ -157,6 +157,6 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--agents", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--seed", type=int, default=11)
-    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/import.json)")
+    p.add_argument("--out", help="write the JSON report here (e.g. import.json)")
     p.add_argument("--data-dir", help="use (and keep) this empty directory instead of a temporary one")
     p.set_defaults(func=cmd_import)

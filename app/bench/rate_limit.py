@@ -27,7 +27,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--requests", type=int, default=2_000, help="requests per variant per round")
     parser.add_argument("--rounds", type=int, default=4, help="rounds; variants alternate ABBA")
     parser.add_argument("--threads", type=int, default=4, help="threads hitting one key's bucket at once")
-    parser.add_argument("--out", default="docs/bench/rate-limit.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.set_defaults(func=run)
 
 

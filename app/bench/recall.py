@@ -11,7 +11,7 @@ each query with k=5 and the query's `user_id`. Quality is scored exactly as memo
 
 Latency is client-side wall time per request (keep-alive connection, after a warm-up), with
 nearest-rank percentiles. The relevance floor is the server default: it was calibrated on
-Memwarden's own data (`memwarden bench calibrate`), never on this corpus.
+Memwarden's own data (`python -m dev.bench calibrate` in a checkout), never on this corpus.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("recall", help="memorywire's microbenchmark corpus over HTTP on a fresh database",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--corpus", default=DEFAULT_CORPUS, help=f"corpus JSON (default {DEFAULT_CORPUS})")
-    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/recall.json)")
+    p.add_argument("--out", help="write the JSON report here (e.g. recall.json)")
     p.add_argument("--runs", type=int, default=3,
                    help="passes (each remembers the corpus under its own agent and runs every query); default 3")
     p.add_argument("--k", type=int, default=5)

@@ -34,7 +34,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--memories", type=int, default=500, help="memories of the one agent recalled from")
     parser.add_argument("--threads", type=int, default=8, help="concurrent recall callers")
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each round")
-    parser.add_argument("--out", default="docs/bench/replicas.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.set_defaults(func=run)
 
 

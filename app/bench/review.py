@@ -53,7 +53,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--approvals", type=int, default=1_000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="server worker processes (one per core)")
-    parser.add_argument("--out", default="docs/bench/review.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.add_argument("--data-dir")
     parser.set_defaults(func=run)
 

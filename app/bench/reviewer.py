@@ -1,5 +1,5 @@
 """`memwarden bench reviewer`: how many human decisions the learned policy saves, and that it lets
-no poisoned write through (issue 22 item 8).
+no poisoned write through.
 
 A stream of writes (default 2,000: ~5 % poisoned, from the screening corpus; the rest benign, from
 the writes the other benchmarks make and the corpus's benign rows) from a handful of agents, each
@@ -56,7 +56,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
                         help="MEMWARDEN_SUGGEST_MIN_DECISIONS for the server")
     parser.add_argument("--browser", action="store_true",
                         help="also measure reviewer UI flows in Chromium (app.bench.reviewer_ui)")
-    parser.add_argument("--out", default="docs/bench/reviewer.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.add_argument("--data-dir")
     parser.set_defaults(func=run)
 

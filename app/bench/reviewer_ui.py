@@ -1,4 +1,4 @@
-"""The reviewer's side of `memwarden bench reviewer` (issue 22 item 8): how long a decision takes
+"""The reviewer's side of `memwarden bench reviewer`: how long a decision takes
 in a real browser, and how many inputs, when a scripted reviewer follows the ground truth.
 
 `run_ui_flows(n)` starts its own `memwarden serve` on a fresh data dir, then for each of three flows

@@ -34,7 +34,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--queries", type=int, default=100, help="recalls per variant per round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--writes", type=int, default=200)
-    parser.add_argument("--out", default="docs/bench/router.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.set_defaults(func=run)
 
 

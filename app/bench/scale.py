@@ -21,8 +21,8 @@
    big agent, how much of an exact scan's top 20 recall's vector search returns (found@20) is
    measured in process. Scopes up to FULL_SCAN_MAX (2,000) rows are ranked exactly; larger ones
    are shortlisted over their binary codes held in the server process and re-ranked (filtered
-   requests, which none of these are, take the code-scan or HNSW statements). The goal checked
-   (issue 25): p95 <= 30 ms with found@20 >= 0.95. One query
+   requests, which none of these are, take the code-scan or HNSW statements). The goal checked:
+   p95 <= 30 ms with found@20 >= 0.95. One query
    of each kind is replayed in-process under EXPLAIN (ANALYZE, BUFFERS) and the plans are kept in
    the report, with how many of the recall counters' row updates were HOT; and for each big agent,
    every vector path's statement (full scan; binary codes with 100, 200, 400 re-ranked; HNSW with
@@ -648,7 +648,7 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def goals(report: dict[str, Any]) -> dict[str, bool]:
-    """Issue 25's large-scope goal per large agent (recall p95 <= 30 ms with the vector search
+    """The large-scope goal per large agent (recall p95 <= 30 ms with the vector search
     returning >= 0.95 of an exact scan's top 20), and the 100-row scopes' p95 <= 50 ms."""
     out = {}
     if "recall_spread" in report:
@@ -696,7 +696,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=128, help="embedding batch size")
     p.add_argument("--chunk", type=int, default=4096, help="rows per COPY")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/scale-100k.json)")
+    p.add_argument("--out", help="write the JSON report here (e.g. scale-100k.json)")
     p.add_argument("--data-dir", help="use (and keep) this empty directory instead of a temporary one, with what "
                                       "--reuse needs to query it again")
     p.add_argument("--reuse", metavar="DIR", help="measure recall on a load kept by --data-dir DIR (same plan "

@@ -1,7 +1,7 @@
 """`memwarden bench screening`: how many poisoned writes the default policy stops, at what cost.
 
 Data: `app/bench/data/screening_corpus.jsonl`, written for Memwarden by
-`app/bench/make_screening_corpus.py` (labelled poisoned / benign, with a dev and a test split
+`dev/screening/train/corpus.py` (labelled poisoned / benign, with a dev and a test split
 assigned per sentence template). Every write goes through the same steps as `remember`, in-process
 and without a database: the FSM check for procedural writes, SR-1 redaction with the built-in
 patterns (the write is screened redacted, as the service does), `app.core.screening.screen` with
@@ -16,29 +16,16 @@ of poisoned writes caught with <= 5 % of benign writes staged on the **test** sp
 thresholds were calibrated on the dev split only. Screening time per write is measured too.
 
 That test split shares templates' fillers and style with dev, so it is not truly held out. The
-same run therefore also reports, when the default corpus is used:
+same run therefore also reports, unless `--no-extra`:
 
-* **hand-written sets** (`app/bench/data/screening_heldout*.jsonl`, `corpora.HELDOUT_SETS`):
-  poisoned and benign writes written by hand as varied human sentences (no templates, no
-  generator), per attack family, each reported per family and beside agent-memory-guard, with
-  **leave-one-family-out** figures for the semantic classifier (retrained without the family's
-  training rows, then tested on that family). The six first sets (`heldout`, `heldout_fresh`,
-  `heldout_v3` to `heldout_v6`; `make_screening_exemplars.SEEN_SETS`) were measured once each and are now **spent**:
-  read, trained on, and labelled `seen/trained` in the report, so their plain figures are not held
-  out; for each the report adds **leave-one-set-out** (the classifier retrained without that whole
-  set, rules unchanged), the nearest thing to a held-out figure they can still give. Sets in
-  `corpora.MEASURED_SETS` were measured blind once and their misses read, but are not trained on;
-  any other set in `HELDOUT_SETS` is a blind one: never trained on (`make_screening_exemplars --check`);
+* **benign load**: the ordinary writes the other benchmarks make (`corpora.benign_load_writes`);
 * **external**: the labelled prompt-injection corpus shipped in the `bastioncorpus` package
-  (PyPI, MIT licence; `pip install '.[bench]'`), run without any tuning; "skipped" when absent;
+  (PyPI, MIT licence; `pip install 'memwarden[bench]'`) and agent-memory-guard's AMSB scenarios,
+  run without any tuning; "skipped" when absent;
 * **agent-memory-guard** (OWASP, PyPI `agent-memory-guard`, Apache-2.0; `Policy.strict()`), side
   by side on every corpus: a write counts as stopped when it blocks or quarantines it.
 
 Writes are embedded with the local model (as `remember` does) so the semantic signal runs.
-
-`--sets` and `--families` limit a run to some hand-written sets and some leave-one-family-out
-families (every retraining costs seconds to minutes on a small box); the report then names the
-selection, and only a whole run is a figure for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -46,13 +33,13 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from app.bench import common
-from app.bench.corpora import AMSB, DATA, HELDOUT_SETS, MEASURED_SETS, amsb_corpus, benign_load_writes, external_corpus, load_corpus
+from app.bench.corpora import AMSB, DATA, amsb_corpus, benign_load_writes, external_corpus, load_corpus
 from app.bench.screening_judge import embed_rows, judge, rate, summarise
 from app.core.redaction import Redactor
-from app.core.screening import screen, semantic
+from app.core.screening import screen
 from app.core.screening.hostile import HOSTILE
 
 GOAL_CATCH, GOAL_BENIGN_STAGED = 0.90, 0.05
@@ -60,12 +47,9 @@ SPLITS = ("dev", "test", "all")
 
 
 def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hostile: bool = True,
-                  extra: bool = True, sets: Sequence[str] | None = None,
-                  families: Sequence[str] | None = None) -> dict[str, Any]:
+                  extra: bool = True) -> dict[str, Any]:
     """Judge every write; summarise per split; check the goals on the test split (and time hostile
-    inputs); with ``extra``, also the held-out and external corpora, leave-one-family-out and
-    agent-memory-guard side by side — all hand-written sets and families, or those named in
-    ``sets`` / ``families``."""
+    inputs); with ``extra``, also the benign-load and external corpora and agent-memory-guard side by side."""
     redactor = Redactor()
     embedder = _embedder()
     vectors = embed_rows(corpus, redactor, embedder)
@@ -76,8 +60,7 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
     report = {
         "benchmark": "screening",
         "corpus": {"path": _shown_path(source),
-                   "writes": len(corpus), "classes": len({r["class"] for r in corpus}),
-                   "generator": "app/bench/make_screening_corpus.py"},
+                   "writes": len(corpus), "classes": len({r["class"] for r in corpus})},
         "policy": "default (tenant without a policy): hard-delete and bulk-forget review rules, then the "
                   "screening baseline risk_at_least=high -> require_approval",
         "embedder": name,
@@ -90,10 +73,7 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
         "machine": common.machine(),
     }
     if extra:
-        if sets is not None or families is not None:
-            report["selection"] = {"sets": list(sets) if sets is not None else "all",
-                                   "families": list(families) if families is not None else "all"}
-        report["corpora"] = extra_corpora(redactor, embedder, sets, families)
+        report["corpora"] = extra_corpora(redactor, embedder)
         report["agent_memory_guard"] = {"generated_test": guard_baseline([r for r in corpus if r["split"] == "test"]),
                                         **{k: guard_baseline(load_named(k)) for k in report["corpora"]
                                            if report["corpora"][k].get("writes")}}
@@ -102,56 +82,15 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
 
 def load_named(name: str) -> list[dict[str, Any]]:
     """The rows of an extra corpus by its report name."""
-    if name in HELDOUT_SETS:
-        return load_corpus(HELDOUT_SETS[name])
     if name == "benign_load":
         return benign_load_writes()
     return (amsb_corpus() if name == AMSB else external_corpus()) or []
 
 
-def _status(set_name: str, seen: bool) -> str:
-    """How far a hand-written set is still held out: trained on, measured and read, or blind."""
-    if seen:
-        return "seen/trained (spent held-out set: not held out)"
-    if set_name in MEASURED_SETS:
-        return "measured once and read (not trained on; the blind figure is in docs/benchmarks.md)"
-    return "held out (blind)"
-
-
-def extra_corpora(redactor: Redactor, embedder, sets: Sequence[str] | None = None,
-                  families: Sequence[str] | None = None) -> dict[str, Any]:
-    """Held-out (with leave-one-family-out) and external corpora, judged like the main one; only the
-    hand-written sets in ``sets`` and the families in ``families`` when given."""
+def extra_corpora(redactor: Redactor, embedder) -> dict[str, Any]:
+    """The benign-load and external corpora, judged like the main one."""
     name = embedder.name if embedder else None
     out: dict[str, Any] = {}
-    from app.bench.make_screening_exemplars import SEEN_SETS, train
-
-    left_out = family_classifiers(embedder, families) if embedder is not None else {}
-    for set_name, path in HELDOUT_SETS.items():
-        if sets is not None and set_name not in sets:
-            continue
-        heldout = load_corpus(path)
-        vectors = embed_rows(heldout, redactor, embedder)
-        seen = set_name in SEEN_SETS
-        out[set_name] = {"path": _shown_path(path), "tuned_on": seen,
-                         "status": _status(set_name, seen),
-                         **summarise(judge(r, redactor, v, name) for r, v in zip(heldout, vectors)),
-                         "rules_only": _rules_only(heldout, redactor)}
-        if embedder is not None:
-            out[set_name]["leave_one_family_out"] = leave_one_family_out(heldout, vectors, redactor, embedder.name,
-                                                                              left_out)
-            if seen:  # the classifier without this whole set: what it does on writes it never trained on
-                without = train(embedder, skip_set=set_name, cache=_CACHE)
-                part = summarise(judge(r, redactor, v, name, without) for r, v in zip(heldout, vectors))
-                out[set_name]["leave_one_set_out"] = {
-                    "catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"],
-                    "poisoned": part["poisoned"], "benign": part["benign"],
-                    "benign_medium_or_higher": part["benign_medium_or_higher"],
-                    "thresholds": {"medium": round(without.medium, 3), "high": round(without.high, 3)},
-                    "classes": {c: round(v.get("catch_rate", v.get("staged_rate")) or 0.0, 4)
-                                for c, v in part["classes"].items()},
-                    "missed": [m["id"] for m in part["missed"]],
-                    "false_positives": [m["id"] for m in part["false_positives"]]}
     load = benign_load_writes()
     vectors = embed_rows(load, redactor, embedder)
     out["benign_load"] = {"source": "app/bench/corpora.benign_load_writes: load-test, hot-path, scale and recall facts",
@@ -164,7 +103,7 @@ def extra_corpora(redactor: Redactor, embedder, sets: Sequence[str] | None = Non
         out["external:bastioncorpus"] = {
             "package": f"bastioncorpus {_version('bastioncorpus')} (PyPI, MIT licence), corpus/injections.jsonl",
             "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(external, vectors)),
-            "rules_only": _rules_only(external, redactor)}
+            "rules_only": rules_only(external, redactor)}
     amsb = amsb_corpus()
     if amsb is None:
         out[AMSB] = {"skipped": "agent-memory-guard not installed (pip install '.[bench]')"}
@@ -173,49 +112,14 @@ def extra_corpora(redactor: Redactor, embedder, sets: Sequence[str] | None = Non
         out[AMSB] = {"package": f"agent-memory-guard {_version('agent-memory-guard')} (PyPI, Apache-2.0), "
                                 "agent_memory_guard/bench/scenarios.py",
                      "tuned_on": False, **summarise(judge(r, redactor, v, name) for r, v in zip(amsb, vectors)),
-                     "rules_only": _rules_only(amsb, redactor)}
+                     "rules_only": rules_only(amsb, redactor)}
     return out
 
 
-def _rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any]:
+def rules_only(rows: list[dict[str, Any]], redactor: Redactor) -> dict[str, Any]:
     """Catch and benign-staged rates without the semantic signal (what the rules alone do)."""
     part = summarise(judge(r, redactor) for r in rows)
     return {"catch_rate": part["catch_rate"], "false_positive_rate": part["false_positive_rate"]}
-
-
-def exemplar_families() -> list[str]:
-    """The attack families the classifier has exemplars of (what leave-one-family-out leaves out)."""
-    from app.bench.make_screening_exemplars import exemplars
-
-    return sorted({e["family"] for e in exemplars() if e["label"] == "poisoned"})
-
-
-def family_classifiers(embedder, only: Sequence[str] | None = None) -> dict[str, semantic.Classifier]:
-    """Per attack family with exemplars (those in ``only`` when given): the semantic classifier
-    retrained (and recalibrated) without that family's exemplars; built once per run and used on
-    every held-out set."""
-    from app.bench.make_screening_exemplars import train
-
-    return {family: train(embedder, skip_family=family, cache=_CACHE) for family in exemplar_families()
-            if only is None or family in only}
-
-
-_CACHE: dict[str, Any] = {}
-"""Text -> vector for the trainer's rows, shared by every retraining of one run."""
-
-
-def leave_one_family_out(rows: list[dict[str, Any]], vectors: list[Any], redactor: Redactor, embedder: str,
-                         classifiers: dict[str, semantic.Classifier]) -> dict:
-    """Per attack family: the catch rate with the classifier trained without that family (rules
-    unchanged), and the benign staged rate under that classifier."""
-    result = {}
-    for family, classifier in classifiers.items():
-        chosen = [(r, v) for r, v in zip(rows, vectors) if r["class"] == family or r["label"] == "benign"]
-        part = summarise(judge(r, redactor, v, embedder, classifier) for r, v in chosen)
-        result[family] = {"n": part["poisoned"], "catch_rate": part["catch_rate"],
-                          "benign_staged": part["false_positive_rate"],
-                          "missed": [m["id"] for m in part["missed"]]}
-    return result
 
 
 def guard_baseline(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -294,8 +198,9 @@ def summary(report: dict[str, Any]) -> str:
     lines.append(common.table(class_rows, ["class (test split)", "label", "n", "staged or denied", "flagged (any)"]))
     lat = report["screen_latency"]
     lines.append(f"screening per write: p50 {lat['p50_ms']} ms, p95 {lat['p95_ms']} ms, p99 {lat['p99_ms']} ms")
-    worst = max(report["hostile_64kib_ms"].items(), key=lambda item: item[1])
-    lines.append(f"slowest hostile 64 KiB input: {worst[0]} {worst[1]} ms")
+    if report["hostile_64kib_ms"]:
+        worst = max(report["hostile_64kib_ms"].items(), key=lambda item: item[1])
+        lines.append(f"slowest hostile 64 KiB input: {worst[0]} {worst[1]} ms")
     lines += extra_summary(report)
     return "\n".join(lines)
 
@@ -324,45 +229,13 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
         if "rules_only" in part:
             lines.append(f"{name} without the semantic signal: {_pct(part['rules_only']['catch_rate'])} caught, "
                          f"{_pct(part['rules_only']['false_positive_rate'])} benign staged")
-    for name in HELDOUT_SETS:
-        if name not in corpora:  # left out of a partial run (--sets)
-            continue
-        heldout = corpora[name]
-        loso = heldout.get("leave_one_set_out")
-        if loso:
-            lines.append(f"{name} is seen/trained; leave-one-set-out (classifier without it): "
-                         f"{_pct(loso['catch_rate'])} caught, {_pct(loso['false_positive_rate'])} benign staged")
-        lo = loso["classes"] if loso else {}
-        fam = [(f, c["n"], _pct(c.get("catch_rate"), 0), _pct(lo.get(f), 0) if loso else "-", c["flagged_any"])
-               for f, c in heldout.get("classes", {}).items() if c["label"] == "poisoned"]
-        label = f"{name} family" + (" (seen)" if heldout.get("tuned_on") else "")
-        lines += ["", common.table(fam, [label, "n", "staged or denied", "leave-one-set-out", "flagged (any)"])]
-        lofo = heldout.get("leave_one_family_out")
-        if lofo:
-            lines += ["", common.table([(f, v["n"], _pct(v["catch_rate"], 0), _pct(v["benign_staged"]))
-                                        for f, v in lofo.items()],
-                                       [f"{name} leave-one-family-out", "n", "caught", "benign staged"])]
     return lines
 
 
 def cmd_screening(args: argparse.Namespace, settings) -> int:
-    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra, sets=args.sets,
-                           families=args.families)
-    chosen = "".join(f" --{k} {','.join(v)}" for k, v in (("sets", args.sets), ("families", args.families)) if v is not None)
-    report["command"] = "memwarden bench screening" + chosen + (f" --out {args.out}" if args.out else "")
+    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra)
+    report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
-    if "selection" in report:
-        print(f"partial run (hand-written sets: {report['selection']['sets']}; leave-one-family-out families: "
-              f"{report['selection']['families']}): not a figure for the docs")
-    for name in HELDOUT_SETS:
-        held = (report.get("corpora") or {}).get(name)
-        if held:
-            figures = held.get("leave_one_set_out", held) if held.get("tuned_on") else held
-            which = ("leave-one-set-out on seen set " if held.get("tuned_on")
-                     else "read (no longer blind) held-out set " if name in MEASURED_SETS else "held-out set ")
-            print(f"goals on {which}{name}: "
-                  f"catch_rate_ge_0.90={'met' if figures['catch_rate'] >= GOAL_CATCH else 'NOT met'}, "
-                  f"benign_staged_le_0.05={'met' if figures['false_positive_rate'] <= GOAL_BENIGN_STAGED else 'NOT met'}")
     goals = report["goals"]
     print("goals on the test split: " + ", ".join(f"{k}={'met' if v else 'NOT met'}"
                                                   for k, v in goals.items() if k != "measured_on"))
@@ -374,24 +247,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("screening", help="catch rate and reviewer load of write screening on a labelled corpus",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", default=str(DATA), help="labelled corpus (default: the bundled screening_corpus.jsonl)")
-    p.add_argument("--out", help="write the JSON report here (e.g. docs/bench/screening.json)")
+    p.add_argument("--out", help="write the JSON report here")
     p.add_argument("--no-extra", action="store_true",
-                   help="skip the held-out and external corpora and agent-memory-guard (only --data)")
-    p.add_argument("--sets", type=_named(lambda: list(HELDOUT_SETS), "hand-written set"), metavar="NAME[,NAME]",
-                   help=f"only these hand-written sets (of {', '.join(HELDOUT_SETS)})")
-    p.add_argument("--families", type=_named(exemplar_families, "attack family"), metavar="NAME[,NAME]",
-                   help="leave-one-family-out only for these families (default: every family with exemplars)")
+                   help="skip the benign-load and external corpora and agent-memory-guard (only --data)")
     p.set_defaults(func=cmd_screening)
-
-
-def _named(known, what: str):
-    """An argparse type: a comma-separated list of names, each one of ``known()``; an empty list is allowed
-    (no sets, or no leave-one-family-out)."""
-    def parse(text: str) -> list[str]:
-        names = [n.strip() for n in text.split(",") if n.strip()]
-        unknown = [n for n in names if n not in known()]
-        if unknown:
-            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(map(repr, unknown))}; "
-                                             f"known: {', '.join(known())}")
-        return names
-    return parse

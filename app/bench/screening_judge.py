@@ -1,7 +1,7 @@
 """Judging one labelled write as ``remember`` would treat it, and summarising many: shared by
 `memwarden bench screening` (``app.bench.screening``) and the classifier trainers
-(``make_screening_exemplars``, ``make_screening_finetune``), which must judge the same way without
-importing the benchmark (and it imports them)."""
+(``dev/screening/train/exemplars.py``, ``finetune.py``), which must judge the same way without
+importing the benchmark."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--recall-scope", type=int, default=200, help="memories in the recalled scope")
     parser.add_argument("--recalls", type=int, default=100, help="recalls per variant per round")
     parser.add_argument("--rounds", type=int, default=6, help="rounds; variants alternate ABBA")
-    parser.add_argument("--out", default="docs/bench/state-check.json")
+    parser.add_argument("--out", help="write the JSON report here")
     parser.set_defaults(func=run)
 
 

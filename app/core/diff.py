@@ -27,7 +27,7 @@ DUPLICATE_SIMILARITY = 0.9
 #: Embedding cosine at or above this marks a likely duplicate.
 DUPLICATE_COSINE = 0.92
 #: Embedding cosine at or above which the closest live memory is about the same thing, so a reviewer
-#: sees a word diff against it. Calibrated by `memwarden bench diff-match` (docs/benchmarks/):
+#: sees a word diff against it. Calibrated by `python -m dev.bench diff-match` (docs/benchmarks/):
 #: related pairs (updates and contradictions of a live fact) against unrelated ones (other facts
 #: about the same person; unrelated writes and their nearest fact).
 STRONG_MATCH_COSINE = 0.6

@@ -1,4 +1,4 @@
-"""Pre-built statements run on psycopg itself, for the hot paths (issue 25).
+"""Pre-built statements run on psycopg itself, for the hot paths.
 
 Every `/v1` request checks its key, a recall takes its read budget, a remember locks its audit
 chain: short statements whose text never changes. Through SQLAlchemy each execution builds an

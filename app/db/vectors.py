@@ -1,4 +1,4 @@
-"""Vectors as statement parameters: pgvector's binary form, packed once per request (issue 25)."""
+"""Vectors as statement parameters: pgvector's binary form, packed once per request."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ of a recall. The same comparison over a copy of the codes in memory is an XOR an
 row: ~0.3 ms of CPU for 100,000 rows. 82 bytes a row (the 48-byte code, the id as bytes, the user
 as a number): `CAPACITY_ROWS` (1M rows, ~82 MB per server process) bounds the whole cache, least
 recently used scopes dropped first; scopes up to FULL_SCAN_MAX rows are never held. Reading a copy
-costs 50-60 ms for 50,000 rows, 100-120 ms for 100,000 (`docs/bench/scale-recall-parts.py`).
+costs 50-60 ms for 50,000 rows, 100-120 ms for 100,000 (`dev/bench-records/scale-recall-parts.py`).
 
 The copy is never trusted for what it cannot know:
 

@@ -1,4 +1,4 @@
-"""A request's embedding started as soon as its body is read, beside the key's check (issue 25).
+"""A request's embedding started as soon as its body is read, beside the key's check.
 
 remember and recall each embed one text, the largest part of their time. Started on the event
 loop right after the body is read, the embedding runs while the request waits for its thread,

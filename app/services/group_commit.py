@@ -1,4 +1,4 @@
-"""Group commit for remember: concurrent writes of one tenant share one transaction (issue 25).
+"""Group commit for remember: concurrent writes of one tenant share one transaction.
 
 Every write of a tenant appends to the tenant's audit chain, under the chain's lock, held from
 the lock call through the COMMIT (its WAL flush included). Concurrent writers of one tenant

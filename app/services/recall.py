@@ -30,7 +30,7 @@ Relevance, so that a no-match query comes back empty instead of returning the k 
 A request that sets `min_score` gets exactly that cosine floor and no gate (`min_score: -1` returns
 the top k whatever they are).
 
-Calibration (`memwarden bench calibrate`, method and numbers in docs/benchmarks/): the defaults
+Calibration (`python -m dev.bench calibrate`, method and numbers in docs/benchmarks/): the defaults
 were fitted on Memwarden's own labelled set (`app/bench/data/calibration.json`, v3: 143 facts in 18
 scopes, 123 labelled queries, 59 no-match probes, including generic "the user" questions, two
 same-topic scopes and four people asked about by category), never on a benchmark corpus. For every
@@ -62,7 +62,7 @@ from app.services import backends, early_embedding, integrity, read_budgets, rec
 from app.services.context import AppContext
 from app.services.memories import _as_of, entry_json, require_agent
 
-# Calibrated by `memwarden bench calibrate` (see the module docstring); keep in step with it.
+# Calibrated by `python -m dev.bench calibrate` (see the module docstring); keep in step with it.
 DEFAULT_MIN_SCORE = 0.19
 DEFAULT_MIN_LIFT = 0.595
 LIFT_BETA = 0.3

@@ -325,7 +325,7 @@ def highlighted(content: str, flags: list[dict[str, Any]]) -> list[dict[str, Any
 
 SIMILAR_MIN_COSINE = STRONG_MATCH_COSINE
 """The similarity a live memory needs to be listed as similar to a proposed one: the calibrated
-threshold the word diff uses (`memwarden bench diff-match`). Below it a neighbour is not about the
+threshold the word diff uses (`python -m dev.bench diff-match`). Below it a neighbour is not about the
 same thing, and listing it (at 0.02, say) only made reviewers read unrelated memories."""
 
 

@@ -1,4 +1,4 @@
-"""Hostile inputs and interface faults found under attack (issue 18 items 4 and 6): each answered
+"""Hostile inputs and interface faults found under attack: each answered
 with a 4xx in the envelope, never a 500, and changing nothing."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def test_a_staged_put_is_invisible_until_approved(clients):
 
 
 def test_search_ranks_by_similarity_without_a_relevance_gate(clients):
-    """Issue 23: a value without a `content` string was embedded as JSON and the gate dropped every hit."""
+    """A value without a `content` string was embedded as JSON and the gate dropped every hit."""
     agent, _ = clients
     store = MemwardenStore(agent, agent_id="lg-rank")
     store.put(("users", "ada"), "diet", {"text": "Ada is vegetarian and never eats fish."})

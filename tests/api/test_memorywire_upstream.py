@@ -144,7 +144,7 @@ def adapter_id() -> str:
 def routing(request) -> str:
     """Where the tenant's memories live besides Memwarden's own store: nowhere, a mem0 backend, or a
     second Memwarden (another tenant of the live server, over HTTP): the router must keep every
-    scenario's answers as the built-in store gives them (issue 24)."""
+    scenario's answers as the built-in store gives them."""
     if request.param == "routed-to-mem0":
         pytest.importorskip("mem0")
     return request.param

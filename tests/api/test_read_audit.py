@@ -1,4 +1,4 @@
-"""The read audit (issue 20, item 2): every read that returns memory — recall, get, list, history,
+"""The read audit: every read that returns memory — recall, get, list, history,
 over `/v1`, MCP and OpenWOP refs — is a `memory.read` entry in the tenant's chain naming who read,
 for which agent, what came back and a keyed digest of the request, never content; `GET
 /v1/memories/{id}/readers` and `GET /v1/audit/access` list them. (The crash bound of the batched

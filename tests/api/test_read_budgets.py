@@ -1,4 +1,4 @@
-"""Read budgets (issue 20, item 3): a key is returned at most N distinct memories per window;
+"""Read budgets: a key is returned at most N distinct memories per window;
 the read that would pass it is a 429 `read_budget_exceeded` with `Retry-After` that returns
 nothing, the first refusal of a window is one `read_budget.exceeded` audit entry and event, and
 the key is flagged. (The exfiltration against a live serve is

@@ -1,4 +1,4 @@
-"""Approving a high-risk change needs `confirm_risk` (issue 22 item 1): without it the API answers
+"""Approving a high-risk change needs `confirm_risk`: without it the API answers
 422 `confirmation_required` and nothing is decided; low-risk approvals need nothing more."""
 
 from app.services.tenant_config import set_policy

@@ -1,4 +1,4 @@
-"""The two-person rule counts people, not credentials (issue 22): an API key can belong to a person,
+"""The two-person rule counts people, not credentials: an API key can belong to a person,
 and its approvals are recorded as that person's, so one person holding a `review:decide` key and a
 sign-in (or two keys) cannot give both approvals. A key of no one still approves (as before), and
 says so wherever approvals are shown; a tenant may refuse it on two-person changes."""

@@ -1,4 +1,4 @@
-"""Review SLAs (issue 26 item 2): the tenant setting and its validation, the overdue badge and
+"""Review SLAs: the tenant setting and its validation, the overdue badge and
 filter in the queue, the `/metrics` gauge, the once-only `review.sla_breached` event and its
 webhook deliveries (the plain envelope and the Slack body), and the per-reviewer digest."""
 

@@ -1,5 +1,5 @@
-"""A two-person change's outcome is chosen with its last approval (issue 22: the two-person rule on
-every path). An earlier approval only records its reviewer: edits, merge_into, supersedes and
+"""A two-person change's outcome is chosen with its last approval (the two-person rule on every
+path). An earlier approval only records its reviewer: edits, merge_into, supersedes and
 memory_ids sent with it are refused (422) rather than silently dropped, which left the first
 reviewer believing their edit or choice would apply."""
 

@@ -1,4 +1,4 @@
-"""A chain broken anywhere, not only at its head, closes its tenant to writes (issue 18 item 3).
+"""A chain broken anywhere, not only at its head, closes its tenant to writes.
 
 Each case builds a committed tenant chain of 32 entries with signed checkpoints at 10 and 20 (so
 seq 5, 12 and 15 lie under a signature and 25 in the unsigned tail), breaks it mid-chain as the

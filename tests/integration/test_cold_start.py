@@ -95,19 +95,15 @@ def test_first_remembers_after_a_start_are_stored(settings, world):
     assert all(a.json()["status"] == "live" for a in answers)
 
 
-def test_first_recalls_after_a_start_answer(settings, world):
-    seeded = _remember_on_fresh(settings, world)
+def test_first_recalls_after_a_start_answer(settings, world, live_server):
+    # Seeded through the session's warm server (same database): only the recalls must meet a cold one.
+    seeded = {_remember(live_server, world["key"], i).json()["id"] for i in range(2)}
     with fresh_server(settings) as base_url:
         answers = _burst(lambda i: httpx.post(
             f"{base_url}/v1/memories/recall", headers={"Authorization": f"Bearer {world['key']}"}, timeout=60,
             json={"agent_id": "cold-agent", "query": "cold fact", "k": 3}))
     assert [a.status_code for a in answers] == [200] * BURST, [a.text[:200] for a in answers]
     assert all(seeded & {hit["id"] for hit in a.json()["hits"]} for a in answers)
-
-
-def _remember_on_fresh(settings, world) -> set[str]:
-    with fresh_server(settings) as base_url:
-        return {_remember(base_url, world["key"], i).json()["id"] for i in range(2)}
 
 
 def test_first_audit_exports_after_a_start_answer(settings, world):

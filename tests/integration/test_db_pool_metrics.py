@@ -35,7 +35,7 @@ def test_in_use_waits_and_timeouts_follow_a_saturated_pool(settings):
 
 def test_a_burst_above_pool_size_keeps_its_connections(settings):
     """Connections opened past `pool_size` under a burst stay open for the next one: a reopened
-    connection is a new PostgreSQL backend with cold caches (issue 25, PostgreSQL's share)."""
+    connection is a new PostgreSQL backend with cold caches."""
     from sqlalchemy import text
 
     engine = make_engine(settings.database_url, pool_size=1, pool_timeout=0.2)

@@ -1,4 +1,4 @@
-"""`memwarden bench diff-match`, run as the CLI: the strong-match threshold of review diffs
+"""`python -m dev.bench diff-match`, run as a command: the strong-match threshold of review diffs
 (`app.core.diff.STRONG_MATCH_COSINE`) stays inside the range that best separates related from
 unrelated memories on Memwarden's own data."""
 
@@ -13,7 +13,7 @@ from tests.harness import PROJECT_ROOT, fresh_env
 
 
 def test_the_threshold_separates_related_from_unrelated_memories(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "diff-match", "--out", str(tmp_path / "r.json")],
+    done = subprocess.run([sys.executable, "-m", "dev.bench", "diff-match", "--out", str(tmp_path / "r.json")],
                           cwd=PROJECT_ROOT, env=fresh_env(tmp_path / "unused"), capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

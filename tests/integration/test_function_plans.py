@@ -1,5 +1,5 @@
 """Migration 0036: the hot path's plpgsql functions reuse their statements' plans while the app's
-own statements keep custom plans (issue 25, PostgreSQL's share)."""
+own statements keep custom plans."""
 
 from sqlalchemy import text
 

@@ -120,7 +120,7 @@ def test_a_failing_group_is_retried_write_by_write_and_only_the_failing_write_fa
     assert ctx.audit.verify_database(ctx.db.sessions, chain_for(tenant_id)).ok
 
 
-# --- the group's commit on the driver connection, without a Session (issue 25, fourth pass) ------
+# --- the group's commit on the driver connection, without a Session ------
 
 def _spy_on_driver_commits(monkeypatch) -> dict[str, int]:
     """Count `memories.commit_on_driver`'s calls by result: committed, declined (None), raised."""

@@ -3,7 +3,7 @@ and never a 30 s wait for a pooled connection, and an unrelated tenant's request
 
 Requests with an `Idempotency-Key` hold one connection for their whole transaction while they
 await work on the thread pool; without a cap on how many may do so at once, 60 of them took
-every pooled connection while the threads that would finish them waited for one (issue 18).
+every pooled connection while the threads that would finish them waited for one.
 Now such requests wait for one of a bounded number of slots, and a request that cannot get a
 slot or a connection within `MEMWARDEN_DB_POOL_TIMEOUT_SECONDS` is shed with 503 `unavailable`
 and `Retry-After`."""

@@ -1,5 +1,5 @@
-"""A client that sends a body over `MEMWARDEN_MAX_BODY_BYTES` reads the 413 envelope, not a reset
-(issue 18 item 6): the server reads and drops what the client is still sending before it answers
+"""A client that sends a body over `MEMWARDEN_MAX_BODY_BYTES` reads the 413 envelope, not a reset:
+the server reads and drops what the client is still sending before it answers
 and closes. Sent with a raw socket so nothing between the test and `serve` buffers or retries."""
 
 from __future__ import annotations

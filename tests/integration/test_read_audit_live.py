@@ -1,4 +1,4 @@
-"""The read audit and read budgets against a live `memwarden serve` (issue 20, items 2 and 3).
+"""The read audit and read budgets against a live `memwarden serve`.
 
 - `kill -9` of the server right after reads: every read answered more than one flush interval
   before the kill is in the tenant's chain and its indexes; none that was not made is; the chain

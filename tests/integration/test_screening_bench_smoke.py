@@ -1,5 +1,6 @@
-"""Smoke test of `memwarden bench screening`, run as the CLI: the bundled corpus is well-formed, and
-the benchmark (redaction → screening → default policy) runs on small corpora and reports its numbers.
+"""Smoke test of `memwarden bench screening`, run as the CLI, and of its development form with the
+held-out sets (`python -m dev.screening.bench`): the bundled corpus is well-formed, and the benchmark
+(redaction → screening → default policy) runs on small corpora and reports its numbers.
 
 Only shapes and obvious outcomes are asserted: the rates themselves are the benchmark's to report
 (docs/benchmarks/), never a test's.
@@ -20,6 +21,7 @@ from app.core.screening.hostile import HOSTILE
 from tests.harness import PROJECT_ROOT, fresh_env
 
 CORPUS = PROJECT_ROOT / "app" / "bench" / "data" / "screening_corpus.jsonl"
+HELDOUT = PROJECT_ROOT / "dev" / "screening" / "data" / "screening_heldout.jsonl"
 
 
 def load_corpus() -> list[dict[str, Any]]:
@@ -39,22 +41,44 @@ def every_class_subset() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def bench_run(tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-    """One `memwarden bench screening --data ROWS --sets heldout --families exfiltration --out …` in its
-    own process, shared by the tests below: (the rows given, the report, stdout). The rows are a subset
-    of every class plus two obvious cases in classes of their own. One hand-written set and one
-    left-out family exercise every part of the report (each retraining of the classifier costs tens of
-    seconds, and a whole run minutes on a busy box; the whole run is the benchmark's, not a test's)."""
-    tmp_path = tmp_path_factory.mktemp("bench-screening")
+def bench_rows(tmp_path_factory) -> tuple[list[dict[str, Any]], Path]:
+    """A subset of every class of the bundled corpus plus two obvious cases in classes of their own,
+    written as a corpus file."""
     rows = [*every_class_subset(), OBVIOUS_INJECTION, OBVIOUS_BENIGN]
-    data, out = tmp_path / "corpus.jsonl", tmp_path / "screening.json"
+    data = tmp_path_factory.mktemp("bench-screening-rows") / "corpus.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", "--data", str(data), "--out", str(out),
-                           "--sets", "heldout", "--families", "exfiltration"],
-                          cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
-                          timeout=600)
+    return rows, data
+
+
+def run_bench(command: list[str], data: Path, tmp_path: Path, **env: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "screening.json"
+    done = subprocess.run([sys.executable, "-m", *command, "--data", str(data), "--out", str(out)],
+                          cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden", **env), capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    return rows, json.loads(out.read_text()), done.stdout
+    return json.loads(out.read_text()), done.stdout
+
+
+@pytest.fixture(scope="module")
+def shipped_run(bench_rows, tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """One `memwarden bench screening --data ROWS --no-extra --out …`: (the rows given, the report, stdout)."""
+    rows, data = bench_rows
+    report, printed = run_bench(["app.cli", "bench", "screening", "--no-extra"], data,
+                                tmp_path_factory.mktemp("bench-screening"))
+    return rows, report, printed
+
+
+@pytest.fixture(scope="module")
+def bench_run(bench_rows, tmp_path_factory, dev_vector_cache) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
+    """One `python -m dev.screening.bench --data ROWS --sets heldout --families exfiltration --out …` in
+    its own process: (the rows given, the report, stdout). It runs the shipped benchmark with every extra
+    corpus and adds the held-out set; one hand-written set and one left-out family exercise every part
+    of the report (each retraining of the classifier costs tens of seconds, and a whole run minutes on a
+    busy box; the whole run is the benchmark's, not a test's)."""
+    rows, data = bench_rows
+    report, printed = run_bench(["dev.screening.bench", "--sets", "heldout", "--families", "exfiltration"], data,
+                                tmp_path_factory.mktemp("bench-screening-dev"), **dev_vector_cache)
+    return rows, report, printed
 
 
 def test_corpus_is_labelled_split_and_large_enough() -> None:
@@ -71,8 +95,9 @@ def test_corpus_is_labelled_split_and_large_enough() -> None:
         assert row["type"] in ("semantic", "episodic", "procedural", "emotional")
 
 
-def test_the_cli_reports_a_subset_of_every_class(bench_run) -> None:
-    rows, report, printed = bench_run
+@pytest.mark.parametrize("run", ["shipped_run", "bench_run"])
+def test_the_cli_reports_a_subset_of_every_class(run, request) -> None:
+    rows, report, printed = request.getfixturevalue(run)
     assert report["benchmark"] == "screening" and set(report["splits"]) == {"dev", "test", "all"}
     everything = report["splits"]["all"]
     assert everything["writes"] == len(rows)
@@ -82,12 +107,14 @@ def test_the_cli_reports_a_subset_of_every_class(bench_run) -> None:
     for rate in ("catch_rate", "false_positive_rate", "reviewer_load"):
         assert 0 <= everything[rate] <= 1
     assert set(report["goals"]) == {"catch_rate_ge_0.90", "benign_staged_le_0.05", "measured_on"}
-    assert set(report["hostile_64kib_ms"]) == set(HOSTILE)
+    # The shipped command times every hostile input; the held-out run leaves that to it.
+    assert set(report["hostile_64kib_ms"] or ()) == (set(HOSTILE) if run == "shipped_run" else set())
     assert "poisoned caught" in printed
 
 
-def test_obvious_cases_get_the_expected_outcome(bench_run) -> None:
-    _, report, _ = bench_run
+def test_obvious_cases_get_the_expected_outcome(shipped_run) -> None:
+    _, report, printed = shipped_run
+    assert "corpora" not in report and "goals on the test split" in printed  # --no-extra: only --data
     everything = report["splits"]["all"]
     assert "x1" not in {m["id"] for m in everything["missed"]} and everything["classes"]["obvious_injection"]["staged"] == 1
     assert "x2" not in {m["id"] for m in everything["false_positives"]}
@@ -95,13 +122,14 @@ def test_obvious_cases_get_the_expected_outcome(bench_run) -> None:
 
 
 def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others(bench_run) -> None:
-    heldout = [json.loads(line) for line in (CORPUS.parent / "screening_heldout.jsonl").read_text(encoding="utf-8")
+    heldout = [json.loads(line) for line in HELDOUT.read_text(encoding="utf-8")
                .splitlines() if line.strip()]
     assert len({r["content"] for r in heldout}) == len(heldout)  # no template fills repeated
     assert Counter(r["label"] for r in heldout)["benign"] >= 40 and {r["split"] for r in heldout} == {"heldout"}
     _, report, printed = bench_run
     assert report["selection"] == {"sets": ["heldout"], "families": ["exfiltration"]}
-    assert "partial run" in printed and "--sets heldout --families exfiltration" in report["command"]
+    assert "partial run" in printed and report["command"].startswith("python -m dev.screening.bench")
+    assert "--sets heldout --families exfiltration" in report["command"]
     sets = {name: part for name, part in report["corpora"].items() if name.startswith("heldout")}
     assert set(sets) == {"heldout"}  # only the set asked for
     held = sets["heldout"]
@@ -126,7 +154,11 @@ def test_heldout_corpus_is_hand_written_and_the_report_sets_it_beside_the_others
 
 def test_an_unknown_set_or_family_is_refused_before_any_work(tmp_path) -> None:
     for option, known in (("--sets", "heldout"), ("--families", "exfiltration")):
-        done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", option, f"{known},no-such-name"],
+        done = subprocess.run([sys.executable, "-m", "dev.screening.bench", option, f"{known},no-such-name"],
                               cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 2 and "'no-such-name'" in done.stderr and "known:" in done.stderr, done.stderr
+    shipped = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", "--sets", "heldout"],
+                             cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
+                             timeout=120)
+    assert shipped.returncode == 2 and "--sets" in shipped.stderr  # the held-out sets are not in the package

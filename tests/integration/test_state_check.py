@@ -1,5 +1,5 @@
-"""Memory rows changed behind the audit log's back, as the database owner, under a live `serve`
-(issue 20 item 1): each attack is reported by `GET /v1/audit/state-check` and by `memwarden audit
+"""Memory rows changed behind the audit log's back, as the database owner, under a live `serve`:
+each attack is reported by `GET /v1/audit/state-check` and by `memwarden audit
 verify --tenant T --state` (exit 1) with the memory's id, the audit seq whose state it should hold
 and a reason; with `MEMWARDEN_INTEGRITY_FAIL_CLOSED` the row is not served (409
 `integrity_mismatch`); and the server's periodic check raises `integrity.mismatch` (event, webhook,

@@ -17,7 +17,7 @@ import pytest
 from app.contracts import default_contracts
 from tests.harness import PROJECT_ROOT
 
-DATA = PROJECT_ROOT / "app" / "bench" / "data"
+DATA = PROJECT_ROOT / "dev" / "screening" / "data"
 SETS = sorted(DATA.glob("screening_heldout_v*.jsonl"), key=lambda p: int(p.stem.rsplit("_v", 1)[1]))
 ATTACK_FAMILIES = {"standing_instruction", "exfiltration", "privilege_identity", "fake_lesson", "cross_user",
                    "tool_misuse", "hidden_markup", "secret_harvest", "pii_profile", "protected_keys"}

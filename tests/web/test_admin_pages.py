@@ -209,7 +209,7 @@ def test_redaction_mode_and_registered_secret(client, ctx, admin, tenant, csrf, 
 
 
 def test_a_key_can_be_given_an_owner_and_the_list_shows_it(client, ctx, admin, tenant, csrf):
-    """Issue 22: the form offers the tenant's people as owners; the list says whose each key is, and
+    """The form offers the tenant's people as owners; the list says whose each key is, and
     flags a review key of no one (its approvals cannot be tied to a person)."""
     reviewer = create_user(ctx, username=f"rev-{tenant.name}", password=PASSWORD, tenant_id=tenant.id,
                            role="reviewer", actor=ACTOR)

@@ -125,8 +125,8 @@ def _stage(client, headers, content, agent_id="helper", **extra):
 
 
 def test_detail_names_pending_writes_about_the_same_thing(client, viewer, headers, make_key):
-    """A staged remember that may supersede this memory is named on its page (issue 22: "the memory
-    page does not say it has a pending change"); unrelated staged writes, another agent's, and
+    """A staged remember that may supersede this memory is named on its page;
+    unrelated staged writes, another agent's, and
     another user's are not."""
     memory_id = _remember(client, headers, content="Quinn lives in Paris.", user_id="u-quinn")
     moved = _stage(client, headers, "Quinn lives in Madrid.", user_id="u-quinn")

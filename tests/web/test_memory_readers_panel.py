@@ -1,4 +1,4 @@
-"""The memory page's "Read by" panel (issue 20, item 2): an auditor sees who read the memory (keys
+"""The memory page's "Read by" panel: an auditor sees who read the memory (keys
 and people, newest first, with the audit seq); a viewer's own view is recorded but the panel is
 not shown to a role without the audit power."""
 

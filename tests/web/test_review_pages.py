@@ -142,7 +142,7 @@ def test_sign_out_everywhere_revokes_every_session(client, reviewer):
     assert other.get("/review", follow_redirects=False).status_code == 303
 
 
-# --- issue 11: filters, escaping, counts (the browser tests in e2e/ cover the behaviour on screen) --
+# --- filters, escaping, counts (the browser tests in e2e/ cover the behaviour on screen) --
 
 def test_reveal_escapes_before_it_marks_hidden_characters():
     from app.web.templating import preview, reveal

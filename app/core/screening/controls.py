@@ -60,7 +60,7 @@ WEIGHT, RULE_WEIGHT = 0.45, 0.6
 DESTRUCTION_WEIGHT = 0.6
 AGREEMENT = True
 """Whether ``screen`` raises a medium ``prompt_injection`` that rests on these kinds to high when
-``semantic_attack`` is medium too (measured in docs/benchmarks/, seventh pass)."""
+``semantic_attack`` is medium too (measured in docs/benchmarks/screening.md)."""
 
 #: Safeguards: what a fake lesson takes away.
 _CONTROL = (

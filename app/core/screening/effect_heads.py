@@ -5,8 +5,8 @@ imperatives); some have no structure of their own (a grant of authority, a desig
 trusted source) and a structure can be written around (an order in a language the grammar checks
 do not read). These heads read the meaning instead: each is a logistic classifier over the same
 two features as ``semantic`` (the 384-d unit embedding and the text's hashed words, so one
-``Classifier``'s arithmetic), trained by ``python -m app.bench.make_screening_effects`` on
-``app/bench/data/effect_examples.jsonl``: descriptions of each effect written in several registers
+``Classifier``'s arithmetic), trained by ``python -m dev.screening.train.effects`` on
+``dev/screening/data/effect_examples.jsonl``: descriptions of each effect written in several registers
 and languages, with ordinary memories (facts, preferences, past events, plans) as counter-examples.
 
 Each head ships two cuts (``data/effect_heads.npz``): ``support``, where 6 % of the rows without

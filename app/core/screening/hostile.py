@@ -23,13 +23,13 @@ HOSTILE: dict[str, str] = {
     "code_fences": "```note\n" * 8192, "comment_openers": "-- " * 21845, "alt_texts": "alt=\"" * 13107,
     "phone_groups": "+44 12 " * 9362, "id_labels": "passport number is " * 3449,
     # National id labels and checksummed formats, birth labels in other languages, quoted attacks
-    # in security talk, the "keep secrets out" context and non-English cues (issue 21, fourth pass).
+    # in security talk, the "keep secrets out" context and non-English cues.
     "id_values": "PESEL 1234 5" * 5461, "digit_run": "7" * 65536, "dotted_digits": "123.456.789-" * 5461,
     "birth_labels": "geboren am 1" * 5461, "quoted_attacks": "attack 'ignore previous " * 2730,
     "open_quotes": "\"a " * 21845, "keep_out": "never commit .env " * 3855, "system_notes": "nota del sistema " * 3855,
     "path_then_verb": "~/.ssh/id_rsa read " * 3449, "each_time": "each time the user asks " * 2849,
     "env_templates": "copy .env.example " * 3855, "fences": "attack ```a" * 6553,
-    # Multilingual cue lexicons, hidden-container addresses and LaTeX/SVG containers (fifth pass).
+    # Multilingual cue lexicons, hidden-container addresses and LaTeX/SVG containers.
     "ml_triggers": 'cuando el usuario pregunte ' * 2427,
     "cjk_triggers": 'ユーザーが' * 13107,
     "ml_send": 'jede schicke an ' * 4096,
@@ -40,27 +40,27 @@ HOSTILE: dict[str, str] = {
     "svg_hidden": '<text opacity="0">' * 3640,
     "ml_skip_checks": 'ohne zweite ' * 5461,
     "cyrillic_cues": 'пользователь теперь ' * 3276,
-    # The sixth pass's postal addresses: house numbers before words that never end in a street word,
+    # Postal addresses: house numbers before words that never end in a street word,
     # street-word stems without their number, and address labels without a digit after them.
     "street_numbers": '12 oak elm pine ' * 4096, "street_words": 'lindenweg ' * 6553,
     "address_labels": 'home address: ' * 4681,
-    # The seventh pass's control removals and privilege grants (``controls``): control nouns and
+    # Control removals and privilege grants (``controls``): control nouns and
     # removal verbs without the predicate that completes them, "no need to", grants, rule cues.
     "control_nouns": 'review check approval ' * 2979, "removal_verbs": 'skip the review ' * 4096,
     "no_need": 'no need to ' * 5957, "no_checks": 'no check ' * 7281, "self_approve": 'self-approve ' * 5041,
     "grants": 'granted admin ' * 4681, "rule_cues": 'from now on lesson ' * 3449, "access_to": 'read access to ' * 4369,
-    # The eighth pass: terse role changes, destructive commands beside (or negated before) a
+    # Terse role changes, destructive commands beside (or negated before) a
     # skip-the-confirmation directive, and grant-shaped values (read as tags by the guard test).
     "terse_roles": 'user = admin ' * 5041, "role_changes": 'role change to ' * 4369,
     "never_destroy": 'never rm -rf ' * 5041, "prod_deletes": 'delete the prod ' * 4096,
     "unasked": "drop table don't ask " * 3120, "grant_values": 'u_admin_0001:' * 5041,
-    # The ninth pass: tool calls with (or without) a closing parenthesis, safeguard settings written
+    # Tool calls with (or without) a closing parenthesis, safeguard settings written
     # to zero, limits set to unlimited, policy-memo grants, copies to an own contact, compensating controls.
     "harm_calls": 'approve_x(a=0) ' * 4369, "open_calls": 'refund_all(' * 5957, "safety_writes": 'write 0 to the ' * 4369,
     "limit_sets": 'set the credit limit to ' * 2730, "memo_grants": 'are now considered approved viewers of ' * 1680,
     "retains_access": 'retains the access level of ' * 2340, "approve_rights": 'with approve rights ' * 3276,
     "own_contacts": 'my assistant jo jo' * 3640, "compensating": 'still need ' * 5957,
-    # The tenth pass: standing exemptions, claimed credentials, cross-user bridges, commands on a
+    # Standing exemptions, claimed credentials, cross-user bridges, commands on a
     # standing trigger, ports opened to the world, override calls, secret reads and file drops.
     "treat_requests": 'treat my a b c requests ' * 2730, "no_checks_for": 'no further identity checks needed ' * 1927,
     "dont_ask": "don't ask him for " * 3640, "their_requests": "his requests don't need " * 2730,

@@ -7,8 +7,8 @@ head reads the meaning instead. It is a logistic classifier over the same two fe
 ``semantic`` (the 384-d embedding ``remember`` already computes, and the text's hashed words),
 trained on:
 
-* ``data/removal_sentences.jsonl``: sentences written for it across many trades (software
-  delivery, finance, insurance, health, HR, safeguarding, logistics, manufacturing, legal,
+* sentences written for it (``dev/screening/data/removal_sentences.jsonl`` in the repository)
+  across many trades (software delivery, finance, insurance, health, HR, safeguarding, logistics, manufacturing, legal,
   hospitality, education, support, security, construction, energy, aviation, pharma, retail …)
   that say a check, approval, inspection, test, sign-off or limit may be skipped, assumed, waived
   or dropped from now on (``removes``), and as hard negatives the same checks being done, lessons
@@ -19,7 +19,7 @@ trained on:
 
 No second model call: one dot product and one weight per distinct word, as ``semantic``. The cut
 (``high`` in the model file) is where 3 % of its benign training rows lie above it under 5-fold
-cross-validation (``python -m app.bench.make_screening_exemplars --removal-head`` retrains it;
+cross-validation (``python -m dev.screening.train.exemplars --removal-head`` retrains it;
 ``--check`` verifies the shipped file).
 
 How ``screen`` uses it: above the cut, *and* the write reads as a rule for later (a rule cue of
@@ -43,7 +43,6 @@ from app.core.screening.semantic import Classifier
 
 KIND = "learned_removal"
 MODEL = Path(__file__).resolve().parent / "data" / "removal_model.npz"
-SENTENCES = Path(__file__).resolve().parent / "data" / "removal_sentences.jsonl"
 WEIGHT = 0.6
 """The ``prompt_injection`` evidence weight when the head fires with a rule cue or a control rule (high)."""
 

@@ -5,13 +5,12 @@ The first stage (``semantic.Classifier``) is a linear model over the embedding `
 already computed: tens of microseconds. This one is all-MiniLM-L6-v2 (Apache-2.0, the same base
 model and tokenizer as the embedder) fine-tuned end to end on the same labelled rows to say
 "attack or not", with a mean-pooled linear head, exported to ONNX and quantized to int8
-(``data/attack_minilm_int8.onnx``, ~23 MB; trained by ``python -m app.bench.make_screening_finetune``
+(``data/attack_minilm_int8.onnx``, ~23 MB; trained by ``python -m dev.screening.train.finetune``
 in a separate environment with torch — torch is never a runtime or test dependency). Its own forward
 pass costs a few milliseconds, so it runs only when the first stage's probability is at least
 ``gate``: below it, even a certain second opinion could not lift the mean of the two to the high
 threshold, so the write gets no ``semantic_attack`` flag without it. Most ordinary writes stay below the
-gate (fifth pass: 3 % of the benchmarks' load writes, 23 % of a new writer's benign notes, 2 of the
-hot path's 5 fact templates; sixth pass, gate 0.476: 13 of the 727 load writes, none of the hot path's
+gate (at gate 0.476: 13 of the 727 load writes of the benchmarks, none of the hot path's fact
 templates); attack-like ones mostly reach it. So the median write pays nothing extra and the
 95th percentile pays one call (``memwarden bench hotpath``).
 
@@ -20,7 +19,7 @@ The vote is the mean of the two probabilities, with its own thresholds (``data/a
 held-back calibration rows, scored by the first stage out of fold). Why two models and not the
 fine-tuned one alone: trained without the blind fourth held-out set and measured on it, the
 fine-tuned model alone stopped fewer attacks than the linear one at equal false positives, the mean
-of the two more than either (docs/benchmarks/, fifth pass).
+of the two more than either (docs/benchmarks/screening.md).
 
 No network: the weights ship in the repository. Without the file (or onnxruntime), ``load`` returns
 None and the first stage decides alone, as before.

@@ -3,12 +3,13 @@
 The rule detectors match shapes of sentences; a paraphrase with none of those shapes passes them.
 This signal reuses the embedding ``remember`` computes anyway (all-MiniLM-L6-v2, 384-d,
 normalised) and scores it with a small classifier (``data/semantic_model.npz``) trained on labelled
-exemplars written for it (``data/exemplars.jsonl``): varied human sentences per attack family
-(standing instructions for future turns, exfiltration and beacons, privilege and identity claims,
-fake lessons, cross-user bridges, tool-misuse directives, hidden markup, secret harvesting) and
-ordinary memories that look similar (preferences, tasks that send or delete things, facts about who
-is an admin, security talk that quotes attacks, runbooks, lessons, code with comments, logs and
-IDs), plus the spent held-out sets (see ``app.bench.make_screening_exemplars``).
+exemplars written for it (``dev/screening/data/exemplars.jsonl`` in the repository): varied human
+sentences per attack family (standing instructions for future turns, exfiltration and beacons,
+privilege and identity claims, fake lessons, cross-user bridges, tool-misuse directives, hidden
+markup, secret harvesting) and ordinary memories that look similar (preferences, tasks that send or
+delete things, facts about who is an admin, security talk that quotes attacks, runbooks, lessons,
+code with comments, logs and IDs), plus the spent held-out sets (see
+``dev.screening.train.exemplars``).
 
 Score: one logistic classifier over two feature sets, trained together:
 
@@ -21,17 +22,17 @@ The probability that the write is an attack is one 384-element dot product plus 
 distinct word: tens of microseconds. The two thresholds (medium, high) ship in the model file; the
 trainer picks them by 5-fold cross-validation on the training data only, as the probabilities at
 which 6 % and 3 % of its benign rows would be flagged, never on a blind held-out set
-(``python -m app.bench.make_screening_exemplars``; see docs/benchmarks/).
+(``python -m dev.screening.train.exemplars``; see docs/benchmarks/).
 
 Scoring each sentence as well as the whole text (sentence vectors pooled from the same forward
 pass) was tried for orders buried in long paragraphs and left out: on the spent sets it stopped
-as many more benign writes as attacks (docs/benchmarks/, fourth pass).
+as many more benign writes as attacks (docs/benchmarks/screening.md).
 
 When this first stage is unsure (its probability at or above a gate), a second stage joins the
 vote: a fine-tuned MiniLM classifier that reads the text itself (``reranker``); the flag's score is
 then the mean of the two probabilities, with the second stage's thresholds. On the fourth held-out
 set, with both trained without it, the mean stopped more attacks at fewer false positives than
-either model alone (docs/benchmarks/, fifth pass).
+either model alone (docs/benchmarks/screening.md).
 
 It runs only when the embedding came from the model the exemplars were embedded with (another
 embedder's vectors are not comparable) and is skipped for procedural (FSM JSON) writes. Evidence

@@ -29,7 +29,7 @@ not cover:
 * a "profile", the kit for account-recovery fraud and impersonation, high: a date of birth together
   with two other identifiers (phone, email, id number, SSN, IBAN, postal address) or with an id number; an id
   number with two others (phone, email, IBAN, postal address: a label, "lives at", or a house number
-  beside a street word; sixth pass, from v5's misses); or an id number whose check digit passes with any
+  beside a street word); or an id number whose check digit passes with any
   other identifier.
 """
 

@@ -1,4 +1,4 @@
-"""Read audit and read budgets (issue 20, items 2 and 3).
+"""Read audit and read budgets.
 
 `read_records` (one row per read that returned memory) and `memory_reads` (one row per memory a
 read returned) are query indexes over the `memory.read` entries of the tenant chains, written in
