@@ -85,6 +85,8 @@ _HELD_LATIN = (
     r"next week|next month|next year|tomorrow|temporarily|for now|conference|"
     r"plans? to|planning to|might|could|considering|thinking about|hopes?|hoping|trying to|wants to|"
     r"will|going to|if|"
+    # English: a recurring schedule ("closed on Sundays") is a standing pattern, not a change of state
+    r"on (?:mon|tues|wednes|thurs|fri|satur|sun)days|on weekends|at weekends|every (?:day|week|month|year)|"
     # German
     r"auch|noch|früher|ehemalig\w*|vorher|zusätzlich|urlaub|nächste\w* woche|"
     # French
