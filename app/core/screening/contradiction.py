@@ -217,7 +217,12 @@ def detect(content: str, live: Sequence[str], meaning: attributes.Meaning | None
         found = replaces(content, existing, meaning=meaning.pair(index) if meaning is not None else None)
         if found is None:
             continue
-        sensitive = bool(_SENSITIVE.search(f"{found.frame} {found.old_value} {found.new_value}".lower()))
+        # A change read by meaning (the attribute each whole text is nearest) is the least certain
+        # reading, and its "values" are the whole texts: medium, so an ordinary update it finds is
+        # retired on approval without every preference change going to review as high risk.
+        by_meaning = found.old_value == existing and found.new_value == content
+        said = f"{found.frame} {found.old_value} {found.new_value}".lower()
+        sensitive = not by_meaning and bool(_SENSITIVE.search(said))
         score = SENSITIVE_SCORE if sensitive else ORDINARY_SCORE
         value = found.new_value.removeprefix("not ")
         start = content.lower().find(value.lower()) if value else -1
