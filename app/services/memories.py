@@ -603,7 +603,11 @@ def decide(ctx: AppContext, session, principal: Principal, write: PreparedWrite,
             session, tenant_id=principal.tenant_id, agent_id=memory.agent_id, user_id=memory.user_id,
             memory_type=memory.type, content=memory.content, tags=memory.tags, metadata=memory.metadata_,
             source=memory.source, embedding=embedding, allowed_sources=principal.sources,
-            protection=write.protection, embedder=ctx.embedder.name, encoder=ctx.embedder.embed)
+            protection=write.protection, embedder=ctx.embedder.name)
+        # No `encoder`: the change-of-state reader by meaning decides what an approval retires
+        # (`review._replaced`), not what is staged. On a stranger's pairs it found 1 replacement in
+        # 10 and raised ordinary notes ("closed on holidays" beside opening hours) as contradictions,
+        # which would send them to review and keep learned rules from approving them.
         try:
             decision = _decision(principal, write, flags)
         except Forbidden as exc:
