@@ -220,6 +220,9 @@ def server_env(settings: Settings, **extra: str) -> dict[str, str]:
         "MEMWARDEN_BACKEND_RETRY_BASE_SECONDS": "0.5",
         "MEMWARDEN_BACKEND_RETRY_MAX_SECONDS": "2",
         "MEMWARDEN_BACKEND_MAX_ATTEMPTS": "50",
+        # The consolidation job runs in whichever server leads it (often the session's live server):
+        # a tenant that opted in to a schedule is found within a second, not the default 5 minutes.
+        "MEMWARDEN_CONSOLIDATION_POLL_SECONDS": "1",
         # Likewise the memory state check: the chain tests append entries about memories that never
         # existed, which a round over every tenant would report; its own tests pass an interval.
         "MEMWARDEN_STATE_CHECK_INTERVAL_SECONDS": "0",
