@@ -25,11 +25,10 @@ Tenants opt in to the background job with `tenants.settings["compaction"] = {"en
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -45,6 +44,7 @@ from app.repos import tenants as tenant_repo
 from app.repos.memories import Scope
 from app.services import events, staging
 from app.services import memories as mem
+from app.services import exclusive_pass
 from app.services.context import AppContext
 from app.services.tenant_config import redaction_mode, redactor_for
 
@@ -206,16 +206,9 @@ def compact_tenant(ctx: AppContext, tenant_id: str, *, agent_id: str | None = No
     return {"run_id": run.id, **stats}
 
 
-@contextlib.contextmanager
-def _one_pass_at_a_time(ctx: AppContext, tenant_id: str) -> Iterator[None]:
-    # A session-level advisory lock on a connection of its own: it spans the pass's many transactions.
-    with ctx.db.engine.connect() as conn:
-        if not repo.try_lock_pass(conn, tenant_id=tenant_id):
-            raise Conflict("a compaction of this tenant is already running")
-        try:
-            yield
-        finally:
-            repo.unlock_pass(conn, tenant_id=tenant_id)
+def _one_pass_at_a_time(ctx: AppContext, tenant_id: str):
+    return exclusive_pass.one_pass_at_a_time(ctx, tenant_id, try_lock=repo.try_lock_pass, unlock=repo.unlock_pass,
+                                             what="compaction")
 
 
 def _pass(ctx: AppContext, run: CompactionRun, actor: dict, similarity: float | None, stats: dict[str, int]) -> None:

@@ -28,10 +28,9 @@ evidence and never merges.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -52,6 +51,7 @@ from app.repos import tenants as tenant_repo
 from app.repos.memories import Scope
 from app.services import events, recall_tracking, refs, staging
 from app.services import memories as mem
+from app.services import exclusive_pass
 from app.services.context import AppContext
 from app.services.tenant_config import rules_for
 
@@ -216,17 +216,9 @@ def _require_opted_in(config: Config, agent_id: str | None) -> None:
         raise Conflict("this agent is not opted in to consolidation", details={"reason": "not_opted_in"})
 
 
-@contextlib.contextmanager
-def _one_pass_at_a_time(ctx: AppContext, tenant_id: str) -> Iterator[None]:
-    # A session-level advisory lock on a connection of its own: it spans the pass's transactions and
-    # ends with the connection, so a killed pass leaves no lock behind.
-    with ctx.db.engine.connect() as conn:
-        if not repo.try_lock_pass(conn, tenant_id=tenant_id):
-            raise Conflict("a consolidation of this tenant is already running")
-        try:
-            yield
-        finally:
-            repo.unlock_pass(conn, tenant_id=tenant_id)
+def _one_pass_at_a_time(ctx: AppContext, tenant_id: str):
+    return exclusive_pass.one_pass_at_a_time(ctx, tenant_id, try_lock=repo.try_lock_pass, unlock=repo.unlock_pass,
+                                             what="consolidation")
 
 
 def _pass(ctx: AppContext, run: ConsolidationRun, config: Config, actor: dict, stats: dict[str, int],
