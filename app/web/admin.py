@@ -9,7 +9,7 @@ to its creation, and nowhere else."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import quote
 
 from starlette.concurrency import run_in_threadpool
@@ -21,6 +21,7 @@ from app.core.access import SCOPES, writes_and_decides
 from app.core.durations import format_duration
 from app.errors import AppError, BacktestFailed, ValidationFailed
 from app.services import apikeys, backends, policy_backtest, recover, suggestions, tenant_admin, tenant_config, users
+from app.services.context import AppContext
 from app.services.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
@@ -59,17 +60,22 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
     }
 
 
+async def _page_context(request: Request, user: Reviewer, role: TenantRole) -> dict[str, Any]:
+    """What every rendering of the page or a section starts from: the tenant's data and empty forms."""
+    data = await run_in_threadpool(_load, request.app.state.ctx, role)
+    return {"role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
+            "scopes": SCOPES, "tenant_q": quote(role.tenant_name), "new_key": None, "policy_problems": [],
+            "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "notes": {}, **EMPTY_POLICY_TEST, **data}
+
+
 async def _respond(request: Request, user: Reviewer, role: TenantRole, section: str, *, ok: str | None = None,
                    error: AppError | None = None, extra: dict[str, Any] | None = None, status: int = 200):
     """The changed section (htmx), else the whole page; a plain POST that succeeded is redirected."""
     tenant_q = quote(role.tenant_name)
     if not wants_fragment(request) and error is None and not extra and request.method == "POST":
         return RedirectResponse(f"/admin?tenant={tenant_q}#admin-{section}", status_code=303)
-    data = await run_in_threadpool(_load, request.app.state.ctx, role)
-    context = {"role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
-               "scopes": SCOPES, "tenant_q": tenant_q, "new_key": None, "policy_problems": [],
-               "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, **EMPTY_POLICY_TEST,
-               "notes": {section: {"ok": ok, "error": error}} if (ok or error) else {}, **data, **(extra or {})}
+    context = {**await _page_context(request, user, role),
+               "notes": {section: {"ok": ok, "error": error}} if (ok or error) else {}, **(extra or {})}
     if error is not None:
         status = error.status
     template = SECTIONS[section] if wants_fragment(request) else "admin/index.html"
@@ -84,11 +90,7 @@ def _role(request: Request) -> tuple[Reviewer, TenantRole]:
 async def index(request: Request):
     user, role = _role(request)
     policy_backtest.prepare(request.app.state.ctx)  # the policy editor's save is backtested
-    data = await run_in_threadpool(_load, request.app.state.ctx, role)
-    return render(request, "admin/index.html", {
-        "role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
-        "scopes": SCOPES, "tenant_q": quote(role.tenant_name), "new_key": None, "policy_problems": [],
-        "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "notes": {}, **EMPTY_POLICY_TEST, **data})
+    return render(request, "admin/index.html", await _page_context(request, user, role))
 
 
 def _text(form, name: str, limit: int = 1000) -> str:
@@ -102,34 +104,40 @@ def _text(form, name: str, limit: int = 1000) -> str:
     return value
 
 
-async def create_user(request: Request):
-    user, role = _role(request)
-    form = await request.form()
-    try:
-        created = await run_in_threadpool(
-            tenant_admin.create_member, request.app.state.ctx, tenant_id=role.tenant_id,
-            username=_text(form, "username", 200), password=_text(form, "password", users.MAX_PASSWORD),
-            role=_text(form, "role", 20), agents=_text(form, "agents") or "*", actor=user.actor)
-    except AppError as error:
-        return await _respond(request, user, role, "users", error=error)
-    return await _respond(request, user, role, "users", ok=f"Created user {created.username}.")
+def _form_action(section: str, act: Callable[[AppContext, Reviewer, TenantRole, Any, dict[str, Any]], str]):
+    """A POST that changes one section: `act` reads the form's fields and calls the service (which
+    audits), in a worker thread, and returns the line shown on success; a problem it raises is shown
+    in the section instead."""
+    async def handler(request: Request):
+        user, role = _role(request)
+        form = await request.form()
+        try:
+            ok = await run_in_threadpool(act, request.app.state.ctx, user, role, form, request.path_params)
+        except AppError as error:
+            return await _respond(request, user, role, section, error=error)
+        return await _respond(request, user, role, section, ok=ok)
+
+    handler.__name__ = act.__name__
+    return handler
 
 
-async def change_user(request: Request):
-    user, role = _role(request)
-    form = await request.form()
+def _create_user(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    created = tenant_admin.create_member(
+        ctx, tenant_id=role.tenant_id, username=_text(form, "username", 200),
+        password=_text(form, "password", users.MAX_PASSWORD), role=_text(form, "role", 20),
+        agents=_text(form, "agents") or "*", actor=user.actor)
+    return f"Created user {created.username}."
+
+
+def _change_user(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
     action = str(form.get("action", ""))
     if action not in ("save", "remove"):
-        return await _respond(request, user, role, "users", error=ValidationFailed.at("/action", "choose save or remove"))
-    try:
-        await run_in_threadpool(
-            tenant_admin.change_member, request.app.state.ctx, tenant_id=role.tenant_id,
-            user_id=request.path_params["user_id"], role=_text(form, "role", 20) if action == "save" else None,
-            agents=_text(form, "agents") or "*", acting_user_id=user.user_id, actor=user.actor)
-    except AppError as error:
-        return await _respond(request, user, role, "users", error=error)
-    return await _respond(request, user, role, "users",
-                          ok="Role saved." if action == "save" else "Role removed from this tenant.")
+        raise ValidationFailed.at("/action", "choose save or remove")
+    tenant_admin.change_member(
+        ctx, tenant_id=role.tenant_id, user_id=params["user_id"],
+        role=_text(form, "role", 20) if action == "save" else None, agents=_text(form, "agents") or "*",
+        acting_user_id=user.user_id, actor=user.actor)
+    return "Role saved." if action == "save" else "Role removed from this tenant."
 
 
 async def create_key(request: Request):
@@ -148,15 +156,9 @@ async def create_key(request: Request):
     return await _respond(request, user, role, "keys", extra={"new_key": new_key}, status=201)
 
 
-async def revoke_key(request: Request):
-    user, role = _role(request)
-    key_id = request.path_params["key_id"]
-    try:
-        await run_in_threadpool(apikeys.revoke_key, request.app.state.ctx, tenant_id=role.tenant_id,
-                                key_id=key_id, actor=user.actor)
-    except AppError as error:
-        return await _respond(request, user, role, "keys", error=error)
-    return await _respond(request, user, role, "keys", ok=f"Revoked {key_id}: requests with it now get 401.")
+def _revoke_key(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    apikeys.revoke_key(ctx, tenant_id=role.tenant_id, key_id=params["key_id"], actor=user.actor)
+    return f"Revoked {params['key_id']}: requests with it now get 401."
 
 
 async def save_policy(request: Request):
@@ -250,82 +252,49 @@ def _suggestion_action(kind: str):
     return handler
 
 
-async def save_review_sla(request: Request):
-    user, role = _role(request)
-    form = await request.form()
-    try:
-        seconds = await run_in_threadpool(tenant_config.set_review_sla, request.app.state.ctx, tenant_id=role.tenant_id,
-                                          duration=_text(form, "review_sla", 40), actor=user.actor)
-    except AppError as error:
-        return await _respond(request, user, role, "policy", error=error)
-    return await _respond(request, user, role, "policy", ok=f"Review SLA: {format_duration(seconds)}.")
+def _save_review_sla(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    seconds = tenant_config.set_review_sla(ctx, tenant_id=role.tenant_id, duration=_text(form, "review_sla", 40),
+                                           actor=user.actor)
+    return f"Review SLA: {format_duration(seconds)}."
 
 
-async def save_redaction(request: Request):
-    user, role = _role(request)
-    form = await request.form()
-    try:
-        mode = _text(form, "mode", 20)
-        await run_in_threadpool(tenant_config.set_redaction_mode, request.app.state.ctx, tenant_id=role.tenant_id,
-                                mode=mode, actor=user.actor)
-    except AppError as error:
-        return await _respond(request, user, role, "redaction", error=error)
-    return await _respond(request, user, role, "redaction", ok=f"Secret-shaped writes are now: {mode}.")
+def _save_redaction(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    mode = _text(form, "mode", 20)
+    tenant_config.set_redaction_mode(ctx, tenant_id=role.tenant_id, mode=mode, actor=user.actor)
+    return f"Secret-shaped writes are now: {mode}."
 
 
-async def register_secret(request: Request):
-    user, role = _role(request)
-    form = await request.form()
-    try:
-        label = _text(form, "label", 64).strip()
-        value = _text(form, "value", 10_000)
-        if not label:
-            raise ValidationFailed.at("/label", "give the secret a label (it replaces the value in redactions)")
-        await run_in_threadpool(tenant_config.register_secret, request.app.state.ctx, tenant_id=role.tenant_id,
-                                label=label, value=value, actor=user.actor)
-    except AppError as error:
-        return await _respond(request, user, role, "redaction", error=error)
-    return await _respond(request, user, role, "redaction",
-                          ok=f"Registered secret {label}; writes containing it are now redacted or rejected.")
+def _register_secret(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    label = _text(form, "label", 64).strip()
+    value = _text(form, "value", 10_000)
+    if not label:
+        raise ValidationFailed.at("/label", "give the secret a label (it replaces the value in redactions)")
+    tenant_config.register_secret(ctx, tenant_id=role.tenant_id, label=label, value=value, actor=user.actor)
+    return f"Registered secret {label}; writes containing it are now redacted or rejected."
 
 
-async def add_backend(request: Request):
-    user, role = _role(request)
-    form = await request.form()
-    try:
-        name = _text(form, "name", 64).strip()
-        await run_in_threadpool(backends.add_backend, request.app.state.ctx, tenant_name=role.tenant_name, name=name,
-                                kind="memwarden", agents=_text(form, "agents", 200).strip() or "*",
-                                options={"url": _text(form, "url", 2000).strip()}, secret=_text(form, "api_key", 500),
-                                actor=user.actor, from_web=True)
-    except AppError as error:
-        return await _respond(request, user, role, "backends", error=error)
-    return await _respond(request, user, role, "backends", ok=f"Backend {name} added; live memories are being delivered.")
+def _add_backend(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    name = _text(form, "name", 64).strip()
+    backends.add_backend(ctx, tenant_name=role.tenant_name, name=name, kind="memwarden",
+                         agents=_text(form, "agents", 200).strip() or "*",
+                         options={"url": _text(form, "url", 2000).strip()}, secret=_text(form, "api_key", 500),
+                         actor=user.actor, from_web=True)
+    return f"Backend {name} added; live memories are being delivered."
 
 
-async def change_backend(request: Request):
-    user, role = _role(request)
-    form = await request.form()
-    name, action = request.path_params["name"], _text(form, "action", 20)
-    ctx = request.app.state.ctx
-    try:
-        if action in ("enable", "disable"):
-            await run_in_threadpool(backends.set_enabled, ctx, tenant_name=role.tenant_name, name=name,
-                                    enabled=action == "enable", actor=user.actor)
-            ok = f"Backend {name} {action}d."
-        elif action == "retry":
-            count = await run_in_threadpool(backends.retry_failed, ctx, tenant_name=role.tenant_name, name=name,
-                                            actor=user.actor)
-            ok = f"{count} failed deliveries to {name} owed again."
-        elif action == "remove":
-            await run_in_threadpool(backends.remove_backend, ctx, tenant_name=role.tenant_name, name=name,
-                                    actor=user.actor)
-            ok = f"Backend {name} removed; what it stores stays there."
-        else:
-            raise ValidationFailed.at("/action", "enable, disable, retry or remove")
-    except AppError as error:
-        return await _respond(request, user, role, "backends", error=error)
-    return await _respond(request, user, role, "backends", ok=ok)
+def _change_backend(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    name, action = params["name"], _text(form, "action", 20)
+    if action in ("enable", "disable"):
+        backends.set_enabled(ctx, tenant_name=role.tenant_name, name=name, enabled=action == "enable",
+                             actor=user.actor)
+        return f"Backend {name} {action}d."
+    if action == "retry":
+        count = backends.retry_failed(ctx, tenant_name=role.tenant_name, name=name, actor=user.actor)
+        return f"{count} failed deliveries to {name} owed again."
+    if action == "remove":
+        backends.remove_backend(ctx, tenant_name=role.tenant_name, name=name, actor=user.actor)
+        return f"Backend {name} removed; what it stores stays there."
+    raise ValidationFailed.at("/action", "enable, disable, retry or remove")
 
 
 async def run_recover(request: Request):
@@ -349,19 +318,19 @@ async def run_recover(request: Request):
 
 routes = [
     Route("/admin", index, methods=["GET"]),
-    Route("/admin/users", create_user, methods=["POST"]),
-    Route("/admin/users/{user_id}", change_user, methods=["POST"]),
+    Route("/admin/users", _form_action("users", _create_user), methods=["POST"]),
+    Route("/admin/users/{user_id}", _form_action("users", _change_user), methods=["POST"]),
     Route("/admin/keys", create_key, methods=["POST"]),
-    Route("/admin/keys/{key_id}/revoke", revoke_key, methods=["POST"]),
+    Route("/admin/keys/{key_id}/revoke", _form_action("keys", _revoke_key), methods=["POST"]),
     Route("/admin/policy", save_policy, methods=["POST"]),
     Route("/admin/policy/test", test_policy, methods=["POST"]),
     Route("/admin/suggestions", suggestions_page, methods=["GET"]),
     Route("/admin/suggestions/{suggestion_id}/accept", _suggestion_action("accept"), methods=["POST"]),
     Route("/admin/suggestions/{suggestion_id}/dismiss", _suggestion_action("dismiss"), methods=["POST"]),
-    Route("/admin/review-sla", save_review_sla, methods=["POST"]),
-    Route("/admin/redaction", save_redaction, methods=["POST"]),
-    Route("/admin/secrets", register_secret, methods=["POST"]),
-    Route("/admin/backends", add_backend, methods=["POST"]),
-    Route("/admin/backends/{name}", change_backend, methods=["POST"]),
+    Route("/admin/review-sla", _form_action("policy", _save_review_sla), methods=["POST"]),
+    Route("/admin/redaction", _form_action("redaction", _save_redaction), methods=["POST"]),
+    Route("/admin/secrets", _form_action("redaction", _register_secret), methods=["POST"]),
+    Route("/admin/backends", _form_action("backends", _add_backend), methods=["POST"]),
+    Route("/admin/backends/{name}", _form_action("backends", _change_backend), methods=["POST"]),
     Route("/admin/recover", run_recover, methods=["POST"]),
 ]
