@@ -80,7 +80,7 @@ def cmd_report(args: argparse.Namespace, settings: Settings) -> int:
         ctx = cli_common.open_context(settings)
         tenant = resolve_tenant(ctx, args.tenant)
         ran = None
-    report = incident.report(ctx, tenant.id, target, recover=ran)
+    report = incident.report(ctx, tenant.id, target, ran=ran)
     if args.json:
         print(json.dumps({"tenant": tenant.name, **report}, indent=2))
         return 0

@@ -37,7 +37,7 @@ async def recover_report(request: Request, principal: Principal):
 
     def run():
         target, ran = incident.target_of(ctx, principal.tenant_id, recover_id)
-        return incident.report(ctx, principal.tenant_id, target, recover=ran)
+        return incident.report(ctx, principal.tenant_id, target, ran=ran)
 
     return json_response(await run_in_threadpool(run))
 

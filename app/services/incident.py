@@ -47,8 +47,8 @@ def target_of(ctx: AppContext, tenant_id: str, recover_id: str) -> tuple[recover
 
 
 def report(ctx: AppContext, tenant_id: str, target: recover.Target, *,
-           recover: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The incident report of `target` (see the module docstring); `recover`: the recover that ran
+           ran: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The incident report of `target` (see the module docstring); `ran`: the recover that ran
     (`target_of`'s second value), when the report is of one."""
     read_audit.flush(ctx)  # this process's reads so far are in it too
     with ctx.db.sessions() as session:
@@ -61,7 +61,7 @@ def report(ctx: AppContext, tenant_id: str, target: recover.Target, *,
             if root in memories:
                 since[root] = memories[root].created_at
         reads = derivations_repo.reads_of(session, tenant_id=tenant_id, chain_id=chain_for(tenant_id), since=since)
-    return _build(tenant_id, target, recover, roots, radius, memories, reads)
+    return _build(tenant_id, target, ran, roots, radius, memories, reads)
 
 
 def _memory_json(memory) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def _compute(ctx, tenant_id: str, form: dict[str, str]) -> dict:
         if not has_prefix(form["recover"], "rcv"):
             raise NotFound("recover not found")
         target, ran = incident.target_of(ctx, tenant_id, form["recover"])
-        return incident.report(ctx, tenant_id, target, recover=ran)
+        return incident.report(ctx, tenant_id, target, ran=ran)
     if form["kind"] not in recover.KINDS:
         raise ValidationFailed.at("/kind", "choose an API key id, an agent id or a source")
     target = recover.parse_target(**{form["kind"]: form["value"]}, since=form["since"] or None,

@@ -42,8 +42,14 @@ def upgrade() -> None:
             CHECK (derived_id <> source_id)
         )""")
     op.execute("CREATE INDEX memory_derivations_source ON memory_derivations (tenant_id, source_id, derived_id)")
-    # The entries' bytes are canonical JSON (RFC 8785): valid JSON text, read as jsonb here.
-    op.execute("""
+    for statement in BACKFILL:
+        op.execute(statement)
+
+
+# The entries' bytes are canonical JSON (RFC 8785): valid JSON text, read as jsonb here. A merge the
+# audit entries gave as `compaction` is not repeated as a plain `merge` from the pointer columns.
+BACKFILL = (
+    """
         INSERT INTO memory_derivations (tenant_id, derived_id, source_id, kind, via, created_at)
         SELECT e.tenant_id, d.derived, e.subject_id, d.kind, d.via, e.ts
         FROM audit_entries e
@@ -52,31 +58,33 @@ def upgrade() -> None:
             CASE e.event_type WHEN 'memory.merged_into' THEN j.data ->> 'canonical'
                               ELSE j.data ->> 'superseded_by' END AS derived,
             CASE WHEN e.event_type = 'memory.superseded' THEN 'supersede'
-                 WHEN j.data ->> 'strategy' LIKE 'compaction:%' THEN 'compaction'
+                 WHEN starts_with(j.data ->> 'strategy', 'compaction:') THEN 'compaction'
                  ELSE 'merge' END AS kind,
             j.data ->> 'change_id' AS via) d
         WHERE e.event_type IN ('memory.merged_into', 'memory.superseded') AND e.tenant_id IS NOT NULL
           AND e.subject_type = 'memory' AND d.derived IS NOT NULL AND d.derived <> e.subject_id
-        ON CONFLICT DO NOTHING""")
-    op.execute("""
+        ON CONFLICT DO NOTHING""",
+    """
         INSERT INTO memory_derivations (tenant_id, derived_id, source_id, kind, created_at)
         SELECT tenant_id, merged_into, id, 'merge', coalesce(ended_at, updated_at) FROM memories
         WHERE merged_into IS NOT NULL AND merged_into <> id
         UNION ALL
         SELECT tenant_id, superseded_by, id, 'supersede', coalesce(ended_at, updated_at) FROM memories
         WHERE superseded_by IS NOT NULL AND superseded_by <> id
-        ON CONFLICT DO NOTHING""")
-    # A merge the audit entries already gave as `compaction` is not repeated as a plain `merge`.
-    op.execute("""
+        ON CONFLICT DO NOTHING""",
+    """
         DELETE FROM memory_derivations m USING memory_derivations c
         WHERE m.kind = 'merge' AND c.kind = 'compaction' AND c.tenant_id = m.tenant_id
-          AND c.derived_id = m.derived_id AND c.source_id = m.source_id""")
-    op.execute("""
+          AND c.derived_id = m.derived_id AND c.source_id = m.source_id""",
+    """
         INSERT INTO memory_derivations (tenant_id, derived_id, source_id, kind, via, created_at)
         SELECT c.tenant_id, c.memory_id, s.id, 'consolidation', c.run_id, c.created_at
         FROM consolidation_claims c CROSS JOIN LATERAL unnest(c.source_ids) AS s (id)
         WHERE c.kind = 'promote' AND c.memory_id IS NOT NULL AND s.id <> c.memory_id
-        ON CONFLICT DO NOTHING""")
+        ON CONFLICT DO NOTHING""",
+)
+"""The lineage recorded before this revision, as derivation rows (`tests/integration/test_taint.py`
+runs these over a tenant's lineage and compares with what the deriving paths wrote)."""
 
 
 def downgrade() -> None:
