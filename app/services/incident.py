@@ -18,7 +18,7 @@ import json
 from typing import Any, Callable
 
 from app.core.timefmt import format_ts, utcnow
-from app.errors import NotFound
+from app.errors import NotFound, ValidationFailed
 from app.repos import audit_reads, recovery
 from app.repos import derivations as derivations_repo
 from app.services import change_reads, derivations, read_audit, recover
@@ -52,6 +52,8 @@ def report(ctx: AppContext, tenant_id: str, target: recover.Target, *,
     (`target_of`'s second value), when the report is of one."""
     read_audit.flush(ctx)  # this process's reads so far are in it too
     with ctx.db.sessions() as session:
+        if target.kind == "key" and not recovery.key_known(session, tenant_id=tenant_id, key_id=target.value):
+            raise ValidationFailed.at("/key", f"no API key {target.value!r} in this tenant")
         roots = recover.roots_of(session, tenant_id, target)
         radius = derivations.blast_radius(session, tenant_id=tenant_id, roots=roots)
         memories = recovery.memories_by_id(session, tenant_id=tenant_id,

@@ -179,6 +179,16 @@ def test_recover_follows_taint_and_reports_who_read_it(tainted, data_dir, commit
     assert_error(http.get("/v1/recover/rcv_00000000000000000000000000/report", headers=bearer(t["auditor"])),
                  404, "not_found")
     assert_error(http.get("/v1/recover/report", params=target, headers=bearer(t["reader"])), 403, "forbidden")
+    from app.services.apikeys import create_key
+    from app.services.tenants import create_tenant
+    from tests.harness import unique
+
+    stranger = create_tenant(committed_ctx, name=unique("other"), actor=ADMIN)
+    outsider = create_key(committed_ctx, tenant_id=stranger.id, scopes="audit:read", agents="*", actor=ADMIN).token
+    assert_error(http.get("/v1/recover/report", params=target, headers=bearer(outsider)), 422, "validation_error")
+    other = http.get("/v1/recover/report", params={"agent": "desk", "since": t["since"]}, headers=bearer(outsider))
+    assert other.status_code == 200 and other.json()["counts"]["recovered"] == 0  # another tenant's lineage: none
+    assert_error(http.get(f"/v1/recover/{done['recover_id']}/report", headers=bearer(outsider)), 404, "not_found")
     assert_error(http.get("/v1/recover/report", params={"since": t["since"]}, headers=bearer(t["auditor"])),
                  422, "validation_error")
 
