@@ -31,6 +31,7 @@ BENCHMARKS: list[str] = [
     "app.bench.backtest",    # memwarden bench backtest   — seconds to backtest a policy change over 10k decisions
     "app.bench.consolidate",  # memwarden bench consolidate — promotion precision/recall on a scripted month, evictions, cost
     "app.bench.contradiction",  # memwarden bench contradiction — CPU of reading a change of state by meaning, A/B
+    "app.bench.blast",       # memwarden bench blast      — size and time of the blast-radius incident report at 100k
 ]
 
 

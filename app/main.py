@@ -31,6 +31,7 @@ from app.services.oidc_client import OidcClient
 from app.web import admin as admin_pages
 from app.web import audit as audit_pages
 from app.web import home, login
+from app.web import incident as incident_pages
 from app.web import memories as memory_pages
 from app.web import oidc as oidc_pages
 from app.web import review as review_pages
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         *review_pages.routes,
         *memory_pages.routes,
         *audit_pages.routes,
+        *incident_pages.routes,
         *admin_pages.routes,
         Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
     ]

@@ -42,12 +42,15 @@ def _in_window(column, window: Window):
     return and_(*conds)
 
 
-def written(session: Session, window: Window, *, status: str = "live", lock: bool = False) -> list[Memory]:
-    """Memories of the tenant in `status` the principal wrote in the window (by creation time), oldest first.
+def written(session: Session, window: Window, *, status: str | None = "live", lock: bool = False) -> list[Memory]:
+    """Memories of the tenant in `status` (None: any) the principal wrote in the window (by creation
+    time), oldest first.
 
     For a key: rows whose `written_by` is the key, and rows older than that column whose
     `memory.remembered` / `memory.staged` audit entry names the key as actor."""
-    conds = [Memory.tenant_id == window.tenant_id, Memory.status == status, _in_window(Memory.created_at, window)]
+    conds = [Memory.tenant_id == window.tenant_id, _in_window(Memory.created_at, window)]
+    if status is not None:
+        conds.append(Memory.status == status)
     if window.kind == "key":
         by_audit = select(AuditEntry.subject_id).where(
             AuditEntry.chain_id == window.chain_id, AuditEntry.event_type.in_(WRITE_EVENTS),

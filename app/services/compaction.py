@@ -268,7 +268,7 @@ def _apply(ctx: AppContext, session: Session, actor: dict, run_id: str, group: G
     canonical = group.canonical
     output = mem.apply_merge(ctx, session, canonical.tenant_id, actor, Scope(canonical.tenant_id, canonical.agent_id),
                              canonical.id, group.sources, f"compaction:{group.kind}", plan, embedding,
-                             expected=group.rows, change_id=change_id)
+                             expected=group.rows, change_id=change_id, via=run_id)
     from app.services import refs
 
     events.lock_tenant(session, canonical.tenant_id)  # before minting the ref: one lock order everywhere

@@ -49,7 +49,7 @@ from app.repos import compaction as compaction_repo
 from app.repos import consolidation as repo
 from app.repos import tenants as tenant_repo
 from app.repos.memories import Scope
-from app.services import events, recall_tracking, refs, staging
+from app.services import derivations, events, recall_tracking, refs, staging
 from app.services import memories as mem
 from app.services import exclusive_pass
 from app.services.context import AppContext
@@ -358,6 +358,8 @@ def _promote(ctx: AppContext, session: Session, principal: _Consolidator, run: C
             change_id = result.body.get("change_id")
             repo.record_outcome(session, tenant_id=tenant_id, key=key, memory_id=write.memory.id,
                                 change_id=change_id)
+            derivations.record(session, tenant_id=tenant_id, derived_id=write.memory.id, source_ids=cluster.ids,
+                               kind="consolidation", via=run.id, at=now)
             ctx.audit.append(session, tenant_id=tenant_id, event_type="consolidation.promoted", actor=principal.actor,
                              subject={"type": "memory", "id": write.memory.id},
                              data={"run_id": run.id, "agent_id": plan.agent_id, "user_id": plan.user_id,

@@ -35,7 +35,7 @@ from app.core.access import Principal
 from app.core.importformats import FileError, ImportRecord, Problem
 from app.errors import AppError, Forbidden
 from app.repos import memories as memories_repo
-from app.services import memories, tenant_config
+from app.services import derivations, memories, tenant_config
 from app.services.context import AppContext
 
 DEFAULT_BATCH = 256
@@ -229,6 +229,16 @@ def _write(ctx: AppContext, principal: Principal, prepared: list[tuple[ImportRec
                 advance(len(batch))
 
 
+def _link(session, tenant_id: str, rows: list) -> None:
+    """The file's lineage: a row it says was merged into, or superseded by, another is a source of
+    that one (`app.services.derivations`), as the merge or approval that ended it recorded."""
+    for memory in rows:
+        for target, kind in ((memory.merged_into, "merge"), (memory.superseded_by, "supersede")):
+            if target and target != memory.id:
+                derivations.record(session, tenant_id=tenant_id, derived_id=target, source_ids=[memory.id],
+                                   kind=kind, via="import", at=memory.ended_at or memory.updated_at)
+
+
 def _write_batch(ctx: AppContext, principal: Principal, batch: list[tuple[ImportRecord, memories.PreparedWrite]],
                  vectors, report: ImportReport, *, last: bool) -> bool:
     """One batch in one transaction; False (and the problem recorded) when a policy refused it."""
@@ -241,6 +251,7 @@ def _write_batch(ctx: AppContext, principal: Principal, batch: list[tuple[Import
                 ctx, session, principal, [batch[i][1] for i in fresh], [vectors[i].tolist() for i in fresh],
                 via="import", import_sha256=report.file_sha256)
             report.skipped_existing += len(batch) - len(fresh)
+            _link(session, principal.tenant_id, [batch[i][1].memory for i in fresh])
             for outcome in outcomes:
                 key = {201: "imported", 202: "staged"}.get(outcome.status, "restored")
                 setattr(report, key, getattr(report, key) + 1)

@@ -33,7 +33,7 @@ from app.repos import changes as changes_repo
 from app.repos import memories as repo
 from app.repos.memories import Scope
 from app.repos.search import SqlVector
-from app.services import (early_embedding, events, group_commit, integrity, learned_revocation, read_budgets,
+from app.services import (derivations, early_embedding, events, group_commit, integrity, learned_revocation, read_budgets,
                           recall_tracking, refs, screening, staging)
 from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.context import AppContext
@@ -391,8 +391,11 @@ def plan_merge(rows: list[Memory], canonical_id: str, strategy: str) -> MergePla
 
 def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Scope, canonical_id: str,
                 duplicates: list[str], strategy: str, plan: MergePlan, embedding: list[float] | None,
-                expected: list[Memory] | None = None, change_id: str | None = None) -> Memory:
-    """Apply a merge plan to locked rows; refuse if they changed since the plan was made."""
+                expected: list[Memory] | None = None, change_id: str | None = None,
+                via: str | None = None) -> Memory:
+    """Apply a merge plan to locked rows; refuse if they changed since the plan was made. The
+    canonical memory is recorded as derived from each duplicate (`via`: the run that merged them,
+    else the change)."""
     rows = repo.lock_live(session, scope=scope, ids=[canonical_id, *duplicates])
     _require_all(rows, [canonical_id, *duplicates])
     if expected is not None:
@@ -409,6 +412,8 @@ def apply_merge(ctx: AppContext, session, tenant_id: str, actor: dict, scope: Sc
     canonical.content, canonical.metadata_, canonical.tags = plan.content, plan.metadata, plan.tags
     canonical.confidence, canonical.updated_at = plan.confidence, now
     repo.end(session, tenant_id=tenant_id, ids=duplicates, status="merged", at=now, merged_into=canonical_id)
+    derivations.record(session, tenant_id=tenant_id, derived_id=canonical_id, source_ids=duplicates,
+                       kind=derivations.kind_of_merge(strategy), via=via or change_id, at=now)
     session.flush()
     ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
                      subject={"type": "memory", "id": canonical_id},

@@ -8,6 +8,12 @@ been poisoned between two times.
   ended memory: approving it restores that memory to live; rejecting it leaves it ended. A hard
   delete cannot be reverted (its content is gone) and is reported as such.
 
+Taint follows lineage (`app.services.derivations`): every memory derived, transitively, from a
+memory the principal wrote in the window (in any status: a write compacted away lives on in what
+it was folded into) or from the canonical memory of a merge it made is its blast radius. Each live
+one is quarantined too, its change naming the derivation path; derived ones pending review or no
+longer served are listed. `app.services.incident` reports who read any of them.
+
 A dry run reports the same counts and ids and changes nothing. A real run is one transaction: a
 `recover` audit event (principal, window, counts), a `memory.quarantined` or `memory.revert_offered`
 event per memory and a `change.proposed` event per change; no memory content reaches the audit log
@@ -28,7 +34,8 @@ from app.errors import Conflict, ValidationFailed
 from app.repos import memories as memories_repo
 from app.repos import recovery
 from app.repos.recovery import Window
-from app.services import events, learned_revocation, staging
+from app.core.lineage import Reached
+from app.services import derivations, events, learned_revocation, staging
 from app.services.audit import actor_label, chain_for
 from app.services.context import AppContext
 from app.services.memories import apply_forget, memory_event, state_record
@@ -91,6 +98,28 @@ def parse_target(*, key: str | None = None, agent: str | None = None, source: st
     return Target(kind, str(value).strip(), start, end)
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A memory of the blast radius that the principal did not write itself: its nearest path
+    from a recovered memory, and what this recover does with it (`quarantine` a live one; a
+    pending one is `awaiting_review`; an ended one is `not_served`)."""
+
+    memory: Memory
+    reached: Reached
+    action: str
+
+    def reason(self, target: Target) -> str:
+        kinds = " then ".join(self.reached.kinds)
+        return f"recover: derived ({kinds}) from {self.reached.path[0]}, which {target.kind} {target.value} " \
+               f"wrote or changed between {format_ts(target.since)} and " \
+               f"{format_ts(target.until) if target.until else 'now'}"
+
+    def json(self) -> dict[str, Any]:
+        return {"memory_id": self.memory.id, "status": self.memory.status, "action": self.action,
+                "root": self.reached.path[0], "path": list(self.reached.path), "kinds": list(self.reached.kinds),
+                "depth": self.reached.depth}
+
+
 @dataclass
 class Plan:
     """What a recover finds: the memories to quarantine, the endings to offer for revert, and the
@@ -104,6 +133,15 @@ class Plan:
     awaiting_review: list[str]
     """Writes of the principal still staged for their first review (or quarantined by an earlier
     recover): not served, but a reviewer should reject rather than approve them."""
+    roots: list[str]
+    """The recovered memories the blast radius is walked from."""
+    derived: list[Derived]
+    truncated: bool
+    """The walk stopped at `derivations.MAX_DEPTH` with memories left beyond it."""
+
+    @property
+    def derived_quarantine(self) -> list[Derived]:
+        return [d for d in self.derived if d.action == "quarantine"]
 
 
 def _revertable(event_type: str, memory: Memory | None) -> str | None:
@@ -124,8 +162,49 @@ def _revertable(event_type: str, memory: Memory | None) -> str | None:
     return None
 
 
+def _window(tenant_id: str, target: Target) -> Window:
+    return Window(tenant_id, chain_for(tenant_id), target.kind, target.value, target.since, target.until)
+
+
+def roots_of(session, tenant_id: str, target: Target) -> list[str]:
+    """The recovered memories: every memory the principal wrote in the window, in any status,
+    oldest first, then the canonical memory of each merge it made there (it wrote that content too)."""
+    window = _window(tenant_id, target)
+    written = [m.id for m in recovery.written(session, window, status=None)]
+    merged_into = [e.memory_id for e in recovery.endings(session, window, ("memory.merged",))]
+    return list(dict.fromkeys(written + merged_into))
+
+
+def _nearest(radius, exclude: set[str]) -> dict[str, Reached]:
+    """Each memory of the radius outside `exclude` → its nearest path from any root (the shortest,
+    then the earliest, then the smallest root id)."""
+    nearest: dict[str, Reached] = {}
+    for root in sorted(radius.by_root):
+        for memory_id, reached in radius.by_root[root].items():
+            if memory_id in exclude:
+                continue
+            known = nearest.get(memory_id)
+            if known is None or (reached.depth, reached.tainted_at) < (known.depth, known.tainted_at):
+                nearest[memory_id] = reached
+    return nearest
+
+
+def _derived(session, tenant_id: str, roots: list[str], direct: set[str], *, lock: bool) -> tuple[list[Derived], bool]:
+    radius = derivations.blast_radius(session, tenant_id=tenant_id, roots=roots)
+    nearest = _nearest(radius, direct | set(roots))
+    rows = recovery.memories_by_id(session, tenant_id=tenant_id, ids=sorted(nearest), lock=lock)
+    derived = []
+    for memory_id, reached in sorted(nearest.items(), key=lambda item: (item[1].depth, item[1].tainted_at, item[0])):
+        memory = rows.get(memory_id)
+        if memory is None:
+            continue
+        action = {"live": "quarantine", "pending": "awaiting_review"}.get(memory.status, "not_served")
+        derived.append(Derived(memory, reached, action))
+    return derived, bool(radius.truncated)
+
+
 def _plan(session, tenant_id: str, target: Target, *, lock: bool) -> Plan:
-    window = Window(tenant_id, chain_for(tenant_id), target.kind, target.value, target.since, target.until)
+    window = _window(tenant_id, target)
     quarantine = recovery.written(session, window, lock=lock)
     # A merge rewrites its canonical memory: the principal wrote that content too.
     merged_into = {e.memory_id for e in recovery.endings(session, window, ("memory.merged",))}
@@ -133,12 +212,15 @@ def _plan(session, tenant_id: str, target: Target, *, lock: bool) -> Plan:
     quarantine += [m for m in recovery.memories_by_id(session, tenant_id=tenant_id, ids=sorted(merged_into),
                                                       lock=lock).values() if m.status == "live"]
     awaiting = [m.id for m in recovery.written(session, window, status="pending")]
+    roots = roots_of(session, tenant_id, target)
+    derived, truncated = _derived(session, tenant_id, roots, {m.id for m in quarantine}, lock=lock)
     latest: dict[str, recovery.Ending] = {}
     for ending in recovery.endings(session, window):
         latest[ending.memory_id] = ending  # oldest first: the last ending of a memory is its current one
     rows = recovery.memories_by_id(session, tenant_id=tenant_id, ids=sorted(latest), lock=lock)
     covered = recovery.pending_of(session, tenant_id=tenant_id, operation="revert", memory_ids=sorted(latest))
-    revert, refused, quarantined = [], [], {m.id for m in quarantine}
+    revert, refused = [], []
+    quarantined = {m.id for m in quarantine} | {d.memory.id for d in derived if d.action == "quarantine"}
     for memory_id, ending in sorted(latest.items(), key=lambda item: item[1].seq):
         if memory_id in covered:
             continue
@@ -148,23 +230,27 @@ def _plan(session, tenant_id: str, target: Target, *, lock: bool) -> Plan:
             revert.append((ending, rows[memory_id]))
         else:
             refused.append({"memory_id": memory_id, "operation": ENDED_AS[ending.event_type], "reason": why})
-    return Plan(quarantine, revert, refused, sorted(covered), awaiting)
+    return Plan(quarantine, revert, refused, sorted(covered), awaiting, roots, derived, truncated)
 
 
 def _report(target: Target, plan: Plan, *, dry_run: bool, recover_id: str | None,
-            quarantine_changes: list[str] = (), revert_changes: list[str] = ()) -> dict[str, Any]:
+            quarantine_changes: list[str] = (), revert_changes: list[str] = (),
+            derived_changes: list[str] = ()) -> dict[str, Any]:
     return {
         "recover_id": recover_id, "dry_run": dry_run, "principal": target.principal_json(),
         **target.window_json(),
         "counts": {"quarantined": len(plan.quarantine), "revertable": len(plan.revert),
                    "not_revertable": len(plan.not_revertable), "already_pending": len(plan.already_pending),
-                   "awaiting_review": len(plan.awaiting_review)},
+                   "awaiting_review": len(plan.awaiting_review), "recovered": len(plan.roots),
+                   "derived": len(plan.derived), "derived_quarantined": len(plan.derived_quarantine)},
         "quarantined": [m.id for m in plan.quarantine],
         "revertable": [{"memory_id": m.id, "operation": ENDED_AS[e.event_type], "audit_seq": e.seq,
                         "at": format_ts(e.ts)} for e, m in plan.revert],
         "not_revertable": plan.not_revertable,
         "already_pending": plan.already_pending, "awaiting_review": plan.awaiting_review,
         "quarantine_changes": list(quarantine_changes), "revert_changes": list(revert_changes),
+        "derived": [d.json() for d in plan.derived], "derived_changes": list(derived_changes),
+        "blast_radius_truncated": plan.truncated,
     }
 
 
@@ -188,7 +274,9 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
         request = {"recover_id": recover_id, "reason": target.reason, "principal": target.principal_json(),
                    **target.window_json()}
         # A learned rule that approved any of these writes stops approving before they are pulled back.
-        learned_revocation.revoke_for(ctx, session, tenant_id=tenant_id, memory_ids=[m.id for m in plan.quarantine],
+        learned_revocation.revoke_for(ctx, session, tenant_id=tenant_id,
+                                      memory_ids=[m.id for m in plan.quarantine]
+                                      + [d.memory.id for d in plan.derived_quarantine],
                                       cause="quarantined", actor=actor)
         quarantined = []
         for memory in plan.quarantine:
@@ -201,6 +289,8 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
                              subject={"type": "memory", "id": memory.id},
                              data=memory_event(ctx, memory, change_id=change.id, recover_id=recover_id))
             quarantined.append(change.id)
+        derived = [_quarantine_derived(ctx, session, tenant_id, target, item, actor, submitter, request, recover_id)
+                   for item in plan.derived_quarantine]
         reverts = []
         for ending, memory in plan.revert:
             change = staging.stage_change_by(
@@ -215,7 +305,26 @@ def recover(ctx: AppContext, *, tenant_id: str, target: Target, actor: dict[str,
             reverts.append(change.id)
         session.flush()
         return _report(target, plan, dry_run=False, recover_id=recover_id, quarantine_changes=quarantined,
-                       revert_changes=reverts)
+                       revert_changes=reverts, derived_changes=derived)
+
+
+def _quarantine_derived(ctx: AppContext, session, tenant_id: str, target: Target, item: Derived,
+                        actor: dict[str, Any], submitter: str, request: dict[str, Any], recover_id: str) -> str:
+    """Quarantine a live memory derived from a recovered one, as a recovered one is: its change
+    and audit entry name the path (ids and kinds, no content). Returns the change id."""
+    memory, reason = item.memory, item.reason(target)
+    change = staging.stage_change_by(
+        ctx, session, tenant_id=tenant_id, submitted_by=submitter, actor=actor, operation="quarantine",
+        agent_id=memory.agent_id, user_id=memory.user_id,
+        request={**request, "reason": reason, "derived_from": list(item.reached.path),
+                 "derivation": list(item.reached.kinds)},
+        memory_ids=[memory.id], decision=Decision("require_approval", 1, RULE, reason), redactions=[])
+    memory.status, memory.updated_at = "pending", utcnow()
+    ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.quarantined", actor=actor,
+                     subject={"type": "memory", "id": memory.id},
+                     data=memory_event(ctx, memory, change_id=change.id, recover_id=recover_id,
+                                       derived_from=list(item.reached.path), derivation=list(item.reached.kinds)))
+    return change.id
 
 
 # --- deciding the changes a recover raised (called by app.services.review) ------------------------

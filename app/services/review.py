@@ -30,8 +30,8 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import change_reads, compaction, confirmation, consolidation, duties, events, recover, supersession
-from app.services import tenant_config, workspace
+from app.services import change_reads, compaction, confirmation, consolidation, derivations, duties, events, recover
+from app.services import supersession, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
 from app.services.users import ROLE_POWERS, Reviewer, TenantRole
@@ -986,6 +986,8 @@ def _apply(ctx: AppContext, session, change: Change, actor: dict, request: Decis
         target.content, target.tags, target.metadata_ = plan.content, plan.tags, plan.metadata
         target.confidence, target.embedding, target.updated_at = plan.confidence, prepared.embedding, now
         memory.status, memory.merged_into, memory.ended_at, memory.updated_at = "merged", target.id, now, now
+        derivations.record(session, tenant_id=tenant_id, derived_id=target.id, source_ids=[memory.id], kind="merge",
+                           via=change.id, at=now)
         session.flush()
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.merged", actor=actor,
                          subject={"type": "memory", "id": target.id},

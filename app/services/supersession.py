@@ -30,6 +30,7 @@ from app.db.models import Memory
 from app.errors import NotFound, ValidationFailed
 from app.repos import memories as repo
 from app.repos.memories import Scope
+from app.services import derivations
 from app.services import memories as mem
 from app.services.context import AppContext
 
@@ -120,6 +121,8 @@ def retire(ctx: AppContext, session, *, tenant_id: str, change_id: str, actor: d
     ended = utcnow()
     ids = sorted(rows)
     repo.end(session, tenant_id=tenant_id, ids=ids, status="superseded", at=ended, superseded_by=new_id)
+    derivations.record(session, tenant_id=tenant_id, derived_id=new_id, source_ids=ids, kind="supersede",
+                       via=change_id, at=ended)
     for memory_id in ids:
         ctx.audit.append(session, tenant_id=tenant_id, event_type="memory.superseded", actor=actor,
                          subject={"type": "memory", "id": memory_id},

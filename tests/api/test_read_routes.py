@@ -171,6 +171,12 @@ def _withdraw(env: Env, headers):
     return env.client.post(f"/v1/changes/{env.stage_forget(env.marked(1), headers)}/withdraw", headers=headers)
 
 
+def _recover_report(env: Env, headers):
+    done = env.client.post("/v1/recover", headers=headers, json={"agent": SPEND_AGENT, "since": "2000-01-01T00:00:00Z"})
+    assert done.status_code == 200, done.text
+    return env.client.get(f"/v1/recover/{done.json()['recover_id']}/report", headers=headers)
+
+
 def _webhook_then(action: str) -> Probe:
     def probe(env: Env, headers):
         hook = env.client.post("/v1/webhooks", headers=headers, json={"url": "http://127.0.0.1:9/h",
@@ -220,6 +226,8 @@ QUIET_API: dict[tuple[str, str], Probe] = {
     ("DELETE", "/v1/host/workspace/files/{path:path}"): _delete(f"/v1/host/workspace/files/{FILE}"),
     ("POST", "/v1/recover"): _post("/v1/recover", lambda env: {
         "agent": AGENT, "since": "2000-01-01T00:00:00Z", "dry_run": True}),
+    ("GET", "/v1/recover/report"): _get("/v1/recover/report", agent=AGENT, since="2000-01-01T00:00:00Z"),
+    ("GET", "/v1/recover/{recover_id}/report"): _recover_report,
     ("GET", "/v1/policy"): _get("/v1/policy"),
     ("PUT", "/v1/policy"): lambda env, h: env.client.put("/v1/policy", headers=h, json={"policy": {"rules": [
         {"id": "review-all", "match": {"operations": ["remember"]}, "action": "require_approval"}]}}),
@@ -276,6 +284,7 @@ READING_WEB: dict[tuple[str, str], WebProbe] = {
     ("GET", "/review/{change_id}/peek"): _page("/review/{env.pending}/peek"),
     ("POST", "/review/{change_id}/{kind:str}"): _web_decide,
     ("POST", "/review/bulk"): _web_bulk,
+    ("GET", "/audit/incident"): _page("/audit/incident", kind="agent", value=AGENT, since="2000-01-01T00:00:00Z"),
 }
 
 UNPROBED_WEB = {
@@ -302,6 +311,8 @@ QUIET_WEB: dict[tuple[str, str], WebProbe] = {
     ("GET", "/audit/decisions"): _page("/audit/decisions"),
     ("GET", "/audit/decisions.csv"): _page("/audit/decisions.csv"),
     ("GET", "/audit/decisions.json"): _page("/audit/decisions.json"),
+    ("GET", "/audit/incident.json"): _page("/audit/incident.json", kind="agent", value=AGENT,
+                                           since="2000-01-01T00:00:00Z"),
     ("GET", "/admin"): _page("/admin"),
     ("GET", "/admin/suggestions"): _page("/admin/suggestions"),
 }

@@ -105,7 +105,8 @@ def test_recover_a_poisoned_window(poisoned, data_dir, committed_ctx, live_key):
     assert sorted(r["memory_id"] for r in dry["revertable"]) == sorted(p["forgotten"])
     assert {r["operation"] for r in dry["revertable"]} == {"forget"}
     assert dry["counts"] == {"quarantined": 5, "revertable": 2, "not_revertable": 0, "already_pending": 0,
-                             "awaiting_review": 1}
+                             "awaiting_review": 1, "recovered": 6, "derived": 0, "derived_quarantined": 0}
+    assert dry["derived"] == [] and dry["blast_radius_truncated"] is False  # nothing derived from these
     assert dry["awaiting_review"] == [p["staged"]]
     assert all(_get(base, good, m) == 200 for m in p["written"])  # the dry run changed nothing
     assert set(p["written"]) <= _recalled(base, good, "ops", "standup")
@@ -266,6 +267,10 @@ def test_bad_recover_commands_fail_clearly(data_dir, live_server, live_tenant):
     done = _cli(data_dir, *common, "--key", "key_" + "0" * 26, "--since", "2026-01-01T00:00:00Z")
     assert done.returncode == 2 and "no API key" in done.stderr
     done = _cli(data_dir, *common, "--since", "2026-01-01T00:00:00Z")
-    assert done.returncode == 2 and "one of the arguments --key --agent --source is required" in done.stderr
+    assert done.returncode == 2 and "name exactly one principal to recover from" in done.stderr
+    done = _cli(data_dir, "recover", "report", "--tenant", live_tenant.name, "--recover-id", "rcv_nope")
+    assert done.returncode == 2 and "not a recover id" in done.stderr
+    done = _cli(data_dir, "recover", "report", "--tenant", live_tenant.name, "--agent", "a")
+    assert done.returncode == 2 and "since is required" in done.stderr
     done = _cli(data_dir, *common, "--agent", "a", "--since", "yesterday")
     assert done.returncode == 2 and "not an RFC 3339 timestamp" in done.stderr

@@ -43,7 +43,7 @@ ALLOWED = (
 )
 # `memwarden bench …` modules (app/cli_bench.py registers each) and the helpers they share.
 BENCH_MODULES = {
-    "audit", "audit_guards", "backtest", "compare", "consolidate", "contradiction", "fusion", "hotpath", "import_",
+    "audit", "audit_guards", "backtest", "blast", "compare", "consolidate", "contradiction", "fusion", "hotpath", "import_",
     "rate_limit", "recall", "replicas", "review", "reviewer", "router", "scale", "screening", "state_check",
     "__init__", "common", "consolidation_month", "corpora", "driver_common", "mem0_driver", "memorywire_driver",
     "reviewer_ui", "router_stores", "screening_judge",
