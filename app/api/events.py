@@ -13,13 +13,9 @@ The stream ends when the client goes away, or within about a second of the key's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import logging
-import time
 from typing import Any, AsyncIterator
 
-from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -29,8 +25,8 @@ from app.core.access import Principal
 from app.errors import ValidationFailed
 from app.services import apikeys, events
 from app.services.context import AppContext
+from app.services.event_tail import KEEPALIVE, EventTail
 
-log = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 0.5
 BATCH = 500
@@ -61,45 +57,32 @@ def _key_active(ctx: AppContext, principal: Principal) -> bool:
 
 async def _stream(ctx: AppContext, hub, principal: Principal, after: int, limit: int | None,
                   once: bool) -> AsyncIterator[str]:
-    tenant_id = principal.tenant_id
-    subscription = hub.subscribe(tenant_id, principal.key_id) if hub is not None else None
-    sent, last_write = 0, time.monotonic()
+    subscription = hub.subscribe(principal.tenant_id, principal.key_id) if hub is not None else None
+
+    async def go_on() -> bool:
+        if once:
+            return False
+        if subscription is not None:  # the hub watches the key and wakes us when it is revoked
+            await tail.wait_for_wake(HEARTBEAT_SECONDS if hub.listening else POLL_SECONDS)
+            return True
+        await asyncio.sleep(POLL_SECONDS)  # no hub (an injected test context): poll, and check the key as often
+        return await run_in_threadpool(_key_active, ctx, principal)
+
+    tail = EventTail(ctx, principal.tenant_id, after, batch=min(BATCH, limit) if limit else BATCH,
+                     subscription=subscription, go_on=go_on, heartbeat_seconds=HEARTBEAT_SECONDS)
+    sent = 0
     try:
-        while True:
-            if subscription is not None:
-                if subscription.revoked:
-                    return
-                subscription.wake.clear()  # before reading: a wake-up during the read triggers another read
-            batch = min(BATCH, limit - sent) if limit else BATCH
-            try:
-                rows = await run_in_threadpool(events.read_after, ctx.db.sessions, tenant_id, after, batch)
-            except OperationalError:  # database gone: end cleanly; the client resumes with Last-Event-ID
-                log.warning("event stream ended: database unreachable")
-                return
+        async for rows in tail.batches():
+            if rows is None:
+                yield KEEPALIVE
+                continue
             for event in rows:
-                after = event.id
                 if event.visible_to(principal.may_act_for):
                     yield format_event(event)
-                    sent, last_write = sent + 1, time.monotonic()
-            if limit and sent >= limit:
-                return
-            if len(rows) == batch:
-                continue
-            if once:
-                return
-            if subscription is not None:  # the hub watches the key and wakes us when it is revoked
-                timeout = HEARTBEAT_SECONDS if hub.listening else POLL_SECONDS
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(subscription.wake.wait(), timeout)
-                if subscription.revoked:
-                    return
-            else:  # no hub (an injected test context): poll, and check the key as often
-                await asyncio.sleep(POLL_SECONDS)
-                if not await run_in_threadpool(_key_active, ctx, principal):
-                    return
-            if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
-                yield ": keepalive\n\n"
-                last_write = time.monotonic()
+                    sent += 1
+                    tail.wrote()
+                    if limit and sent >= limit:
+                        return
     finally:
         if subscription is not None:
             hub.unsubscribe(subscription)

@@ -19,13 +19,10 @@ it, so it shares that transaction's fate.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import hmac
 import json
 import logging
-import os
-import threading
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Sequence
@@ -42,6 +39,7 @@ from app.repos import memories as memories_repo
 from app.repos import reads as repo
 from app.services.audit import chain_for, insert_with_commit, sends_with_commit
 from app.services.cursors import decode_cursor
+from app.services.flusher import Flusher, PerDatabase
 
 if TYPE_CHECKING:
     from app.services.context import AppContext
@@ -167,85 +165,49 @@ def write_batch(ctx: AppContext, records: Sequence[ReadRecord]) -> list[ReadReco
     return failed
 
 
-class ReadRecorder:
-    """Pending read records of one database, written by a daemon thread started on first use."""
+class ReadRecorder(Flusher[list[ReadRecord]]):
+    """Pending read records of one database; a failed write is kept for the next round (logged,
+    never raised: the reads were already answered), up to MAX_PENDING."""
+
+    thread_name = "read-audit"
 
     def __init__(self, ctx: AppContext):
         self.ctx = ctx
-        self.flush_seconds = max(ctx.settings.read_audit_flush_ms, 1) / 1000
         self.flush_records = max(ctx.settings.read_audit_flush_records, 1)
-        self._pending: list[ReadRecord] = []
-        self._lock = threading.Lock()
-        self._flushing = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(max(ctx.settings.read_audit_flush_ms, 1) / 1000)
+
+    def _empty(self) -> list[ReadRecord]:
+        return []
 
     def note(self, record: ReadRecord) -> None:
-        with self._lock:
-            self._pending.append(record)
-            if len(self._pending) >= self.flush_records:
-                self._wake.set()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="read-audit", daemon=True)
-                self._thread.start()
+        with self.pending() as pending:
+            pending.append(record)
+            if len(pending) >= self.flush_records:
+                self.wake()
 
-    def flush(self) -> int:
-        """Write everything noted so far; returns how many records. A failed write is kept for the
-        next round (logged, never raised: the reads were already answered)."""
-        with self._flushing:
-            with self._lock:
-                batch, self._pending = self._pending, []
-            if not batch:
-                return 0
-            failed = write_batch(self.ctx, batch)
-            if failed:
-                with self._lock:
-                    self._pending[:0] = failed
-                    dropped = len(self._pending) - MAX_PENDING
-                    if dropped > 0:
-                        del self._pending[:dropped]
-                        log.error("read audit: %d records dropped: the database has been away too long", dropped)
-            return len(batch) - len(failed)
+    def _write(self, batch: list[ReadRecord]) -> tuple[int, list[ReadRecord] | None]:
+        failed = write_batch(self.ctx, batch)
+        return len(batch) - len(failed), failed
 
-    def _run(self) -> None:
-        while True:
-            self._wake.wait(self.flush_seconds)
-            self._wake.clear()
-            self.flush()
+    def _put_back(self, failed: list[ReadRecord]) -> None:
+        self._pending[:0] = failed
+        dropped = len(self._pending) - MAX_PENDING
+        if dropped > 0:
+            del self._pending[:dropped]
+            log.error("read audit: %d records dropped: the database has been away too long", dropped)
 
 
-_recorders: dict[int, ReadRecorder] = {}
-_recorders_lock = threading.Lock()
+_recorders: PerDatabase[ReadRecorder] = PerDatabase()
 
 
 def recorder(ctx: AppContext) -> ReadRecorder:
     """The process's recorder for the context's database."""
-    found = _recorders.get(id(ctx.db.engine))
-    if found is None:
-        with _recorders_lock:
-            found = _recorders.setdefault(id(ctx.db.engine), ReadRecorder(ctx))
-    return found
+    return _recorders.get(ctx.db.engine, lambda: ReadRecorder(ctx))
 
 
 def flush(ctx: AppContext) -> None:
     """Write this process's pending read records for the context's database now."""
-    found = _recorders.get(id(ctx.db.engine))
-    if found is not None:
-        found.flush()
-
-
-@atexit.register
-def _flush_all() -> None:
-    for found in list(_recorders.values()):
-        found.flush()
-
-
-def _forget_after_fork() -> None:
-    """A forked child has no flusher thread and must not write its parent's pending records."""
-    _recorders.clear()
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)
+    _recorders.flush(ctx.db.engine)
 
 
 # --- listings (audit:read) -------------------------------------------------------------------------

@@ -21,13 +21,11 @@ allow-list applies to the events that follow.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import re
 import time
 from typing import AsyncIterator
 
-from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response, StreamingResponse
@@ -36,6 +34,7 @@ from starlette.routing import Route
 from app.core.timefmt import parse_ts, utcnow
 from app.errors import AppError, NotFound, ValidationFailed
 from app.services import events, review
+from app.services.event_tail import KEEPALIVE, EventTail
 from app.services.users import Reviewer, TenantRole, role_if_signed_in
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import age, templates
@@ -96,18 +95,30 @@ async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int
     ctx = request.app.state.ctx
     hub = getattr(request.app.state, "event_hub", None)
     subscription = hub.subscribe(role.tenant_id, None) if hub is not None else None
-    last_write = last_check = time.monotonic()
+    last_check = time.monotonic()
+
+    async def go_on() -> bool:
+        nonlocal role, last_check
+        if subscription is not None and hub.listening:
+            await tail.wait_for_wake(SESSION_CHECK_SECONDS)
+        else:
+            await asyncio.sleep(POLL_SECONDS)
+        if time.monotonic() - last_check >= SESSION_CHECK_SECONDS:
+            fresh = await run_in_threadpool(role_if_signed_in, ctx, user.session_id, role.tenant_id)
+            if fresh is None or not fresh.can("read"):
+                return False
+            role, last_check = fresh, time.monotonic()
+        return True
+
+    tail = EventTail(ctx, role.tenant_id, after, batch=BATCH, subscription=subscription, go_on=go_on,
+                     heartbeat_seconds=HEARTBEAT_SECONDS)
     yield "retry: 2000\n\n"
     try:
-        while True:
-            if subscription is not None:
-                subscription.wake.clear()  # before reading: a wake-up during the read triggers another read
-            try:
-                rows = await run_in_threadpool(events.read_after, ctx.db.sessions, role.tenant_id, after, BATCH)
-            except OperationalError:  # database gone: end; the browser reconnects with Last-Event-ID
-                return
+        async for rows in tail.batches():
+            if rows is None:
+                yield KEEPALIVE
+                continue
             for event in rows:
-                after = event.id
                 status = CHANGE_EVENTS.get(event.type)
                 if status is None or not event.visible_to(role.sees_agent):
                     continue
@@ -122,22 +133,7 @@ async def _follow(request: Request, role: TenantRole, user: Reviewer, after: int
                     banner = await run_in_threadpool(_approval_banner, ctx, role, user, change_id)
                     if banner:
                         yield _message("approval", banner, event.id)
-                last_write = time.monotonic()
-            if len(rows) == BATCH:
-                continue
-            if subscription is not None and hub.listening:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(subscription.wake.wait(), SESSION_CHECK_SECONDS)
-            else:
-                await asyncio.sleep(POLL_SECONDS)
-            if time.monotonic() - last_check >= SESSION_CHECK_SECONDS:
-                fresh = await run_in_threadpool(role_if_signed_in, ctx, user.session_id, role.tenant_id)
-                if fresh is None or not fresh.can("read"):
-                    return
-                role, last_check = fresh, time.monotonic()
-            if time.monotonic() - last_write >= HEARTBEAT_SECONDS:
-                yield ": keepalive\n\n"
-                last_write = time.monotonic()
+                tail.wrote()
     finally:
         if subscription is not None:
             hub.unsubscribe(subscription)
