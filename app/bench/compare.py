@@ -397,7 +397,7 @@ def _cmd_ab(args: argparse.Namespace, corpus: dict[str, Any], started: float, lo
     from app.bench import compare_ab
 
     name, values = args.ab
-    runs = compare_ab.run_ab(corpus, args, RATE_LIMIT_PER_MINUTE)
+    runs = compare_ab.run_ab(corpus, args, RATE_LIMIT_PER_MINUTE, run_memwarden)
     summary = compare_ab.summarise_ab(runs, values, args.levels)
     report = {"benchmark": "compare-ab", "method": compare_ab.__doc__.strip().splitlines()[0],
               "ab": {"name": name, "a": values[0], "b": values[1]}, "levels": args.levels, "rounds": args.rounds,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-from typing import Any
+from typing import Any, Callable
 
 from app.bench import common, recall
 
@@ -37,11 +37,10 @@ def parse_ab(text: str) -> tuple[str, list[str]]:
     return name, choices
 
 
-def one_run(name: str, value: str, corpus: dict[str, Any], args: argparse.Namespace, rate_limit: int
-            ) -> dict[str, Any]:
-    """A fresh server with `name` at `value`, warmed up, then the workload; its report."""
-    from app.bench.compare import run_memwarden
-
+def one_run(name: str, value: str, corpus: dict[str, Any], args: argparse.Namespace, rate_limit: int,
+            run_memwarden: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """A fresh server with `name` at `value`, warmed up, then the workload (`run_memwarden`, compare's
+    served side); its report."""
     extra = {} if name == "workers" else {name: value}
     workers = int(value) if name == "workers" else args.workers
     with common.scratch_dir() as data_dir:
@@ -53,14 +52,15 @@ def one_run(name: str, value: str, corpus: dict[str, Any], args: argparse.Namesp
             return run_memwarden(server, token, corpus, "ab", args)
 
 
-def run_ab(corpus: dict[str, Any], args: argparse.Namespace, rate_limit: int) -> list[dict[str, Any]]:
+def run_ab(corpus: dict[str, Any], args: argparse.Namespace, rate_limit: int,
+           run_memwarden: Callable[..., dict[str, Any]]) -> list[dict[str, Any]]:
     """`--repeats` pairs of runs, the order alternating pair by pair."""
     name, values = args.ab
     runs = []
     for pair in range(args.repeats):
         for value in (values if pair % 2 == 0 else values[::-1]):
             before = round(os.getloadavg()[0], 2)
-            result = one_run(name, value, corpus, args, rate_limit)
+            result = one_run(name, value, corpus, args, rate_limit, run_memwarden)
             runs.append({"pair": pair + 1, "value": value, "loadavg_1m_before": before,
                          "loadavg_1m_after": round(os.getloadavg()[0], 2), "result": result})
             print(f"  pair {pair + 1} {name}={value}: load {before} -> {runs[-1]['loadavg_1m_after']}; "
