@@ -27,8 +27,8 @@ def parse_ab(text: str) -> tuple[str, list[str]]:
     """`MEMWARDEN_X=a,b` (or `workers=1,2`) -> ("MEMWARDEN_X", ["a", "b"])."""
     name, sep, values = text.partition("=")
     choices = [v.strip() for v in values.split(",")]
-    if not sep or not name.strip() or len(choices) != 2 or not all(choices):
-        raise argparse.ArgumentTypeError(f"--ab takes NAME=A,B (two values), got {text!r}")
+    if not sep or not name.strip() or len(choices) != 2 or not all(choices) or choices[0] == choices[1]:
+        raise argparse.ArgumentTypeError(f"--ab takes NAME=A,B (two different values), got {text!r}")
     name = name.strip()
     if name != "workers" and not name.startswith("MEMWARDEN_"):
         raise argparse.ArgumentTypeError(f"--ab names `workers` or a MEMWARDEN_* variable, got {name!r}")

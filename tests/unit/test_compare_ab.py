@@ -10,7 +10,8 @@ from app.bench.compare_ab import parse_ab, summarise_ab
 def test_ab_takes_a_memwarden_variable_or_workers_with_two_values() -> None:
     assert parse_ab("MEMWARDEN_DB_POOL_SIZE=5,10") == ("MEMWARDEN_DB_POOL_SIZE", ["5", "10"])
     assert parse_ab("workers=1,2") == ("workers", ["1", "2"])
-    for bad in ("PATH=1,2", "MEMWARDEN_X=1", "MEMWARDEN_X=1,2,3", "workers=one,2", "=1,2", "MEMWARDEN_X=1,"):
+    for bad in ("PATH=1,2", "MEMWARDEN_X=1", "MEMWARDEN_X=1,2,3", "workers=one,2", "=1,2", "MEMWARDEN_X=1,",
+                "workers=2,2"):
         with pytest.raises(argparse.ArgumentTypeError):
             parse_ab(bad)
 
