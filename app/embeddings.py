@@ -131,7 +131,11 @@ class LocalMiniLMEmbedder:
         self._tokenizer.no_padding()
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = min(2, os.cpu_count() or 1)
+        # One thread: a request embeds one short text, which a second intra-op thread splits into
+        # pieces too small to pay for the hand-offs (on 2 cores it cost 0.5-1.5 ms more CPU per
+        # remember or recall and lost ops/s at 1, 4 and 16 clients, `bench compare --ab`, hot-path.md);
+        # a server uses more cores through more workers (`serve --workers`), not through this pool.
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -328,6 +328,12 @@ def summary_table(report: dict[str, Any]) -> str:
     return common.table(rows, header)
 
 
+def _parse_ab(text: str) -> tuple[str, list[str]]:
+    from app.bench.compare_ab import parse_ab
+
+    return parse_ab(text)
+
+
 def cmd_compare(args: argparse.Namespace, settings) -> int:
     common.quiet_http_logs()
     corpus_path = Path(args.corpus)
@@ -344,6 +350,8 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
     corpus = recall.load_corpus(corpus_path)
     started = time.perf_counter()
     load_before = common.machine()["loadavg_1_5_15"]
+    if args.ab:
+        return _cmd_ab(args, corpus, started, load_before)
     with common.scratch_dir(args.data_dir) as data_dir:
         # The key's rate limit is still checked on every request, but set far above what 16 clients
         # reach, so a fast machine measures throughput rather than the default 6,000 requests/min.
@@ -384,6 +392,27 @@ def cmd_compare(args: argparse.Namespace, settings) -> int:
     return 0
 
 
+def _cmd_ab(args: argparse.Namespace, corpus: dict[str, Any], started: float, load_before: list[float]) -> int:
+    """`--ab NAME=A,B`: Memwarden alone under two values of one setting, alternated (`compare_ab`)."""
+    from app.bench import compare_ab
+
+    name, values = args.ab
+    runs = compare_ab.run_ab(corpus, args, RATE_LIMIT_PER_MINUTE, run_memwarden)
+    summary = compare_ab.summarise_ab(runs, values, args.levels)
+    report = {"benchmark": "compare-ab", "method": compare_ab.__doc__.strip().splitlines()[0],
+              "ab": {"name": name, "a": values[0], "b": values[1]}, "levels": args.levels, "rounds": args.rounds,
+              "server_workers": args.workers, "summary": summary, "runs": runs,
+              "wall_s": round(time.perf_counter() - started, 1),
+              "machine": {**common.machine(), "loadavg_before": load_before},
+              "command": f"memwarden bench compare --ab {name}={','.join(values)} --repeats {args.repeats} "
+                         f"--rounds {args.rounds} --levels {','.join(map(str, args.levels))} --workers {args.workers}"
+                         + (f" --out {args.out}" if args.out else "")}
+    common.write_json(args.out, report)
+    print(compare_ab.table(summary, name, values, args.levels))
+    print(f"load average before {load_before}, after {report['machine']['loadavg_1_5_15']}")
+    return 0
+
+
 def add_parser(bench: argparse._SubParsersAction) -> None:
     p = bench.add_parser("compare", help="Memwarden vs memorywire and mem0 at 1/4/16 clients, one corpus and machine",
                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -400,4 +429,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--out", help="write the JSON report here (e.g. compare.json)")
     p.add_argument("--data-dir", help="use (and keep) this empty directory instead of a temporary one")
+    p.add_argument("--ab", metavar="NAME=A,B", type=_parse_ab,
+                   help="Memwarden alone, a fresh server per run with NAME (a MEMWARDEN_* variable, or `workers`) "
+                        "at A or B, alternated over --repeats pairs; prints CPU per op and ops/s of B over A")
     p.set_defaults(func=cmd_compare)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -336,6 +337,7 @@ def _claims(text: str) -> list[_Claim]:
     return claims
 
 
+@functools.lru_cache(maxsize=4096)  # screening parses each live neighbour's sentences write after write
 def _parse(sentence: str) -> _Claim | None:
     # One-for-one character swap, so match offsets index the original sentence.
     plain = sentence.replace("\u2019", "'").replace("\u2018", "'")

@@ -43,8 +43,9 @@ ALLOWED = (
 )
 # `memwarden bench …` modules (app/cli_bench.py registers each) and the helpers they share.
 BENCH_MODULES = {
-    "audit", "audit_guards", "backtest", "blast", "compare", "consolidate", "contradiction", "fusion", "hotpath", "import_",
-    "rate_limit", "recall", "replicas", "review", "reviewer", "router", "scale", "screening", "state_check",
+    "audit", "audit_guards", "backtest", "blast", "compare", "compare_ab", "consolidate", "contradiction", "fusion",
+    "hotpath", "import_", "rate_limit", "recall", "replicas", "review", "reviewer", "router", "scale", "screening",
+    "state_check",
     "__init__", "common", "consolidation_month", "corpora", "driver_common", "mem0_driver", "memorywire_driver",
     "reviewer_ui", "router_stores", "screening_judge",
 }
@@ -84,7 +85,8 @@ def test_the_benchmarks_that_ship_are_the_operators_and_their_data_is_what_they_
     code = "\n".join(p.read_text(encoding="utf-8") for p in (PROJECT_ROOT / "app").rglob("*.py"))
     registered = set(re.findall(r'"app\.bench\.(\w+)", +# memwarden bench ', code))  # the command table
     assert registered <= BENCH_MODULES and BENCH_MODULES - registered == {
-        "__init__", "common", "consolidation_month", "corpora", "driver_common", "mem0_driver", "memorywire_driver",
+        "__init__", "common", "compare_ab", "consolidation_month", "corpora", "driver_common", "mem0_driver",
+        "memorywire_driver",
         "reviewer_ui", "router_stores", "screening_judge"}
 
 

@@ -235,3 +235,15 @@ def test_a_strong_match_needs_the_calibrated_cosine():
 
     assert is_strong_match(STRONG_MATCH_COSINE) and is_strong_match(0.93)
     assert not is_strong_match(STRONG_MATCH_COSINE - 0.01) and not is_strong_match(None)
+
+
+def test_a_sentence_read_from_the_cache_reads_as_the_first_time() -> None:
+    """Screening's sentence caches hand every caller its own result: changing one changes no other."""
+    from app.core.facts import facts
+    from app.core.screening.contradiction import replaces
+
+    first = facts("Bob lives in Porto.")
+    first.append("changed by a caller")
+    assert facts("Bob lives in Porto.") == first[:-1] and first[:-1]
+    assert replaces("Bob lives in Lisbon.", "Bob lives in Porto.") == replaces("Bob lives in Lisbon.",
+                                                                               "Bob lives in Porto.") is not None

@@ -25,6 +25,7 @@ or a clinic's new number, planted in what the agent read, is the commonest fraud
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Sequence
 
@@ -129,8 +130,23 @@ _COMMON = frozenset(
     "compte los las del nuevo nueva número cuenta nuovo nuova numero conto novo nova conta".split())
 
 
-def _channels(text: str) -> tuple[dict[str, set[str]], dict[str, list[tuple[int, int]]]]:
-    """Values of each channel kind in ``text`` (normalised) and their spans."""
+_CACHED_CHANNEL_TEXT = 2000
+"""Texts up to this many characters keep their channels (`_channels`): the same live neighbours
+are read write after write; 2,048 of them hold at most a few MB."""
+
+
+def _channels(text: str) -> tuple[dict[str, frozenset[str]], dict[str, tuple[tuple[int, int], ...]]]:
+    """Values of each channel kind in ``text`` (normalised) and their spans; maybe cached, so never
+    to be changed by a caller (frozen sets and tuples inside)."""
+    return _cached_channels(text) if len(text) <= _CACHED_CHANNEL_TEXT else _read_channels(text)
+
+
+@functools.lru_cache(maxsize=2048)
+def _cached_channels(text: str) -> tuple[dict[str, frozenset[str]], dict[str, tuple[tuple[int, int], ...]]]:
+    return _read_channels(text)
+
+
+def _read_channels(text: str) -> tuple[dict[str, frozenset[str]], dict[str, tuple[tuple[int, int], ...]]]:
     values: dict[str, set[str]] = {}
     spans: dict[str, list[tuple[int, int]]] = {}
     named = bool(effects.CHANNEL_WORDS.search(text[:high_impact.SCAN_LIMIT]))
@@ -142,7 +158,7 @@ def _channels(text: str) -> tuple[dict[str, set[str]], dict[str, list[tuple[int,
         value = "".join(c for c in raw if c.isalnum()).lower() if kind == "digits" else raw.strip().lower()
         values.setdefault(kind, set()).add(value)
         spans.setdefault(kind, []).append((start, end))
-    return values, spans
+    return {k: frozenset(v) for k, v in values.items()}, {k: tuple(v) for k, v in spans.items()}
 
 
 def _subject(text: str, spans: Sequence[tuple[int, int]]) -> set[str]:
