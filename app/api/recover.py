@@ -33,13 +33,8 @@ async def target_report(request: Request, principal: Principal):
 
 async def recover_report(request: Request, principal: Principal):
     recover_id = path_id(request, "recover_id", "rcv", "recover")
-    ctx = ctx_of(request)
-
-    def run():
-        target, ran = incident.target_of(ctx, principal.tenant_id, recover_id)
-        return incident.report(ctx, principal.tenant_id, target, ran=ran)
-
-    return json_response(await run_in_threadpool(run))
+    return json_response(await run_in_threadpool(incident.report_of_recover, ctx_of(request), principal.tenant_id,
+                                                 recover_id))
 
 
 routes = [

@@ -46,6 +46,12 @@ def target_of(ctx: AppContext, tenant_id: str, recover_id: str) -> tuple[recover
     return target, {"recover_id": recover_id, "recovered_at": entry["ts"], "recovered_by": actor_label(entry["actor"])}
 
 
+def report_of_recover(ctx: AppContext, tenant_id: str, recover_id: str) -> dict[str, Any]:
+    """The incident report of the tenant's recover `recover_id`: its target, and who ran it when."""
+    target, ran = target_of(ctx, tenant_id, recover_id)
+    return report(ctx, tenant_id, target, ran=ran)
+
+
 def report(ctx: AppContext, tenant_id: str, target: recover.Target, *,
            ran: dict[str, Any] | None = None) -> dict[str, Any]:
     """The incident report of `target` (see the module docstring); `ran`: the recover that ran

@@ -41,6 +41,8 @@ from app.services.context import AppContext
 from app.services.memories import apply_forget, memory_event, state_record
 
 KINDS = ("key", "agent", "source")
+KIND_LABELS = (("key", "API key id"), ("agent", "agent id"), ("source", "source"))
+"""The principals a recover names, as the pages' forms offer them."""
 RULE = "recover"
 """The `policy_rule` of every change a recover raises: the queue filters on it."""
 
@@ -77,6 +79,13 @@ def _time(value: Any, path: str) -> datetime:
         return parse_ts(value)
     except (TypeError, ValueError) as exc:
         raise ValidationFailed.at(path, f"not an RFC 3339 timestamp or epoch milliseconds: {exc}") from None
+
+
+def parse_form_target(kind: str, value: str, since: str, until: str) -> Target:
+    """A target as a page's form gives it: the principal's kind and value, and the window; 422 otherwise."""
+    if kind not in KINDS:
+        raise ValidationFailed.at("/kind", "choose an API key id, an agent id or a source")
+    return parse_target(**{kind: value}, since=since or None, until=until or None)
 
 
 def parse_target(*, key: str | None = None, agent: str | None = None, source: str | None = None,

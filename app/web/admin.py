@@ -65,7 +65,8 @@ async def _page_context(request: Request, user: Reviewer, role: TenantRole) -> d
     data = await run_in_threadpool(_load, request.app.state.ctx, role)
     return {"role": role, "me": user.user_id, "tenants": user.tenants_with("admin"), "roles": users.ROLES,
             "scopes": SCOPES, "tenant_q": quote(role.tenant_name), "new_key": None, "policy_problems": [],
-            "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "notes": {}, **EMPTY_POLICY_TEST, **data}
+            "recover_form": EMPTY_RECOVER_FORM, "recover_report": None, "recover_kinds": recover.KIND_LABELS,
+            "notes": {}, **EMPTY_POLICY_TEST, **data}
 
 
 async def _respond(request: Request, user: Reviewer, role: TenantRole, section: str, *, ok: str | None = None,
@@ -304,11 +305,8 @@ async def run_recover(request: Request):
     entered = {name: str(form.get(name) or "").strip()[:256] for name in ("kind", "value", "since", "until")}
     entered["dry_run"] = bool(form.get("dry_run"))
     try:
-        kind = _text(form, "kind", 10)
-        if kind not in recover.KINDS:
-            raise ValidationFailed.at("/kind", "choose an API key id, an agent id or a source")
-        target = recover.parse_target(**{kind: _text(form, "value", 256)}, since=_text(form, "since", 64),
-                                      until=_text(form, "until", 64))
+        target = recover.parse_form_target(_text(form, "kind", 10), _text(form, "value", 256), _text(form, "since", 64),
+                                           _text(form, "until", 64))
         report = await run_in_threadpool(recover.recover, request.app.state.ctx, tenant_id=role.tenant_id,
                                          target=target, actor=user.actor, dry_run=entered["dry_run"])
     except AppError as error:

@@ -41,13 +41,9 @@ def _compute(ctx, tenant_id: str, form: dict[str, str]) -> dict:
     if form["recover"]:
         if not has_prefix(form["recover"], "rcv"):
             raise NotFound("recover not found")
-        target, ran = incident.target_of(ctx, tenant_id, form["recover"])
-        return incident.report(ctx, tenant_id, target, ran=ran)
-    if form["kind"] not in recover.KINDS:
-        raise ValidationFailed.at("/kind", "choose an API key id, an agent id or a source")
-    target = recover.parse_target(**{form["kind"]: form["value"]}, since=form["since"] or None,
-                                  until=form["until"] or None)
-    return incident.report(ctx, tenant_id, target)
+        return incident.report_of_recover(ctx, tenant_id, form["recover"])
+    return incident.report(ctx, tenant_id, recover.parse_form_target(form["kind"], form["value"], form["since"],
+                                                                     form["until"]))
 
 
 def _capped(report: dict) -> dict:
@@ -78,7 +74,7 @@ async def page(request: Request):
     return render(request, "audit/incident.html", {
         "role": role, "tenants": user.tenants_with("audit"), "form": form, "report": report, "shown": shown_report,
         "excerpts": excerpts, "error": error, "query": query, "tenant_q": quote(role.tenant_name),
-        "kinds": [("key", "API key id"), ("agent", "agent id"), ("source", "source")],
+        "kinds": recover.KIND_LABELS,
         "caps": {"roots": ROOTS_SHOWN, "derived": DERIVED_SHOWN, "reads": READS_SHOWN},
     }, status=error.status if error else 200)
 
