@@ -119,6 +119,10 @@ class Settings:
     compaction_interval_seconds: int = _setting(
         "MEMWARDEN_COMPACTION_INTERVAL_SECONDS", 3_600,
         "How often the compaction job runs for tenants that opted in; 0 disables the job.")
+    canary_poll_seconds: int = _setting(
+        "MEMWARDEN_CANARY_POLL_SECONDS", 30,
+        "How often the reviewer-canary job stages a canary in each tenant that enabled them and staged "
+        "enough real writes since its last (`memwarden canaries set`); 0 disables the job.")
     consolidation_poll_seconds: int = _setting(
         "MEMWARDEN_CONSOLIDATION_POLL_SECONDS", 300,
         "How often the consolidation job looks for opted-in tenants whose own interval "

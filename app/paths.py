@@ -20,3 +20,6 @@ TEMPLATES_DIR = _asset_dir("templates")
 STATIC_DIR = _asset_dir("static")
 SCHEMAS_DIR = _asset_dir("schemas")
 MIGRATIONS_DIR = PACKAGE_DIR / "db" / "migrations"
+ATTACK_CORPUS = PACKAGE_DIR / "bench" / "data" / "screening_corpus.jsonl"
+"""The shipped attack corpus (labelled poisoned and benign writes): what a policy backtest replays
+as known attacks and what reviewer canaries are drawn from. Data, not the benchmark code beside it."""

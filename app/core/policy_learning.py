@@ -289,3 +289,11 @@ def contrary(match_doc: dict[str, Any], decisions: Sequence[Decided]) -> int:
     """How many rejections in ``decisions`` the rule would have approved (must be 0 to accept)."""
     match = Match.from_doc(match_doc)
     return sum(1 for d in decisions if d.status == "rejected" and match.matches(_request(d)))
+
+
+def supporters(match_doc: dict[str, Any], decisions: Sequence[Decided]) -> list[str]:
+    """The deciders (actor labels) of the approvals in ``decisions`` the rule matches: the people a
+    learned rule was learned from (a reviewer who misses canaries suspends the rules they taught)."""
+    match = Match.from_doc(match_doc)
+    return sorted({d.decided_by for d in decisions
+                   if d.status == "approved" and getattr(d, "decided_by", None) and match.matches(_request(d))})

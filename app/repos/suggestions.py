@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from sqlalchemy import and_, delete, exists, func, literal, or_, select
+from sqlalchemy import and_, delete, exists, func, literal, or_, select, text
 from sqlalchemy.dialects.postgresql import JSONB, array
 from sqlalchemy.orm import Session
 from sqlalchemy.sql import column
 
 from app.db.models import ApiKey, Change, Memory, PolicySuggestion
+from app.repos.canaries import NOT_A_CANARY_SQL
 
 LEARNED_DECIDER_PREFIX = "learned_rule:"
 """`decided_by` of a change a learned rule approved (`learned_rule:<rule id>`)."""
@@ -31,6 +32,7 @@ class DecidedWrite:
     tags: tuple[str, ...]
     memory_status: str | None
     hard_deleted: bool
+    decided_by: str | None = None
 
 
 def _decided_by_author():
@@ -50,20 +52,21 @@ def _decided_by_author():
 def decided_writes(session: Session, *, tenant_id: str, limit: int) -> list[DecidedWrite]:
     """The tenant's latest `limit` remember changes a person approved or rejected, newest first.
     Decisions made by learned rules are not evidence for more rules, nor are decisions the change's
-    author took part in (`_decided_by_author`): only someone else's review is."""
+    author took part in (`_decided_by_author`): only someone else's review is. Decisions on reviewer
+    canaries are no evidence either (a reviewer's miss must not teach a rule)."""
     stmt = (
         select(Change.id, Change.status, Change.risk_level, Change.agent_id, Memory.type, Memory.source,
-               Memory.tags, Memory.status, Memory.hard_deleted)
+               Memory.tags, Memory.status, Memory.hard_deleted, Change.decided_by)
         .outerjoin(Memory, and_(Memory.tenant_id == Change.tenant_id, Memory.id == Change.memory_ids[1]))
         .outerjoin(ApiKey, and_(ApiKey.tenant_id == Change.tenant_id, ApiKey.id == Change.submitted_by))
         .where(Change.tenant_id == tenant_id, Change.operation == "remember",
                Change.status.in_(("approved", "rejected")),
                ~Change.decided_by.startswith(LEARNED_DECIDER_PREFIX, autoescape=True),
-               ~_decided_by_author())
+               ~_decided_by_author(), text(NOT_A_CANARY_SQL))
         .order_by(Change.decided_at.desc(), Change.id.desc())
         .limit(limit)
     )
-    return [DecidedWrite(r[0], r[1], r[2] or "none", r[3], r[4], r[5], tuple(r[6] or ()), r[7], bool(r[8]))
+    return [DecidedWrite(r[0], r[1], r[2] or "none", r[3], r[4], r[5], tuple(r[6] or ()), r[7], bool(r[8]), r[9])
             for r in session.execute(stmt)]
 
 
@@ -125,7 +128,7 @@ def replay_writes(session: Session, *, tenant_id: str, limit: int) -> list[Repla
         .outerjoin(Memory, and_(Memory.tenant_id == Change.tenant_id, Memory.id == Change.memory_ids[1]))
         .where(Change.tenant_id == tenant_id, Change.operation == "remember",
                Change.status.in_(("approved", "rejected")),
-               ~Change.decided_by.startswith(LEARNED_DECIDER_PREFIX, autoescape=True))
+               ~Change.decided_by.startswith(LEARNED_DECIDER_PREFIX, autoescape=True), text(NOT_A_CANARY_SQL))
         .order_by(Change.decided_at.desc(), Change.id.desc())
         .limit(limit)
     )

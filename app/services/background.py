@@ -1,5 +1,5 @@
 """Periodic jobs: the audit checkpoint cadence, the full audit verification, the memory state
-check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, memory compaction and consolidation, and purging expired idempotency keys and idle
+check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, reviewer canaries, memory compaction and consolidation, and purging expired idempotency keys and idle
 rate-limit buckets.
 
 Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
@@ -17,7 +17,8 @@ from sqlalchemy.exc import OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from app.repos import audit_reads
-from app.services import audit_alarms, backends, idempotency, integrity, rate_limits, read_budgets, review_sla, webhooks
+from app.services import (audit_alarms, backends, canaries, idempotency, integrity, rate_limits, read_budgets,
+                          review_sla, webhooks)
 from app.services.context import AppContext
 from app.services.leader import Leadership
 
@@ -86,6 +87,8 @@ async def start_background_jobs(ctx: AppContext) -> AsyncIterator[None]:
                      "audit-verification"))
     if ctx.settings.state_check_interval_seconds > 0:
         jobs.append((ctx.settings.state_check_interval_seconds, lambda: integrity.check_all(ctx), "state-check"))
+    if ctx.settings.canary_poll_seconds > 0:
+        jobs.append((ctx.settings.canary_poll_seconds, lambda: canaries.tick(ctx), "reviewer-canaries"))
     if ctx.settings.compaction_interval_seconds > 0:
         from app.services import compaction
 

@@ -33,7 +33,7 @@ CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
     "memory.written", "memory.compacted", "agent.memory.consolidated", "workspace.updated",
     "change.proposed", "change.approved", "change.rejected", "change.withdrawn", "change.approval_recorded",
-    "audit.chain_broken", "review.sla_breached",
+    "audit.chain_broken", "review.sla_breached", "canary.missed",
     "read_budget.exceeded",
     "integrity.mismatch",
 })

@@ -17,18 +17,18 @@ import json
 import threading
 import time
 from functools import cache
-from pathlib import Path
 from typing import Any, Sequence
 
 from app.core.backtest import Replayed, Report, corpus_agents, corpus_tags, harms_of, replay
 from app.core.policy import Policy, WriteRequest
 from app.core.screening import screen
 from app.errors import BacktestFailed, ValidationFailed
+from app.paths import ATTACK_CORPUS
 from app.repos import suggestions as repo
 from app.services.context import AppContext
 from app.services.staging import tenant_policy
 
-KNOWN_ATTACKS = Path(__file__).resolve().parents[1] / "bench" / "data" / "screening_corpus.jsonl"
+KNOWN_ATTACKS = ATTACK_CORPUS
 """The shipped corpus whose poisoned writes a backtest replays as known attacks."""
 CLAIMED_SOURCES: tuple[str | None, ...] = (None, "user")
 """Each known attack is replayed with no source and claiming the user said it."""

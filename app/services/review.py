@@ -30,7 +30,8 @@ from app.repos import tenants as tenant_repo
 from app.repos import users as users_repo
 from app.repos.changes import RISK_RANK, QueueFilter  # noqa: F401 (the queue's filter and sort keys)
 from app.repos.memories import Scope
-from app.services import change_reads, compaction, confirmation, consolidation, derivations, duties, events, recover
+from app.services import canaries, change_reads, compaction, confirmation, consolidation, derivations, duties, events
+from app.services import recover
 from app.services import supersession, tenant_config, workspace
 from app.services import memories as mem
 from app.services.context import AppContext
@@ -522,8 +523,13 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
     if approving:
         supersession.check_choice(keep_both=request.keep_both, supersedes=request.supersedes)
     approver = _approver(session, tenant_id, actor)
+    # The one place a canary is told from a real change: it is decided like one (same checks, same
+    # answer) but never applied (`_decide_canary`), whatever path the decision came by.
+    canary = canaries.lookup(session, tenant_id, change_id)
     prepared = None
-    if approving and (request.edits or request.merge_into or request.supersedes or request.memory_ids is not None
+    if canary is not None:
+        pass  # nothing to validate or embed: nothing of a canary is applied
+    elif approving and (request.edits or request.merge_into or request.supersedes or request.memory_ids is not None
                       or request.keep_both or operation == "merge"):
         prepared = _prepare(ctx, session, tenant_id, change_id, may_see, request)
     elif approving and request.seen_state is None:
@@ -572,14 +578,26 @@ def _decide_in(ctx: AppContext, session, tenant_id: str, change_id: str, actor: 
             return {**change_json(change), "result": None}
         # What the reviewer saw is kept before the change is applied (applying changes live state).
         change.decided_view, change.decided_refs = _snapshot(fresh or compute_diff(ctx, session, change), approver)
-        result = _apply(ctx, session, change, actor, request, prepared)
+        result = (_decide_canary(session, change, request) if canary is not None
+                  else _apply(ctx, session, change, actor, request, prepared))
         # Every column of the change is set together, so it is written in one UPDATE.
         change.approvals = _with_approval(change.approvals, who, approver, now)
         change.result, change.status = result, "approved"
         change.decided_at, change.decided_by, change.reason = now, who, request.reason
         _record_approval(ctx, session, change, actor, request)
+    if canary is not None:
+        canaries.decided(ctx, session, change, canary, reviewer=who, actor=actor, approved=approving)
     session.flush()
     return {**change_json(change), "result": change.result}
+
+
+def _decide_canary(session, change: Change, request: DecisionRequest) -> dict[str, Any]:
+    """An approved canary: its staged memory ends (never live, nothing it would retire is touched)
+    and the change's result has the shape an approved remember's has."""
+    staged = _staged_memory(session, change, lock=True)
+    staged.status, staged.ended_at, staged.updated_at = "rejected", utcnow(), utcnow()
+    return {"memory_id": staged.id, **supersession.outcome([], keep_both=request.keep_both,
+                                                           supersedes=request.supersedes)}
 
 
 # --- the change page -------------------------------------------------------------------------------

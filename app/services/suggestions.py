@@ -23,7 +23,8 @@ from typing import Any
 from app.core.canonical import canonical_json
 from app.core.ids import has_prefix
 from app.core.policy import DEFAULT_POLICY, SCREENING_BASELINE, Policy, PolicyError, Rule, WriteRequest
-from app.core.policy_learning import Occasion, Suggested, batches, contrary, describe, measure, mine, rule_id_for
+from app.core.policy_learning import (Occasion, Suggested, batches, contrary, describe, measure, mine, rule_id_for,
+                                      supporters)
 from app.core.screening import LEVELS
 from app.core.timefmt import format_ts, utcnow
 from app.db.models import PolicySuggestion
@@ -118,14 +119,16 @@ def _pending_suggestion(session, tenant_id: str, suggestion_id: str, lock: bool 
 
 
 def _with_learned_rule(current: dict[str, Any] | None, row: PolicySuggestion, actor: dict[str, Any], now,
-                       evidence: dict[str, Any]) -> tuple[Rule, Policy]:
-    """The learned rule `row` becomes, and the tenant's policy (`current`) with it first."""
+                       evidence: dict[str, Any], reviewers: list[str] | None = None) -> tuple[Rule, Policy]:
+    """The learned rule `row` becomes, and the tenant's policy (`current`) with it first; `reviewers`:
+    whose approvals it was learned from (`app.services.canaries` suspends it if they miss canaries)."""
     rule = Rule.from_doc({
         "id": rule_id_for(row.id), "description": describe(row.match, limit=500), "match": row.match,
         "action": "allow", "provenance": {"kind": "learned", "suggestion_id": row.id, "accepted_by": _label(actor),
                                           **({"accepted_by_name": str(actor["name"])[:200]}
                                              if actor.get("name") else {}),
-                                          "accepted_at": format_ts(now), "evidence": evidence}})
+                                          "accepted_at": format_ts(now), "evidence": evidence,
+                                          **({"reviewers": reviewers[:100]} if reviewers else {})}})
     current = current or DEFAULT_POLICY
     others = [r for r in current["rules"] if r.get("id") != rule.id]
     doc = {**current, "rules": [rule.to_doc(), *others]}  # the tenant's category tuning stays
@@ -169,7 +172,8 @@ def accept(ctx: AppContext, *, tenant_id: str, suggestion_id: str, actor: dict[s
         evidence = {**{k: int(v) for k, v in row.evidence.items()},
                     **measure(row.match, window, tenant_policy(session, tenant_id))}
         settings = dict(tenant.settings or {})
-        rule, policy = _with_learned_rule(settings.get("policy"), row, actor, now, evidence)
+        rule, policy = _with_learned_rule(settings.get("policy"), row, actor, now, evidence,
+                                          supporters(row.match, history))
         report = policy_backtest.backtest(ctx, tenant_id, policy, current=tenant_policy(session, tenant_id))
         recorded = policy_backtest.gate(report, policy_backtest.override_reason(override_reason))
         settings["policy"] = policy.to_doc()
