@@ -417,18 +417,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extensions() -> list[Callable]:
-    """Command groups living beside their services (audit, backend, bench, compact, consolidate,
-    import/export, policy, recover)."""
+    """Command groups living beside their services (audit, backend, bench, canaries, compact,
+    consolidate, import/export, policy, recover)."""
     from app.cli_audit import register as audit
     from app.cli_backend import register as backend
     from app.cli_bench import register as bench
+    from app.cli_canaries import register as canaries
     from app.cli_compact import register as compact
     from app.cli_consolidate import register as consolidate
     from app.cli_import import register as import_export
     from app.cli_policy import register as policy
     from app.cli_recover import register as recover
 
-    return [audit, backend, bench, compact, consolidate, import_export, policy, recover]
+    return [audit, backend, bench, canaries, compact, consolidate, import_export, policy, recover]
 
 
 def main(argv: list[str] | None = None) -> int:

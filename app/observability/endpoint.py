@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from app.errors import NotFound, Unauthorized
 from app.observability import metrics
+from app.repos import canaries as canaries_repo
 from app.repos import ops_state
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ PATH = "/metrics"
 class DatabaseStateCollector:
     """Gauges computed when scraped: pending changes, the oldest one's age and those past the review
     SLA per tenant, each tenant's audit chain against its last checkpoint and its last witnessed
-    checkpoint, and each memory backend's outbox (owed, given up, oldest owed)."""
+    checkpoint, each memory backend's outbox (owed, given up, oldest owed), and each reviewer's
+    canaries caught and missed (`app.services.canaries`)."""
 
     def __init__(self, ctx):
         self.ctx = ctx
@@ -68,6 +70,15 @@ class DatabaseStateCollector:
             "outbox_age": GaugeMetricFamily("memwarden_backend_delivery_lag_seconds",
                                             "Age of the oldest delivery still owed to a backend (0 when none).",
                                             labels=["tenant", "backend"]),
+            "canary_caught": GaugeMetricFamily("memwarden_reviewer_canaries_caught",
+                                               "Reviewer canaries (synthetic poisoned writes) a reviewer rejected.",
+                                               labels=["tenant", "reviewer"]),
+            "canary_missed": GaugeMetricFamily("memwarden_reviewer_canaries_missed",
+                                               "Reviewer canaries a reviewer approved (nothing of them became memory).",
+                                               labels=["tenant", "reviewer"]),
+            "canary_rate": GaugeMetricFamily("memwarden_reviewer_canary_catch_rate",
+                                             "A reviewer's canaries caught over canaries decided.",
+                                             labels=["tenant", "reviewer"]),
             "witness": GaugeMetricFamily(
                 "memwarden_audit_witness_lag_entries",
                 "Entries signed but not yet in the witness file (only with MEMWARDEN_AUDIT_WITNESS_FILE).",
@@ -83,6 +94,7 @@ class DatabaseStateCollector:
         with self.ctx.db.reader() as conn:
             states = ops_state.tenant_states(conn)
             backlogs = ops_state.backend_backlogs(conn)
+            tallies = canaries_repo.tallies(conn)
         audit = self.ctx.audit
         for s in states:
             f["info"].add_metric([s.tenant_id, s.tenant_name], 1)
@@ -99,6 +111,10 @@ class DatabaseStateCollector:
             f["outbox"].add_metric([b.tenant_id, b.backend], b.pending)
             f["outbox_failed"].add_metric([b.tenant_id, b.backend], b.failed)
             f["outbox_age"].add_metric([b.tenant_id, b.backend], _age(now, b.oldest_pending_at))
+        for t in tallies:
+            f["canary_caught"].add_metric([t.tenant_id, t.reviewer], t.caught)
+            f["canary_missed"].add_metric([t.tenant_id, t.reviewer], t.missed)
+            f["canary_rate"].add_metric([t.tenant_id, t.reviewer], t.catch_rate)
         if audit.witness.file is None:
             del f["witness"]
         yield from f.values()

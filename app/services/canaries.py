@@ -188,18 +188,21 @@ def _stage(ctx: AppContext, session, tenant_id: str, template: repo.Template, en
     principal = Principal(tenant_id, template.submitted_by, frozenset({"memory:write"}), ("*",))
     now = utcnow()
     body = {"agent_id": template.agent_id, "type": entry["type"], "content": entry["content"],
-            "tags": list(template.tags), "approval_required": True,
-            **({"user_id": template.user_id} if template.user_id else {})}
+            "tags": list(template.tags), **({"user_id": template.user_id} if template.user_id else {})}
     rules = tenant_config.load_rules(ctx, session, tenant_id)
     try:
         write = mem.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now,
                                      updated_at=now, precheck=False)
         embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0].tolist())
-        with session.begin_nested():
+        decided = mem.decide(ctx, session, principal, write, embedding)
+        if decided.write.memory.status != "pending":
+            # One the policy (a learned rule among them) would admit is staged as an agent asking for
+            # review would stage it: a canary is only ever decided by a person.
+            write.review = True
             decided = mem.decide(ctx, session, principal, write, embedding)
-            if decided.write.memory.status != "pending":
-                return None
-            mem.write_decided(ctx, session, [decided])
+        if decided.write.memory.status != "pending":
+            return None
+        mem.write_decided(ctx, session, [decided])
     except AppError:  # refused by the tenant's redaction mode or policy: try another row
         return None
     change_id = decided.write.memory.change_id

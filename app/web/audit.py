@@ -18,15 +18,19 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from app.errors import AppError, ValidationFailed
-from app.services import auditing, decisions
+from app.services import auditing, canaries, decisions
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
 
 
-def _page(request: Request, role, tenants, status: dict, report=None, code: int = 200):
+async def _page(request: Request, role, tenants, status: dict, report=None, code: int = 200):
+    ctx = request.app.state.ctx
+    rates = await run_in_threadpool(canaries.catch_rates, ctx, role.tenant_id)
+    config = await run_in_threadpool(canaries.get_config, ctx, role.tenant_id)
     return render(request, "audit/index.html", {"role": role, "tenants": tenants, "status": status,
-                                                "report": report, "tenant_q": quote(role.tenant_name)},
+                                                "report": report, "tenant_q": quote(role.tenant_name),
+                                                "canaries": rates, "canaries_on": config["enabled"]},
                   status=code)
 
 
@@ -34,7 +38,7 @@ async def index(request: Request):
     user = current_user(request)
     role = pick_tenant(request, user, "audit")
     status = await run_in_threadpool(auditing.chain_status, request.app.state.ctx, role.tenant_id)
-    return _page(request, role, user.tenants_with("audit"), status)
+    return await _page(request, role, user.tenants_with("audit"), status)
 
 
 async def verify(request: Request):
@@ -45,7 +49,7 @@ async def verify(request: Request):
     if wants_fragment(request):
         return render(request, "audit/_status.html", {"report": report, "role": role})
     status = await run_in_threadpool(auditing.chain_status, ctx, role.tenant_id)
-    return _page(request, role, user.tenants_with("audit"), status, report)
+    return await _page(request, role, user.tenants_with("audit"), status, report)
 
 
 async def export(request: Request):

@@ -22,7 +22,7 @@ from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
 from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
-from app.services import browse, change_reads, review, tenant_config
+from app.services import browse, canaries, change_reads, review, tenant_config
 from app.services.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
 from app.web.reads import ReadingRoute
@@ -127,7 +127,11 @@ async def queue(request: Request):
     # New changes arrive last in oldest-first order and first in newest-first order, so only the
     # page where they belong polls. Under the risk sort they are added at the end, marked new.
     polls = not after_param if flt.sort == "newest" else next_cursor is None
+    # Canaries this person approved, told once, on the next full queue page after the decision.
+    missed = [] if is_htmx(request) else await run_in_threadpool(
+        canaries.notices_for, request.app.state.ctx, role.tenant_id, (f"user:{user.user_id}",))
     context = {
+        "missed_canaries": missed,
         "role": role, "tenants": user.tenants_with("read"), "rows": rows, "total": total, "filters": shown,
         "previews": previews, "operations": OPERATIONS, "types": TYPES, "sorts": SORTS, "risks": RISKS,
         "sort": flt.sort, "can_decide": role.can("decide"), "now": utcnow(), "fresh": False, "sla": sla,
