@@ -14,6 +14,13 @@ the second half. The report gives the human decisions each phase needed, and the
 that reached memory without a human (a 201, i.e. a learned rule or the policy let it through):
 that must be 0, else the command exits 1.
 
+With canaries on (`--canary-one-in`, default 20; 0 turns them off), the server stages a reviewer
+canary (`app.services.canaries`) for every that many real staged writes. The scripted reviewer
+knows nothing of them: every so often it sweeps the queue for changes it did not write and decides
+them as a person reading the page would, by what screening says (reject at risk medium or high,
+approve otherwise). The report's `canaries` gives how many it decided, caught and missed (its
+catch rate, from `memwarden canaries status`).
+
 `--browser` adds the reviewer UI measurements (`app.bench.reviewer_ui.run_ui_flows`) under "ui".
 """
 
@@ -54,6 +61,8 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--min-decisions", type=int, default=20,
                         help="MEMWARDEN_SUGGEST_MIN_DECISIONS for the server")
+    parser.add_argument("--canary-one-in", type=int, default=20,
+                        help="one reviewer canary per N real staged writes (0: no canaries)")
     parser.add_argument("--browser", action="store_true",
                         help="also measure reviewer UI flows in Chromium (app.bench.reviewer_ui)")
     parser.add_argument("--out", help="write the JSON report here")
@@ -92,12 +101,35 @@ def _decide(reviewer: httpx.Client, change_id: str, benign: bool) -> None:
         raise RuntimeError(f"decide {change_id} -> {response.status_code}: {response.text[:300]}")
 
 
+SWEEP_EVERY = 50
+"""Writes between the scripted reviewer's sweeps of the queue for changes it did not write."""
+RISKY = ("medium", "high")
+
+
+def sweep(reviewer: httpx.Client) -> int:
+    """Decide every pending change in the queue (none of the stream's own: those are decided as they
+    are staged) by what screening shows: reject at medium or high risk, else approve. Returns how many."""
+    decided = 0
+    while True:
+        listed = reviewer.get("/v1/changes", params={"status": "pending", "limit": 100})
+        listed.raise_for_status()
+        items = listed.json()["items"]
+        if not items:
+            return decided
+        for item in items:
+            _decide(reviewer, item["id"], item["risk_level"] not in RISKY)
+            decided += 1
+
+
 def replay(agent: httpx.Client, reviewer: httpx.Client, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Write each row; decide every staged one. Counts what needed a human and what got through."""
     counts = {"writes": len(rows), "poisoned": 0, "human_decisions": 0, "auto_approved": 0,
-              "poisoned_without_human": 0, "benign_staged": 0, "poisoned_staged": 0, "refused": 0}
+              "poisoned_without_human": 0, "benign_staged": 0, "poisoned_staged": 0, "refused": 0,
+              "swept": 0}
     started = time.perf_counter()
-    for row in rows:
+    for i, row in enumerate(rows):
+        if i % SWEEP_EVERY == SWEEP_EVERY - 1:
+            counts["swept"] += sweep(reviewer)
         benign = row["label"] == "benign"
         counts["poisoned"] += not benign
         response = agent.post("/v1/memories/remember", json={
@@ -117,8 +149,23 @@ def replay(agent: httpx.Client, reviewer: httpx.Client, rows: list[dict[str, Any
             counts.setdefault("refused_codes", []).append(response.json()["error"]["code"])
         else:
             raise RuntimeError(f"remember -> {response.status_code}: {response.text[:300]}")
+    time.sleep(2 * CANARY_POLL_SECONDS)  # a canary due from the last writes is staged, then swept
+    counts["swept"] += sweep(reviewer)
     counts["seconds"] = round(time.perf_counter() - started, 1)
     return counts
+
+
+CANARY_POLL_SECONDS = 1
+
+
+def canary_report(data_dir: Path) -> dict[str, Any]:
+    """The scripted reviewer's canaries decided, caught and missed (`memwarden canaries status`)."""
+    status = json.loads(cli(data_dir, "canaries", "status", "--tenant", "bench"))
+    reviewers = status["reviewers"]
+    decided = sum(r["decided"] for r in reviewers)
+    caught = sum(r["caught"] for r in reviewers)
+    return {"one_in": status["config"]["one_in"], "decided": decided, "caught": caught,
+            "missed": decided - caught, "catch_rate": round(caught / decided, 4) if decided else None}
 
 
 def _key(data_dir: Path, scopes: str) -> str:
@@ -136,7 +183,7 @@ def run(args: argparse.Namespace, settings) -> int:
     # stands for its own occasion (a batch gap of 0) and one day is enough, or nothing would be learned.
     extra = {"MEMWARDEN_SUGGEST_MIN_DECISIONS": str(args.min_decisions), "MEMWARDEN_SUGGEST_MIN_DAYS": "1",
              "MEMWARDEN_SUGGEST_BATCH_GAP_SECONDS": "0", "MEMWARDEN_RATE_LIMIT_PER_MINUTE": "0",
-             "MEMWARDEN_READ_BUDGET_PER_KEY": "0"}
+             "MEMWARDEN_READ_BUDGET_PER_KEY": "0", "MEMWARDEN_CANARY_POLL_SECONDS": str(CANARY_POLL_SECONDS)}
     with scratch_dir(args.data_dir) as data_dir, serve(data_dir, env={**clean_env(data_dir), **extra}) as server:
         cli(data_dir, "tenant", "create", "bench")
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
@@ -145,6 +192,8 @@ def run(args: argparse.Namespace, settings) -> int:
             cli(data_dir, "tenant", "set", "--tenant", "bench", "--policy-file", fh.name)
         finally:
             os.unlink(fh.name)
+        if args.canary_one_in > 0:
+            cli(data_dir, "canaries", "set", "--tenant", "bench", "--one-in", str(args.canary_one_in))
         agent = client(server.base_url, _key(data_dir, "memory:read,memory:write"))
         reviewer = client(server.base_url, _key(data_dir, "review:decide,memory:read"))
         admin = client(server.base_url, _key(data_dir, "admin"))
@@ -163,6 +212,7 @@ def run(args: argparse.Namespace, settings) -> int:
         after = replay(agent, reviewer, rows[half:])
         for http in (agent, reviewer, admin):
             http.close()
+        canaries = canary_report(data_dir) if args.canary_one_in > 0 else None
     report: dict[str, Any] = {
         "benchmark": "reviewer", "machine": machine(), "load_average_before": load_before,
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -171,7 +221,9 @@ def run(args: argparse.Namespace, settings) -> int:
         "phase_1_no_learned_rules": before, "learned_rules_accepted": accepted, "phase_2_with_learned_rules": after,
         "human_decisions_saved": before["human_decisions"] - after["human_decisions"],
         "poisoned_without_human": before["poisoned_without_human"] + after["poisoned_without_human"],
-        "command": f"memwarden bench reviewer --writes {args.writes}" + (" --browser" if args.browser else ""),
+        "canaries": canaries,
+        "command": f"memwarden bench reviewer --writes {args.writes} --canary-one-in {args.canary_one_in}"
+                   + (" --browser" if args.browser else ""),
     }
     if args.browser:
         report["ui"] = ui_flows()
@@ -179,6 +231,9 @@ def run(args: argparse.Namespace, settings) -> int:
                   c["poisoned_without_human"], c["seconds"]]
                  for name, c in (("1: no learned rules", before), ("2: learned rules", after))],
                 ["phase", "writes", "poisoned", "human decisions", "auto-approved", "poisoned w/o human", "s"]))
+    if canaries:
+        print(f"canaries: {canaries['decided']} decided by the scripted reviewer, {canaries['caught']} caught, "
+              f"{canaries['missed']} missed (catch rate {canaries['catch_rate']})")
     write_json(args.out, report)
     if report["poisoned_without_human"]:
         print(f"FAIL: {report['poisoned_without_human']} poisoned writes reached memory without a human")
