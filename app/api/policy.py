@@ -1,7 +1,7 @@
 """`/v1/policy`: the tenant's review policy, read and replaced by an admin key, every change
 backtested first (`/v1/policy/backtest` runs the same replay alone); `/v1/policy/suggestions`:
 rules learned from the tenant's decisions, to accept (a learned rule with its provenance, also
-backtested) or dismiss."""
+backtested) or dismiss; `/v1/policy/canaries`: the tenant's reviewer canaries and catch rates."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from starlette.requests import Request
 from app.api.jsonio import json_response, read_json
 from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
-from app.services import policy_backtest, suggestions, tenant_config
+from app.services import canaries, policy_backtest, suggestions, tenant_config
 
 
 def _suggestion_id(request: Request) -> str:
@@ -64,6 +64,25 @@ async def backtest(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(run))
 
 
+def _canaries(ctx, tenant_id: str) -> dict:
+    return {"config": canaries.get_config(ctx, tenant_id), "reviewers": canaries.catch_rates(ctx, tenant_id)}
+
+
+async def get_canaries(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(_canaries, ctx_of(request), principal.tenant_id))
+
+
+async def put_canaries(request: Request, principal: Principal):
+    body = await read_json(request, "canaries.request")
+    ctx = ctx_of(request)
+
+    def change():
+        canaries.set_config(ctx, tenant_id=principal.tenant_id, doc=body, actor=principal.actor)
+        return _canaries(ctx, principal.tenant_id)
+
+    return json_response(await run_in_threadpool(change))
+
+
 async def dismiss(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
         suggestions.dismiss, ctx_of(request), tenant_id=principal.tenant_id, suggestion_id=_suggestion_id(request),
@@ -80,6 +99,12 @@ routes = [
              summary="What a candidate policy or an open suggestion would have admitted with no one deciding: "
                      "the tenant's decided writes and the shipped known attacks replayed (changes nothing)",
              scope="admin", request="policy-backtest.request", responses={200: "backtest"}, tag="governance"),
+    ApiRoute("/v1/policy/canaries", get_canaries, method="GET",
+             summary="The tenant's reviewer canaries: settings and each reviewer's canaries caught and missed",
+             scope="admin", responses={200: "canaries.response"}, tag="governance"),
+    ApiRoute("/v1/policy/canaries", put_canaries, method="PUT",
+             summary="Turn reviewer canaries on or off and tune them (synthetic poisoned writes in the queue)",
+             scope="admin", request="canaries.request", responses={200: "canaries.response"}, tag="governance"),
     ApiRoute("/v1/policy/suggestions", list_suggestions, method="GET",
              summary="Policy rules suggested from consistent decisions, with their measured effect",
              scope="admin", request="suggestions.query", responses={200: "suggestions.response"}, tag="governance"),

@@ -200,3 +200,20 @@ def test_bad_canary_settings_are_refused(ctx, tenant):
         with pytest.raises(ValidationFailed):
             canaries.set_config(ctx, tenant_id=tenant.id, doc=doc, actor=ACTOR)
     assert canaries.get_config(ctx, tenant.id)["enabled"] is False
+
+
+def test_an_admin_key_sets_canaries_and_reads_catch_rates(client, make_key, reviewer):
+    from tests.schema_check import assert_error, assert_schema
+
+    admin = bearer(make_key(scopes="admin"))
+    assert_error(client.put("/v1/policy/canaries", json={"enabled": True}, headers=reviewer), 403, "forbidden")
+    for bad in ({"enabled": True, "one_in": 0}, {"enabled": True, "families": ["no_such_family"]},
+                {"enabled": "yes"}, {"one_in": 5}):
+        assert client.put("/v1/policy/canaries", json=bad, headers=admin).status_code == 422, bad
+    assert client.get("/v1/policy/canaries", headers=admin).json()["config"]["enabled"] is False
+    response = client.put("/v1/policy/canaries", json={"enabled": True, "one_in": 7, "families": ["pii"]},
+                          headers=admin)
+    assert response.status_code == 200, response.text
+    body = assert_schema("canaries.response", response.json())
+    assert body["config"]["one_in"] == 7 and body["config"]["families"] == ["pii"] and body["reviewers"] == []
+    assert assert_schema("canaries.response", client.get("/v1/policy/canaries", headers=admin).json()) == body
