@@ -115,6 +115,13 @@ def tallies(session_or_conn, *, tenant_id: str | None = None, reviewer: str | No
     return [Tally(**r._mapping) for r in session_or_conn.execute(text(_TALLY.format(where=where)), params)]
 
 
+def lock_staging(session: Session, *, tenant_id: str) -> None:
+    """Serialise canary staging in one tenant until commit (an advisory lock of its own: the tenant
+    row stays unlocked, as every write's foreign-key check reads it while staging embeds and screens)."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended('memwarden-canaries:' || :t, 0))"),
+                    {"t": tenant_id})
+
+
 def latest_created_at(session: Session, *, tenant_id: str) -> datetime | None:
     return session.execute(text("SELECT max(created_at) FROM canaries WHERE tenant_id = :t"),
                            {"t": tenant_id}).scalar()

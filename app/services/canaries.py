@@ -157,10 +157,11 @@ def _since(cfg: dict[str, Any], latest: datetime | None) -> datetime:
 def inject(ctx: AppContext, tenant_id: str, *, force: bool = False, rng: random.Random | None = None) -> str | None:
     """Stage one canary if the tenant has canaries on and `one_in` real remembers were staged since
     the last (or, with `force`, whenever it has a real staged write to model it on). Returns the
-    canary's change id, or None. Serialised per tenant by its row lock."""
+    canary's change id, or None. Serialised per tenant (`repo.lock_staging`)."""
     rng = rng or random.SystemRandom()
     with ctx.db.sessions.begin() as session:
-        tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
+        repo.lock_staging(session, tenant_id=tenant_id)
+        tenant = tenant_repo.get(session, tenant_id=tenant_id)
         if tenant is None:
             raise NotFound("tenant not found")
         cfg = config_of(tenant.settings)
@@ -238,12 +239,13 @@ def decided(ctx: AppContext, session, change, canary: repo.Canary, *, reviewer: 
 
 
 def _suspend_if_over(ctx: AppContext, session, tenant_id: str, reviewer: str, actor: dict[str, Any]) -> list[str]:
-    tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
-    settings = dict(tenant.settings or {})
-    cfg = config_of(settings)
+    cfg = config_of(tenant_repo.settings_of(session, tenant_id=tenant_id))
     tally = next(iter(repo.tallies(session, tenant_id=tenant_id, reviewer=reviewer)), None)
     if tally is None or tally.decided < cfg["min_decided"] or tally.missed / tally.decided <= cfg["miss_threshold"]:
         return []
+    # Only now the tenant row is locked (the policy is rewritten), as a learned rule's revocation does.
+    tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
+    settings = dict(tenant.settings or {})
     current = settings.get("policy")
     if not current:
         return []
