@@ -295,5 +295,5 @@ def supporters(match_doc: dict[str, Any], decisions: Sequence[Decided]) -> list[
     """The deciders (actor labels) of the approvals in ``decisions`` the rule matches: the people a
     learned rule was learned from (a reviewer who misses canaries suspends the rules they taught)."""
     match = Match.from_doc(match_doc)
-    return sorted({d.decided_by for d in decisions
-                   if d.status == "approved" and getattr(d, "decided_by", None) and match.matches(_request(d))})
+    deciders = (getattr(d, "decided_by", None) for d in decisions if d.status == "approved" and match.matches(_request(d)))
+    return sorted({who for who in deciders if isinstance(who, str) and who})
