@@ -11,6 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.db.models import AuditEntry, ErasureReceipt
 
+PAGE = 1000
+
 
 def ending_event(session: Session, *, tenant_id: str, chain_id: str, memory_id: str,
                  event_types: Sequence[str]) -> tuple[int, str] | None:
@@ -35,7 +37,7 @@ def for_memory(session: Session, *, tenant_id: str, memory_id: str) -> list[Eras
         ErasureReceipt.tenant_id == tenant_id, ErasureReceipt.memory_id == memory_id).order_by(ErasureReceipt.id)))
 
 
-def for_tenant(session: Session, *, tenant_id: str, after_id: int = 0, limit: int = 1000) -> list[ErasureReceipt]:
+def for_tenant(session: Session, *, tenant_id: str, after_id: int = 0, limit: int = PAGE) -> list[ErasureReceipt]:
     """The tenant's receipts after `after_id`, oldest first, `limit` at a time (the export pages through)."""
     return list(session.scalars(select(ErasureReceipt).where(
         ErasureReceipt.tenant_id == tenant_id, ErasureReceipt.id > after_id).order_by(ErasureReceipt.id).limit(limit)))

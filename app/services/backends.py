@@ -78,7 +78,7 @@ KINDS = ("mem0", "memwarden", "memorywire")
 BUILT_IN = "memwarden"
 BATCH = 100
 _SEALED = b"memwarden/backend-secrets"
-SYSTEM_ACTOR = {"type": "system", "id": "backend-delivery"}
+SYSTEM_ACTOR = {"kind": "system", "id": "backend-delivery"}  # `kind`, as every actor: the query column is read from it
 
 
 # --- configuration ---------------------------------------------------------------------------------

@@ -110,24 +110,35 @@ def receipts_of(ctx: AppContext, principal: Principal, memory_id: str) -> dict[s
         return {"memory_id": memory_id, "verifier_key": ctx.audit.vkey, "receipts": [receipt_json(r) for r in rows]}
 
 
-def receipts_for_page(ctx: AppContext, *, tenant_id: str, memory_id: str) -> list[dict[str, Any]]:
-    """A memory's receipts as its page shows them (the page checked the memory is the viewer's)."""
+def receipts_listed(ctx: AppContext, *, tenant_id: str, memory_id: str | None = None) -> list[dict[str, Any]]:
+    """A memory's receipts (its page checked the memory is the viewer's), or all of a tenant's
+    (the operator's `memwarden audit receipts`), oldest first."""
     with ctx.db.sessions() as session:
-        return [receipt_json(r) for r in repo.for_memory(session, tenant_id=tenant_id, memory_id=memory_id)]
+        if memory_id is not None:
+            return [receipt_json(r) for r in repo.for_memory(session, tenant_id=tenant_id, memory_id=memory_id)]
+        rows, after = [], 0
+        while True:
+            page = repo.for_tenant(session, tenant_id=tenant_id, after_id=after)
+            rows += [receipt_json(r) for r in page]
+            if len(page) < repo.PAGE:
+                return rows
+            after = page[-1].id
 
 
-def export_lines(ctx: AppContext, *, tenant_id: str) -> Iterator[str]:
-    """The tenant's receipts as JSONL (`{"kind": "erasure_receipt", "note": ...}` each), oldest
-    first, a page at a time."""
+def export_lines(ctx: AppContext, *, tenant_id: str, from_seq: int = 1, to_seq: int | None = None) -> Iterator[str]:
+    """The tenant's receipts citing seqs from_seq..to_seq as JSONL (`{"kind": "erasure_receipt",
+    "note": ...}` each), oldest first, a page at a time. Written before the chain's export, so
+    the export covers every seq they cite."""
     after = 0
     while True:
         with ctx.db.sessions() as session:
             rows = repo.for_tenant(session, tenant_id=tenant_id, after_id=after)
-            notes = [(r.id, r.note) for r in rows]
-        for row_id, note in notes:
-            yield json.dumps({"kind": "erasure_receipt", "note": note}, separators=(",", ":"))
+            page = [(r.id, r.audit_seq, r.note) for r in rows]
+        for row_id, seq, note in page:
             after = row_id
-        if len(notes) < 1000:
+            if seq >= from_seq and (to_seq is None or seq <= to_seq):
+                yield json.dumps({"kind": "erasure_receipt", "note": note}, separators=(",", ":"))
+        if len(page) < repo.PAGE:
             return
 
 

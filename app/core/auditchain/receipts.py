@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .entry import parse_entry
-from .errors import AuditChainError, CheckpointError
+from .errors import AuditChainError, CheckpointError, ExportFormatError
 from .note import Signer, VerifierKey, _parse_signatures, parse_vkeys
 
 RECEIPT_KIND = "memwarden/erasure-receipt/v1"
@@ -98,6 +98,7 @@ def verify_receipt(note: str, vkeys: Iterable[str | VerifierKey]) -> Receipt:
     """Parse a receipt and check it carries a valid signature by a trusted key (C2SP: signatures
     by other keys are ignored; a bad one by a trusted key is an error)."""
     receipt = parse_receipt(note)
+    keys = parse_vkeys(vkeys)
     split = note.find("\n\n")
     try:
         signatures = _parse_signatures(note[split + 2:], 0)
@@ -106,7 +107,7 @@ def verify_receipt(note: str, vkeys: Iterable[str | VerifierKey]) -> Receipt:
     message = note[: split + 1].encode("utf-8")
     verified = 0
     for sig in signatures:
-        for key in parse_vkeys(vkeys):
+        for key in keys:
             if key.name == sig.name and key.key_id == sig.key_id:
                 if not key.verify(sig.signature, message):
                     raise ReceiptError("receipt_bad_signature", f"signature by {key.name}+{key.key_id.hex()} "
@@ -133,3 +134,64 @@ def check_against_entry(receipt: Receipt, origin: str, entry: bytes | None) -> N
         raise ReceiptError("receipt_not_an_ending", f"seq {receipt.audit_seq} is {parsed['type']} of "
                                                     f"{subject.get('id')}, not an ending of {receipt.memory_id}",
                            seq=receipt.audit_seq)
+
+
+def read_receipt_lines(lines: Iterable[str | bytes]) -> list[tuple[int, str | None, str | None]]:
+    """(line number, note, None) for each `{"kind": "erasure_receipt", "note": ...}` line, or
+    (line number, None, why) for a line that is not one; blank lines are skipped."""
+    out: list[tuple[int, str | None, str | None]] = []
+    for lineno, raw in enumerate(lines, 1):
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            out.append((lineno, None, "not a JSON line"))
+            continue
+        if type(obj) is not dict or obj.keys() != {"kind", "note"} or obj["kind"] != "erasure_receipt" \
+                or type(obj["note"]) is not str:
+            out.append((lineno, None, "not an erasure_receipt line (exactly kind and note)"))
+            continue
+        out.append((lineno, obj["note"], None))
+    return out
+
+
+def check_receipts(receipt_lines: Iterable[str | bytes], export_lines: Iterable[str | bytes],
+                   vkeys: Iterable[str | VerifierKey] | None = None) -> dict[str, Any]:
+    """Check every receipt of a receipts file against a chain export that verified: the signature
+    (by `vkeys`, else the export's own key) and the cited entry. A report: `ok`, `checked` and
+    each `failures` item's line, memory id, reason code and detail."""
+    from .formats import ExportEntry, ExportManifest, read_export
+
+    parsed = read_receipt_lines(receipt_lines)
+    records = iter(read_export(export_lines))
+    manifest = next(records)
+    if not isinstance(manifest, ExportManifest):  # read_export yields the manifest first or raises
+        raise ExportFormatError("the export does not start with its manifest")
+    keys = list(vkeys) if vkeys else ([manifest.vkey] if manifest.vkey else [])
+    failures: list[dict[str, Any]] = []
+    good: list[tuple[int, Receipt]] = []
+    for lineno, note, why in parsed:
+        if note is None:
+            failures.append({"line": lineno, "memory_id": None, "reason": "receipt_malformed", "detail": why})
+            continue
+        try:
+            good.append((lineno, verify_receipt(note, keys)))
+        except (ReceiptError, ValueError) as exc:
+            failures.append({"line": lineno, "memory_id": None, "reason": getattr(exc, "reason", "receipt_malformed"),
+                             "detail": getattr(exc, "detail", str(exc))})
+    wanted = {r.audit_seq for _, r in good}
+    entries: dict[int, bytes] = {}
+    for record in records:
+        if isinstance(record, ExportEntry) and record.seq in wanted:
+            entries[record.seq] = record.entry
+    for lineno, receipt in good:
+        try:
+            check_against_entry(receipt, manifest.origin, entries.get(receipt.audit_seq))
+        except AuditChainError as exc:
+            failures.append({"line": lineno, "memory_id": receipt.memory_id, "reason": exc.reason,
+                             "detail": exc.detail})
+    failures.sort(key=lambda f: f["line"])
+    return {"ok": not failures, "checked": len(parsed), "confirmed": len(parsed) - len(failures),
+            "failures": failures}
