@@ -47,3 +47,10 @@ def count_for_tenant(session: Session, *, tenant_id: str, since: datetime) -> in
     """Receipts the tenant's stores confirmed since `since` (the router benchmark's figure)."""
     return session.scalar(select(func.count()).select_from(ErasureReceipt).where(
         ErasureReceipt.tenant_id == tenant_id, ErasureReceipt.confirmed_at >= since)) or 0
+
+
+def count_alerts(session: Session, *, tenant_id: str, chain_id: str, event_type: str, since: datetime) -> int:
+    """Audit entries of `event_type` on the tenant's chain since `since` (the benchmark's alerts)."""
+    return session.scalar(select(func.count()).select_from(AuditEntry).where(
+        AuditEntry.chain_id == chain_id, AuditEntry.tenant_id == tenant_id, AuditEntry.event_type == event_type,
+        AuditEntry.ts >= since)) or 0

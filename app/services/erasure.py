@@ -142,6 +142,9 @@ def export_lines(ctx: AppContext, *, tenant_id: str, from_seq: int = 1, to_seq: 
             return
 
 
-def count_since(ctx: AppContext, *, tenant_id: str, since: datetime) -> int:
+def counts_since(ctx: AppContext, *, tenant_id: str, since: datetime) -> tuple[int, int]:
+    """(receipts signed, unconfirmed-erasure alerts raised) for the tenant since `since`."""
     with ctx.db.sessions() as session:
-        return repo.count_for_tenant(session, tenant_id=tenant_id, since=since)
+        return (repo.count_for_tenant(session, tenant_id=tenant_id, since=since),
+                repo.count_alerts(session, tenant_id=tenant_id, chain_id=chain_for(tenant_id), event_type=ALERT,
+                                  since=since))
