@@ -43,7 +43,7 @@ class Radius:
     def first_tainted(self) -> dict[str, datetime]:
         """Each memory of the radius (roots too) → the earliest time any root's content was in it."""
         out: dict[str, datetime] = {}
-        for root, reached in self.by_root.items():
+        for reached in self.by_root.values():
             for item in reached.values():
                 if item.memory_id not in out or item.tainted_at < out[item.memory_id]:
                     out[item.memory_id] = item.tainted_at
