@@ -165,7 +165,7 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
     pii_spans: list[Span] = []
     kinds_only: set[str] = set()
 
-    def hit(store: dict[str, float], spans: list[Span], kind: str, weight: float, field: str, span) -> None:
+    def hit(store: dict[str, float], spans: list[Span], kind: str, weight: float, field: str, span: tuple[int, int]) -> None:
         store[kind] = max(store.get(kind, 0.0), weight)
         spans.append(Span(field, *span))
 
