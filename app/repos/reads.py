@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-import psycopg
 from sqlalchemy import text, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.orm import Session

@@ -101,7 +101,8 @@ def _build(tenant_id, target, ran, roots, radius, memories, reads) -> dict[str, 
         for root, tainted_at in holders.get(row.memory_id, ()):
             if row.read_at >= tainted_at:
                 read_ids_of[root][row.id] = None
-    recovered, runs = [], {}
+    recovered: list[dict[str, Any]] = []
+    runs: dict[str, Any] = {}
     for root in roots:
         memory = memories.get(root)
         if memory is None:

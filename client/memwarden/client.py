@@ -402,7 +402,7 @@ class Client(_Base):
         self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
         self._sleep = time.sleep
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -469,7 +469,7 @@ class AsyncClient(_Base):
         self._http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
         self._sleep = asyncio.sleep
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
