@@ -104,7 +104,7 @@ class Database:
         if self.replicas is not None and not self._bound():
             self.replicas.note_write(tenant_id, key_id)
 
-    def unit_of_work(self) -> "UnitOfWork":
+    def unit_of_work(self) -> UnitOfWork:
         """One transaction around several service calls (see `UnitOfWork`)."""
         return UnitOfWork(self)
 

@@ -75,7 +75,7 @@ class Snapshot:
     digest_key: bytes = b""
 
     @classmethod
-    def of(cls, memory: Memory) -> "Snapshot":
+    def of(cls, memory: Memory) -> Snapshot:
         return cls(memory.id, memory.agent_id, memory.user_id, memory.type, memory.content or "",
                    dict(memory.metadata_ or {}), tuple(memory.tags or ()), memory.source, memory.digest_key or b"")
 
@@ -212,7 +212,7 @@ class Mem0Store:
         self.infer = infer
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "Mem0Store":
+    def from_options(cls, options: dict[str, Any]) -> Mem0Store:
         if options.get("factory"):
             memory = load_factory(options["factory"])(**options.get("factory_args", {}))
         else:

@@ -56,19 +56,19 @@ class OutboundRule:
     switch: str  # the environment variable an operator sets to allow private targets
 
     @classmethod
-    def for_webhooks(cls, settings: Settings) -> "OutboundRule":
+    def for_webhooks(cls, settings: Settings) -> OutboundRule:
         return cls(settings.webhook_allow_private, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE")
 
     @classmethod
-    def for_audit_witness(cls, settings: Settings) -> "OutboundRule":
+    def for_audit_witness(cls, settings: Settings) -> OutboundRule:
         return cls(settings.webhook_allow_private, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE")
 
     @classmethod
-    def for_backends(cls, settings: Settings) -> "OutboundRule":
+    def for_backends(cls, settings: Settings) -> OutboundRule:
         return cls(settings.backend_allow_private, "MEMWARDEN_BACKEND_ALLOW_PRIVATE")
 
     @classmethod
-    def for_oidc(cls, settings: Settings) -> "OutboundRule":
+    def for_oidc(cls, settings: Settings) -> OutboundRule:
         return cls(settings.oidc_allow_private, "MEMWARDEN_OIDC_ALLOW_PRIVATE")
 
     def refusal(self, host: str) -> str:
