@@ -365,7 +365,7 @@ class BackendRecord(Base):
 
 
 class ErasureReceipt(Base):
-    """A store's confirmed erasure of a memory (migration 0042): the signed receipt and what it names."""
+    """A store's confirmed erasure of a memory (migration 0043): the signed receipt and what it names."""
 
     __tablename__ = "erasure_receipts"
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)

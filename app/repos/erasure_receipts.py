@@ -1,4 +1,4 @@
-"""SQL of erasure receipts (migration 0042) and of the audit entry a receipt cites: the latest
+"""SQL of erasure receipts (migration 0043) and of the audit entry a receipt cites: the latest
 event of the tenant's chain that ended the memory. Every query is scoped by tenant."""
 
 from __future__ import annotations

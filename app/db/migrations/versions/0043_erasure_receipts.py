@@ -6,13 +6,13 @@ it), the confirmation time, the audit sequence of the event that ended the memor
 note itself (`app.core.auditchain.receipts`). No foreign key to the backend: a receipt outlives the
 backend's removal. Append-only for the app role, like the audit log: receipts are evidence.
 
-Revision ID: 0042
+Revision ID: 0043
 """
 
 from alembic import op
 
-revision = "0042"
-down_revision = "0041"
+revision = "0043"
+down_revision = "0042"
 branch_labels = None
 depends_on = None
 
