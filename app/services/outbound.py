@@ -42,7 +42,8 @@ CONNECT_FAILED = "connect_failed"
 TIMEOUT = "timeout"
 # The fixed words a delivery log or a recall may show: this module's, the stores' (`staged_remotely`,
 # `store_error`: app.services.backend_stores; `still_held`: app.services.erasure) and webhooks'
-# `webhook_inactive`. A stored error that is none of them (written before failures were words, so it may quote another server) shows as `failed`.
+# `webhook_inactive`. A stored error that is none of them (written before failures were words, so it
+# may quote another server) shows as `failed`.
 UNSPECIFIED_FAILURE = "failed"
 _SHOWN = re.compile(r"refused_address|connect_failed|timeout|http_[1-5][0-9]{2}|staged_remotely|store_error"
                     r"|webhook_inactive|still_held")

@@ -97,7 +97,7 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
         hard = _remember(http, key, "Ada's locker code is 7719.")
         kept = _remember(http, key, "Ada's desk is by the north window.")
         for memory_id in (soft, hard, kept):
-            _wait(lambda: _all_delivered(http, key, memory_id, "put", 2), what="delivery to both stores")
+            _wait(lambda m=memory_id: _all_delivered(http, key, m, "put", 2), what="delivery to both stores")
         assert http.post("/v1/memories/forget", headers=_bearer(key),
                          json={"agent_id": "bot", "ids": [soft]}).status_code == 200
         staged = http.post("/v1/memories/forget", headers=_bearer(key),
@@ -117,8 +117,8 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
             return response.json()
 
         for memory_id, ending in ((soft, "memory.forgotten"), (hard, "memory.hard_deleted")):
-            got = _wait(lambda: len(receipts(memory_id)["receipts"]) == 2 and receipts(memory_id),
-                        what=f"receipts of {memory_id}", state=lambda: _deliveries(http, key, memory_id))
+            got = _wait(lambda m=memory_id: len(receipts(m)["receipts"]) == 2 and receipts(m),
+                        what=f"receipts of {memory_id}", state=lambda m=memory_id: _deliveries(http, key, m))
             assert sorted(r["store"] for r in got["receipts"]) == ["second", "wire"]
             trail = http.get(f"/v1/memories/{memory_id}/history", headers=_bearer(key)).json()["events"]
             ending_seq = [e["seq"] for e in trail if e["type"] == ending]
