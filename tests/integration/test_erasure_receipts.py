@@ -15,6 +15,7 @@ import pytest
 
 from app.services.apikeys import create_key
 from tests.harness import PROJECT_ROOT, server_env, start_server, stop_server, unique, web_sign_in
+from tests.schema_check import assert_schema
 
 pytestmark = pytest.mark.slow
 ACTOR = {"kind": "test", "id": "pytest"}
@@ -114,7 +115,7 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
         def receipts(memory_id):
             response = http.get(f"/v1/memories/{memory_id}/erasure-receipts", headers=_bearer(auditor))
             assert response.status_code == 200, response.text
-            return response.json()
+            return assert_schema("erasure-receipts.response", response.json())
 
         for memory_id, ending in ((soft, "memory.forgotten"), (hard, "memory.hard_deleted")):
             got = _wait(lambda m=memory_id: len(receipts(m)["receipts"]) == 2 and receipts(m),
@@ -125,6 +126,10 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
             assert ending_seq and {r["audit_seq"] for r in got["receipts"]} == {ending_seq[-1]}
             assert all(json.loads(r["receipt"].split("\n")[0])["event"] == ending for r in got["receipts"])
         assert receipts(kept)["receipts"] == []  # a live memory has none
+        # Another tenant's memory, or an id that names none, is not found (as on every memory route).
+        _, stranger = _tenant_with_key(committed_ctx, "erase-other", "audit:read")
+        assert http.get(f"/v1/memories/{soft}/erasure-receipts", headers=_bearer(stranger)).status_code == 404
+        assert http.get("/v1/memories/not-an-id/erasure-receipts", headers=_bearer(auditor)).status_code == 404
         # A key without audit:read may not list them.
         assert http.get(f"/v1/memories/{soft}/erasure-receipts", headers=_bearer(key)).status_code == 403
         # The stores really gave them up: the other Memwarden holds only the kept memory.
