@@ -466,8 +466,11 @@ def _note_size(note: str) -> int:
 def _columns(row: AuditEntry) -> dict[str, Any]:
     """A row's query columns, named as the verifier reads them from the hashed bytes."""
     actor_kind, _, actor_id = row.actor.partition(":")
+    # `actor_label` writes "?" for a part the actor lacks (entries made with an actor that named its
+    # kind under another key, `{"type": "system"}`): the hashed entry has none, so neither has the column.
     return {"seq": row.seq, "chain_id": row.chain_id, "event_type": row.event_type, "ts": row.ts,
-            "actor_kind": actor_kind, "actor_id": actor_id, "subject_type": row.subject_type,
+            "actor_kind": None if actor_kind == "?" else actor_kind, "actor_id": None if actor_id == "?" else actor_id,
+            "subject_type": row.subject_type,
             "subject_id": row.subject_id,
             # tenant_id is not in the entry, but the chain it names is.
             "chain": chain_for(row.tenant_id)}
