@@ -1,4 +1,4 @@
-"""SQL of reviewer canaries (migration 0042): the `canaries` rows that say which changes are
+"""SQL of reviewer canaries (migration 0044): the `canaries` rows that say which changes are
 synthetic poisoned writes, their outcomes, each reviewer's catches and misses, and what a canary
 is modelled on (a recent real staged write of the tenant).
 

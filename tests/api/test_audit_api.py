@@ -177,3 +177,19 @@ def test_openapi_describes_the_exports_409_for_a_broken_chain(live_server):
     assert schema["$ref"].endswith("error.json") or schema["$ref"].endswith("/error"), schema
     codes = doc["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]["properties"]["error"]["properties"]
     assert "audit_chain_broken" in codes["code"]["enum"]
+
+
+def test_an_entry_whose_actor_names_no_kind_still_exports_and_verifies(live_server, committed_ctx, auditor):
+    """Entries the router once wrote with `{"type": "system"}` for an actor: the row's column says
+    "?:…" and the hashed entry has no kind; the export must still verify, not fail on the column."""
+    tenant, token = auditor()
+    with committed_ctx.db.sessions.begin() as session:
+        committed_ctx.audit.append(session, tenant_id=tenant.id, event_type="backend.delivered",
+                                   actor={"type": "system", "id": "backend-delivery"},
+                                   subject={"type": "memory_delivery", "id": "mem_old"}, data={})
+    with committed_ctx.db.sessions.begin() as session:
+        committed_ctx.audit.checkpoint(session, chain_for(tenant.id))
+    lines = export(live_server, token)
+    report = chain.verify_export(lines, vkeys=[published_key(live_server)])
+    assert report.ok, report.detail
+    assert report.entries == SIZE + 1

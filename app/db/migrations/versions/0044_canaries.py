@@ -8,13 +8,13 @@ the reviewer is told about when they approve it; `outcome` is `caught` (rejected
 (approved), `decided_by` the reviewer's actor label, `notified_at` when a reviewer who missed it
 was shown so.
 
-Revision ID: 0042
+Revision ID: 0044
 """
 
 from alembic import op
 
-revision = "0042"
-down_revision = "0041"
+revision = "0044"
+down_revision = "0043"
 branch_labels = None
 depends_on = None
 
