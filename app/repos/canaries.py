@@ -136,7 +136,7 @@ _REAL_STAGED = """
 
 def real_staged_since(session: Session, *, tenant_id: str, since: datetime) -> int:
     """How many real remembers API keys staged for review after `since` (canaries not counted)."""
-    return int(session.execute(text("SELECT count(*) " + _REAL_STAGED), {"t": tenant_id, "since": since}).scalar())
+    return int(session.execute(text("SELECT count(*) " + _REAL_STAGED), {"t": tenant_id, "since": since}).scalar() or 0)
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,7 @@ def _stage(ctx: AppContext, session, tenant_id: str, template: repo.Template, en
     try:
         write = mem.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now,
                                      updated_at=now, precheck=False)
-        embedding = SqlVector(ctx.embedder.embed([write.memory.content])[0].tolist())
+        embedding = SqlVector(ctx.embedder.embed([str(write.memory.content)])[0].tolist())
         decided = mem.decide(ctx, session, principal, write, embedding)
         if decided.write.memory.status != "pending":
             # One the policy (a learned rule among them) would admit is staged as an agent asking for
@@ -207,6 +207,8 @@ def _stage(ctx: AppContext, session, tenant_id: str, template: repo.Template, en
     except AppError:  # refused by the tenant's redaction mode or policy: try another row
         return None
     change_id = decided.write.memory.change_id
+    if change_id is None:  # a staged write always has its change's id
+        return None
     repo.insert(session, tenant_id=tenant_id, change_id=change_id, corpus=corpus, entry_id=entry["id"],
                 family=entry["family"], flags=decided.flags.names, at=now)
     return change_id
@@ -245,6 +247,8 @@ def _suspend_if_over(ctx: AppContext, session, tenant_id: str, reviewer: str, ac
         return []
     # Only now the tenant row is locked (the policy is rewritten), as a learned rule's revocation does.
     tenant = tenant_repo.get(session, tenant_id=tenant_id, lock=True)
+    if tenant is None:
+        return []
     settings = dict(tenant.settings or {})
     current = settings.get("policy")
     if not current:
