@@ -462,13 +462,13 @@ def _big_config(sizes: list[int]) -> int | list[int]:
 
 def _path(scope_rows: float, table_rows: int) -> str:
     """Which vector search recall takes for a scope of this size in a table of this size."""
-    from app.repos import search
+    from app.repos import search_sizes, search_vector
 
-    if scope_rows <= min(search.FULL_SCAN_MAX, search.EXACT_SCAN_MAX):
+    if scope_rows <= min(search_sizes.FULL_SCAN_MAX, search_sizes.EXACT_SCAN_MAX):
         return "exact scan"
-    if search.CACHED_CODES:
+    if search_vector.CACHED_CODES:
         return "codes held in process + re-rank"
-    if scope_rows <= search.code_scan_limit(table_rows):
+    if scope_rows <= search_vector.code_scan_limit(table_rows):
         return "binary codes + re-rank"
     return "HNSW iterative scan"
 
@@ -485,7 +485,8 @@ def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[s
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
-    from app.repos import search
+    from app.db.vectors import SqlVector
+    from app.repos import search_vector
     from app.repos.memories import Scope
 
     exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
@@ -493,14 +494,14 @@ def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[s
     filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
     found: dict[str, list[tuple[float, int, float]]] = {}
     for row, vector in zip(targets, ctx.embedder.embed([r.memory.question for r in targets])):
-        query = search.SqlVector(vector)
+        query = SqlVector(vector)
         scope = Scope(tenant_id, row.agent, None, None)
         with ctx.db.reader() as conn, Session(bind=conn) as session:
             nth = conn.execute(exact_nth, {"q": query.to_text(), "t": tenant_id, "a": row.agent, "n": n}).scalars().all()
             for path, setting in PATH_VARIANTS:
                 options = {"shortlist": setting} if path == "binary codes" else {"overfetch": setting}
-                hits = search.run_vector_path(session, scope, filters, query, n, path, **options)
-                lines = search.run_vector_path(session, scope, filters, query, n, path, explain=True, **options)
+                hits = search_vector.run_vector_path(session, scope, filters, query, n, path, **options)
+                lines = search_vector.run_vector_path(session, scope, filters, query, n, path, explain=True, **options)
                 ms = float(re.search(r"Execution Time: ([0-9.]+)", lines[-1]).group(1))
                 # the codes held in process: their shortlist's time in numpy, then the statement's
                 ms += sum(float(m.group(1)) for m in map(re.compile(r"Shortlist in process: ([0-9.]+) ms").match, lines)
@@ -527,7 +528,8 @@ def vector_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dic
     from sqlalchemy import text
     from sqlalchemy.orm import Session
 
-    from app.repos import search
+    from app.db.vectors import SqlVector
+    from app.repos import search_vector
     from app.repos.memories import Scope
 
     exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
@@ -535,9 +537,9 @@ def vector_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dic
     filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
     shares, full = [], 0
     for row, vector in zip(targets, ctx.embedder.embed([r.memory.question for r in targets])):
-        query = search.SqlVector(vector)
+        query = SqlVector(vector)
         with ctx.db.reader() as conn, Session(bind=conn) as session:
-            found = search.vector_search(session, Scope(tenant_id, row.agent, None, None), filters, query, n)
+            found = search_vector.vector_search(session, Scope(tenant_id, row.agent, None, None), filters, query, n)
             nth = conn.execute(exact_nth, {"q": query.to_text(), "t": tenant_id, "a": row.agent, "n": n}).scalars().all()
         shares.append(sum(distance <= nth[-1] + 1e-6 for _, distance in found.hits) / len(nth))
         full += len(found.hits) == n

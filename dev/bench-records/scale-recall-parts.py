@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 
 from app.bench import scale
 from app.config import Settings
-from app.repos import search
+from app.repos import search_sql
 from app.services import recall
 from app.services.apikeys import authenticate
 from app.services.context import AppContext
@@ -68,7 +68,7 @@ def main() -> None:
                                    read_budget_per_key=10**9, read_budget_per_agent=10**9))
     principal = authenticate(ctx, state["token"])
     parts: dict[str, float] = defaultdict(float)
-    execute = search._execute
+    execute = search_sql.execute
 
     def timed(session, sql, params):
         started = time.perf_counter()
@@ -76,7 +76,7 @@ def main() -> None:
         parts[kind(sql)] += (time.perf_counter() - started) * 1000
         return result
 
-    search._execute = timed
+    search_sql.execute = timed
     report = {"load_before": os.getloadavg(), "agents": {}}
     rng = random.Random(3)
     try:
@@ -99,7 +99,7 @@ def main() -> None:
             if copy:
                 report["agents"][agent]["copy"] = copy
     finally:
-        search._execute = execute
+        search_sql.execute = execute
         ctx.close()
     report["load_after"] = os.getloadavg()
     print(json.dumps(report, indent=1))
