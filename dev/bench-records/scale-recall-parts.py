@@ -26,7 +26,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from app.bench import scale
+from app.bench import scale_data
 from app.config import Settings
 from app.repos import search_sql
 from app.services import recall
@@ -63,7 +63,7 @@ def main() -> None:
     questions = int(sys.argv[3]) if len(sys.argv) > 3 else 150
     state = json.loads((root / "bench-scale.json").read_text())
     cfg = state["config"]
-    rows = scale.plan(cfg["seed"], cfg["memories"], cfg["agents"], cfg["users_per_agent"], cfg["big_agent_memories"])
+    rows = scale_data.plan(cfg["seed"], cfg["memories"], cfg["agents"], cfg["users_per_agent"], cfg["big_agent_memories"])
     ctx = AppContext.open(Settings(data_dir=root / ".memwarden", rate_limit_per_minute=0,
                                    read_budget_per_key=10**9, read_budget_per_agent=10**9))
     principal = authenticate(ctx, state["token"])
