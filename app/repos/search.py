@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, undefer
 
 from app.db import prepared
 from app.db.models import Memory
-from app.db.vectors import SqlVector, vector_param  # noqa: F401 — SqlVector: app.services.memories binds it from here
+from app.db.vectors import SqlVector, vector_param  # noqa: F401 — SqlVector: app.services.memories binds it here
 from app.repos import search_keyword, search_sizes, search_vector
 from app.repos.memories import Scope
 from app.repos.search_sql import shape_and_params
@@ -31,7 +31,8 @@ def vector_candidates(session: Session, scope: Scope, filters: dict[str, Any], q
 
 
 def vector_candidates_with_stats(session: Session, scope: Scope, filters: dict[str, Any],
-                                 query_vec: Sequence[float], n: int) -> tuple[list[tuple[str, float]], search_vector.ScopeStats]:
+                                 query_vec: Sequence[float], n: int
+                                 ) -> tuple[list[tuple[str, float]], search_vector.ScopeStats]:
     """`vector_candidates`, plus the scope's size and mean similarity to the query."""
     found = search_vector.vector_search(session, scope, filters, query_vec, n)
     return found.hits, found.stats
@@ -48,7 +49,8 @@ def keyword_candidates(session: Session, scope: Scope, filters: dict[str, Any], 
 
 
 def recall_candidates(session: Session, scope: Scope, filters: dict[str, Any], query_vec: Sequence[float],
-                      query: str, n: int, *, residual: bool) -> tuple[search_vector.VectorResult, search_keyword.KeywordResult]:
+                      query: str, n: int, *, residual: bool
+                      ) -> tuple[search_vector.VectorResult, search_keyword.KeywordResult]:
     """Recall's two legs: `vector_search` (with the rows) and `keyword_search` (with the rows and
     their distances to `query_vec`).
 
@@ -75,8 +77,9 @@ def recall_candidates(session: Session, scope: Scope, filters: dict[str, Any], q
     # Equal keyword ranks are ordered by vector distance in exactly-scanned scopes (cheap
     # there); past EXACT_SCAN_MAX a common word can match tens of thousands of rows, so by id,
     # and the rows holding only one of the query's words come from the vector leg's shortlist.
-    keyword = search_keyword.keyword_search(session, scope, filters, query, n, query_vec if vector.stats.exact else None,
-                                            fetch=query_vec, large=not vector.stats.exact, among=vector.pool,
+    keyword = search_keyword.keyword_search(session, scope, filters, query, n,
+                                            query_vec if vector.stats.exact else None, fetch=query_vec,
+                                            large=not vector.stats.exact, among=vector.pool,
                                             scope_rows=vector.stats.rows)
     return vector, keyword
 

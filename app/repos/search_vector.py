@@ -98,6 +98,9 @@ class ScopeStats:
     full scan (scopes up to FULL_SCAN_MAX rows), None on the larger paths."""
 
 
+# --- the paths' SQL, built once per shape -------------------------------------------------------
+
+
 @functools.cache
 def _full_scan_sql(shape: Shape, fetch: bool, residual: bool = False) -> str:
     """Every row's distance, computed once per row in a fenced subquery (OFFSET 0), ranked exactly;
@@ -188,7 +191,8 @@ def code_scan_max(session: Session) -> int:
     filtered HNSW walk cost the same in a table of this size (its row estimate, read at most every
     LARGE_SCOPE_RECOUNT_S)."""
     if time.monotonic() - _table_rows[1] > search_sizes.LARGE_SCOPE_RECOUNT_S:
-        estimate = search_sql.execute(session, "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass", {}).scalar()
+        estimate = search_sql.execute(session, "SELECT reltuples FROM pg_class WHERE oid = 'memories'::regclass",
+                                      {}).scalar()
         _table_rows[:] = [max(float(estimate or 0.0), 0.0), time.monotonic()]
     return code_scan_limit(_table_rows[0])
 
@@ -246,7 +250,8 @@ def vector_search(session: Session, scope: Scope, filters: dict[str, Any], query
         if cached:  # counted only to FULL_SCAN_MAX + 1 above, or by the copy
             size = search_sizes.scope_size_at_most(session, scope, filters, largest_code_scan + 1)
         if size <= largest_code_scan:
-            rows = search_sql.execute(session, _code_scan_sql(shape, fetch), {**params, "shortlist": max(n, SHORTLIST)}).all()
+            rows = search_sql.execute(session, _code_scan_sql(shape, fetch),
+                                      {**params, "shortlist": max(n, SHORTLIST)}).all()
         else:
             overfetch = max(n, HNSW_OVERFETCH)
             with _filtered_hnsw_scan(session, ef_search=max(40, min(1000, overfetch))):
