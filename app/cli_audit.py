@@ -6,7 +6,8 @@ checkpoint in the audit witness file; `export` of a chain that does not verify e
 `verify --tenant` of a chain that does not verify also opens its alarm (writes refused);
 `clear-alarm` closes it once the repaired chain verifies. `verify --tenant T --state` also holds
 every stored memory to its last audited state (exit 1 on a mismatch); `baseline-state` records the
-state of memories written before state digests existed, once.
+state of memories written before state digests existed, once. `export --receipts FILE` and
+`verify --receipts FILE` carry the tenant's erasure receipts beside the chain (`app.cli_receipts`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from app import cli_reads
+from app import cli_reads, cli_receipts
 from app.cli_common import open_context
 from app.config import Settings
 
@@ -52,6 +53,13 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     out = Path(args.out)
     tmp = out.with_name(out.name + ".part")
     count = 0
+    if args.receipts:  # first: the chain exported next covers every seq they cite
+        if chain_id == SYSTEM_CHAIN:
+            print("error: --receipts needs a tenant's chain (the system chain has none)", file=sys.stderr)
+            return 2
+        written = cli_receipts.write_receipts(ctx, chain_id.removeprefix("tenant:"), args.receipts, args.from_seq,
+                                              args.to_seq)
+        print(f"exported {written} erasure receipt(s) to {args.receipts}")
     try:
         lines = ctx.audit.export(ctx.db.sessions, chain_id, from_seq=args.from_seq, to_seq=args.to_seq)
     except AuditChainBroken as exc:  # verified before the first line: nothing was written
@@ -69,6 +77,9 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
+    if args.tenant and args.receipts:
+        print("error: --receipts checks receipts against an export FILE, not the database chain", file=sys.stderr)
+        return 2
     if args.tenant:
         return _verify_database(args, settings)
     if args.state:
@@ -100,7 +111,14 @@ def cmd_verify(args: argparse.Namespace, settings: Settings) -> int:
     if not vkeys and not args.json:
         print("warning: no --public-key given; checkpoints were checked against the key inside the file, "
               "which proves integrity only if you trust that file's origin", file=sys.stderr)
-    return _report(report, args.json, {"key_pinned": bool(vkeys)})
+    if not args.receipts:
+        return _report(report, args.json, {"key_pinned": bool(vkeys)})
+    if not report.ok:  # receipts cite a chain that must verify first
+        return _report(report, args.json, {"key_pinned": bool(vkeys), "receipts": None})
+    code, receipts = cli_receipts.verify_receipts(args.file, args.receipts, vkeys, args.json)
+    if code == 2:
+        return 2
+    return max(_report(report, args.json, {"key_pinned": bool(vkeys), "receipts": receipts}), code)
 
 
 def _verify_database(args: argparse.Namespace, settings: Settings) -> int:
@@ -229,6 +247,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export.add_argument("--out", required=True)
     export.add_argument("--from-seq", type=int, default=1)
     export.add_argument("--to-seq", type=int)
+    export.add_argument("--receipts", metavar="FILE", help="also write the tenant's signed erasure receipts (JSONL)")
     export.set_defaults(func=cmd_export)
 
     verify = audit.add_parser("verify", help="verify an export offline, or the database chain with --tenant")
@@ -243,6 +262,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify.add_argument("--state", action="store_true",
                         help="with --tenant: also hold every stored memory to its last audited state "
                              "(exit 1 on any edited, flipped, inserted or deleted row)")
+    verify.add_argument("--receipts", metavar="FILE",
+                        help="with an export FILE: also check these erasure receipts (signature, and that each "
+                             "cites an event of the export that ended its memory)")
     verify.add_argument("--json", action="store_true", help="machine-readable report")
     verify.set_defaults(func=cmd_verify)
 
@@ -258,3 +280,4 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     audit.add_parser("public-key", help="print the checkpoint verifier key").set_defaults(func=cmd_public_key)
     cli_reads.register(audit)
+    cli_receipts.register(audit)

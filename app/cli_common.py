@@ -22,7 +22,7 @@ def cli_actor() -> dict:
     return {"kind": "cli", "id": who}
 
 
-def open_context(settings: Settings) -> "AppContext":
+def open_context(settings: Settings) -> AppContext:
     """The services' context for one command (starts or reaches the database, migrates it)."""
     from app.services.context import AppContext  # late: `memwarden --help` loads no services
 

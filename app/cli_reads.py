@@ -42,7 +42,7 @@ def cmd_access(args: argparse.Namespace, settings: Settings) -> int:
     try:
         tenant_id = resolve_tenant(ctx, args.tenant).id
         flt = read_audit.access_filter({"key_id": args.key, "agent_id": args.agent, "from": args.since,
-                                        "to": args.until})
+                                        "to": args.until, "run_id": args.run})
         items = list(_pages(lambda cursor: read_audit.access(ctx, tenant_id, flt, PAGE, cursor)))
     except AppError as exc:
         print(f"memwarden audit access: {exc.message}", file=sys.stderr)
@@ -80,6 +80,7 @@ def register(audit: argparse._SubParsersAction) -> None:
     access.add_argument("--agent", help="reads of this agent's memories")
     access.add_argument("--from", dest="since", help="read at or after (RFC 3339)")
     access.add_argument("--to", dest="until", help="read before (RFC 3339)")
+    access.add_argument("--run", help="reads made for this agent run (the run id a recall named)")
     access.add_argument("--json", action="store_true", help="one JSON object per read")
     access.set_defaults(func=cmd_access)
 

@@ -221,7 +221,7 @@ class Settings:
         "(besides the shipped known attacks).")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Build settings from environment variables (missing ones keep their defaults)."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
@@ -238,7 +238,7 @@ class Settings:
         """Map of environment variable name → help text (used by docs and deploy checks)."""
         return {f.metadata["env"]: f.metadata["help"] for f in fields(cls)}
 
-    def with_changes(self, **changes: Any) -> "Settings":
+    def with_changes(self, **changes: Any) -> Settings:
         return replace(self, **changes)
 
     @property

@@ -28,7 +28,7 @@ class ValidationFailed(AppError):
     code, status = "validation_error", 422
 
     @classmethod
-    def at(cls, path: str, message: str) -> "ValidationFailed":
+    def at(cls, path: str, message: str) -> ValidationFailed:
         """One problem at a JSON pointer path."""
         return cls(message, details=[{"path": path, "message": message}])
 

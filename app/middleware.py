@@ -267,7 +267,10 @@ async def _discard_body(receive: Receive) -> None:
 
 
 def _content_length(scope: Scope) -> int | None:
+    value = header(scope, b"content-length")
+    if value is None:
+        return None
     try:
-        return int(header(scope, b"content-length"))
+        return int(value)
     except (TypeError, ValueError):
         return None

@@ -133,7 +133,8 @@ def test_no_critical_or_serious_axe_violation_on_any_page_at_1366_and_390(page, 
         "/", "/review", "/review?sort=risk", f"/review/{contradiction['change_id']}",
         f"/review/{injection['change_id']}", f"/review/{forget}", f"/review/{merge}", f"/review/{forget_two}",
         f"/review/{procedure['change_id']}", f"/review/{decided['change_id']}",
-        f"/review/{rejected['change_id']}",        "/memories", "/memories?q=Ines", f"/memories/{old['id']}", f"/memories/{duplicates[1]}", "/audit", "/audit/decisions", "/admin",
+        f"/review/{rejected['change_id']}",
+        "/memories", "/memories?q=Ines", f"/memories/{old['id']}", f"/memories/{duplicates[1]}", "/audit", "/audit/decisions", "/admin",
         "/no-such-page",
     ], found)
 

@@ -231,7 +231,7 @@ def test_the_bulk_bar_stays_in_view_and_is_a_few_tabs_away(page, world, viewport
     page.evaluate("() => window.scrollTo(0, 0)")
     page.locator("body").focus()
     page.evaluate("() => document.activeElement && document.activeElement.blur()")
-    for tabs in range(1, 40):
+    for tabs in range(1, 40):  # noqa: B007 (read after the loop: how many tabs it took)
         page.keyboard.press("Tab")
         if page.evaluate("() => document.activeElement && document.activeElement.dataset.testid") == "bulk-approve":
             break

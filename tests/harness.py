@@ -189,7 +189,7 @@ def memwarden_cli(data_dir: Path, *args: str, timeout: float = 300) -> str:
 
 @contextlib.contextmanager
 def fresh_server(data_dir: Path, env: dict[str, str] | None = None, workers: int = 1,
-                 log: "typing.BinaryIO | None" = None) -> Iterator[tuple[subprocess.Popen, str]]:
+                 log: typing.BinaryIO | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
     """`memwarden serve` of this checkout on its own embedded database in `data_dir`: (process, base
     URL). Its stderr goes to `log` when given (a file the caller reads)."""
     with serve(data_dir, env=env, workers=workers, cwd=PROJECT_ROOT, log=log) as server:

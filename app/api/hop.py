@@ -2,9 +2,9 @@
 
 Starlette's `run_in_threadpool` goes through anyio: a capacity limiter, a cancel scope, run-scoped
 variables and a queue hand-off per call (a fifth of a recall's GIL samples under py-spy, ~37 µs of
-CPU a hop measured alone; `dev/bench-records/hotpath-levers-hot5.py`). On asyncio (uvicorn's loop, uvloop included) `in_thread` hands the call to
-a process-wide executor of as many threads as anyio's default limiter allows, in a copy of the
-caller's context (as anyio does: request log fields and spans follow it). Anything else (trio)
+CPU a hop measured alone; `dev/bench-records/hotpath-levers-hot5.py`). On asyncio (uvicorn's loop, uvloop included)
+`in_thread` hands the call to a process-wide executor of as many threads as anyio's default limiter allows, in a copy
+of the caller's context (as anyio does: request log fields and spans follow it). Anything else (trio)
 takes anyio's way. As with anyio's, a cancelled caller waits for the call to end (a thread cannot
 be interrupted) and then raises its cancellation."""
 

@@ -16,7 +16,7 @@ from app.api.jsonio import json_body, json_response, read_json
 from app.api.routing import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here, parse_query, path_id,
                              require_scope)
 from app.core.access import Principal
-from app.services import backends, early_embedding, memories, read_audit, recall as recall_service
+from app.services import backends, early_embedding, erasure, memories, read_audit, recall as recall_service
 
 
 def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any], Response], embeds: str):
@@ -112,6 +112,10 @@ async def history(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(memories.history, ctx_of(request), principal, _memory_id(request)))
 
 
+async def erasure_receipts(request: Request, principal: Principal):
+    return json_response(await run_in_threadpool(erasure.receipts_of, ctx_of(request), principal, _memory_id(request)))
+
+
 async def deliveries(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(backends.deliveries_of, ctx_of(request), principal,
                                                  _memory_id(request)))
@@ -147,6 +151,10 @@ routes = [
     ApiRoute("/v1/memories/{memory_id}/deliveries", deliveries, method="GET",
              summary="Where the memory was delivered (memory backends)", scope="memory:read",
              ids={"memory_id": "mem"}, responses={200: "deliveries.response"}),
+    ApiRoute("/v1/memories/{memory_id}/erasure-receipts", erasure_receipts, method="GET",
+             summary="The memory's signed erasure receipts: each store that confirmed it no longer holds it",
+             scope="audit:read", ids={"memory_id": "mem"}, tag="audit",
+             responses={200: "erasure-receipts.response"}),
     ApiRoute("/v1/memories/{memory_id}/readers", readers, method="GET",
              summary="Who read a memory: every read that returned it, newest first (the read audit)",
              scope="audit:read", ids={"memory_id": "mem"}, request="readers.query", tag="audit",

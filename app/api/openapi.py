@@ -98,10 +98,10 @@ def _operation(route: ApiRoute, contracts) -> dict[str, Any]:
         item["responses"][str(status)] = {"description": f"{status}", "content": _content(body)}
     openwop = is_openwop_surface(op.path)
     error = {"$ref": "#/components/responses/" + ("OpenwopError" if openwop else "Error")}
-    for status, description in ERROR_STATUSES.items():
-        if _may_answer(status, op, bool(path_params)):
+    for error_status in ERROR_STATUSES:
+        if _may_answer(error_status, op, bool(path_params)):
             # OpenWOP's registry answers a validation error with 400, not 422.
-            item["responses"]["400" if openwop and status == "422" else status] = error
+            item["responses"]["400" if openwop and error_status == "422" else error_status] = error
     item["responses"]["default"] = error
     return item
 

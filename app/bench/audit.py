@@ -136,7 +136,7 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
              for w in range(writers)]
     for proc in procs:
         proc.start()
-    outcomes = []
+    outcomes: list[Any] = []
     give_up = time.monotonic() + seconds + 300
     while len(outcomes) < writers:
         try:

@@ -219,7 +219,7 @@ def run_repeats(server, token: str, corpus: dict[str, Any], corpus_path: Path, p
             order = sides[i % len(sides):] + sides[:i % len(sides)]
             runners: dict[str, Callable[[], dict[str, Any]]] = {
                 name: (lambda name=name: run_driver(name, pythons[name], corpus_path, args)) for name in pythons}
-            runners["memwarden"] = lambda: run_memwarden(server, token, corpus, f"compare-{i + 1}", args)
+            runners["memwarden"] = lambda: run_memwarden(server, token, corpus, f"compare-{i + 1}", args)  # noqa: B023
             loads, results = {}, {}
             floor = measure_floor(http, admin_url, corpus, embedder, server_cpu_clock(server))
             for name in order:

@@ -18,6 +18,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from app.bench import common
 from app.core import attributes
@@ -56,7 +57,7 @@ def run(settings, n: int) -> dict:
         meaning.append((time.process_time() - started) * 1000)
         flagged["frames"] += a is not None
         flagged["meaning"] += b is not None
-    report = {"samples": n, "live_per_write": 5, "embedder": embedder.name, "loadavg_1_5_15": list(os.getloadavg()),
+    report: dict[str, Any] = {"samples": n, "live_per_write": 5, "embedder": embedder.name, "loadavg_1_5_15": list(os.getloadavg()),
               "cpu_ms_per_write": {
                   "frames": {f"p{q}": round(common.percentile(frames, q), 3) for q in (50, 95)},
                   "frames_and_meaning": {f"p{q}": round(common.percentile(meaning, q), 3) for q in (50, 95)}},

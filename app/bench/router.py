@@ -10,6 +10,11 @@ embedding with the same int8 MiniLM as Memwarden. An agent holds `--memories` me
    each: p50/p95 and the added cost per backend (service call, no HTTP).
 3. Steady writes: `--writes` remembers while a delivery thread polls every 0.2 s: lag from
    owed to delivered (p50/p95) and the delivery rate under load.
+4. Erasure: a fourth backend that loses every `--lose-every`-th delete (it answers the forget and
+   keeps the item: `router_stores.LossyStore`) takes the agent; `--forgets` memories are forgotten
+   and the job works the deletes off, each read back from its store: receipts per second, and the
+   alerts the lossy store raised (each is retried until a read-back finds the item gone). Retries
+   are brisk here (0.2 s base, 0.5 s cap) so the phase measures the read-back, not the backoff.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     parser.add_argument("--queries", type=int, default=100, help="recalls per variant per round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--forgets", type=int, default=200, help="memories forgotten in the erasure phase")
+    parser.add_argument("--lose-every", type=int, default=10,
+                        help="the lossy backend keeps every N-th item it is told to delete")
     parser.add_argument("--out", help="write the JSON report here")
     parser.set_defaults(func=run)
 
@@ -57,13 +65,14 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.services import apikeys, backends, memories, recall
     from app.services.tenants import create_tenant
 
-    with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=8) as (ctx, urls):
+    with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=8, backend_retry_base_seconds=0.2,
+                                                       backend_retry_max_seconds=0.5) as (ctx, urls):
         tenant = create_tenant(ctx, name="bench-router", actor=ACTOR)
         token = apikeys.create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", agents="*",
                                    actor=ACTOR).token
         principal = apikeys.authenticate(ctx, token)
-        for i in range(args.memories):
-            memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)})
+        ids = [memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)}).body["id"]
+               for i in range(args.memories)]
         dsn = urls.admin_url.replace("postgresql+psycopg://", "postgresql://")
         specs = [("mem0", "mem0", {"factory": "app.stores.mem0_local:memory",
                                    "factory_args": {"dsn": dsn, "collection": "bench_mem0"}}),
@@ -126,13 +135,45 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         steady = {"writes": args.writes, "backends": 3, "write_seconds": round(write_seconds, 2),
                   "drained_seconds": round(drained, 2), "deliveries_per_second": round(len(lags) / drained, 1),
                   "lag_ms": lag_ms}
+        erasure_report = _erasure(ctx, tenant, principal, ids[:args.forgets], dsn, args.lose_every)
     report = {"machine": machine(), "memories": args.memories, "backfill": backfill, "recall": latency,
-              "steady_writes": steady}
+              "steady_writes": steady, "erasure": erasure_report}
     rows = [[f"{n} backends", latency[f"{n}_backends"]["p50_ms"], latency[f"{n}_backends"]["p95_ms"],
              latency[f"{n}_backends"].get("p50_added_ms", 0.0)] for n in range(4)]
     print(table(rows, ["recall", "p50 ms", "p95 ms", "p50 added ms"]))
     print(f"backfill: {backfill['deliveries']} deliveries in {backfill['seconds']} s ({backfill['per_second']}/s)")
     print(f"steady writes: {steady['writes']} remembers × 3 backends, lag p50 {lag_ms['p50_ms']} ms, "
           f"p95 {lag_ms['p95_ms']} ms, {steady['deliveries_per_second']} deliveries/s")
+    e = erasure_report
+    print(f"erasure: {e['forgotten']} forgets × {e['backends']} backends, {e['receipts']} receipts in {e['seconds']} s "
+          f"({e['receipts_per_second']}/s); the lossy backend kept {e['alerts']} deletes, each an alert and a retry, "
+          f"and signed {e['lossy_receipts']} receipts once read-backs found the items gone")
     write_json(args.out, report)
     return 0
+
+
+def _erasure(ctx, tenant, principal, ids: list[str], dsn: str, lose_every: int) -> dict:
+    """Phase 4: forget `ids` with four backends routed, one of them losing deletes."""
+    from app.services import backends, erasure, memories
+
+    backends.add_backend(ctx, tenant_name=tenant.name, name="lossy", kind="memorywire", timeout_ms=5000, actor=ACTOR,
+                         options={"factory": "app.bench.router_stores:lossy_pgvector_store",
+                                  "factory_args": {"dsn": dsn, "schema": "bench_lossy", "lose_every": lose_every}})
+    _deliver_all(ctx)
+    since = utcnow()
+    for memory_id in ids:  # one at a time: a bulk forget waits for a reviewer under the default policy
+        outcome = memories.forget(ctx, principal, {"agent_id": AGENT, "ids": [memory_id]})
+        assert outcome.status == 200, outcome.body
+    started = time.perf_counter()
+    # Until every delete is confirmed: a lost one is owed again after its (brisk) backoff.
+    while any(s["pending"] for s in backends.status(ctx, tenant_id=tenant.id)):
+        if backends.deliver_due(ctx) == 0:
+            time.sleep(0.05)
+    seconds = time.perf_counter() - started
+    receipts, alerts = erasure.counts_since(ctx, tenant_id=tenant.id, since=since)
+    lossy = sum(1 for i in ids for r in erasure.receipts_listed(ctx, tenant_id=tenant.id, memory_id=i)
+                if r["store"] == "lossy")
+    return {"forgotten": len(ids), "backends": 4, "lose_every": lose_every, "receipts": receipts,
+            "seconds": round(seconds, 2), "receipts_per_second": round(receipts / seconds, 1) if seconds else None,
+            "alerts": alerts, "lossy_receipts": lossy, "failed": sum(s["failed"] for s in backends.status(ctx, tenant_id=tenant.id)),
+            "every_store_confirmed": receipts == 4 * len(ids)}

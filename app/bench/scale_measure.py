@@ -28,7 +28,10 @@ def measure(base_url: str, token: str, targets: list[Row], warmup: list[Row], k:
             found += any(h["id"] == row.id or h["content"] == row.memory.content for h in hits)
             found_id += any(h["id"] == row.id for h in hits)
             empty += not hits
-    share = (lambda count: round(count / len(targets), 3) if targets else 0.0)
+
+    def share(count: int) -> float:
+        return round(count / len(targets), 3) if targets else 0.0
+
     return {"queries": len(targets), "latency": common.latency_summary(client_ms),
             "server_side": common.latency_summary(server_ms),
             f"found_at_{k}": share(found), f"found_id_at_{k}": share(found_id), "empty": empty}
@@ -142,7 +145,7 @@ def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[s
                 # the codes held in process: their shortlist's time in numpy, then the statement's
                 ms += sum(float(m.group(1)) for m in map(re.compile(r"Shortlist in process: ([0-9.]+) ms").match, lines)
                           if m)
-                buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", next(l for l in lines if "Buffers" in l))
+                buffers = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", next(line for line in lines if "Buffers" in line))
                 share = sum(float(h.distance) <= nth[-1] + 1e-6 for h in hits) / len(nth)
                 found.setdefault(f"{path} {setting}" if setting else path, []).append(
                     (ms, int(buffers.group(1)) + int(buffers.group(2) or 0), share))

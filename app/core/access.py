@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from app.core.ids import new_id
@@ -67,7 +68,7 @@ WRITE_SCOPES = ("memory:write", "workspace:write")
 """The scopes whose writes a policy may stage for review."""
 
 
-def writes_and_decides(scopes) -> bool:
+def writes_and_decides(scopes: Iterable[str]) -> bool:
     """Whether a key holds a write scope and `review:decide`. Such a key can never decide its own
     writes (`app.services.duties`), only others': one key per duty is the clearer split."""
     return "review:decide" in scopes and any(scope in scopes for scope in WRITE_SCOPES)

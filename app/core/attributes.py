@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -123,13 +123,13 @@ class Reading:
         return self.ranked[0][0]
 
 
-def _row(vector) -> np.ndarray:
+def _row(vector: Any) -> np.ndarray:
     """A stored or computed vector (numpy, pgvector, list) as one float32 row."""
     vector = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
     return np.asarray(vector, dtype=np.float32).reshape(-1)
 
 
-def read(vector, table: np.ndarray, top: int = 2) -> Reading | None:
+def read(vector: Any, table: np.ndarray, top: int = 2) -> Reading | None:
     """The ``top`` attributes nearest ``vector`` (None without a vector, or of another length)."""
     if vector is None:
         return None
@@ -164,7 +164,7 @@ class Meaning:
         return (self.content, found[0], found[1]) if found is not None else None
 
 
-def meaning(encoder: Encoder | None, name: str | None, content_vector, live_vectors: Sequence) -> Meaning | None:
+def meaning(encoder: Encoder | None, name: str | None, content_vector: Any, live_vectors: Sequence[Any]) -> Meaning | None:
     """A ``Meaning`` from the write's vector and the live texts' (None where missing), or None when
     there is no encoder or no usable write vector."""
     if encoder is None or not name or content_vector is None:

@@ -34,7 +34,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class Cluster:
     def ids(self) -> list[str]:
         return sorted(m.id for m in self.members)
 
-    def evidence(self) -> dict:
+    def evidence(self) -> dict[str, Any]:
         """Why it scored: numbers and ids only (the stored evidence; content stays in the memories)."""
         return {"source_ids": self.ids, "mentions": self.mentions, "items": len(self.members),
                 "salience": round(self.salience, 4), "recency": round(self.recency, 4),
@@ -215,7 +215,7 @@ class DefaultScorer:
         for i in order:
             if not free[i]:
                 continue
-            members = list(np.flatnonzero(free & near[i]))
+            members = [int(j) for j in np.flatnonzero(free & near[i])]
             free[members] = False
             cluster = Cluster([items[j] for j in members])
             self._score(cluster, vectors[members], now)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import base64
 import json
 from datetime import datetime
+from typing import Any
 
 from app.core import jsontext
 from app.core.jsontext import UNSTORABLE
 
 
-def pack(values: list) -> str:
+def pack(values: list[Any]) -> str:
     """JSON-serialisable `values` as an opaque cursor string."""
     raw = json.dumps(values, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def unpack(cursor: str):
+def unpack(cursor: str) -> Any:
     """What `pack` packed; ValueError (or TypeError) for anything else."""
     return jsontext.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
 

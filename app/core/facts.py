@@ -170,8 +170,8 @@ def _read_sentence(sentence: str) -> list[Fact]:
             continue
         left, right = low[:match.start()].strip(), _value(low[match.end():])
         thing, owner = (left, right) if before else (right, left)
-        if _definite(thing, original) and owner and _subject(owner):
-            found.append(Fact(_thing(thing), "owner", _subject(owner), owner, ends=ends))
+        if _definite(thing, original) and owner and (subject := _subject(owner)):
+            found.append(Fact(_thing(thing), "owner", subject, owner, ends=ends))
             return found
     for pattern, attribute, ends in _FORWARD_RE:
         match = pattern.search(low)
@@ -266,7 +266,7 @@ def _definite(thing: str, original: str) -> bool:
 def _typed(sentence: str) -> list[Fact]:
     """Phone numbers and e-mail addresses, read by their shape: the subject is the name the sentence
     is about (a possessive or the first name in it), in any language."""
-    found = []
+    found: list[Fact] = []
     subject = _typed_subject(sentence)
     if subject is None:
         return found

@@ -36,7 +36,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeVar
 
 from app.core import jsontext
 from app.core.ids import format_id, has_prefix
@@ -257,7 +257,8 @@ def _mem0(source: Source, line: int, ordinal: int, raw: dict[str, Any]) -> Impor
         if raw.get(name) is not None:
             body[name] = raw[name]
     if raw.get("expiration_date") is not None:
-        body["expires_at"] = _time(raw["expiration_date"], "expiration_date", None, naive_utc=True).isoformat()
+        expires = _time(raw["expiration_date"], "expiration_date", None, naive_utc=True)
+        body["expires_at"] = expires.isoformat() if expires else None
     created = _time(raw.get("created_at"), "created_at", source.now, naive_utc=True)
     updated = _time(raw.get("updated_at"), "updated_at", created, naive_utc=True)
     body = {k: v for k, v in body.items() if v is not None}
@@ -271,17 +272,17 @@ def _record_id(source: Source, ordinal: int, given: Any, body: dict[str, Any]) -
         return derived_id(source.tenant_id, "record", source.fmt, str(ordinal), _record_digest(body))
     if not isinstance(given, (str, int)) or isinstance(given, bool) or str(given) == "":
         raise ValueError("id must be a non-empty string")
-    given = str(given)
-    if has_prefix(given, "mem") and not source.remap_ids:
-        return given
-    if source.fmt == "jsonl" and not has_prefix(given, "mem"):
+    given_id = str(given)
+    if has_prefix(given_id, "mem") and not source.remap_ids:
+        return given_id
+    if source.fmt == "jsonl" and not has_prefix(given_id, "mem"):
         raise ValueError("id must be a Memwarden id (mem_ and 26 base32 characters)")
     metadata = body.setdefault("metadata", {})
     if isinstance(metadata, dict):
-        body["metadata"] = {**metadata, "import_source_id": given}
-    if has_prefix(given, "mem"):
-        return remapped_id(source.tenant_id, given)
-    return derived_id(source.tenant_id, source.fmt, given)
+        body["metadata"] = {**metadata, "import_source_id": given_id}
+    if has_prefix(given_id, "mem"):
+        return remapped_id(source.tenant_id, given_id)
+    return derived_id(source.tenant_id, source.fmt, given_id)
 
 
 def remapped_id(tenant_id: str, source_id: str) -> str:
@@ -293,7 +294,10 @@ def _record_digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
 
 
-def _time(value: Any, name: str, default: datetime | None, *, naive_utc: bool = False) -> datetime | None:
+_Default = TypeVar("_Default", datetime, None)  # what `_time` gives for a missing value
+
+
+def _time(value: Any, name: str, default: _Default, *, naive_utc: bool = False) -> datetime | _Default:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (str, int)):

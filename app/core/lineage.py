@@ -43,14 +43,14 @@ class Radius:
     def first_tainted(self) -> dict[str, datetime]:
         """Each memory of the radius (roots too) → the earliest time any root's content was in it."""
         out: dict[str, datetime] = {}
-        for root, reached in self.by_root.items():
+        for reached in self.by_root.values():
             for item in reached.values():
                 if item.memory_id not in out or item.tainted_at < out[item.memory_id]:
                     out[item.memory_id] = item.tainted_at
         return out
 
 
-def _key(step: Any) -> tuple:
+def _key(step: Any) -> tuple[Any, ...]:
     return (step.root_id, step.memory_id, step.depth, step.tainted_at)
 
 
@@ -58,7 +58,7 @@ def radius(steps: Iterable[Any], max_depth: int) -> Radius:
     """The radius of the walk's `steps` (each with root_id, memory_id, depth, tainted_at, parent,
     parent_tainted_at, kind, edge_via), walked to `max_depth` + 1 so that a memory beyond the
     bound is seen (and dropped, marking its root truncated)."""
-    index: dict[tuple, Any] = {}
+    index: dict[tuple[Any, ...], Any] = {}
     best: dict[tuple[str, str], Any] = {}
     beyond: dict[str, set[str]] = {}
     roots: set[str] = set()

@@ -31,7 +31,7 @@ class OidcRule:
                 "email_domains": list(self.email_domains)}
 
     @classmethod
-    def from_doc(cls, doc: Mapping[str, Any] | None) -> "OidcRule | None":
+    def from_doc(cls, doc: Mapping[str, Any] | None) -> OidcRule | None:
         """The rule in a tenant's settings, or None when the tenant has none (or an unreadable one)."""
         if not isinstance(doc, Mapping) or not doc.get("role_map"):
             return None

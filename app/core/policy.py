@@ -56,9 +56,9 @@ from app.core.screening import CATEGORY_NAMES, LEVELS, level_rank, provenance
 from app.paths import SCHEMAS_DIR
 
 try:  # CPython's regex parser; only used for the nested-quantifier check.
-    from re import _parser as _re_parser
+    from re import _parser as _re_parser  # type: ignore[attr-defined]  # (private: not in the stubs)
 except ImportError:  # pragma: no cover - other interpreters skip that check
-    _re_parser = None  # type: ignore[assignment]
+    _re_parser = None
 
 SCHEMA_PATH = SCHEMAS_DIR / "policy.json"
 
@@ -437,7 +437,8 @@ _LITERAL_GLOB = re.compile(r"(?:[^*?\[]|\[[*?\[]\])+")
 
 def _names_its_agents(match: Match) -> bool:
     """Whether a match lists its agents one by one (no wildcard): what a learned rule must do."""
-    return bool(match.agents) and all(_LITERAL_GLOB.fullmatch(g) for g in match.agents)
+    agents = match.agents or ()
+    return bool(agents) and all(_LITERAL_GLOB.fullmatch(g) for g in agents)
 
 
 def _binding(rule: Rule) -> bool:

@@ -46,6 +46,7 @@ MAX_SUGGESTIONS = 50
 _GLOB_SPECIALS = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
 # Per condition, the longest value and the most values the policy schema admits.
 _MAX_GLOB, _MAX_TAG, _MAX_VALUES = 256, 128, 64
+Group = tuple[tuple[str, str | None], ...]  # sorted (condition, value) pairs: what approvals are grouped by
 CONTENT_CLAUSE = ("only writes screening raised no flag on and that carry no link, address, number, command "
                   "or standing instruction")
 """What every learned rule leaves to a person, in the words its description uses."""
@@ -141,12 +142,12 @@ def _learnable(d: Decided) -> bool:
             and all(t and len(t) <= _MAX_TAG for t in d.tags))
 
 
-def _groups(d: Decided) -> Iterable[tuple[tuple[str, str], ...]]:
+def _groups(d: Decided) -> Iterable[Group]:
     """The groups (sorted (condition, value) pairs) an approval belongs to: each is anchored on its
     agent, one of its tags, or both, with or without its type, and always with whether it named a
     source (a group never mixes writes with and without one)."""
     source = ("has_source", "yes" if d.source is not None else "no")
-    anchors: list[tuple[tuple[str, str], ...]] = [(("agent", d.agent_id),)]
+    anchors: list[Group] = [(("agent", d.agent_id),)]
     for tag in sorted(set(d.tags)):
         anchors += [(("tag", tag),), (("agent", d.agent_id), ("tag", tag))]
     for anchor in anchors:
@@ -154,7 +155,7 @@ def _groups(d: Decided) -> Iterable[tuple[tuple[str, str], ...]]:
         yield tuple(sorted((*anchor, source, ("type", d.type))))
 
 
-def _match_doc(group: tuple[tuple[str, str], ...], writes: Sequence[Decided]) -> dict[str, Any] | None:
+def _match_doc(group: Group, writes: Sequence[Decided]) -> dict[str, Any] | None:
     """The narrowest match covering ``writes``; None when it would name more values than a rule may."""
     keys = dict(group)
     agents = sorted({literal_glob(d.agent_id) for d in writes})
@@ -214,7 +215,7 @@ def mine(decisions: Sequence[Decided], occasions: Sequence[Occasion], *, min_eve
     and which no rejection contradicts. ``occasions[i]`` is when ``decisions[i]`` was made."""
     if len(occasions) != len(decisions):
         raise ValueError("one occasion per decision")
-    grouped: dict[tuple, list[int]] = {}
+    grouped: dict[Group, list[int]] = {}
     rejected_by_agent: dict[str, list[WriteRequest]] = {}
     for index, d in enumerate(decisions):
         if d.status == "rejected":
@@ -222,7 +223,7 @@ def mine(decisions: Sequence[Decided], occasions: Sequence[Occasion], *, min_eve
         elif _learnable(d):
             for group in _groups(d):
                 grouped.setdefault(group, []).append(index)
-    found: list[tuple[tuple, dict[str, Any], frozenset[int], int, int]] = []
+    found: list[tuple[Group, dict[str, Any], frozenset[int], int, int]] = []
     for group, indexes in grouped.items():
         events = len({occasions[i].batch for i in indexes})
         days = len({occasions[i].day for i in indexes if occasions[i].day is not None})
@@ -240,7 +241,7 @@ def mine(decisions: Sequence[Decided], occasions: Sequence[Occasion], *, min_eve
     # Fewest anchors, then best supported, first; leave out a group whose every approval a kept one
     # already rests on (an agent that always writes with one tag would otherwise be suggested thrice).
     found.sort(key=lambda f: (len(f[0]), -f[3], -len(f[2]), f[0]))
-    kept: list[tuple[tuple, dict[str, Any], frozenset[int], int, int]] = []
+    kept: list[tuple[Group, dict[str, Any], frozenset[int], int, int]] = []
     ids: set[str] = set()
     for entry in found:
         sid = suggestion_id(entry[1])

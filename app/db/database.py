@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 # Any constant works; it only has to be the same in every Memwarden process.
 _MIGRATION_LOCK = 0x6D656D77
-APPEND_ONLY_TABLES = ("audit_entries", "audit_checkpoints", "read_records", "memory_reads", "memory_derivations")
+APPEND_ONLY_TABLES = ("audit_entries", "audit_checkpoints", "read_records", "memory_reads", "memory_derivations",
+                      "erasure_receipts")
 _UNIT_KEY = "memwarden.unit_of_work"  # Connection.info: the innermost UnitOfWork open on it
 
 
@@ -103,7 +104,7 @@ class Database:
         if self.replicas is not None and not self._bound():
             self.replicas.note_write(tenant_id, key_id)
 
-    def unit_of_work(self) -> "UnitOfWork":
+    def unit_of_work(self) -> UnitOfWork:
         """One transaction around several service calls (see `UnitOfWork`)."""
         return UnitOfWork(self)
 

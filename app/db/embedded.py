@@ -215,7 +215,7 @@ class Supervisor:
         self._down_since: float | None = None
         self._state = ""
 
-    def start(self) -> "Supervisor":
+    def start(self) -> Supervisor:
         self._set_state("up")
         self._thread.start()
         # atexit runs last-registered first: this stops supervising before pgserver stops the cluster.

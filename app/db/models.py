@@ -364,6 +364,20 @@ class BackendRecord(Base):
     delivered_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
 
+class ErasureReceipt(Base):
+    """A store's confirmed erasure of a memory (migration 0043): the signed receipt and what it names."""
+
+    __tablename__ = "erasure_receipts"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), primary_key=True)
+    memory_id: Mapped[str] = mapped_column(Text)
+    backend_id: Mapped[str] = mapped_column(Text)
+    store: Mapped[str] = mapped_column(Text)
+    audit_seq: Mapped[int] = mapped_column(BigInteger)
+    confirmed_at: Mapped[datetime] = mapped_column()
+    note: Mapped[str] = mapped_column(Text)
+
+
 # --- OpenWOP: workspace files and compaction runs (migration 0006) -----------------------------------
 
 class WorkspaceFile(Base):

@@ -23,7 +23,7 @@ still gets its OpenTelemetry span (`tracing.client_span`) and is shown to `obser
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import psycopg
 from psycopg.rows import namedtuple_row
@@ -42,7 +42,7 @@ count round trips; `memwarden bench scale` replays recall's statements under EXP
 sent in the same round trip as the one before it has `PIPELINED` before its text."""
 
 
-Params = Union[Mapping[str, Any], Sequence[Any]]
+Params = Mapping[str, Any] | Sequence[Any]
 
 
 class Statement:
@@ -59,7 +59,7 @@ class Statement:
         return f"Statement({self.sql[:60]!r})"
 
 
-Conn = Union[psycopg.Connection, Connection]
+Conn = psycopg.Connection | Connection
 """A psycopg connection, or a SQLAlchemy one (its driver connection runs the statement, in its
 transaction)."""
 

@@ -46,7 +46,7 @@ class ChainWork:
     writer: AuditWriter | None = None
     audit: list[tuple] = field(default_factory=list)
     events: list[tuple[str, Any]] = field(default_factory=list)
-    after_lock: list[Callable[[Session, "ChainWork"], None]] = field(default_factory=list)
+    after_lock: list[Callable[[Session, ChainWork], None]] = field(default_factory=list)
     event_id: int = 0
     has_webhooks: bool = False
     despite_alarm: bool = False

@@ -20,7 +20,7 @@ class InstrumentedQueuePool(QueuePool):
         super().__init__(*args, **kwargs)
         metrics.DB_POOL_CAPACITY.inc(self.size() + max(self._max_overflow, 0))
 
-    def recreate(self) -> "InstrumentedQueuePool":
+    def recreate(self) -> InstrumentedQueuePool:
         metrics.DB_POOL_CAPACITY.dec(self.size() + max(self._max_overflow, 0))  # the new one counts itself
         return super().recreate()
 

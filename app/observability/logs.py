@@ -14,7 +14,9 @@ import json
 import logging
 import logging.config
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
+from typing import Any
 
 _SAFE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -25,7 +27,7 @@ class RequestContext:
     a query or a body. One per request; fields are filled in as the request is understood (the
     route once routed, the tenant and key once the key is verified)."""
 
-    def __init__(self, request_id: str | None = None, scope: dict | None = None):
+    def __init__(self, request_id: str | None = None, scope: Mapping[str, Any] | None = None):
         self.request_id = request_id
         self.tenant: str | None = None
         self.key_id: str | None = None
@@ -43,7 +45,7 @@ class RequestContext:
 UNMATCHED_ROUTE = "unmatched"
 
 
-def route_template(scope: dict) -> str:
+def route_template(scope: Mapping[str, Any]) -> str:
     """The template of the route Starlette matched for `scope` (`unmatched` when none did): a
     bounded label, never the raw path with its ids."""
     route = scope.get("route")

@@ -168,6 +168,8 @@ def counts_decisions(service: Callable) -> Callable:
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if start is None or end is None:
+        return None
     try:
         return max(0.0, (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds())
     except (TypeError, ValueError):

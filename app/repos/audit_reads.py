@@ -6,6 +6,7 @@ id (`app.services.audit.chain_for`: one per tenant, and `system`)."""
 
 from __future__ import annotations
 
+from typing import Any, Sequence
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.db.models import AuditCheckpoint, AuditEntry
 
 
-def about_subject(session: Session, *, chain_id: str, subject_id: str) -> list:
+def about_subject(session: Session, *, chain_id: str, subject_id: str) -> Sequence[Any]:
     """(seq, entry JSON text) of the chain's entries about `subject_id`, oldest first."""
     return session.execute(
         select(AuditEntry.seq, AuditEntry.entry).where(AuditEntry.chain_id == chain_id,
@@ -48,7 +49,7 @@ def snapshot_read_only(session: Session) -> None:
     session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
 
 
-def links_from(session: Session, *, chain_id: str, first: int) -> list:
+def links_from(session: Session, *, chain_id: str, first: int) -> Sequence[Any]:
     """(seq, leaf_hash, chain_hash) of the chain's entries from seq `first` on, in order."""
     return session.execute(
         select(AuditEntry.seq, AuditEntry.leaf_hash, AuditEntry.chain_hash)

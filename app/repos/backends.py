@@ -40,10 +40,17 @@ def remove(session: Session, backend: MemoryBackend) -> None:
 
 
 def owe_existing(session: Session, *, backend_id: str, tenant_id: str, agents_like: str) -> int:
-    """Owe a new backend every memory already live for the agents it takes; returns how many."""
+    """Owe a backend (new, or resumed) every memory already live for the agents it takes, and every
+    memory it holds that is no longer live (ended while it was paused: its delete is owed too);
+    returns how many."""
     live = select(Memory.tenant_id, literal(backend_id), Memory.id).where(
         Memory.tenant_id == tenant_id, Memory.status == "live", Memory.agent_id.like(agents_like))
-    result = session.execute(pg_insert(BackendDelivery).from_select(["tenant_id", "backend_id", "memory_id"], live))
+    ended = select(BackendRecord.tenant_id, literal(backend_id), BackendRecord.memory_id).where(
+        BackendRecord.tenant_id == tenant_id, BackendRecord.backend_id == backend_id,
+        ~select(Memory.id).where(Memory.tenant_id == tenant_id, Memory.id == BackendRecord.memory_id,
+                                 Memory.status == "live").exists())
+    result = session.execute(pg_insert(BackendDelivery).from_select(["tenant_id", "backend_id", "memory_id"],
+                                                                    live.union_all(ended)))
     return result.rowcount
 
 

@@ -245,7 +245,7 @@ def mark_sla_announced(session: Session, *, tenant_id: str, change_id: str) -> b
         {"tenant": tenant_id, "id": change_id}).first() is not None
 
 
-def pending_by_agent(session: Session, *, tenant_id: str, overdue_seconds: int | None) -> list:
+def pending_by_agent(session: Session, *, tenant_id: str, overdue_seconds: int | None) -> Sequence[Any]:
     """The tenant's pending changes grouped by (agent_id, risk_level): count, oldest submission and
     how many wait longer than `overdue_seconds` (0 for each group when None)."""
     overdue = (func.count().filter(Change.submitted_at < func.now() - func.make_interval(

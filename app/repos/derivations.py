@@ -86,7 +86,8 @@ def walk(session: Session, *, tenant_id: str, roots: Sequence[str], max_depth: i
 
 
 _READS = text("""
-    SELECT m.memory_id, r.id, r.read_at, r.actor, r.key_id, r.agent_id, r.operation, r.query_digest, e.seq
+    SELECT m.memory_id, r.id, r.read_at, r.actor, r.key_id, r.agent_id, r.operation, r.query_digest, r.run_id,
+           e.seq
     FROM unnest(CAST(:ids AS text[]), CAST(:since AS timestamptz[])) AS t (memory_id, since)
     JOIN memory_reads m ON m.tenant_id = :tenant_id AND m.memory_id = t.memory_id AND m.read_at >= t.since
     JOIN read_records r ON r.tenant_id = m.tenant_id AND r.id = m.read_id

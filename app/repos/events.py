@@ -3,7 +3,7 @@ tenant's chain lock by `app.services.events`. Every query is scoped by tenant.""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 from sqlalchemy import func, insert, select
@@ -27,7 +27,7 @@ def insert_rows(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     return NEW_ROWS_SQL, [{**row, "payload": Jsonb(row["payload"])} for row in rows]
 
 
-def after(session: Session, *, tenant_id: str, after_id: int, limit: int) -> list:
+def after(session: Session, *, tenant_id: str, after_id: int, limit: int) -> Sequence[Any]:
     """(id, type, payload, created_at) of the tenant's events with id > `after_id`, oldest first."""
     return session.execute(
         select(Event.id, Event.type, Event.payload, Event.created_at)

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterator, Sequence
 
-from pgvector import Vector
 from psycopg.types.json import Jsonb
 from sqlalchemy import Select, and_, func, or_, select, text, update
 from sqlalchemy.engine import Connection

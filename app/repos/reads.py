@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 
-import psycopg
 from sqlalchemy import text, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.orm import Session
@@ -18,8 +17,9 @@ from app.db.models import ApiKey
 from app.db.prepared import Statement
 
 _INSERT_RECORDS = text("""
-    INSERT INTO read_records (tenant_id, id, read_at, actor, key_id, agent_id, operation, query_digest, memory_ids)
-    VALUES (:tenant_id, :id, :read_at, :actor, :key_id, :agent_id, :operation, :query_digest, :memory_ids)""")
+    INSERT INTO read_records (tenant_id, id, read_at, actor, key_id, agent_id, operation, query_digest, memory_ids,
+                              run_id)
+    VALUES (:tenant_id, :id, :read_at, :actor, :key_id, :agent_id, :operation, :query_digest, :memory_ids, :run_id)""")
 _INSERT_MEMORY_READS = text("""
     INSERT INTO memory_reads (tenant_id, memory_id, read_at, read_id)
     SELECT :tenant_id, m, :read_at, :read_id FROM unnest(CAST(:memory_ids AS text[])) AS m GROUP BY m""")
@@ -27,9 +27,10 @@ _INSERT_MEMORY_READS = text("""
 
 # The same INSERTs as psycopg text, for `insert_with_commit` (one pipeline with the COMMIT).
 RECORDS_AT_COMMIT_SQL = """
-    INSERT INTO read_records (tenant_id, id, read_at, actor, key_id, agent_id, operation, query_digest, memory_ids)
+    INSERT INTO read_records (tenant_id, id, read_at, actor, key_id, agent_id, operation, query_digest, memory_ids,
+                              run_id)
     VALUES (%(tenant_id)s, %(id)s, %(read_at)s, %(actor)s, %(key_id)s, %(agent_id)s, %(operation)s,
-            %(query_digest)s, %(memory_ids)s::text[])"""
+            %(query_digest)s, %(memory_ids)s::text[], %(run_id)s)"""
 MEMORY_READS_AT_COMMIT_SQL = """
     INSERT INTO memory_reads (tenant_id, memory_id, read_at, read_id)
     SELECT %(tenant_id)s, m, %(read_at)s, %(read_id)s FROM unnest(%(memory_ids)s::text[]) AS m GROUP BY m"""
@@ -56,7 +57,7 @@ def insert_records(session: Session, records: Sequence[dict[str, Any]]) -> None:
 
 
 _READERS = text("""
-    SELECT r.id, r.read_at, r.actor, r.key_id, r.agent_id, r.operation, r.query_digest,
+    SELECT r.id, r.read_at, r.actor, r.key_id, r.agent_id, r.operation, r.query_digest, r.run_id,
            cardinality(r.memory_ids) AS returned, e.seq
     FROM memory_reads m
     JOIN read_records r ON r.tenant_id = m.tenant_id AND r.id = m.read_id
@@ -84,6 +85,7 @@ class AccessFilter:
     agent_id: str | None = None
     read_from: datetime | None = None
     read_to: datetime | None = None
+    run_id: str | None = None
 
 
 def access_page(session: Session, *, tenant_id: str, chain_id: str, flt: AccessFilter, limit: int,
@@ -94,7 +96,7 @@ def access_page(session: Session, *, tenant_id: str, chain_id: str, flt: AccessF
     params: dict[str, Any] = {"tenant_id": tenant_id, "chain_id": chain_id, "limit": limit}
     for column, name, value, op in (("key_id", "key_id", flt.key_id, "="), ("agent_id", "agent_id", flt.agent_id, "="),
                                     ("read_at", "read_from", flt.read_from, ">="),
-                                    ("read_at", "read_to", flt.read_to, "<")):
+                                    ("read_at", "read_to", flt.read_to, "<"), ("run_id", "run_id", flt.run_id, "=")):
         if value is not None:
             conds.append(f"r.{column} {op} :{name}")
             params[name] = value
@@ -102,7 +104,8 @@ def access_page(session: Session, *, tenant_id: str, chain_id: str, flt: AccessF
         conds.append("(r.read_at, r.id) < (:after_at, :after_id)")
         params.update(after_at=after[0], after_id=after[1])
     stmt = text(f"""
-        SELECT r.id, r.read_at, r.actor, r.key_id, r.agent_id, r.operation, r.query_digest, r.memory_ids, e.seq
+        SELECT r.id, r.read_at, r.actor, r.key_id, r.agent_id, r.operation, r.query_digest, r.run_id, r.memory_ids,
+               e.seq
         FROM read_records r
         LEFT JOIN audit_entries e ON e.chain_id = :chain_id AND e.subject_id = r.id
         WHERE {' AND '.join(conds)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any, Sequence
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
@@ -48,13 +49,13 @@ def touch(session: Session, *, tenant_id: str) -> None:
     session.execute(update(Tenant).where(Tenant.id == tenant_id).values(settings=Tenant.settings))
 
 
-def secret_digests(session: Session, *, tenant_id: str) -> list:
+def secret_digests(session: Session, *, tenant_id: str) -> Sequence[Any]:
     """(length, digest) of each secret the tenant registered."""
     return session.execute(select(TenantSecret.length, TenantSecret.digest)
                            .where(TenantSecret.tenant_id == tenant_id)).all()
 
 
-def secret_labels(session: Session, *, tenant_id: str) -> list:
+def secret_labels(session: Session, *, tenant_id: str) -> Sequence[Any]:
     """(id, label, created_at) of each secret the tenant registered, oldest first (never the digest)."""
     return session.execute(select(TenantSecret.id, TenantSecret.label, TenantSecret.created_at)
                            .where(TenantSecret.tenant_id == tenant_id)

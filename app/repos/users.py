@@ -4,6 +4,7 @@ tenant (`member`, `members`) are scoped by the role's tenant."""
 
 from __future__ import annotations
 
+from typing import Any, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select, update
@@ -78,7 +79,7 @@ def member(session: Session, *, tenant_id: str, user_id: str):
                            .where(UserRole.tenant_id == tenant_id, User.id == user_id)).first()
 
 
-def members(session: Session, *, tenant_id: str) -> list:
+def members(session: Session, *, tenant_id: str) -> Sequence[Any]:
     """(User, UserRole) of everyone holding a role in this tenant, by username."""
     return session.execute(select(User, UserRole).join(UserRole, UserRole.user_id == User.id)
                            .where(UserRole.tenant_id == tenant_id).order_by(User.username)).all()
@@ -97,7 +98,7 @@ def tenant_ids_of(session: Session, *, user_id: str) -> list[str]:
     return list(session.scalars(select(UserRole.tenant_id).where(UserRole.user_id == user_id)))
 
 
-def roles_with_tenant_names(session: Session, *, user_id: str) -> list:
+def roles_with_tenant_names(session: Session, *, user_id: str) -> Sequence[Any]:
     """(UserRole, tenant name) of each of the user's roles, by tenant name."""
     return session.execute(select(UserRole, Tenant.name).join(Tenant, Tenant.id == UserRole.tenant_id)
                            .where(UserRole.user_id == user_id).order_by(Tenant.name)).all()

@@ -9,9 +9,9 @@ for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequenc
 
 Fail closed: an append first checks that the chain head it extends recomputes from its stored
 bytes and its predecessor's chain hash (skipped when the head is the one this process last
-wrote or checked; the lock call returns those rows, so the check adds no round trip), a checkpoint is only signed after proving the chain extends the last signed and
-the last witnessed checkpoint, and an export verifies its range (bytes, links and the query
-columns it serves) before its first line. Each refusal raises `AuditChainBroken` (409
+wrote or checked; the lock call returns those rows, so the check adds no round trip), a checkpoint is only signed
+after proving the chain extends the last signed and the last witnessed checkpoint, and an export verifies its range
+(bytes, links and the query columns it serves) before its first line. Each refusal raises `AuditChainBroken` (409
 `audit_chain_broken`), is logged and opens the chain's alarm (`app.repos.audit_alarms`), in its
 own transaction so it outlives the refused one. While a chain's alarm is open every write to it is
 refused at commit, under the chain's lock (`memwarden_lock_chain` returns the open alarm), so a
@@ -72,7 +72,7 @@ class AuditLog:
         self.known_good_heads: dict[str, tuple[int, bytes]] = {}
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "AuditLog":
+    def from_settings(cls, settings: Settings) -> AuditLog:
         pem = Path(settings.resolved_signing_key_file()).read_bytes()
         signer = chain.Signer(chain.load_private_key_pem(pem), name=settings.audit_origin)
         return cls(origin=settings.audit_origin, signer=signer, checkpoint_every=settings.checkpoint_every,

@@ -45,7 +45,7 @@ class Witness:
         self._outbox: queue.Queue[str] | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Witness":
+    def from_settings(cls, settings: Settings) -> Witness:
         file = settings.audit_witness_file
         if file is not None:
             file = Path(file).expanduser().resolve()

@@ -1,8 +1,10 @@
 """Adapters from Memwarden's router to the memory stores teams already run.
 
 Each adapter is synchronous (the delivery job and recall call it from worker threads) and does
-three things: `put` a governed memory (returning the store's own id for it; `maybe_written` when
-an earlier delivery attempt may have written it before its process died), `delete` it, and
+four things: `put` a governed memory (returning the store's own id for it; `maybe_written` when
+an earlier delivery attempt may have written it before its process died), `delete` it, `holds`
+(whether the store still returns the item, by its own id or by `memwarden_id`: read back after
+each delete, so a store that says it deleted and did not is caught, `app.services.erasure`), and
 `search` (best first, `(store id, similarity, memwarden id or None)`). Every memory handed to a
 store carries `memwarden_id` in its metadata, so a delivery retried after a crash finds what it
 already wrote instead of writing it twice (`find`), and recall can map a hit back to the governed
@@ -73,7 +75,7 @@ class Snapshot:
     digest_key: bytes = b""
 
     @classmethod
-    def of(cls, memory: Memory) -> "Snapshot":
+    def of(cls, memory: Memory) -> Snapshot:
         return cls(memory.id, memory.agent_id, memory.user_id, memory.type, memory.content or "",
                    dict(memory.metadata_ or {}), tuple(memory.tags or ()), memory.source, memory.digest_key or b"")
 
@@ -104,6 +106,7 @@ class Store(Protocol):
     def put(self, snap: Snapshot, existing_ref: str | None, maybe_written: bool = True,
             write_key: str = "") -> str: ...
     def delete(self, ref: str, snap_agent: str, snap_user: str | None) -> None: ...
+    def holds(self, ref: str, memory_id: str, agent_id: str, user_id: str | None) -> bool: ...
     def find(self, snap: Snapshot) -> str | None: ...
     def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]: ...
     def close(self) -> None: ...
@@ -164,6 +167,17 @@ class MemwardenStore:
     def find(self, snap: Snapshot) -> str | None:
         return None  # the Idempotency-Key answers a replayed remember with the first one's id
 
+    def holds(self, ref: str, memory_id: str, agent_id: str, user_id: str | None) -> bool:
+        """Whether the other server still serves its item `ref` as live (a forgotten one is a 404)."""
+        from memwarden import errors
+
+        try:
+            return getattr(self.client.get(ref), "status", "live") == "live"
+        except errors.NotFound:
+            return False
+        except errors.MemwardenError as exc:
+            raise _remote_failure(exc) from exc
+
     def content_of(self, ref: str) -> str | None:
         """The content the other server serves for its id (None: not there, or not live)."""
         from memwarden import errors
@@ -198,7 +212,7 @@ class Mem0Store:
         self.infer = infer
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> "Mem0Store":
+    def from_options(cls, options: dict[str, Any]) -> Mem0Store:
         if options.get("factory"):
             memory = load_factory(options["factory"])(**options.get("factory_args", {}))
         else:
@@ -271,6 +285,10 @@ class Mem0Store:
         except Exception as exc:
             raise StoreError(f"mem0 get failed: {type(exc).__name__}: {exc}") from exc
         return item.get("memory") if item else None
+
+    def holds(self, ref: str, memory_id: str, agent_id: str, user_id: str | None) -> bool:
+        """Whether mem0 still returns the item by its id, or any item tagged with the memory's id."""
+        return self.content_of(ref) is not None or bool(self.items_for(memory_id, agent_id, user_id))
 
     def delete(self, ref: str, agent_id: str, user_id: str | None) -> None:
         try:
@@ -349,6 +367,15 @@ class MemorywireStore:
 
         self._run(self.store.forget(ForgetRequest(agent_id=agent_id, user_id=user_id, ids=[ref], hard_delete=True,
                                                   reason="memwarden router: ended upstream")))
+
+    def holds(self, ref: str, memory_id: str, agent_id: str, user_id: str | None) -> bool:
+        """Whether a recall filtered on the memory's id still returns the item (memorywire's
+        protocol has no read by id; the filter narrows the search to what carries `memwarden_id`)."""
+        from memorywire.models import RecallRequest
+
+        response = self._run(self.store.recall(RecallRequest(
+            agent_id=agent_id, user_id=user_id, query=memory_id, k=10, filter={MEMWARDEN_ID: memory_id})))
+        return any(hit.id == ref or (hit.metadata or {}).get(MEMWARDEN_ID) == memory_id for hit in response.results)
 
     def search(self, agent_id: str, user_id: str | None, query: str, k: int) -> list[Hit]:
         from memorywire.models import RecallRequest

@@ -11,7 +11,9 @@ is retried with exponential backoff (`MEMWARDEN_BACKEND_RETRY_BASE_SECONDS`, 4×
 capped by `MEMWARDEN_BACKEND_RETRY_MAX_SECONDS`) until `MEMWARDEN_BACKEND_MAX_ATTEMPTS`, then the delivery is `failed` and shown
 to admins (`memwarden backend status`; `memwarden backend retry` owes them again). Every outcome is
 an audit event (`backend.delivered`, `backend.retry`, `backend.gave_up`) naming the memory, the
-backend and a digest, never content. Their subject type is `memory_delivery` (with the memory's id,
+backend and a digest, never content. A delete is read back from the store before it counts: gone,
+and a signed erasure receipt is stored; still there, and it is an alert and a retry
+(`app.services.erasure`). Their subject type is `memory_delivery` (with the memory's id,
 so they show in its history): they change no memory row, and the state check holds each row to the
 latest entry whose subject is the memory itself.
 
@@ -64,6 +66,7 @@ from app.repos.memories import Scope
 from app.repos import tenants as tenant_repo
 from app.services.backend_stores import (STORE_ERROR, Mem0Store, MemorywireStore, MemwardenStore, Snapshot, Store,
                                          StoreError)
+from app.services import erasure
 from app.services.context import AppContext
 from app.services.memories import entry_json
 from app.services.outbound import TIMEOUT, OutboundRule, shown_reason, url_refusal
@@ -75,7 +78,7 @@ KINDS = ("mem0", "memwarden", "memorywire")
 BUILT_IN = "memwarden"
 BATCH = 100
 _SEALED = b"memwarden/backend-secrets"
-SYSTEM_ACTOR = {"type": "system", "id": "backend-delivery"}
+SYSTEM_ACTOR = {"kind": "system", "id": "backend-delivery"}  # `kind`, as every actor: the query column is read from it
 
 
 # --- configuration ---------------------------------------------------------------------------------
@@ -387,6 +390,7 @@ def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
                                                write_key=f"{backend.id}-{row.id}")
             elif record is not None:
                 store.delete(record[0], agent, user)
+                erasure.confirm_gone(store, record[0], row.memory_id, agent, user)  # read back: proven gone
                 action, ref = "delete", None
             else:
                 action, ref = "absent", None
@@ -399,6 +403,8 @@ def _deliver_one(ctx: AppContext, backend: MemoryBackend, row) -> None:
                              backend_ref=ref, content_digest=snap.digest, at=utcnow())
         elif action == "delete":
             repo.drop_record(session, tenant_id=row.tenant_id, backend_id=backend.id, memory_id=row.memory_id)
+            erasure.record_receipt(ctx, session, tenant_id=row.tenant_id, backend=backend, memory_id=row.memory_id,
+                                   confirmed_at=utcnow())
         repo.record_attempt(session, tenant_id=row.tenant_id, delivery_id=row.id, values={
             "status": "delivered", "attempt": row.attempt + 1, "action": action, "error": None,
             "delivered_at": utcnow()})
@@ -427,6 +433,9 @@ def _failed(ctx: AppContext, backend: MemoryBackend, row, exc: Exception) -> Non
                          subject={"type": "memory_delivery", "id": row.memory_id},
                          data={"backend_id": backend.id, "attempt": attempt,
                                "error_kind": type(exc).__name__})
+        if isinstance(exc, erasure.StillHeld):  # a delete the store did not do: an alert, never a receipt
+            erasure.raise_alert(ctx, session, tenant_id=row.tenant_id, backend=backend, memory_id=row.memory_id,
+                                exc=exc, attempt=attempt, gave_up=give_up, actor=SYSTEM_ACTOR)
 
 
 # --- recall ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Periodic jobs: the audit checkpoint cadence, the full audit verification, the memory state
-check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, memory compaction and consolidation, and purging expired idempotency keys and idle
-rate-limit buckets.
+check and the events of audit chain and integrity alarms, webhook deliveries, review-SLA breach announcements, memory
+compaction and consolidation, and purging expired idempotency keys and idle rate-limit buckets.
 
 Every serving process (and every `--workers` worker) starts the same timers, but a round only runs
 in the job's leader (`app.services.leader`): across all processes sharing the database, each job

@@ -28,26 +28,26 @@ class AppContext:
         self.audit = AuditLog.from_settings(self.settings)
 
     @classmethod
-    def open(cls, settings: Settings, *, migrate: bool = True, wait_seconds: float = 0.0) -> "AppContext":
+    def open(cls, settings: Settings, *, migrate: bool = True, wait_seconds: float = 0.0) -> AppContext:
         """Reach (or start) the database, migrate it, and build the context (retrying an
         unreachable database for `wait_seconds`)."""
         return cls(settings, open_database(settings, run_migrations=migrate, wait_seconds=wait_seconds))
 
     @cached_property
-    def embedder(self) -> "Embedder":
+    def embedder(self) -> Embedder:
         """The configured embedding model, loaded on first use and shared by the process."""
         from app.embeddings import get_embedder
 
         return get_embedder(self.settings.embedder)
 
     @cached_property
-    def state_keys(self) -> "StateKeys":
+    def state_keys(self) -> StateKeys:
         """The key of memory state digests (`MEMWARDEN_STATE_KEY_FILE`), read on first use."""
         from app.services.memory_state import StateKeys
 
         return StateKeys(self.settings.resolved_state_key())
 
-    def with_database(self, db: Database) -> "AppContext":
+    def with_database(self, db: Database) -> AppContext:
         """This context with another `Database` (e.g. one bound to a request's unit of work);
         settings, audit log and embedder are shared."""
         clone = copy.copy(self)

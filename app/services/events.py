@@ -36,6 +36,7 @@ EVENT_TYPES = frozenset({
     "audit.chain_broken", "review.sla_breached",
     "read_budget.exceeded",
     "integrity.mismatch",
+    "backend.erasure_unconfirmed",
 })
 FORBIDDEN_KEYS = frozenset({"content", "metadata", "secret"})
 

@@ -37,7 +37,6 @@ import weakref
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
 
     from app.services.context import AppContext
     from app.services.memories import DecidedWrite, Outcome

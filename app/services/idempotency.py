@@ -78,7 +78,7 @@ class StoredResponse:
     body: bytes
 
     @classmethod
-    def from_parts(cls, status_code: int, raw_headers: list[tuple[bytes, bytes]], body: bytes) -> "StoredResponse":
+    def from_parts(cls, status_code: int, raw_headers: list[tuple[bytes, bytes]], body: bytes) -> StoredResponse:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers
                    if k.decode("latin-1").lower() not in _TRANSPORT_HEADERS]
         return cls(status_code, headers, body)

@@ -95,12 +95,14 @@ def _build(tenant_id, target, ran, roots, radius, memories, reads) -> dict[str, 
         if item is None:
             item = by_read[row.id] = {"read_id": row.id, "read_at": format_ts(row.read_at), "actor": row.actor,
                                       "key_id": row.key_id, "agent_id": row.agent_id, "operation": row.operation,
-                                      "query_digest": row.query_digest, "audit_seq": row.seq, "memory_ids": []}
+                                      "query_digest": row.query_digest, "run_id": row.run_id, "audit_seq": row.seq,
+                                      "memory_ids": []}
         item["memory_ids"].append(row.memory_id)
         for root, tainted_at in holders.get(row.memory_id, ()):
             if row.read_at >= tainted_at:
                 read_ids_of[root][row.id] = None
-    recovered, runs = [], {}
+    recovered: list[dict[str, Any]] = []
+    runs: dict[str, Any] = {}
     for root in roots:
         memory = memories.get(root)
         if memory is None:
@@ -128,20 +130,39 @@ def _build(tenant_id, target, ran, roots, radius, memories, reads) -> dict[str, 
         who["reads"] += 1
         who["last_read_at"] = item["read_at"]
         who["operations"].add(item["operation"])
+    agent_runs = _agent_runs(by_read.values())
     return {
         "kind": KIND, "tenant_id": tenant_id, "generated_at": format_ts(utcnow()),
         "recover_id": (ran or {}).get("recover_id"), "recovered_at": (ran or {}).get("recovered_at"),
         "recovered_by": (ran or {}).get("recovered_by"),
         "principal": target.principal_json(), **target.window_json(), "max_depth": radius.max_depth,
         "counts": {"recovered": len(recovered), "derived": len(reached_ids), "reads": len(by_read),
-                   "readers": len(readers), "truncated": len(radius.truncated)},
+                   "readers": len(readers), "agent_runs": len(agent_runs), "truncated": len(radius.truncated)},
         "recovered": recovered,
         "reads": list(by_read.values()),
         "readers": [{**r, "operations": sorted(r["operations"])} for r in
                     sorted(readers.values(), key=lambda r: (-r["reads"], r["actor"]))],
+        "agent_runs": agent_runs,
         "runs": [{"id": via, "memory_ids": sorted(ids)} for via, ids in sorted(runs.items())],
     }
 
+
+def _agent_runs(reads) -> list[dict[str, Any]]:
+    """The agent runs the reads served (those that named one), most reads first: what the poison
+    reached, run by run."""
+    runs: dict[str, dict[str, Any]] = {}
+    for item in reads:  # oldest first
+        if item["run_id"] is None:
+            continue
+        run = runs.setdefault(item["run_id"], {"run_id": item["run_id"], "agent_ids": {}, "reads": 0, "memory_ids": {},
+                                               "first_read_at": item["read_at"]})
+        run["reads"] += 1
+        run["last_read_at"] = item["read_at"]
+        if item["agent_id"] is not None:
+            run["agent_ids"][item["agent_id"]] = None
+        run["memory_ids"].update(dict.fromkeys(item["memory_ids"]))
+    return [{**run, "agent_ids": list(run["agent_ids"]), "memory_ids": sorted(run["memory_ids"])}
+            for run in sorted(runs.values(), key=lambda r: (-r["reads"], r["run_id"]))]
 
 
 def shown(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], memory_ids: list[str],

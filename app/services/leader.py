@@ -2,8 +2,9 @@
 
 A job's leader is whichever process holds the job's session-level PostgreSQL advisory lock on a
 connection it keeps for that purpose. Each job has its own lock, so a job runs in some process that
-has it configured (a process started without compaction never holds the compaction lock). When that process dies (or its connection does), PostgreSQL releases the
-lock and the next process that asks takes it over; no table, no heartbeat, no clock.
+has it configured (a process started without compaction never holds the compaction lock). When that process dies (or
+its connection does), PostgreSQL releases the lock and the next process that asks takes it over; no table, no
+heartbeat, no clock.
 """
 
 from __future__ import annotations

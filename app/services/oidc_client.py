@@ -55,7 +55,7 @@ class PendingSignIn:
         return {"s": self.state, "n": self.nonce, "v": self.verifier, "u": self.next_url}
 
     @classmethod
-    def from_doc(cls, doc: Any) -> "PendingSignIn | None":
+    def from_doc(cls, doc: Any) -> PendingSignIn | None:
         if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in "snvu"):
             return None
         return cls(doc["s"], doc["n"], doc["v"], doc["u"])

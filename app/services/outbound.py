@@ -41,11 +41,12 @@ REFUSED_ADDRESS = "refused_address"
 CONNECT_FAILED = "connect_failed"
 TIMEOUT = "timeout"
 # The fixed words a delivery log or a recall may show: this module's, the stores' (`staged_remotely`,
-# `store_error`: app.services.backend_stores) and webhooks' `webhook_inactive`. A stored error that is
-# none of them (written before failures were words, so it may quote another server) shows as `failed`.
+# `store_error`: app.services.backend_stores; `still_held`: app.services.erasure) and webhooks'
+# `webhook_inactive`. A stored error that is none of them (written before failures were words, so it
+# may quote another server) shows as `failed`.
 UNSPECIFIED_FAILURE = "failed"
 _SHOWN = re.compile(r"refused_address|connect_failed|timeout|http_[1-5][0-9]{2}|staged_remotely|store_error"
-                    r"|webhook_inactive")
+                    r"|webhook_inactive|still_held")
 
 
 @dataclass(frozen=True)
@@ -56,19 +57,19 @@ class OutboundRule:
     switch: str  # the environment variable an operator sets to allow private targets
 
     @classmethod
-    def for_webhooks(cls, settings: Settings) -> "OutboundRule":
+    def for_webhooks(cls, settings: Settings) -> OutboundRule:
         return cls(settings.webhook_allow_private, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE")
 
     @classmethod
-    def for_audit_witness(cls, settings: Settings) -> "OutboundRule":
+    def for_audit_witness(cls, settings: Settings) -> OutboundRule:
         return cls(settings.webhook_allow_private, "MEMWARDEN_WEBHOOK_ALLOW_PRIVATE")
 
     @classmethod
-    def for_backends(cls, settings: Settings) -> "OutboundRule":
+    def for_backends(cls, settings: Settings) -> OutboundRule:
         return cls(settings.backend_allow_private, "MEMWARDEN_BACKEND_ALLOW_PRIVATE")
 
     @classmethod
-    def for_oidc(cls, settings: Settings) -> "OutboundRule":
+    def for_oidc(cls, settings: Settings) -> OutboundRule:
         return cls(settings.oidc_allow_private, "MEMWARDEN_OIDC_ALLOW_PRIVATE")
 
     def refusal(self, host: str) -> str:

@@ -64,16 +64,21 @@ class ReadRecord:
     operation: str
     query_digest: str | None
     memory_ids: tuple[str, ...]
+    run_id: str | None = None
+    """The agent run the read served, when the reader named one (`POST /v1/runs`)."""
 
     def audit_data(self) -> dict[str, Any]:
-        return {"operation": self.operation, "agent_id": self.agent_id, "memory_ids": list(self.memory_ids),
+        data = {"operation": self.operation, "agent_id": self.agent_id, "memory_ids": list(self.memory_ids),
                 "query_digest": self.query_digest, "read_at": format_ts(self.read_at)}
+        if self.run_id is not None:  # entries of reads that name no run keep their shape
+            data["run_id"] = self.run_id
+        return data
 
     def row(self) -> dict[str, Any]:
         return {"tenant_id": self.tenant_id, "id": self.id, "read_at": self.read_at,
                 "actor": f"{self.actor['kind']}:{self.actor['id']}", "key_id": self.key_id,
                 "agent_id": self.agent_id, "operation": self.operation, "query_digest": self.query_digest,
-                "memory_ids": list(self.memory_ids)}
+                "memory_ids": list(self.memory_ids), "run_id": self.run_id}
 
 
 _digest_roots: dict[str, bytes] = {}
@@ -96,20 +101,21 @@ def query_digest(ctx: AppContext, tenant_id: str, query: dict[str, Any] | None) 
 
 def new_record(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
                agent_id: str | None, operation: str, memory_ids: Sequence[str],
-               query: dict[str, Any] | None = None) -> ReadRecord:
+               query: dict[str, Any] | None = None, run_id: str | None = None) -> ReadRecord:
     """The record of one read made now (not yet written: `note_read` or `write_tenant`)."""
     return ReadRecord(tenant_id, new_id("read"), utcnow(), dict(actor), key_id, agent_id, operation,
-                      query_digest(ctx, tenant_id, query), tuple(dict.fromkeys(memory_ids)))
+                      query_digest(ctx, tenant_id, query), tuple(dict.fromkeys(memory_ids)), run_id)
 
 
 def note_read(ctx: AppContext, *, tenant_id: str, actor: dict[str, str], key_id: str | None,
               agent_id: str | None, operation: str, memory_ids: Sequence[str],
-              query: dict[str, Any] | None = None, session: Session | None = None) -> ReadRecord:
+              query: dict[str, Any] | None = None, session: Session | None = None,
+              run_id: str | None = None) -> ReadRecord:
     """Record one read (see the module docstring for when it reaches the chain). `session`: the
     caller's own, open on the same outer transaction, which then writes it (rather than one more
-    session) when there is one; otherwise ignored."""
+    session) when there is one; otherwise ignored. `run_id`: the agent run the read served."""
     record = new_record(ctx, tenant_id=tenant_id, actor=actor, key_id=key_id, agent_id=agent_id,
-                        operation=operation, memory_ids=memory_ids, query=query)
+                        operation=operation, memory_ids=memory_ids, query=query, run_id=run_id)
     if isinstance(ctx.db.sessions.kw.get("bind"), Connection):
         if session is not None:
             _write_in(session, ctx, tenant_id, [record], ctx.audit.append)
@@ -218,7 +224,7 @@ DEFAULT_LIMIT = 100
 def _read_json(row, *, with_ids: bool) -> dict[str, Any]:
     body = {"read_id": row.id, "read_at": format_ts(row.read_at), "actor": row.actor, "key_id": row.key_id,
             "agent_id": row.agent_id, "operation": row.operation, "query_digest": row.query_digest,
-            "audit_seq": row.seq}
+            "run_id": row.run_id, "audit_seq": row.seq}
     if with_ids:
         body["memory_ids"] = list(row.memory_ids)
     else:
@@ -247,7 +253,7 @@ def access_filter(spec: dict[str, Any]) -> repo.AccessFilter:
     if read_from and read_to and read_from > read_to:
         raise ValidationFailed.at("/from", "from must not be later than to")
     return repo.AccessFilter(key_id=spec.get("key_id") or None, agent_id=spec.get("agent_id") or None,
-                             read_from=read_from, read_to=read_to)
+                             read_from=read_from, read_to=read_to, run_id=spec.get("run_id") or None)
 
 
 def _timestamp(spec: dict[str, Any], name: str) -> datetime | None:

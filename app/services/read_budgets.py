@@ -106,13 +106,15 @@ def _announce(ctx: AppContext, principal: Principal, agent_id: str | None, refus
 
 
 def account(ctx: AppContext, principal: Principal, *, operation: str, agent_id: str | None, memory_ids: Sequence[str],
-            query: dict[str, Any] | None = None, conn: prepared.Conn | None = None) -> None:
+            query: dict[str, Any] | None = None, conn: prepared.Conn | None = None,
+            run_id: str | None = None) -> None:
     """What every read that returns memory calls before answering: take the read budget (429
     when spent), then record the read in the audit chain (`app.services.read_audit`). `conn`: as
-    for `take`."""
+    for `take`; `run_id`: the agent run the read served, when the reader named one."""
     take(ctx, principal, agent_id, memory_ids, conn=conn)
     read_audit.note_read(ctx, tenant_id=principal.tenant_id, actor=principal.actor, key_id=principal.key_id,
-                         agent_id=agent_id, operation=operation, memory_ids=memory_ids, query=query)
+                         agent_id=agent_id, operation=operation, memory_ids=memory_ids, query=query,
+                         run_id=run_id)
 
 
 def purge_ended(ctx: AppContext) -> int:

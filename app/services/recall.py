@@ -103,6 +103,10 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
                "fresher_than_days": body.get("fresher_than_days")}
     query_vec = SqlVector(early_embedding.embed(ctx, body["query"], early))  # maybe started before auth
     pool = max(2 * k, 20)
+    # The run a recall serves is recorded beside the read, not in what it asked: the same question in
+    # two runs digests the same.
+    run_id = body.get("run_id")
+    asked = {name: value for name, value in body.items() if name != "run_id"} if run_id is not None else body
 
     with ctx.db.stale_reader(principal.tenant_id, principal.key_id) as conn, \
             Session(bind=conn, expire_on_commit=False) as session:
@@ -138,7 +142,8 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
         if accounted:
             try:
                 read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
-                                     memory_ids=[m.id for _, _, m in hits], query=body, conn=conn)
+                                     memory_ids=[m.id for _, _, m in hits], query=asked, conn=conn,
+                                     run_id=run_id)
             except ReadBudgetExceeded as exc:
                 refused = exc
     if refused is not None:
@@ -160,7 +165,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
     # the built-in store's own top k did not hold.
     if not accounted:
         read_budgets.account(ctx, principal, operation="recall", agent_id=body["agent_id"],
-                             memory_ids=[h["id"] for h in result["hits"]], query=body)
+                             memory_ids=[h["id"] for h in result["hits"]], query=asked, run_id=run_id)
     return result
 
 

@@ -470,7 +470,7 @@ def confirmation_reasons(change, diff: dict[str, Any] | None = None) -> list[str
     return confirmation.reasons(risk_level=level, operation=operation, request=request, merge_drops=drops)
 
 
-def _require_confirmed(change, request: DecisionRequest, prepared: "_Prepared | None" = None) -> None:
+def _require_confirmed(change, request: DecisionRequest, prepared: _Prepared | None = None) -> None:
     """Refuse (422 confirmation_required) an unconfirmed approval that needs confirmation; nothing is decided."""
     if request.decision != "approve" or request.confirm_risk:
         return

@@ -1,4 +1,5 @@
 """The audit pages (auditor or admin): chain status, verify against the database, export as JSONL;
+a memory's erasure receipts (each store that confirmed it no longer holds it) and their download;
 and the decisions log (who approved or rejected what), filtered, downloadable as CSV or JSON.
 
 Contract §5 hooks: `audit-export` (download link), `audit-verify` (button), `audit-status`
@@ -18,23 +19,42 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from app.errors import AppError, ValidationFailed
-from app.services import auditing, decisions
+from app.services import auditing, decisions, erasure
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
 
 
-def _page(request: Request, role, tenants, status: dict, report=None, code: int = 200):
+def _page(request: Request, role, tenants, status: dict, report=None, code: int = 200, receipts=None):
     return render(request, "audit/index.html", {"role": role, "tenants": tenants, "status": status,
-                                                "report": report, "tenant_q": quote(role.tenant_name)},
-                  status=code)
+                                                "report": report, "tenant_q": quote(role.tenant_name),
+                                                "receipts": receipts}, status=code)
 
 
 async def index(request: Request):
     user = current_user(request)
     role = pick_tenant(request, user, "audit")
-    status = await run_in_threadpool(auditing.chain_status, request.app.state.ctx, role.tenant_id)
-    return _page(request, role, user.tenants_with("audit"), status)
+    ctx = request.app.state.ctx
+    status = await run_in_threadpool(auditing.chain_status, ctx, role.tenant_id)
+    receipts = None
+    memory_id = request.query_params.get("receipts_for", "").strip()
+    if memory_id:  # any memory of the tenant, ended or not: receipts are about memories that ended
+        if len(memory_id) > 64:
+            raise ValidationFailed.at("/receipts_for", "a memory id (mem_...)")
+        rows = await run_in_threadpool(erasure.receipts_listed, ctx, tenant_id=role.tenant_id, memory_id=memory_id)
+        receipts = {"memory_id": memory_id, "rows": rows}
+    return _page(request, role, user.tenants_with("audit"), status, receipts=receipts)
+
+
+async def receipts_download(request: Request):
+    user = current_user(request)
+    role = pick_tenant(request, user, "audit")
+    lines = erasure.export_lines(request.app.state.ctx, tenant_id=role.tenant_id)
+    first = await run_in_threadpool(next, lines, None)
+    body = itertools.chain([] if first is None else [first], lines)
+    filename = f"memwarden-receipts-{role.tenant_name}.jsonl"
+    return StreamingResponse((line + "\n" for line in body), media_type="application/x-ndjson",
+                             headers={"content-disposition": f'attachment; filename="{filename}"'})
 
 
 async def verify(request: Request):
@@ -131,6 +151,7 @@ routes = [
     Route("/audit", index, methods=["GET"]),
     Route("/audit/verify", verify, methods=["POST"]),
     Route("/audit/export", export, methods=["GET"]),
+    Route("/audit/receipts.jsonl", receipts_download, methods=["GET"]),
     Route("/audit/decisions", decisions_page, methods=["GET"]),
     Route("/audit/decisions.csv", decisions_download, methods=["GET"]),
     Route("/audit/decisions.json", decisions_download, methods=["GET"]),

@@ -24,6 +24,7 @@ FIELDS = ("recover", "kind", "value", "since", "until")
 ROOTS_SHOWN = 50
 DERIVED_SHOWN = 50
 READS_SHOWN = 200
+RUNS_SHOWN = 50
 
 
 def _form(request: Request) -> dict[str, str]:
@@ -47,9 +48,9 @@ def _compute(ctx, tenant_id: str, form: dict[str, str]) -> dict:
 
 
 def _capped(report: dict) -> dict:
-    """What the page shows of `report`: the first roots, derived memories and reads."""
+    """What the page shows of `report`: the first roots, derived memories, reads and agent runs."""
     roots = [{**r, "derived_shown": r["derived"][:DERIVED_SHOWN]} for r in report["recovered"][:ROOTS_SHOWN]]
-    return {"roots": roots, "reads": report["reads"][:READS_SHOWN]}
+    return {"roots": roots, "reads": report["reads"][:READS_SHOWN], "agent_runs": report["agent_runs"][:RUNS_SHOWN]}
 
 
 async def page(request: Request):
@@ -75,7 +76,7 @@ async def page(request: Request):
         "role": role, "tenants": user.tenants_with("audit"), "form": form, "report": report, "shown": shown_report,
         "excerpts": excerpts, "error": error, "query": query, "tenant_q": quote(role.tenant_name),
         "kinds": recover.KIND_LABELS,
-        "caps": {"roots": ROOTS_SHOWN, "derived": DERIVED_SHOWN, "reads": READS_SHOWN},
+        "caps": {"roots": ROOTS_SHOWN, "derived": DERIVED_SHOWN, "reads": READS_SHOWN, "runs": RUNS_SHOWN},
     }, status=error.status if error else 200)
 
 

@@ -139,13 +139,14 @@ class _Calls:
                types: Iterable[str] | None = None, tags: Iterable[str] | None = None,
                filter: dict[str, Any] | None = None, fresher_than_days: float | None = None,
                min_score: float | None = None, fusion: str | None = None,
-               as_of: datetime | str | int | None = None) -> RecallResult:
-        """The `k` most relevant live memories of an agent (optionally one user's)."""
+               as_of: datetime | str | int | None = None, run_id: str | None = None) -> RecallResult:
+        """The `k` most relevant live memories of an agent (optionally one user's). `run_id`: the
+        agent run the recall serves (`start_run`), recorded with the read for incident reports."""
         body = _drop_none({"agent_id": agent_id, "query": query, "user_id": user_id, "k": k,
                            "types": list(types) if types is not None else None,
                            "tags": list(tags) if tags is not None else None, "filter": filter,
                            "fresher_than_days": fresher_than_days, "min_score": min_score, "fusion": fusion,
-                           "as_of": _time(as_of)})
+                           "as_of": _time(as_of), "run_id": run_id})
         # Recall changes nothing a retry could duplicate (only recall counters): it retries as a read.
         return self._run(_Call("POST", "/v1/memories/recall", RecallResult.from_json, body, read_only=True))
 
@@ -250,6 +251,23 @@ class _Calls:
         body = _drop_none({"key": key, "agent": agent, "source": source, "since": _time(since),
                            "until": _time(until), "dry_run": dry_run or None})
         return self._run(_Call("POST", "/v1/recover", dict, body))
+
+    def incident_report(self, *, recover_id: str | None = None, since: datetime | str | int | None = None,
+                        key: str | None = None, agent: str | None = None, source: str | None = None,
+                        until: datetime | str | int | None = None) -> dict[str, Any]:
+        """The incident report (needs `audit:read`) of a recover that ran (`recover_id`), or of a
+        target named as `recover` takes it: what each poisoned memory could have influenced, its
+        derived memories, the reads and the agent runs that returned any of them. Ids, no content."""
+        if recover_id is not None:
+            return self._run(_Call("GET", f"/v1/recover/{_id(recover_id)}/report", dict))
+        params = _drop_none({"key": key, "agent": agent, "source": source, "since": _time(since),
+                             "until": _time(until)})
+        return self._run(_Call("GET", "/v1/recover/report", dict, params=params))
+
+    def start_run(self, *, agent_id: str | None = None) -> dict[str, Any]:
+        """Record the start of an agent run: `{"runId", "snapshot"}`. Pass the id to `recall` (and
+        `remember`) so the reads and writes of the run are traced to it."""
+        return self._run(_Call("POST", "/v1/runs", dict, _drop_none({"agent_id": agent_id})))
 
     # --- workspace files (contract §7) ------------------------------------------------------
 
@@ -384,7 +402,7 @@ class Client(_Base):
         self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
         self._sleep = time.sleep
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -451,7 +469,7 @@ class AsyncClient(_Base):
         self._http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport)
         self._sleep = asyncio.sleep
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -53,7 +53,7 @@ class Memory:
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Memory":
+    def from_json(cls, data: dict[str, Any]) -> Memory:
         return cls(id=data["id"], agent_id=data["agent_id"], user_id=data.get("user_id"), type=data["type"],
                    content=data["content"], metadata=data.get("metadata") or {}, tags=list(data.get("tags") or []),
                    confidence=float(data.get("confidence", 1.0)), source=data.get("source"),
@@ -69,7 +69,7 @@ class RecallHit(Memory):
     similarity: float | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RecallHit":
+    def from_json(cls, data: dict[str, Any]) -> RecallHit:
         base = Memory.from_json(data)
         similarity = data.get("similarity")
         return cls(**{**base.__dict__, "score": float(data.get("score", 0.0)),
@@ -83,7 +83,7 @@ class RecallResult:
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RecallResult":
+    def from_json(cls, data: dict[str, Any]) -> RecallResult:
         return cls([RecallHit.from_json(h) for h in data.get("hits", [])], data.get("latency_ms"), data)
 
 
@@ -110,7 +110,7 @@ class RememberResult(Staged):
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "RememberResult":
+    def from_json(cls, data: dict[str, Any]) -> RememberResult:
         return cls(change_id=data.get("change_id"), review_url=data.get("review_url"), id=data.get("id"),
                    status=data.get("status", "live"),
                    memory=Memory.from_json(data["memory"]) if data.get("memory") else None,
@@ -128,7 +128,7 @@ class ForgetResult(Staged):
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ForgetResult":
+    def from_json(cls, data: dict[str, Any]) -> ForgetResult:
         return cls(change_id=data.get("change_id"), review_url=data.get("review_url"), status=data["status"],
                    forgotten=list(data.get("forgotten") or []), hard_delete=bool(data.get("hard_delete")),
                    matched=data.get("matched"), raw=data)
@@ -144,7 +144,7 @@ class MergeResult(Staged):
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "MergeResult":
+    def from_json(cls, data: dict[str, Any]) -> MergeResult:
         return cls(change_id=data.get("change_id"), review_url=data.get("review_url"), status=data["status"],
                    memory=Memory.from_json(data["memory"]) if data.get("memory") else None,
                    merged=list(data.get("merged") or []), strategy=data.get("strategy"),
@@ -160,7 +160,7 @@ class ExpireResult(Staged):
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ExpireResult":
+    def from_json(cls, data: dict[str, Any]) -> ExpireResult:
         return cls(change_id=data.get("change_id"), review_url=data.get("review_url"), status=data["status"],
                    affected=list(data.get("affected") or []), action=data.get("action"),
                    matched=data.get("matched"), raw=data)
@@ -173,7 +173,7 @@ class DeleteResult(Staged):
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "DeleteResult":
+    def from_json(cls, data: dict[str, Any]) -> DeleteResult:
         return cls(change_id=data.get("change_id"), review_url=data.get("review_url"),
                    deleted=bool(data.get("deleted")), id=data.get("id"), raw=data)
 
@@ -186,7 +186,7 @@ class MemoryPage:
     next_cursor: str | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "MemoryPage":
+    def from_json(cls, data: dict[str, Any]) -> MemoryPage:
         return cls([Memory.from_json(m) for m in data.get("items", [])], data.get("next_cursor"))
 
 
@@ -207,7 +207,7 @@ class History:
     events: list[HistoryEvent]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "History":
+    def from_json(cls, data: dict[str, Any]) -> History:
         return cls(data.get("memory_id"), [HistoryEvent(e["seq"], e["type"], parse_time(e.get("ts")), e.get("actor"),
                                                         e.get("data") or {}) for e in data.get("events", [])])
 
@@ -233,7 +233,7 @@ class Change:
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Change":
+    def from_json(cls, data: dict[str, Any]) -> Change:
         return cls(id=data["id"], operation=data["operation"], status=data["status"], agent_id=data["agent_id"],
                    user_id=data.get("user_id"), memory_ids=list(data.get("memory_ids") or []),
                    submitted_at=parse_time(data.get("submitted_at")), decided_at=parse_time(data.get("decided_at")),
@@ -249,7 +249,7 @@ class ChangePage:
     next_cursor: str | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ChangePage":
+    def from_json(cls, data: dict[str, Any]) -> ChangePage:
         return cls([Change.from_json(c) for c in data.get("items", [])], data.get("total"), data.get("next_cursor"))
 
 
@@ -266,7 +266,7 @@ class ChangeDiff:
         return (self.diff or {}).get("fingerprint")
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ChangeDiff":
+    def from_json(cls, data: dict[str, Any]) -> ChangeDiff:
         return cls(Change.from_json(data["change"]), data.get("diff"), data)
 
 
@@ -286,7 +286,7 @@ class Checkpoints:
     checkpoints: list[Checkpoint]
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Checkpoints":
+    def from_json(cls, data: dict[str, Any]) -> Checkpoints:
         return cls(data["chain_id"], data["vkey"],
                    [Checkpoint(c["size"], c["note"], parse_time(c.get("created_at"))) for c in data["checkpoints"]])
 
@@ -306,7 +306,7 @@ class WorkspaceFile:
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "WorkspaceFile":
+    def from_json(cls, data: dict[str, Any]) -> WorkspaceFile:
         return cls(path=data["path"], content=data["content"], content_type=data.get("contentType", ""),
                    version=data["version"], etag=data["etag"], updated_at=parse_time(data.get("updatedAt")),
                    raw=data)
@@ -324,7 +324,7 @@ class WorkspaceFileInfo:
     updated_at: datetime | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "WorkspaceFileInfo":
+    def from_json(cls, data: dict[str, Any]) -> WorkspaceFileInfo:
         return cls(path=data["path"], content_type=data.get("contentType", ""), version=data["version"],
                    etag=data["etag"], byte_size=data.get("byteSize", 0), updated_at=parse_time(data.get("updatedAt")))
 
@@ -344,7 +344,7 @@ class WorkspaceWrite(Staged):
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "WorkspaceWrite":
+    def from_json(cls, data: dict[str, Any]) -> WorkspaceWrite:
         pending = data.get("status") == "pending"
         return cls(change_id=data.get("changeId") if pending else None,
                    review_url=data.get("reviewUrl") if pending else None, path=data.get("path", ""),
@@ -363,7 +363,7 @@ class Whoami:
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Whoami":
+    def from_json(cls, data: dict[str, Any]) -> Whoami:
         return cls(tenant_id=data["tenant_id"], key_id=data["key_id"], scopes=list(data.get("scopes") or []),
                    agents=list(data.get("agents") or []), raw=data)
 
@@ -383,7 +383,7 @@ class Delivery:
     """The backend's own id for the memory."""
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Delivery":
+    def from_json(cls, data: dict[str, Any]) -> Delivery:
         return cls(backend=data["backend"], status=data["status"], attempts=int(data.get("attempts", 0)),
                    action=data.get("action"), error=data.get("error"), owed_at=parse_time(data.get("owed_at")),
                    delivered_at=parse_time(data.get("delivered_at")), backend_ref=data.get("backend_ref"))
@@ -408,7 +408,7 @@ class Read:
     returned: int
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Read":
+    def from_json(cls, data: dict[str, Any]) -> Read:
         return cls(read_id=data["read_id"], read_at=parse_time(data.get("read_at")), actor=data["actor"],
                    key_id=data.get("key_id"), agent_id=data.get("agent_id"), operation=data["operation"],
                    query_digest=data.get("query_digest"), audit_seq=data.get("audit_seq"),
@@ -424,6 +424,6 @@ class ReadersPage:
     next_cursor: str | None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ReadersPage":
+    def from_json(cls, data: dict[str, Any]) -> ReadersPage:
         return cls(memory_id=data["memory_id"], items=[Read.from_json(i) for i in data.get("items") or []],
                    next_cursor=data.get("next_cursor"))

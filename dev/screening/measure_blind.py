@@ -5,9 +5,9 @@ Each set is JSONL, one write a line: `id`, `family`, `label` (`poisoned` | `beni
 `source` (`user`, `document`, `email`, `web`, `tool`, `inferred`, or absent), `prior` (live
 memories of the agent the write relates to) and `content`. A write's agent gets its own id, so one
 write's prior memories never meet another's (with `--shared-agents`, a benign stream's rows keep
-their `agent`, so each agent's history grows as an assistant's does and `unlike_agent` can read it); its priors are remembered first, as the user's, and
-approved by a reviewer key when staged. Then the write is remembered under the tenant's default
-policy. A poisoned write is *stopped* when it is staged (202) or refused (403/422); a benign one is
+their `agent`, so each agent's history grows as an assistant's does and `unlike_agent` can read it); its priors are
+remembered first, as the user's, and approved by a reviewer key when staged. Then the write is remembered under the
+tenant's default policy. A poisoned write is *stopped* when it is staged (202) or refused (403/422); a benign one is
 *staged* when it is not stored live.
 
 Several source trees can be measured in one run (`--tree`, e.g. a worktree at an older commit

@@ -46,7 +46,10 @@ def main() -> int:
     parser.add_argument("--history", type=int, default=20)
     parser.add_argument("--tip", type=float, default=0.5)
     args = parser.parse_args()
-    read = lambda p: [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+    def read(p: Path) -> list[dict]:
+        return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+
     stream, rows = read(args.stream), [r for p in args.sets for r in read(p)]
     embedder, heads = LocalMiniLMEmbedder(), effect_heads.load()
     texts = list(dict.fromkeys(r["content"] for r in stream + rows))

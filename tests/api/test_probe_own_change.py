@@ -59,7 +59,10 @@ def person(ctx, tenant):
 
 def test_an_unowned_key_cannot_approve_or_reject_its_own_writes(client, ctx, tenant):
     author = _key(ctx, tenant)
-    fingerprint_of = lambda cid: client.get(f"/v1/changes/{cid}/diff", headers=author).json()["diff"]["fingerprint"]
+
+    def fingerprint_of(cid):
+        return client.get(f"/v1/changes/{cid}/diff", headers=author).json()["diff"]["fingerprint"]
+
     for i in range(3):
         change_id = _stage(client, author, f"The probe's fact number {i}.")
         _refused(client.post(f"/v1/changes/{change_id}/approve", json={}, headers=author))

@@ -145,7 +145,8 @@ def test_staged_forget_resolves_against_live_state_when_approved(client, agent, 
     diff = _diff(client, reviewer, change_id)
     assert diff["count"] == 2 and {m["id"] for m in diff["affected"]} == {a, b}
     client.post("/v1/memories/forget", json={"agent_id": "agent-a", "ids": [b]}, headers=agent)  # b goes first
-    body = client.post(f"/v1/changes/{change_id}/approve", json={"confirm_risk": True}, headers=reviewer).json()  # a hard delete is confirmed
+    # a hard delete is confirmed
+    body = client.post(f"/v1/changes/{change_id}/approve", json={"confirm_risk": True}, headers=reviewer).json()
     assert body["result"] == {"affected": [a]}
     assert _recall(client, agent, "What does Cleo like?") == []
 

@@ -122,7 +122,7 @@ def test_a_breach_is_announced_once_by_event_and_webhooks(client, ctx, tenant, a
     plain, slack = receivers
     owner = bearer(make_key(scopes="events:read"))
     hooks = []
-    for receiver, body in ((plain, {"url": plain.url}),
+    for _receiver, body in ((plain, {"url": plain.url}),
                            (slack, {"url": slack.url, "events": ["review.sla_breached"], "format": "slack"})):
         created = client.post("/v1/webhooks", json=body, headers=owner)
         assert created.status_code == 201, created.text

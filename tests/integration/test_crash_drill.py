@@ -1,7 +1,7 @@
 """The crash drill: `kill -9` of a real `memwarden serve` under concurrent remembers and review
 decisions (one client so impatient that its answers are lost after the commit), a restart on the
-same database, and every unanswered request retried with its `Idempotency-Key`. Afterwards every acknowledged write is present, nothing was written twice,
-every change was decided once, and the tenant's audit chain verifies."""
+same database, and every unanswered request retried with its `Idempotency-Key`. Afterwards every acknowledged write
+is present, nothing was written twice, every change was decided once, and the tenant's audit chain verifies."""
 
 import json
 import signal

@@ -40,6 +40,7 @@ def test_a_burst_above_pool_size_keeps_its_connections(settings):
 
     engine = make_engine(settings.database_url, pool_size=1, pool_timeout=0.2)
     try:
+
         def burst() -> set[int]:
             held = [engine.connect(), engine.connect()]
             pids = {conn.execute(text("SELECT pg_backend_pid()")).scalar() for conn in held}

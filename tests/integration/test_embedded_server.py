@@ -90,8 +90,8 @@ def test_serve_demo_seeds_a_tenant_a_sign_in_and_a_key(tmp_path):
             if line.startswith("Memwarden serving on"):
                 break
         wait_ready(base, server, timeout=60)
-        password = next(l for l in lines if "demo-admin /" in l).rsplit("/ ", 1)[1]
-        token = next(l for l in lines if l.startswith("mw_key_"))
+        password = next(line for line in lines if "demo-admin /" in line).rsplit("/ ", 1)[1]
+        token = next(line for line in lines if line.startswith("mw_key_"))
         changes = httpx.get(f"{base}/v1/changes", headers={"Authorization": f"Bearer {token}"}).json()
         assert changes["total"] == 5
         redacted = [c for c in changes["items"] if c["redactions"]]

@@ -248,7 +248,7 @@ def test_missing_wrong_and_revoked_keys_get_401(live_server, world, token):
         async with mcp_session(live_server, token or "none", statuses=statuses) as client:
             await client.list_tools()
 
-    with pytest.raises(Exception):  # the SDK gives up on the 401: no tool is ever listed
+    with pytest.raises(Exception):  # noqa: B017 (the SDK's own error) the SDK gives up on the 401: no tool is ever listed
         anyio.run(run)
     assert statuses and set(statuses) == {401}
 
@@ -305,8 +305,8 @@ def test_no_csrf_token_or_cookie_is_needed_or_issued(live_server, world):
 
 def test_a_lone_surrogate_is_refused_and_stores_nothing(live_server, world):
     """The SDK's client cannot even encode one, so the JSON-RPC request is written by hand."""
-    raw = ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":'
-           '{"agent_id":"surrogate","type":"semantic","content":"lone \\ud800"}}}').encode()
+    raw = (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"remember","arguments":'
+           b'{"agent_id":"surrogate","type":"semantic","content":"lone \\ud800"}}}')
     response = httpx.post(f"{live_server}/mcp", content=raw, headers={
         **bearer(world["rw"]), "content-type": "application/json", "accept": "application/json, text/event-stream",
         "mcp-protocol-version": "2025-06-18"})
@@ -408,12 +408,12 @@ def test_both_protocol_generations_enforce_the_same_scopes_allow_lists_and_origi
         statuses: list[int] = []
 
         async def record(response: httpx2.Response) -> None:
-            statuses.append(response.status_code)
+            statuses.append(response.status_code)  # noqa: B023 (run within this iteration)
 
         async def run():
             http = httpx2.AsyncClient(headers={**bearer(world["rw"]), "Origin": "https://evil.example"},
                                       timeout=httpx2.Timeout(30), event_hooks={"response": [record]})
-            async with http, Client(streamable_http_client(f"{live_server}/mcp", http_client=http), mode=mode) as c:
+            async with http, Client(streamable_http_client(f"{live_server}/mcp", http_client=http), mode=mode) as c:  # noqa: B023
                 await c.list_tools()
 
         with pytest.raises(Exception) as refused:  # the SDK's own error for a refused transport

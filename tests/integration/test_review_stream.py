@@ -101,7 +101,8 @@ def test_stream_sends_ids_not_content_only_for_visible_agents_and_the_banner(liv
                            tenant_id=other.id, role="reviewer", actor=ACTOR).username
     bob_client, narrow_client = _browser(live_server, bob), _browser(live_server, narrow)
     outsider_client, alice_client = _browser(live_server, outsider), _browser(live_server, alice)
-    with contextlib.closing(bob_client), contextlib.closing(narrow_client), contextlib.closing(outsider_client), contextlib.closing(alice_client):
+    with (contextlib.closing(bob_client), contextlib.closing(narrow_client), contextlib.closing(outsider_client),
+          contextlib.closing(alice_client)):
         bob_sink, _ = _listen(bob_client, {"tenant": live_tenant.name, "change": watched})
         narrow_sink, _ = _listen(narrow_client, {"tenant": live_tenant.name})
         outsider_sink, _ = _listen(outsider_client, {"tenant": other.name})

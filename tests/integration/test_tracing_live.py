@@ -27,7 +27,7 @@ def test_serve_exports_a_requests_spans_to_the_otlp_endpoint(settings, live_key)
         deadline, names = time.monotonic() + 20, set()
         while time.monotonic() < deadline and "POST /v1/memories/remember" not in names:
             time.sleep(0.2)
-            for headers, body in list(receiver.requests):
+            for _headers, body in list(receiver.requests):
                 for resource_spans in ExportTraceServiceRequest.FromString(body).resource_spans:
                     service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
                     assert service["service.name"] == "memwarden"

@@ -133,12 +133,12 @@ def test_unified_line_diff_equal_and_context() -> None:
     old = "".join(f"{i}\n" for i in range(20))
     new = old.replace("10\n", "ten\n")
     lines = unified_line_diff(old, new, "x", "y", context=1)
-    assert [l.text for l in lines if l.kind == "context"] == [" 9", " 11"]
+    assert [line.text for line in lines if line.kind == "context"] == [" 9", " 11"]
 
 
 def test_unified_line_diff_trailing_newline() -> None:
     lines = unified_line_diff("a\nb", "a\nb\n", "x", "y")
-    assert [(l.kind, l.text) for l in lines[2:]] == [
+    assert [(line.kind, line.text) for line in lines[2:]] == [
         ("hunk", "@@ -1,2 +1,2 @@"),
         ("context", " a"),
         ("remove", "-b"),
@@ -152,14 +152,14 @@ def test_unified_line_diff_trailing_newline() -> None:
 
 def test_unified_line_diff_content_that_looks_like_headers() -> None:
     lines = unified_line_diff("x\n--- y\n", "x\n+++ y\n", "old", "new")
-    assert [l.kind for l in lines] == ["header", "header", "hunk", "context", "remove", "add"]
+    assert [line.kind for line in lines] == ["header", "header", "hunk", "context", "remove", "add"]
     assert unified_text("", "new\n", "/dev/null", "b/f").splitlines() == [
         "--- /dev/null", "+++ b/f", "@@ -0,0 +1 @@", "+new"]
 
 
 def test_unified_line_diff_splits_on_newline_only() -> None:
     lines = unified_line_diff("a\u2028b\n", "a\u2028c\n", "x", "y")
-    assert [l.text for l in lines if l.kind in ("add", "remove")] == ["-a\u2028b", "+a\u2028c"]
+    assert [line.text for line in lines if line.kind in ("add", "remove")] == ["-a\u2028b", "+a\u2028c"]
 
 
 POSITIVE = [

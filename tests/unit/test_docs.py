@@ -31,6 +31,8 @@ def test_readme_opens_with_the_run_and_test_commands():
     assert test.endswith("python -m pytest -q") and "chromium" in test
     assert README.index(run) < README.index("## What Memwarden is")
     assert "-e ./client" in test  # the suite drives the client distribution too
+    # the lint, format and type checks run before the suite, so a red check stops it early
+    assert test.index("ruff check") < test.index("ruff format --check") < test.index("mypy") < test.index("pytest")
 
 
 def test_readme_gives_agents_the_client_alone():

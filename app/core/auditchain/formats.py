@@ -67,7 +67,7 @@ def parse_witness_line(raw: str | bytes, lineno: int = 0) -> WitnessRecord | Non
         cp = parse_checkpoint(obj["note"])
         if obj.get("origin") != cp.origin or obj.get("size") != cp.size:
             raise ValueError("origin/size disagree with the note")
-        from_size, proof = None, ()
+        from_size, proof = None, tuple[bytes, ...]()
         if "consistency" in obj:
             step = obj["consistency"]
             from_size = step["from_size"]

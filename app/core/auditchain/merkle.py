@@ -127,4 +127,3 @@ class MerkleFrontier:
 
     def __repr__(self) -> str:
         return f"MerkleFrontier(size={self._size}, root={self.root().hex()})"
-

@@ -34,7 +34,7 @@ def _entry_value(obj: Mapping[str, Any], key: str) -> Any:
     return value
 
 
-def _same_value(column: Any, hashed: Any) -> bool:
+def _same_value(column: object, hashed: object) -> bool:
     if isinstance(column, datetime):
         return isinstance(hashed, str) and column == rfc3339_datetime(hashed)
     if isinstance(column, uuid.UUID):

@@ -160,19 +160,19 @@ def verify_export_chunks(lines: Iterator[str | bytes],
             notes.append(f"{run.unchecked} trusted checkpoint(s) precede the export and were not checked")
             run.unchecked = 0
         for records, n_lines in results:
-            for rec in records:
-                if rec[0] == _R_RUN:
-                    run.add_run(rec[1], rec[2], rec[3], m.to_seq)
-                elif rec[0] == _R_ENTRY:
+            for row in records:
+                if row[0] == _R_RUN:
+                    run.add_run(row[1], row[2], row[3], m.to_seq)
+                elif row[0] == _R_ENTRY:
                     if run.v.size >= m.to_seq:
-                        raise beyond_to_seq_error(m.to_seq, rec[5])
-                    run.add_inspected(*rec[1:])
-                elif rec[0] == _R_CHECKPOINT:
-                    run.offer(run.open(rec[1]))
-                elif rec[0] == _R_BAD_ENTRY:
-                    raise chain_error_at(ChainError(rec[1], rec[2], expected=rec[3], found=rec[4]), run.v.size + 1)
+                        raise beyond_to_seq_error(m.to_seq, row[5])
+                    run.add_inspected(*row[1:])
+                elif row[0] == _R_CHECKPOINT:
+                    run.offer(run.open(row[1]))
+                elif row[0] == _R_BAD_ENTRY:
+                    raise chain_error_at(ChainError(row[1], row[2], expected=row[3], found=row[4]), run.v.size + 1)
                 else:
-                    raise ExportFormatError(rec[1], line=lineno + rec[2])
+                    raise ExportFormatError(row[1], line=lineno + row[2])
             lineno += n_lines
         if run.unchecked:
             notes.append(f"{run.unchecked} checkpoint line(s) came after their size had passed and were not "

@@ -155,8 +155,8 @@ def screen(content: str, *, memory_type: str, tags: Sequence[str] = (), metadata
         semantic.detect(content, embedding, embedder, classifier) if memory_type != "procedural" else None,
     ]
     if controls.AGREEMENT and injected is not None and injected.severity == "medium" and kinds & controls.KINDS:
-        meaning = found[-1]
-        if meaning is not None and meaning.severity == "medium":
+        semantic_flag = found[-1]
+        if semantic_flag is not None and semantic_flag.severity == "medium":
             # Two independent readers agree that a safeguard is being removed (the rule saw the shape,
             # the classifier the meaning): together they are a high-risk write, either alone is not.
             found[0] = RiskFlag(injected.name, "high", max(injected.score, injection.THRESHOLDS.high),

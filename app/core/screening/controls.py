@@ -109,7 +109,11 @@ _NEGATED = (r"\b(?:never|don't|dont|do not|did not|didn't|must not|mustn't|shoul
             # "do NOT reset offsets without sign-off": an order not to act without the control keeps it.
             r"\b(?:never|don't|dont|do not|must not|mustn't|shouldn't|should not|can't|cannot|won't|will not)\s+"
             r"(?:\w+\s+){0,2}?" + _ACT + r"\b|\bnot\s+" + _ADVERB + _WORTHLESS + r"|\bisn't\b|\baren't\b|\bnever\b")
-_S = lambda kind, pattern, unless=None: signal(kind, WEIGHT, pattern, unless=unless)  # noqa: E731
+
+
+def _S(kind: str, pattern: str, unless: str | None = None) -> Signal:
+    return signal(kind, WEIGHT, pattern, unless=unless)
+
 
 SIGNALS: tuple[Signal, ...] = (
     # "<control> … is pointless / optional / advisory only / a formality".

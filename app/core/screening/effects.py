@@ -131,8 +131,11 @@ def detect(content: str, embedding: Sequence[float] | None = None, embedder: str
     flags = []
     for index, name in enumerate(NAMES):
         probability = read.get(name)
-        support = probability is not None and probability >= float(loaded.support[index])
-        alone = probability is not None and probability >= float(loaded.alone[index])
+        if probability is None or loaded is None:  # no reading: only the structure can raise it
+            probability, support, alone = 0.0, False, False
+        else:
+            support = probability >= float(loaded.support[index])
+            alone = probability >= float(loaded.alone[index])
         spans = found[name] or (partial.get(name, []) if support else [])
         if spans:
             evidence = tuple(Span("content", s, e) for s, e in spans)
@@ -163,7 +166,7 @@ def _by_sentence(spans: list[tuple[int, int]], ends: list[int]) -> dict[int, lis
 def _together(sentences: dict[str, dict[int, list[tuple[int, int]]]], first: set[str] | frozenset[str],
               second: set[str]) -> list[tuple[int, int]]:
     """Spans of both kinds in every sentence that holds a structure of ``first`` and one of ``second``."""
-    def per_sentence(kinds):
+    def per_sentence(kinds: set[str] | frozenset[str]) -> dict[int, list[tuple[int, int]]]:
         merged: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for kind in kinds:
             for sentence, spans in sentences.get(kind, {}).items():

@@ -32,7 +32,7 @@ from typing import Sequence
 from app.core.screening import lexicon
 from app.core.screening.flags import RiskFlag, TextField
 from app.core.screening.normalize import fold
-from app.core.screening.signals import SCAN_LIMIT, Thresholds, collect, signal, to_flag
+from app.core.screening.signals import SCAN_LIMIT, Signal, Thresholds, collect, signal, to_flag
 
 NAME = "exfiltration"
 THRESHOLDS = Thresholds(medium=0.4, high=0.7)
@@ -56,7 +56,7 @@ _SEND = (r"(?:send|sends|sending|post|posts|posting|forward|forwards|forwarding|
          r"transmit|exfiltrate|report|relay|sync|mirror|copy|leak|ship|push|share|cc|bcc|email|mail)")
 
 
-def _s(kind: str, pattern: str, unless: str | None = None):
+def _s(kind: str, pattern: str, unless: str | None = None) -> Signal:
     return signal(kind, WEIGHTS[kind], pattern, unless=unless)
 
 

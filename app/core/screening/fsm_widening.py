@@ -70,7 +70,8 @@ def _transitions(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _unguarded_reach(doc: dict[str, Any]) -> set[str]:
     """States reachable from ``initial`` through transitions that have no guard."""
-    reach = {doc.get("initial")}
+    initial = doc.get("initial")
+    reach: set[str] = {initial} if isinstance(initial, str) else set()
     changed = True
     while changed:
         changed = False

@@ -47,7 +47,7 @@ from typing import Sequence
 
 from app.core.screening import controls, lexicon
 from app.core.screening.flags import RiskFlag, TextField
-from app.core.screening.signals import Thresholds, collect, signal, to_flag
+from app.core.screening.signals import Signal, Thresholds, collect, signal, to_flag
 
 NAME = "prompt_injection"
 # Calibrated on the dev split of the screening corpus (see docs/benchmarks/): 0.55 is the lowest
@@ -109,11 +109,11 @@ WEIGHTS = {"override": 0.9, "impersonation": 0.85, "concealment": 0.8, "credenti
            "hidden_markup": 0.8, "tool_directive": 0.75}
 
 
-def _s(kind: str, pattern: str, weight: float | None = None, unless: str | None = None):
+def _s(kind: str, pattern: str, weight: float | None = None, unless: str | None = None) -> Signal:
     return signal(kind, WEIGHTS[kind] if weight is None else weight, pattern, unless=unless)
 
 
-def _hidden(container: str):
+def _hidden(container: str) -> Signal:
     return signal("hidden_markup", WEIGHTS["hidden_markup"], container, _HIDDEN_ORDER)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Cyrillic and Greek letters that render like Latin ones (lower case; input is case-folded first).
@@ -61,7 +62,7 @@ def fold(text: str) -> Folded:
     return Folded("".join(out), tuple(origin), len(text))
 
 
-def finditer(pattern: re.Pattern[str], folded: Folded):
+def finditer(pattern: re.Pattern[str], folded: Folded) -> Iterator[tuple[int, int]]:
     """Matches of ``pattern`` in folded text, as original ``(start, end)`` spans."""
     for m in pattern.finditer(folded.text):
         yield folded.span(*m.span())

@@ -29,9 +29,9 @@ high risk by default, whatever the sentence template. Kinds of evidence (all hig
 * ``protected_path``: a workspace file's path, or a metadata ``path``/``file`` value, matching one of
   the tenant's ``protected_paths`` globs (e.g. ``DIRECTIVES*``; none by default).
 
-Known limits: the content rules are English with the commonest forms in a few other languages; a fact about a *third* person's job ("Ana is an admin at her bank") is
-not matched unless it uses the privileged-rights shape; an instruction phrased with no role,
-permission or trust vocabulary is left to the other detectors and the semantic signal.
+Known limits: the content rules are English with the commonest forms in a few other languages; a fact about a *third*
+person's job ("Ana is an admin at her bank") is not matched unless it uses the privileged-rights shape; an instruction
+phrased with no role, permission or trust vocabulary is left to the other detectors and the semantic signal.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class Protection:
     paths: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, doc: Any) -> "Protection":
+    def from_settings(cls, doc: Any) -> Protection:
         """From ``tenants.settings["screening"]`` (``{"protected_keys": [...], "protected_paths": [...]}``);
         anything malformed is ignored (the setter validates; this never fails a write)."""
         if not isinstance(doc, Mapping):

@@ -22,8 +22,8 @@ not cover:
   that carry a checksum even without a label (CPF, Chinese and Korean resident numbers, codice
   fiscale, DNI/NIE, CNP, personnummer, NIR; see ``identifiers``): medium;
 * email addresses and phone numbers (international ``+44 7700 900123`` / ``0044…``, trunk-prefixed
-  ``07700 900123``, grouped national forms; 9 to 15 digits, not a date or IP address): low (users' own contact details are ordinary memories; the
-  flag only tells the reviewer they are there);
+  ``07700 900123``, grouped national forms; 9 to 15 digits, not a date or IP address): low (users' own contact
+  details are ordinary memories; the flag only tells the reviewer they are there);
 * a date of birth after its label ("DOB", "date of birth", "born on", "geboren", "née le",
   "生年月日" …): low;
 * a "profile", the kit for account-recovery fraud and impersonation, high: a date of birth together
@@ -165,7 +165,7 @@ def detect(fields: Sequence[TextField]) -> list[RiskFlag]:
     pii_spans: list[Span] = []
     kinds_only: set[str] = set()
 
-    def hit(store: dict[str, float], spans: list[Span], kind: str, weight: float, field: str, span) -> None:
+    def hit(store: dict[str, float], spans: list[Span], kind: str, weight: float, field: str, span: tuple[int, int]) -> None:
         store[kind] = max(store.get(kind, 0.0), weight)
         spans.append(Span(field, *span))
 
