@@ -30,13 +30,13 @@ def benign_load_writes(seed: int = 7) -> list[dict[str, Any]]:
     """Benign writes as the other benchmarks and load tests make them (deterministic for ``seed``):
     "Load fact N: item <hex>" (the load-shedding test), the hot-path facts, the scale generator's
     memories, and the recall corpora's facts (``calibration.json``; memorywire's when present)."""
-    from app.bench import hotpath, scale
+    from app.bench import hotpath, scale_data
 
     rng = random.Random(seed)
     texts = [("load_fact", f"Load fact {i}: item {rng.getrandbits(128):032x}.") for i in range(200)]
     texts += [("hotpath", fact.format(u=user, n=n)) for n, (fact, user) in
               enumerate((f, u) for f in hotpath.FACTS for u in ("Ana", "Reviewed", "Kofi", "Mei"))]
-    texts += [("scale", row.memory.content) for row in scale.plan(seed, 300, 3, 20, 0)]
+    texts += [("scale", row.memory.content) for row in scale_data.plan(seed, 300, 3, 20, 0)]
     texts += [("calibration", fact["content"]) for fact in json.loads(CALIBRATION.read_text(encoding="utf-8"))["facts"]
               if fact.get("type") != "procedural"]
     if MEMORYWIRE is not None:

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from app.bench import common, scale
+from app.bench import common, scale_data
 
 
 class TimedEmbedder:
@@ -55,12 +55,12 @@ class TimedEmbedder:
 def mem0_export(count: int, agents: int, seed: int) -> dict[str, Any]:
     """A mem0 platform export of `count` synthetic memories (ids, users, agents, categories, times)."""
     rng = random.Random(seed)
-    users = {a: scale.users_for(rng, a, 20) for a in range(agents)}
+    users = {a: scale_data.users_for(rng, a, 20) for a in range(agents)}
     start = datetime(2025, 1, 1, tzinfo=timezone.utc)
     items = []
     for n in range(count):
         agent = rng.randrange(agents)
-        user, fact = scale.memories(rng, users[agent], 1)[0]
+        user, fact = scale_data.memories(rng, users[agent], 1)[0]
         created = start + timedelta(seconds=n * 30)
         items.append({"id": str(uuid.UUID(int=rng.getrandbits(128))), "memory": fact.content, "user_id": user,
                       "agent_id": f"agent-{agent}", "metadata": {"question": fact.question},

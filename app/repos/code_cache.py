@@ -1,6 +1,6 @@
 """Large scopes' binary codes held in this process, so recall compares the query with them in numpy.
 
-Past `search.FULL_SCAN_MAX` rows recall shortlists a scope by the Hamming distance between the
+Past `search_sizes.FULL_SCAN_MAX` rows recall shortlists a scope by the Hamming distance between the
 query's binary code and every row's (`embedding_bits`, migration 0033) and re-ranks the shortlist
 with the full vectors. In PostgreSQL that scan reads each row's index entry through the executor:
 12-19 ms for 50,000 rows in a 1M-row table and ~37 ms for 100,000 (`memwarden bench scale`), most

@@ -53,10 +53,11 @@ from sqlalchemy.orm import Session
 from app.core import fusion
 from app.core.access import Principal
 from app.core.timefmt import utcnow
+from app.db.vectors import SqlVector
 from app.errors import ReadBudgetExceeded
 from app.observability import metrics
 from app.repos import memories as repo
-from app.repos import search
+from app.repos import search, search_keyword, search_vector
 from app.repos.memories import Scope
 from app.services import backends, early_embedding, integrity, read_budgets, recall_tracking
 from app.services.context import AppContext
@@ -100,7 +101,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
     method = body.get("fusion", "rrf")
     filters = {"types": body.get("types"), "tags": body.get("tags"), "metadata": body.get("filter"),
                "fresher_than_days": body.get("fresher_than_days")}
-    query_vec = search.SqlVector(early_embedding.embed(ctx, body["query"], early))  # maybe started before auth
+    query_vec = SqlVector(early_embedding.embed(ctx, body["query"], early))  # maybe started before auth
     pool = max(2 * k, 20)
     # The run a recall serves is recorded beside the read, not in what it asked: the same question in
     # two runs digests the same.
@@ -113,7 +114,7 @@ def recall(ctx: AppContext, principal: Principal, body: dict[str, Any], *,
         vector, keyword = search.recall_candidates(session, scope, filters, query_vec, body["query"], pool,
                                                    residual=gated)
         if gated and not (keyword.full_match or answerable(vector.hits, vector.stats)):
-            vector.hits, keyword = [], search.KeywordResult([])  # nothing in scope answers it
+            vector.hits, keyword = [], search_keyword.KeywordResult([])  # nothing in scope answers it
         fused = _fuse(method, vector.hits, keyword.hits)
         distances = {**keyword.distances, **dict(vector.hits)}
         rows = {**keyword.rows, **vector.rows}
@@ -198,17 +199,17 @@ def _track(ctx: AppContext, session: Session, tenant_id: str, ids: list[str]) ->
         recall_tracking.tracker(ctx.db.engine).note(tenant_id, ids, utcnow())
 
 
-def _shrunk_mean(stats: search.ScopeStats) -> float:
+def _shrunk_mean(stats: search_vector.ScopeStats) -> float:
     """The scope's mean similarity to the query, pulled towards 0 by the prior rows."""
     return stats.mean_similarity * stats.rows / (stats.rows + LIFT_PRIOR_ROWS)
 
 
-def _plain(stats: search.ScopeStats) -> bool:
+def _plain(stats: search_vector.ScopeStats) -> bool:
     """No residual similarity for this scope (large, or too small for a centroid): lift alone."""
     return stats.residual_best is None or stats.rows < RESIDUAL_MIN_ROWS
 
 
-def lift(best_similarity: float, stats: search.ScopeStats) -> float:
+def lift(best_similarity: float, stats: search_vector.ScopeStats) -> float:
     """How far the best memory stands out from the scope's average one, plus (where the search
     gives it) the best scope-residual similarity (see the module docstring)."""
     if _plain(stats):
@@ -216,7 +217,7 @@ def lift(best_similarity: float, stats: search.ScopeStats) -> float:
     return best_similarity - LIFT_BETA * _shrunk_mean(stats) + RESIDUAL_WEIGHT * stats.residual_best
 
 
-def answerable(vector: list[tuple[str, float]], stats: search.ScopeStats) -> bool:
+def answerable(vector: list[tuple[str, float]], stats: search_vector.ScopeStats) -> bool:
     """The default gate: does anything in scope answer the query at all? (Keyword evidence, the
     other way through, is checked by the caller.)"""
     if not vector:

@@ -19,7 +19,7 @@ from app.core.screening import Protection, Screening, screen
 from app.core.screening.novelty import Familiarity
 from app.observability import metrics, tracing
 from app.repos import memories as memories_repo
-from app.repos import search
+from app.repos import search_vector
 from app.repos.memories import Scope
 
 NEIGHBOURS = 5
@@ -67,17 +67,17 @@ def _nearest_live(session: Session, scope: Scope, embedding: Sequence[float]
                   ) -> tuple[list[tuple[str, str]], Familiarity]:
     """(id, text) of the nearest live non-procedural memories (recall's search: exact in small scopes, HNSW
     in large) and the scope's `Familiarity`."""
-    found = search.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, NEIGHBOURS, fetch=True)
+    found = search_vector.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, NEIGHBOURS, fetch=True)
     rows = [(i, found.rows[i].content) for i, _ in found.hits if found.rows[i].content]  # rows in the same statement
     return rows, _familiar(found)
 
 
 def _familiarity(session: Session, scope: Scope, embedding: Sequence[float]) -> Familiarity:
     """How the write relates to every live non-procedural memory of the agent (tenant and agent scoped)."""
-    return _familiar(search.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, 1))
+    return _familiar(search_vector.vector_search(session, scope, {"types": TEXT_TYPES}, embedding, 1))
 
 
-def _familiar(found: search.VectorResult) -> Familiarity:
+def _familiar(found: search_vector.VectorResult) -> Familiarity:
     nearest = 1.0 - found.hits[0][1] if found.hits else None
     return Familiarity(found.stats.rows, nearest)
 

@@ -8,11 +8,11 @@ On a fresh embedded PostgreSQL holding 150 remembered facts (7 users of one agen
 called N times after 20 warm-up calls and timed with `time.process_time` (this process only;
 PostgreSQL's CPU is not included):
 
-- packing a query vector for binding (`search.SqlVector`: pgvector's text before the pass, its
+- packing a query vector for binding (`SqlVector`: pgvector's text before the pass, its
   binary form after);
-- screening's nearest live neighbours of a write (an autocommit read and `search.vector_search`
+- screening's nearest live neighbours of a write (an autocommit read and `search_vector.vector_search`
   with the rows, as `screening.screen_write` runs it);
-- recall's keyword candidates with their rows and distances (`search.keyword_search`);
+- recall's keyword candidates with their rows and distances (`search_keyword.keyword_search`);
 - a whole `memories.decide` (screening with its neighbour read, and the policy);
 - committing one decided write (`group_commit`, alone: the chain lock, the audit entry, the row,
   entry and event pipelined with the COMMIT), the writes prepared and decided before the clock:
@@ -38,7 +38,8 @@ from app.bench.hotpath import FACTS
 def main(n: int) -> dict:
     from app.core.ids import new_id
     from app.core.timefmt import utcnow
-    from app.repos import search
+    from app.db.vectors import SqlVector
+    from app.repos import search_keyword, search_vector
     from app.repos.memories import Scope
     from app.services import group_commit, memories, screening
     from app.services.apikeys import authenticate_and_take_token, create_key
@@ -67,19 +68,19 @@ def main(n: int) -> dict:
         for i in range(150):
             memories.remember(ctx, principal, body(i))
         values = ctx.embedder.embed(["what does user1 eat"])[0].tolist()
-        vec = search.SqlVector(values)
+        vec = SqlVector(values)
 
         def scope(i: int) -> Scope:
             return Scope(tenant.id, "hot", f"user{i % 7}")
 
         def neighbours(i: int) -> None:
             with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:
-                search.vector_search(session, scope(i), {"types": screening.TEXT_TYPES}, vec, screening.NEIGHBOURS,
-                                     fetch=True)
+                search_vector.vector_search(session, scope(i), {"types": screening.TEXT_TYPES}, vec, screening.NEIGHBOURS,
+                                            fetch=True)
 
         def keywords(i: int) -> None:
             with ctx.db.reader() as conn, Session(bind=conn, expire_on_commit=False) as session:
-                search.keyword_search(session, scope(i), {}, "what does user1 eat", 20, vec, fetch=vec)
+                search_keyword.keyword_search(session, scope(i), {}, "what does user1 eat", 20, vec, fetch=vec)
 
         rules = memories.rules_for(ctx, principal)
         now = utcnow()
@@ -107,7 +108,7 @@ def main(n: int) -> dict:
             lambda i: committer.commit(ctx, decided.pop(), memories.write_decided, **extra))
         cpu("commit one decided write through a Session (group commit, alone)",
             lambda i: committer.commit(ctx, decided.pop(), memories.write_decided))
-        cpu("pack a query vector for binding (SqlVector)", lambda i: search.SqlVector(values))
+        cpu("pack a query vector for binding (SqlVector)", lambda i: SqlVector(values))
         cpu("screening's nearest neighbours (read + vector_search)", neighbours)
         cpu("recall's keyword candidates (read + keyword_search)", keywords)
         cpu("decide a write (screening + policy)", decide)

@@ -45,7 +45,8 @@ def _timed(call, n: int) -> dict[str, float]:
 
 
 def main(n: int) -> dict:
-    from app.repos import search
+    from app.db.vectors import SqlVector
+    from app.repos import search, search_keyword, search_vector
     from app.repos.memories import Scope
     from app.services.apikeys import authenticate, create_key
     from app.services.memories import remember
@@ -74,13 +75,13 @@ def main(n: int) -> dict:
             scope = Scope(tenant, "lever", None, None)
             filters = {"types": None, "tags": None, "metadata": None, "fresher_than_days": None}
             query = QUERIES[1].format(u="User3")
-            vec = search.SqlVector(ctx.embedder.embed([query])[0])
+            vec = SqlVector(ctx.embedder.embed([query])[0])
 
             def in_turn() -> None:
                 with ctx.db.reader() as conn, Session(bind=conn) as session:
-                    v = search.vector_search(session, scope, filters, vec, 20, fetch=True, residual=True)
-                    search.keyword_search(session, scope, filters, query, 20, vec, fetch=vec, large=False,
-                                          among=v.pool, scope_rows=v.stats.rows)
+                    v = search_vector.vector_search(session, scope, filters, vec, 20, fetch=True, residual=True)
+                    search_keyword.keyword_search(session, scope, filters, query, 20, vec, fetch=vec, large=False,
+                                                  among=v.pool, scope_rows=v.stats.rows)
 
             def together() -> None:
                 with ctx.db.reader() as conn, Session(bind=conn) as session:

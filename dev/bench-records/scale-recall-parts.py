@@ -26,9 +26,9 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from app.bench import scale
+from app.bench import scale_data
 from app.config import Settings
-from app.repos import search
+from app.repos import search_sql
 from app.services import recall
 from app.services.apikeys import authenticate
 from app.services.context import AppContext
@@ -63,12 +63,12 @@ def main() -> None:
     questions = int(sys.argv[3]) if len(sys.argv) > 3 else 150
     state = json.loads((root / "bench-scale.json").read_text())
     cfg = state["config"]
-    rows = scale.plan(cfg["seed"], cfg["memories"], cfg["agents"], cfg["users_per_agent"], cfg["big_agent_memories"])
+    rows = scale_data.plan(cfg["seed"], cfg["memories"], cfg["agents"], cfg["users_per_agent"], cfg["big_agent_memories"])
     ctx = AppContext.open(Settings(data_dir=root / ".memwarden", rate_limit_per_minute=0,
                                    read_budget_per_key=10**9, read_budget_per_agent=10**9))
     principal = authenticate(ctx, state["token"])
     parts: dict[str, float] = defaultdict(float)
-    execute = search._execute
+    execute = search_sql.execute
 
     def timed(session, sql, params):
         started = time.perf_counter()
@@ -76,7 +76,7 @@ def main() -> None:
         parts[kind(sql)] += (time.perf_counter() - started) * 1000
         return result
 
-    search._execute = timed
+    search_sql.execute = timed
     report = {"load_before": os.getloadavg(), "agents": {}}
     rng = random.Random(3)
     try:
@@ -99,7 +99,7 @@ def main() -> None:
             if copy:
                 report["agents"][agent]["copy"] = copy
     finally:
-        search._execute = execute
+        search_sql.execute = execute
         ctx.close()
     report["load_after"] = os.getloadavg()
     print(json.dumps(report, indent=1))

@@ -6,7 +6,7 @@ from sqlalchemy import text
 
 from app.core.access import Principal
 from app.db import prepared
-from app.repos import search
+from app.repos import search_sizes
 from app.repos.memories import Scope
 from app.services import recall as recall_service
 from app.services import recall_tracking
@@ -84,15 +84,15 @@ def test_a_stale_scope_size_only_changes_the_plan_never_the_answer(client, ctx, 
     assert _remember(client, headers, "Carla's bicycle is a green Brompton.").status_code == 201
     body = {"agent_id": "agent-a", "query": "What bicycle does Carla ride?", "min_score": -1}
     exact = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
-    key = search.ScopeSizes.key(Scope(tenant.id, "agent-a", None), {
+    key = search_sizes.ScopeSizes.key(Scope(tenant.id, "agent-a", None), {
         "types": None, "tags": None, "metadata": None, "fresher_than_days": None})
-    search.scope_sizes.put(key, search.EXACT_SCAN_MAX + 5)  # as if another process had grown it
+    search_sizes.scope_sizes.put(key, search_sizes.EXACT_SCAN_MAX + 5)  # as if another process had grown it
     stale = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]  # the HNSW path
     assert [h["id"] for h in stale] == [h["id"] for h in exact]
-    monkeypatch.setattr(search, "LARGE_SCOPE_RECOUNT_S", 0.0)  # a large size is trusted only so long
+    monkeypatch.setattr(search_sizes, "LARGE_SCOPE_RECOUNT_S", 0.0)  # a large size is trusted only so long
     recounted = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
     assert [h["id"] for h in recounted] == [h["id"] for h in exact]
-    assert search.scope_sizes.get(key) == 1
+    assert search_sizes.scope_sizes.get(key) == 1
 
 
 def test_large_scopes_take_the_hnsw_path_and_fetch_the_same_rows(client, ctx, tenant, make_key, monkeypatch):
@@ -102,7 +102,7 @@ def test_large_scopes_take_the_hnsw_path_and_fetch_the_same_rows(client, ctx, te
         assert _remember(client, headers, fact).status_code == 201
     body = {"agent_id": "agent-a", "query": "What is Dora's cat called?", "min_score": -1, "k": 3}
     exact = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
-    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 1)  # every scope is "large" now
+    monkeypatch.setattr(search_sizes, "EXACT_SCAN_MAX", 1)  # every scope is "large" now
     approximate = client.post("/v1/memories/recall", json=body, headers=headers).json()["hits"]
     assert [h["id"] for h in approximate] == [h["id"] for h in exact]
     assert [h["content"] for h in approximate] == [h["content"] for h in exact]

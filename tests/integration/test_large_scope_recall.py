@@ -7,7 +7,14 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import Session
 
 from app.db import prepared
-from app.repos import code_cache, search
+from app.db.vectors import SqlVector, vector_param
+from app.repos import (
+    code_cache,
+    search_keyword,
+    search_sizes,
+    search_sql,
+    search_vector,
+)
 from app.repos.memories import Scope
 from app.services.tenants import create_tenant
 from tests.harness import unique
@@ -68,7 +75,7 @@ def crowded(settings, committed_ctx):
     with owner.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM (ANALYZE) memories"))
     owner.dispose()
-    return tenant.id, search.SqlVector(query.tolist())
+    return tenant.id, SqlVector(query.tolist())
 
 
 def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(committed_ctx, crowded, monkeypatch):
@@ -76,18 +83,18 @@ def test_a_large_scope_gets_its_full_top_n_though_other_agents_rows_are_nearer(c
     graph walk stops at ef_search (40) candidates, all of them other agents' rows, and the scope
     gets almost none of its own."""
     tenant_id, query = crowded
-    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)  # OURS rows is a "large" scope now
-    monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)  # whatever the table's size: HNSW past EXACT_SCAN_MAX
-    monkeypatch.setattr(search, "CACHED_CODES", False)  # the statement a filtered request still takes
-    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
+    monkeypatch.setattr(search_sizes, "EXACT_SCAN_MAX", 100)  # OURS rows is a "large" scope now
+    monkeypatch.setattr(search_vector, "CODE_SCAN_COST_RATIO", 0.0)  # whatever the table's size: HNSW past EXACT_SCAN_MAX
+    monkeypatch.setattr(search_vector, "CACHED_CODES", False)  # the statement a filtered request still takes
+    monkeypatch.setattr(search_sizes, "scope_sizes", search_sizes.ScopeSizes())
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         assert conn.connection.dbapi_connection.autocommit
-        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        found = search_vector.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
         exact = conn.execute(text("SELECT id FROM memories WHERE tenant_id = :t AND agent_id = 'ours' "
                                   "ORDER BY (embedding <=> CAST(:q AS vector)) + 0 LIMIT 20"),  # + 0: never the index
                              {"t": tenant_id, "q": query.to_text()}).scalars().all()
         assert conn.connection.dbapi_connection.info.transaction_status == 0  # nothing left open
-        with search._filtered_hnsw_scan(session, ef_search=40):
+        with search_vector._filtered_hnsw_scan(session, ef_search=40):
             plan = "\n".join(conn.execute(text(
                 "EXPLAIN SELECT id FROM memories WHERE tenant_id = :t AND agent_id = 'ours' AND status = 'live' "
                 "ORDER BY embedding <=> CAST(:q AS vector) LIMIT 20"), {"t": tenant_id, "q": query.to_text()}).scalars())
@@ -102,13 +109,13 @@ def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(watch, c
     index (no vector read from the table), and the shortlist is re-ranked with the full vectors:
     the scope's own exact top 20, and the scope mean from its centroid."""
     tenant_id, query = crowded
-    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)  # OURS rows is a mid-size scope now
-    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())  # counted afresh
-    monkeypatch.setattr(search, "CACHED_CODES", False)  # the statement a filtered request still takes
+    monkeypatch.setattr(search_sizes, "FULL_SCAN_MAX", 100)  # OURS rows is a mid-size scope now
+    monkeypatch.setattr(search_sizes, "scope_sizes", search_sizes.ScopeSizes())  # counted afresh
+    monkeypatch.setattr(search_vector, "CACHED_CODES", False)  # the statement a filtered request still takes
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         watch(conn, statements)
-        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        found = search_vector.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
         exact = conn.execute(text("SELECT id, embedding <=> CAST(:q AS vector) FROM memories WHERE tenant_id = :t "
                                   "AND agent_id = 'ours' ORDER BY 2 LIMIT 20"),
                              {"t": tenant_id, "q": query.to_text()}).all()
@@ -117,7 +124,7 @@ def test_a_mid_size_scope_is_scanned_over_its_binary_codes_and_reranked(watch, c
         scan = next(s for s in statements if "<~>" in s)
         plan = "\n".join(conn.exec_driver_sql("EXPLAIN " + scan, {
             "tenant": tenant_id, "agent": "ours", "user": None, "q": query.to_text(), "n": 20,
-            "shortlist": search.SHORTLIST}).scalars())
+            "shortlist": search_vector.SHORTLIST}).scalars())
     assert "memories_scope_bits" in plan and "memories_embedding_live" not in plan
     assert not found.stats.exact and found.stats.rows == OURS
     assert found.stats.mean_similarity == pytest.approx(float(mean), abs=1e-4)  # every row is in the sample here
@@ -130,8 +137,8 @@ def test_past_exact_scan_max_the_path_is_the_cheaper_of_codes_and_hnsw_for_the_t
     """A filtered HNSW walk visits about HNSW_OVERFETCH / (the scope's share of the table) nodes, a
     code scan every row of the scope: a scope that is a few percent of a large table is scanned,
     one that is most of its table walks the graph."""
-    limit = search.code_scan_limit
-    assert limit(0) == limit(1_000) == search.EXACT_SCAN_MAX
+    limit = search_vector.code_scan_limit
+    assert limit(0) == limit(1_000) == search_sizes.EXACT_SCAN_MAX
     assert 50_000 <= limit(1_050_000)  # the bench's 50,000-row agent in the 1M-row table: scanned
     assert limit(120_000) < 100_000  # its 100,000-row agent in a 120,000-row table: HNSW
     assert limit(4 * 1_050_000) == pytest.approx(2 * limit(1_050_000), rel=0.01)  # as the square root
@@ -142,7 +149,7 @@ def test_keyword_matches_in_a_large_scope_are_the_scopes_own(committed_ctx, crow
     agents' rows with the same words never come back, and every matching row of ours can."""
     tenant_id, query = crowded
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-        found = search.keyword_search(session, Scope(tenant_id, "ours", None), {}, "How do they feel?", OURS + 100,
+        found = search_keyword.keyword_search(session, Scope(tenant_id, "ours", None), {}, "How do they feel?", OURS + 100,
                                       fetch=query)
         plan = "\n".join(conn.execute(text(
             "EXPLAIN SELECT id FROM memories WHERE tenant_id = :t AND agent_id = 'ours' AND status = 'live' "
@@ -169,9 +176,9 @@ def test_a_large_scopes_keyword_leg_ranks_rows_sharing_most_words_first_with_the
                                         ("We feel calm about the item", 20, 2),  # every row holds all three
                                         ("Calm about item 7", 5, 3)):  # one row holds all three: pairs
             statements.clear()
-            tiered = search.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
+            tiered = search_keyword.keyword_search(session, scope, {}, question, n, fetch=query, large=True)
             sent = list(statements)
-            full = search.keyword_search(session, scope, {}, question, n, fetch=query)
+            full = search_keyword.keyword_search(session, scope, {}, question, n, fetch=query)
             assert tiered.hits == full.hits and tiered.full_match == full.full_match
             assert " @> " in sent[1] and len(sent) == sent_count, (question, sent)
     assert {row.agent_id for row in tiered.rows.values()} == {"ours"}
@@ -193,13 +200,13 @@ def test_a_large_scope_gets_every_copy_of_a_repeated_text_in_its_top_n(watch, co
         session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
                              "VALUES (:id, :t, :agent, 'semantic', :content, CAST(:v AS vector), 'live', now())"),
                         [{**row, "t": tenant.id} for row in rows])
-    monkeypatch.setattr(search, "EXACT_SCAN_MAX", 100)
-    monkeypatch.setattr(search, "CODE_SCAN_COST_RATIO", 0.0)
-    monkeypatch.setattr(search, "CACHED_CODES", False)
+    monkeypatch.setattr(search_sizes, "EXACT_SCAN_MAX", 100)
+    monkeypatch.setattr(search_vector, "CODE_SCAN_COST_RATIO", 0.0)
+    monkeypatch.setattr(search_vector, "CACHED_CODES", False)
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         watch(conn, statements)
-        found = search.vector_search(session, Scope(tenant.id, "copies", None), {}, search.SqlVector(query.tolist()),
+        found = search_vector.vector_search(session, Scope(tenant.id, "copies", None), {}, SqlVector(query.tolist()),
                                      20, fetch=True)
     assert not found.stats.exact
     assert any("<=>" in s and "md5(m.content)" in s for s in statements)  # the copies are looked up by text digest
@@ -216,21 +223,21 @@ def test_a_large_scope_is_shortlisted_from_its_codes_held_in_process(watch, comm
     """Past FULL_SCAN_MAX the query's code is compared with a copy of the scope's codes in process
     (no scan statement), and the shortlist re-ranked with the full vectors gives the exact top 20."""
     tenant_id, query = crowded
-    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)
-    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
+    monkeypatch.setattr(search_sizes, "FULL_SCAN_MAX", 100)
+    monkeypatch.setattr(search_sizes, "scope_sizes", search_sizes.ScopeSizes())
     monkeypatch.setattr(code_cache, "cache", code_cache.CodeCache())
     statements: list[str] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         watch(conn, statements)
-        found = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        found = search_vector.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
         exact = _exact(conn, tenant_id, query)
         statements.clear()
-        again = search.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
+        again = search_vector.vector_search(session, Scope(tenant_id, "ours", None), {}, query, 20, fetch=True)
     assert not any("<~>" in s or "memories_embedding_live" in s for s in statements)
     assert len(statements) == 1 and "search_changed_at" in statements[0]  # one statement once the copy is read
     assert [i for i, _ in found.hits] == [i for i, _ in again.hits] == [i for i, _ in exact]
     assert [d for _, d in found.hits] == pytest.approx([float(d) for _, d in exact], abs=1e-6)
-    assert len(found.pool) == search.SHORTLIST and set(found.rows) <= set(found.pool)
+    assert len(found.pool) == search_vector.SHORTLIST and set(found.rows) <= set(found.pool)
 
 
 def test_the_codes_held_in_process_never_hide_a_later_write_nor_return_a_removed_row(committed_ctx, crowded,
@@ -238,12 +245,12 @@ def test_the_codes_held_in_process_never_hide_a_later_write_nor_return_a_removed
     """Rows written after the copy was read are read from the table by every search (the trigger of
     migration 0034 stamps them), and a shortlisted row that left the scope is filtered out."""
     tenant_id, query = crowded
-    monkeypatch.setattr(search, "FULL_SCAN_MAX", 100)
-    monkeypatch.setattr(search, "scope_sizes", search.ScopeSizes())
+    monkeypatch.setattr(search_sizes, "FULL_SCAN_MAX", 100)
+    monkeypatch.setattr(search_sizes, "scope_sizes", search_sizes.ScopeSizes())
     monkeypatch.setattr(code_cache, "cache", code_cache.CodeCache())
     scope = Scope(tenant_id, "ours", None)
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-        before = search.vector_search(session, scope, {}, query, 20)  # the copy is read now
+        before = search_vector.vector_search(session, scope, {}, query, 20)  # the copy is read now
         assert code_cache.cache.get(session, tenant_id, "ours") is not None
     new_id = f"mem_{unique('late')}"
     with committed_ctx.db.sessions.begin() as session:  # nearest of all, written after the copy
@@ -254,7 +261,7 @@ def test_the_codes_held_in_process_never_hide_a_later_write_nor_return_a_removed
                         {"t": tenant_id, "id": before.hits[0][0]})
     try:
         with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
-            after = search.vector_search(session, scope, {}, query, 20)
+            after = search_vector.vector_search(session, scope, {}, query, 20)
             exact = _exact(conn, tenant_id, query)
         assert after.hits[0] == (new_id, pytest.approx(0.0, abs=1e-6))
         assert before.hits[0][0] not in {i for i, _ in after.hits}
@@ -279,7 +286,7 @@ def test_a_large_scopes_one_word_rows_come_from_the_vector_shortlist(watch, comm
         shortlist = [r.id for r in ours[:300]]
         watch(conn, statements)
         # "calm" is in every row of ours, "7" in one ("item 7"), "crowd"/"member" in none of ours
-        found = search.keyword_search(session, scope, {}, "How calm is crowd member 7?", 20, fetch=query, large=True,
+        found = search_keyword.keyword_search(session, scope, {}, "How calm is crowd member 7?", 20, fetch=query, large=True,
                                       among=shortlist)
     contents = {r.id: r.content for r in ours}
     assert len(found.hits) == 20
@@ -317,8 +324,8 @@ def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(watch, comm
     read the whole scope, so with the vector shortlist given, only sets holding a rarer word ("7")
     are looked up, and the rest of the n come from the shortlist."""
     tenant_id, query = crowded
-    monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
-    monkeypatch.setattr(search, "word_counts", search.WordCounts(background=False))  # counted in the request
+    monkeypatch.setattr(search_keyword, "COMMON_WORD_ROWS", 100)
+    monkeypatch.setattr(search_keyword, "word_counts", search_keyword.WordCounts(background=False))  # counted in the request
     scope = Scope(tenant_id, "ours", None)
     statements: list[tuple[str, dict]] = []
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
@@ -326,8 +333,8 @@ def test_sets_of_words_common_in_the_scope_are_not_looked_up_over_it(watch, comm
                                  "ORDER BY id"), {"t": tenant_id}).all()
         shortlist = [r.id for r in ours[:300]]
         watch(conn, statements, params=True)
-        found = search.keyword_search(session, scope, {}, "Do we feel calm about item 7?", 20, fetch=query,
-                                      large=True, among=shortlist, scope_rows=search.COUNT_WORDS_PAST + 1)
+        found = search_keyword.keyword_search(session, scope, {}, "Do we feel calm about item 7?", 20, fetch=query,
+                                      large=True, among=shortlist, scope_rows=search_keyword.COUNT_WORDS_PAST + 1)
     looked_up = [set(p[k]) for sql, p in statements if isinstance(p, dict) for k in p if k.startswith("pair_")]
     contents = {r.id: r.content for r in ours}
     assert looked_up and all(any(w.endswith(" 7") for w in group) for group in looked_up)
@@ -339,9 +346,9 @@ def test_words_are_counted_off_the_request(committed_ctx, crowded, monkeypatch):
     """A word not counted yet is taken as rare (looked up as before); its count arrives from a
     background thread on its own connection, and then the word is known to be common."""
     tenant_id, _ = crowded
-    monkeypatch.setattr(search, "COMMON_WORD_ROWS", 100)
-    counts = search.WordCounts()
-    shape, params = search.shape_and_params(Scope(tenant_id, "ours", None), {})
+    monkeypatch.setattr(search_keyword, "COMMON_WORD_ROWS", 100)
+    counts = search_keyword.WordCounts()
+    shape, params = search_sql.shape_and_params(Scope(tenant_id, "ours", None), {})
     words = ["ours calm", "ours 7"]
     with committed_ctx.db.reader() as conn, Session(bind=conn) as session:
         assert counts.common(session, shape, params, words) == set()  # not counted yet: nothing skipped
@@ -353,11 +360,11 @@ def test_a_vector_bound_in_binary_is_the_vector_its_text_names(committed_ctx):
     """Statements bind vectors in pgvector's binary form (`app.db.vectors`): the server reads the very
     vector the text form names, for awkward values too (tiny, negative, not exact in decimal)."""
     values = [1 / 3, -2.5e-8, 0.0, -0.7071067811865476, 1e-38, 123.456] + [0.001 * i for i in range(378)]
-    vec = search.SqlVector(values)
+    vec = SqlVector(values)
     with committed_ctx.db.reader() as conn:
         same, distance, dims = conn.exec_driver_sql(
             "SELECT %(b)s::vector = %(t)s::vector, %(b)s::vector <=> %(t)s::vector, vector_dims(%(b)s::vector)",
-            {"b": search.vector_param(vec), "t": vec.to_text()}).one()
+            {"b": vector_param(vec), "t": vec.to_text()}).one()
         none = conn.exec_driver_sql("SELECT %(b)s::vector IS NULL", {"b": None}).scalar()
     assert same and distance == 0.0 and dims == 384 and none
-    assert search.vector_param(values).data == vec.param.data  # a plain list packs the same bytes
+    assert vector_param(values).data == vec.param.data  # a plain list packs the same bytes

@@ -47,7 +47,7 @@ BENCH_MODULES = {
     "hotpath", "import_", "rate_limit", "recall", "replicas", "review", "reviewer", "router", "scale", "screening",
     "state_check",
     "__init__", "common", "consolidation_month", "corpora", "driver_common", "mem0_driver", "memorywire_driver",
-    "reviewer_ui", "router_stores", "screening_judge",
+    "reviewer_ui", "router_stores", "scale_data", "scale_measure", "screening_judge",
 }
 # What research tooling is called; no shipped path may look like it.
 RESEARCH = re.compile(r"make_|train|finetune|calibrat(e|ion)\.py|diff_match|read_budget\.py|heldout|exemplar|"
@@ -87,7 +87,7 @@ def test_the_benchmarks_that_ship_are_the_operators_and_their_data_is_what_they_
     assert registered <= BENCH_MODULES and BENCH_MODULES - registered == {
         "__init__", "common", "compare_ab", "consolidation_month", "corpora", "driver_common", "mem0_driver",
         "memorywire_driver",
-        "reviewer_ui", "router_stores", "screening_judge"}
+        "reviewer_ui", "router_stores", "scale_data", "scale_measure", "screening_judge"}
 
 
 def test_every_shipped_data_file_is_named_by_a_shipped_module(wheel_files) -> None:
