@@ -57,7 +57,7 @@ def wants_json(request: Request) -> bool:
 def render_error(request: Request, exc: Exception) -> Response:
     error = as_app_error(exc)
     if error.status == 405:  # Starlette names only the first matching route's methods
-        from app.api.routing import allowed_methods
+        from app.api.routes import allowed_methods
 
         error.headers["Allow"] = ", ".join(allowed_methods(request)) or error.headers.get("Allow", "")
     if wants_json(request):

@@ -58,7 +58,7 @@ class PolicyDenied(Forbidden):
 
 class OwnChange(Forbidden):
     """The author of a change (the key that submitted it, or its owner, or the person who submitted
-    it) tried to approve or reject it; nothing is decided (`app.services.duties`)."""
+    it) tried to approve or reject it; nothing is decided (`app.services.review.duties`)."""
 
     code, status = "own_change", 403
 
@@ -83,7 +83,7 @@ class Conflict(AppError):
 
 class BacktestFailed(AppError):
     """A policy change would admit, with no one deciding, known attacks or writes a reviewer rejected or
-    a recover pulled back (`app.services.policy_backtest`); `details` is the backtest report. Nothing
+    a recover pulled back (`app.services.review.policy_backtest`); `details` is the backtest report. Nothing
     changes unless the admin gives an override reason."""
 
     code, status = "backtest_failed", 409
@@ -114,7 +114,7 @@ class AuditChainBroken(AppError):
 
 
 class IntegrityMismatch(AppError):
-    """A stored memory differs from its last audited state (`app.services.integrity`); with
+    """A stored memory differs from its last audited state (`app.services.audit.state_check`); with
     `MEMWARDEN_INTEGRITY_FAIL_CLOSED` such a memory is not served. `details` names the memory, the
     audit seq whose state it should hold and why it does not (never content)."""
 

@@ -26,8 +26,8 @@ from app.observability import metrics
 from app.observability.requests import RequestObservation
 from app.observability.tracing import TracingMiddleware, configure_from_env
 from app.paths import STATIC_DIR
-from app.services.context import AppContext
-from app.services.oidc_client import OidcClient
+from app.services.runtime.context import AppContext
+from app.services.tenancy.oidc_client import OidcClient
 from app.web import admin as admin_pages
 from app.web import audit as audit_pages
 from app.web import home, login
@@ -64,18 +64,18 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
         if owned:
             # A worker starting while the embedded database restarts waits for it, not dies.
             app.state.ctx = AppContext.open(settings, wait_seconds=STARTUP_DATABASE_WAIT_SECONDS)
-            from app.services.users import warm_up
+            from app.services.tenancy.users import warm_up
 
             warm_up(app.state.ctx)  # before the first sign-in: its refusal costs what any other does
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(mcp.running())
             if owned:  # an injected (test) context runs no background jobs
-                from app.services.background import start_background_jobs
+                from app.services.runtime.background import start_background_jobs
 
                 stack.callback(app.state.ctx.close)
                 stack.callback(metrics.forget_this_process)  # runs last: after the pool is closed
                 await stack.enter_async_context(start_background_jobs(app.state.ctx))
-                from app.services.event_hub import EventHub  # SSE wake-ups; injected contexts poll
+                from app.services.events.event_hub import EventHub  # SSE wake-ups; injected contexts poll
 
                 app.state.event_hub = EventHub(app.state.ctx.db.engine)
                 stack.push_async_callback(app.state.event_hub.close)

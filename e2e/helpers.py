@@ -6,9 +6,9 @@ import uuid
 import httpx
 from playwright.sync_api import Page, expect
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
-from app.services.users import create_user
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
+from app.services.tenancy.users import create_user
 
 PASSWORD = "e2e-password-long-enough"
 ACTOR = {"kind": "test", "id": "e2e"}

@@ -202,9 +202,9 @@ def test_no_critical_or_serious_axe_violation_on_the_other_review_states(page, b
 
     import httpx
 
-    from app.services import review
-    from app.services.apikeys import create_key
-    from app.services.tenant_config import set_policy
+    from app.services.review import review
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenant_config import set_policy
     from e2e.helpers import ACTOR
 
     route = lambda p: p.route(world.base_url + AXE_PATH, lambda r: r.fulfill(  # noqa: E731

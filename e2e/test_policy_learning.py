@@ -10,8 +10,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from app.services.apikeys import create_key
-from app.services.tenant_config import set_policy
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenant_config import set_policy
 from e2e.helpers import ACTOR, sign_in
 from e2e.test_accessibility import AXE_PATH, audit_pages, axe_source, check_current  # noqa: F401 (fixture)
 from tests.spread import spread_decisions

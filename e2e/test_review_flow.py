@@ -7,7 +7,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from e2e.helpers import ACTOR, World, open_change, sign_in
 
 pytestmark = pytest.mark.e2e

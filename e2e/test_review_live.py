@@ -5,8 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from app.services import review
-from app.services.tenant_config import set_policy
+from app.services.review import review
+from app.services.tenancy.tenant_config import set_policy
 from e2e.helpers import ACTOR, open_change, sign_in
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import text
 
-from app.services.tenant_config import set_policy, set_review_sla
+from app.services.tenancy.tenant_config import set_policy, set_review_sla
 from e2e.helpers import ACTOR, sign_in
 
 pytestmark = pytest.mark.e2e

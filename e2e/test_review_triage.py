@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import text
 
-from app.services import review
+from app.services.review import review
 from e2e.helpers import ACTOR, World, open_change, sign_in
 
 pytestmark = pytest.mark.e2e

@@ -4,8 +4,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from app.services.apikeys import create_key
-from app.services.tenant_config import set_policy
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenant_config import set_policy
 from e2e.helpers import ACTOR, World, open_change, sign_in
 
 pytestmark = pytest.mark.e2e

@@ -8,8 +8,8 @@ from datetime import timedelta
 from app.core.access import Principal
 from app.core.ids import new_id
 from app.core.timefmt import utcnow
-from app.services import memories as mem
-from app.services.tenant_config import rules_for
+from app.services.memory import memories as mem
+from app.services.tenancy.tenant_config import rules_for
 
 VEGETARIAN = ["Booked dinner at Tasca; the user asked for a vegetarian menu.",
               "Hotel breakfast order: the user asked for a vegetarian menu again.",

@@ -31,7 +31,7 @@ from app.config import Settings
 from app.local_server import clean_env, free_port, serve, wait_ready
 from app.db.database import Database, DatabaseUrls, make_database, make_engine, migrate, resolve_urls
 from app.main import create_app
-from app.services.context import AppContext
+from app.services.runtime.context import AppContext
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -131,7 +131,7 @@ def client(ctx: AppContext) -> Iterator[TestClient]:
 
 @pytest.fixture
 def make_tenant(ctx: AppContext) -> Callable[..., object]:
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     def make(name: str | None = None):
         return create_tenant(ctx, name=name or unique("ten"), actor={"kind": "test", "id": "pytest"})
@@ -147,7 +147,7 @@ def tenant(make_tenant):
 @pytest.fixture
 def make_key(ctx: AppContext, tenant) -> Callable[..., str]:
     """Issue a key (default: the test tenant, all memory scopes, any agent); returns the token."""
-    from app.services.apikeys import create_key
+    from app.services.tenancy.apikeys import create_key
 
     def make(scopes: str = "memory:read,memory:write", agents: str = "*", tenant_id: str | None = None) -> str:
         return create_key(ctx, tenant_id=tenant_id or tenant.id, scopes=scopes, agents=agents,
@@ -275,14 +275,14 @@ def live_server(settings: Settings) -> Iterator[str]:
 @pytest.fixture
 def live_tenant(committed_ctx: AppContext):
     """A fresh, committed tenant (for tests against the live server)."""
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     return create_tenant(committed_ctx, name=unique("live"), actor={"kind": "test", "id": "pytest"})
 
 
 @pytest.fixture
 def live_key(committed_ctx: AppContext, live_tenant) -> Callable[..., str]:
-    from app.services.apikeys import create_key
+    from app.services.tenancy.apikeys import create_key
 
     def make(scopes: str = "memory:read,memory:write", agents: str = "*") -> str:
         return create_key(committed_ctx, tenant_id=live_tenant.id, scopes=scopes, agents=agents,

@@ -8,11 +8,11 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, StreamingResponse
 
 from app.api.jsonio import json_response
-from app.api.routing import ApiRoute, ctx_of, parse_query
+from app.api.routes import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
-from app.services import decisions, integrity, read_audit
-from app.services.audit import chain_for, list_checkpoints
+from app.services.audit import decisions, read_audit, state_check
+from app.services.audit.audit import chain_for, list_checkpoints
 
 
 async def export(request: Request, principal: Principal):
@@ -58,9 +58,9 @@ async def access_log(request: Request, principal: Principal):
     return json_response(page)
 
 
-async def state_check(request: Request, principal: Principal):
+async def state_check_report(request: Request, principal: Principal):
     ctx = ctx_of(request)
-    report = await run_in_threadpool(integrity.run_check, ctx, principal.tenant_id, principal.actor, "api")
+    report = await run_in_threadpool(state_check.run_check, ctx, principal.tenant_id, principal.actor, "api")
     return json_response({"chain_id": chain_for(principal.tenant_id), **report.to_json()})
 
 
@@ -84,7 +84,7 @@ routes = [
     ApiRoute("/v1/audit/access", access_log, method="GET",
              summary="The read access log: who was returned which memories, newest read first",
              scope="audit:read", request="access.query", tag="audit", responses={200: "access.response"}),
-    ApiRoute("/v1/audit/state-check", state_check, method="GET",
+    ApiRoute("/v1/audit/state-check", state_check_report, method="GET",
              summary="Hold every stored memory to its last audited state (edited, flipped, inserted, deleted rows)",
              scope="audit:read", responses={200: "state-check.response"}, tag="audit"),
     ApiRoute("/v1/audit/public-key", public_key, method="GET", summary="The Ed25519 checkpoint verifier key",

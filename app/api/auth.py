@@ -12,26 +12,26 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.jsonio import json_response
-from app.api.routing import DEFERRED_AUTH, ONE_HOP
-from app.services.idempotency import HEADER as IDEMPOTENCY_KEY
+from app.api.routes import DEFERRED_AUTH, ONE_HOP
+from app.services.runtime.idempotency import HEADER as IDEMPOTENCY_KEY
 from app.error_responses import as_app_error
 from app.errors import AppError, RateLimited, Unauthorized
 from app.openwop_errors import error_body
 from app.mcp import PATH as MCP_PATH
 from app.middleware import header
 from app.observability import logs
-from app.services import apikeys, rate_limits
+from app.services.tenancy import apikeys, rate_limits
 from app.surfaces import is_bearer_api
 
 if TYPE_CHECKING:
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
 PUBLIC_API_PATHS = frozenset({"/v1/audit/public-key"})
 
 
 class RateLimiter:
     """Token bucket per API key, shared by every process and worker serving the same database:
-    `per_minute` requests with bursts up to the same number (`app.services.rate_limits`).
+    `per_minute` requests with bursts up to the same number (`app.services.tenancy.rate_limits`).
 
     It is asked after the key is verified, so a caller without the secret cannot drain another
     key's bucket."""
@@ -80,7 +80,7 @@ class ApiKeyAuth:
 
     def verify(self, scope: Scope, token: str):
         """The key's principal, verified and counted here in the thread pool, for a one-hop route
-        (`app.api.routing.ONE_HOP`); a refusal raises `Refusal`, whose `refusal_response` is the
+        (`app.api.routes.ONE_HOP`); a refusal raises `Refusal`, whose `refusal_response` is the
         answer the middleware itself gives."""
         try:
             try:
@@ -112,7 +112,7 @@ class ApiKeyAuth:
 class DeferredAuth:
     """The key verification a one-hop route runs itself (`DEFERRED_AUTH` in the request's state):
     call it in the thread pool for the Principal (or the refusal); `token` is the bearer token,
-    for what may start before the check (`app.services.early_embedding`)."""
+    for what may start before the check (`app.services.memory.early_embedding`)."""
 
     __slots__ = ("auth", "scope", "token")
 

@@ -6,11 +6,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
+from app.api.routes import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
 from app.core.cursor import encode_cursor
-from app.services import review
-from app.services.cursors import decode_cursor
+from app.services.review import review
+from app.services.runtime.cursors import decode_cursor
 
 
 def _change_id(request: Request) -> str:

@@ -1,5 +1,5 @@
 """`POST /v1/consolidate`: one consolidation pass over the key's tenant now (scope `admin`;
-app/services/consolidation.py). The answer holds ids, counts and scores, never memory content."""
+app/services/memory/consolidation.py). The answer holds ids, counts and scores, never memory content."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of
+from app.api.routes import ApiRoute, ctx_of
 from app.core.access import Principal
 from app.errors import Forbidden
-from app.services import consolidation
-from app.services.memories import require_agent
+from app.services.memory import consolidation
+from app.services.memory.memories import require_agent
 
 
 async def consolidate(request: Request, principal: Principal):

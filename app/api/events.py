@@ -2,7 +2,7 @@
 
 Each event is `id: <id>` / `event: <type>` / `data: <payload JSON>`. The stream replays the table
 after the cursor (`Last-Event-ID`, else `?after=`, else from the start), then follows it live:
-woken by the process's LISTEN connection when one runs (`app.services.event_hub`), else by
+woken by the process's LISTEN connection when one runs (`app.services.events.event_hub`), else by
 polling every 0.5 s. Both paths read the same rows, so replay and live output are identical.
 `?once=1` returns the backlog and closes; `?limit=N` closes after N events. Events about agents
 the key may not act for are skipped. A comment line every 15 s keeps proxies from timing out.
@@ -20,12 +20,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
-from app.api.routing import ApiRoute, ctx_of, parse_query
+from app.api.routes import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
-from app.services import apikeys, events
-from app.services.context import AppContext
-from app.services.event_tail import KEEPALIVE, EventTail
+from app.services.tenancy import apikeys
+from app.services.events import events
+from app.services.runtime.context import AppContext
+from app.services.events.event_tail import KEEPALIVE, EventTail
 
 HEARTBEAT_SECONDS = 15.0
 POLL_SECONDS = 0.5

@@ -9,7 +9,7 @@ from starlette.routing import Route
 from app.api.jsonio import json_response
 from app.db.embedded import database_lost
 from app.errors import Unavailable
-from app.services import health
+from app.services.runtime import health
 
 
 async def healthz(request: Request):

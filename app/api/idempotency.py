@@ -1,6 +1,6 @@
 """`Idempotency-Key` on `/v1` writes and MCP write tools: run the action inside one transaction
 that also stores its answer, or replay the answer stored by the first request (see
-`app.services.idempotency`)."""
+`app.services.runtime.idempotency`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from starlette.responses import Response
 
 from app.core.access import Principal
 from app.errors import Unavailable
-from app.services import idempotency
-from app.services.context import AppContext
+from app.services.runtime import idempotency
+from app.services.runtime.context import AppContext
 
 # Where a request's unit-of-work context lives (read by `routing.ctx_of`).
 STATE_KEY = "idempotent_ctx"

@@ -13,10 +13,12 @@ from starlette.responses import Response
 from app.api.auth import Refusal, refusal_response
 from app.api.hop import in_thread
 from app.api.jsonio import json_body, json_response, read_json
-from app.api.routing import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here, parse_query, path_id,
+from app.api.routes import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here, parse_query, path_id,
                              require_scope)
 from app.core.access import Principal
-from app.services import backends, early_embedding, erasure, memories, read_audit, recall as recall_service
+from app.services.router import backends
+from app.services.memory import early_embedding, memories, recall as recall_service
+from app.services.audit import erasure, read_audit
 
 
 def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any], Response], embeds: str):
@@ -26,7 +28,7 @@ def _one_hop(service: Callable, schema: str, scope: str, respond: Callable[[Any]
     401/429 first, then 403, then the body's 413/415/400/422, then the service's own.
 
     The body's field `embeds` (the text the service embeds) starts embedding as soon as the body
-    is read, for a key verified here lately (`app.services.early_embedding`)."""
+    is read, for a key verified here lately (`app.services.memory.early_embedding`)."""
     writes = not scope.endswith(":read")  # read replicas: a write makes the key's reads wait for it
 
     async def handler(request: Request, principal: Principal | None):

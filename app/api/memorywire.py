@@ -22,11 +22,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of
+from app.api.routes import ApiRoute, ctx_of
 from app.core.access import Principal
 from app.core.timefmt import parse_ts
-from app.services import memories, recall as recall_service
-from app.services.memories import Outcome
+from app.services.memory import memories, recall as recall_service
+from app.services.memory.memories import Outcome
 from app.surfaces import MEMORYWIRE
 
 STORE = "memwarden"

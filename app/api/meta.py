@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 
 from app.api.jsonio import json_response
-from app.api.routing import ApiRoute
+from app.api.routes import ApiRoute
 from app.core.access import Principal
 
 

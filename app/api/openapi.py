@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from app import __version__
 from app.api.jsonio import json_response
-from app.api.routing import ApiRoute
+from app.api.routes import ApiRoute
 from app.contracts import SCHEMA_BASE, default_contracts
 from app.openwop_errors import is_openwop_surface
 

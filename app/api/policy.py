@@ -9,9 +9,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
+from app.api.routes import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
-from app.services import canaries, policy_backtest, suggestions, tenant_config
+from app.services.review import canaries, policy_backtest, suggestions
+from app.services.tenancy import tenant_config
 
 
 def _suggestion_id(request: Request) -> str:

@@ -1,7 +1,7 @@
 """`POST /v1/recover`: quarantine what a compromised key, agent or source wrote in a window, and
 everything derived from it, and offer its forgets, merges and expires for revert (scope `admin`;
-app/services/recover.py). `GET /v1/recover/report` and `GET /v1/recover/{id}/report`: the
-incident report of a target or of a recover that ran (scope `audit:read`; app/services/incident.py)."""
+app/services/audit/recover.py). `GET /v1/recover/report` and `GET /v1/recover/{id}/report`: the
+incident report of a target or of a recover that ran (scope `audit:read`; app/services/audit/incident.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, parse_query, path_id
+from app.api.routes import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
-from app.services import incident
-from app.services import recover as recover_service
+from app.services.audit import incident
+from app.services.audit import recover as recover_service
 
 
 async def recover(request: Request, principal: Principal):

@@ -14,13 +14,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, parse_query
+from app.api.routes import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.core.ids import has_prefix
 from app.core.timefmt import format_ts, parse_ts
 from app.errors import NotFound, ValidationFailed
-from app.services import memories, refs
-from app.services.context import AppContext
+from app.services.memory import memories, refs
+from app.services.runtime.context import AppContext
 
 # OpenWOP request field → memorywire field of `remember`.
 PUT_FIELDS = {"type": "type", "tags": "tags", "metadata": "metadata", "expiresAt": "expires_at", "runId": "run_id",

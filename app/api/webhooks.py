@@ -1,4 +1,4 @@
-"""`/v1/webhooks`: signed HTTP delivery of the tenant's events (see `app.services.webhooks`).
+"""`/v1/webhooks`: signed HTTP delivery of the tenant's events (see `app.services.events.webhooks`).
 
 Managed with the `events:read` scope: a webhook receives exactly what that key could stream from
 `GET /v1/events` (its tenant, its agents), so no wider permission is needed to set one up.
@@ -10,9 +10,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, parse_query
+from app.api.routes import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
-from app.services import webhooks
+from app.services.events import webhooks
 
 
 async def webhook_create(request: Request, principal: Principal):

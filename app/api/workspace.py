@@ -15,11 +15,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.api.jsonio import json_response, read_json
-from app.api.routing import ApiRoute, ctx_of, parse_query
+from app.api.routes import ApiRoute, ctx_of, parse_query
 from app.core.access import Principal
 from app.errors import ValidationFailed
-from app.services import workspace
-from app.services.memories import require_agent
+from app.services.memory import workspace
+from app.services.memory.memories import require_agent
 
 AGENT_HEADER = "x-agent-id"
 AGENT_ID = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")

@@ -1,4 +1,4 @@
 """Benchmarks behind `memwarden bench …` (see docs/benchmarks.md).
 
-Each module exposes `add_parser(bench_subparsers)`; `app.cli_bench.BENCHMARKS` lists them.
+Each module exposes `add_parser(bench_subparsers)`; `app.cli.bench.BENCHMARKS` lists them.
 """

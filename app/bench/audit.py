@@ -88,7 +88,7 @@ class _LockTimer:
 
 def _writer(settings: Settings, writer: int, tenant_ids: list[str], seconds: float, barrier, results) -> None:
     """One writer process: appends until `seconds` have passed, each in its own transaction."""
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     try:
@@ -124,8 +124,8 @@ def _append_run(ctx, settings: Settings, writers: int, chains: int, seconds: flo
     from sqlalchemy import func, select
 
     from app.db.models import AuditEntry
-    from app.services.audit import chain_for
-    from app.services.tenants import create_tenant
+    from app.services.audit.audit import chain_for
+    from app.services.tenancy.tenants import create_tenant
 
     stamp = f"{os.getpid()}-{time.time_ns() % 10**9}"
     tenants = [create_tenant(ctx, name=f"bench-w{writers}-c{chains}-{i}-{stamp}", actor=ACTOR).id
@@ -235,8 +235,8 @@ def _grow_chain(ctx, tenant_id: str, n: int, batch: int = 1_000) -> float:
 
 def _verify_run(ctx, data_dir: Path, n: int, repeat: int) -> dict[str, Any]:
     from app.core.auditchain import verify_export_file
-    from app.services.audit import chain_for
-    from app.services.tenants import create_tenant
+    from app.services.audit.audit import chain_for
+    from app.services.tenancy.tenants import create_tenant
 
     tenant_id = create_tenant(ctx, name=f"bench-verify-{os.getpid()}", actor=ACTOR).id
     chain_id = chain_for(tenant_id)

@@ -67,8 +67,8 @@ def _appends(ctx, tenant_id: str, per_round: int, rounds: int) -> dict[str, Any]
 def _check_alone(ctx, tenant_id: str, calls: int) -> dict[str, float]:
     """The head check by itself (the hashing of the head rows the lock call returned), without
     the commit's WAL flush that dominates an append: the time it adds while the chain's lock is held."""
-    from app.repos.audit_log import lock_and_read_heads
-    from app.services.audit import chain_for
+    from app.repos.audit.audit_log import lock_and_read_heads
+    from app.services.audit.audit import chain_for
 
     chain_id = chain_for(tenant_id)
     samples = []
@@ -82,7 +82,7 @@ def _check_alone(ctx, tenant_id: str, calls: int) -> dict[str, float]:
 
 
 def _exports(ctx, tenant_id: str, events: int, rounds: int) -> dict[str, Any]:
-    from app.services.audit import AuditLog, chain_for
+    from app.services.audit.audit import AuditLog, chain_for
 
     for first in range(0, events, 1_000):
         with ctx.db.sessions.begin() as session:
@@ -110,7 +110,7 @@ def _exports(ctx, tenant_id: str, events: int, rounds: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     before = machine()
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=2, checkpoint_every=1_000) as (ctx, _):

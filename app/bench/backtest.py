@@ -82,13 +82,13 @@ def _fill(ctx, tenant_id: str, rows: int) -> float:
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.core.policy import Policy
-    from app.services import policy_backtest
-    from app.services.tenants import create_tenant
+    from app.services.review import policy_backtest
+    from app.services.tenancy.tenants import create_tenant
 
     before = machine()
     results: dict[str, Any] = {}
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=2) as (ctx, _):
-        from app.services.tenant_config import set_policy
+        from app.services.tenancy.tenant_config import set_policy
 
         tenant = create_tenant(ctx, name="bench-backtest", actor=ACTOR)
         # The decided writes were staged because the tenant reviewed every remember; candidates change that.

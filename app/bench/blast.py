@@ -50,8 +50,9 @@ def _seed(ctx, tenant_id: str, bad_key: str, good_key: str, args: argparse.Names
     from app.core.ids import new_id
     from app.core.timefmt import utcnow
     from app.db.models import Memory
-    from app.repos import derivations, reads
-    from app.repos import memories as repo
+    from app.repos.memory import derivations
+    from app.repos.audit import reads
+    from app.repos.memory import memories as repo
 
     rng = random.Random(args.seed)
     n = args.memories
@@ -103,9 +104,9 @@ def _seed(ctx, tenant_id: str, bad_key: str, good_key: str, args: argparse.Names
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services import incident, recover
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.audit import incident, recover
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
 
     before = machine()
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=2) as (ctx, _):

@@ -87,7 +87,7 @@ def in_process_context(data_dir: Path, *, pool_size: int, **settings: Any) -> It
     closed and the embedded PostgreSQL this process started is stopped, before the data dir goes."""
     from app.config import Settings
     from app.db.database import make_database, make_engine, migrate, resolve_urls
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
     urls = resolve_urls(Settings(data_dir=data_dir))  # this process keeps the embedded server up
     migrate(urls)

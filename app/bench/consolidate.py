@@ -47,8 +47,8 @@ def _write_month(ctx, tenant_id: str, notes) -> dict[str, str]:
     from app.core.access import Principal
     from app.core.ids import new_id
     from app.core.timefmt import utcnow
-    from app.services import memories as mem
-    from app.services.tenant_config import rules_for
+    from app.services.memory import memories as mem
+    from app.services.tenancy.tenant_config import rules_for
 
     principal = Principal(tenant_id=tenant_id, key_id="key_bench", scopes=frozenset({"memory:write"}), agents=("*",))
     rules = rules_for(ctx, principal)
@@ -79,7 +79,7 @@ def _recall_history(ctx, tenant_id: str, ids: dict[str, int], notes, protect_day
 
     from app.core.access import Principal
     from app.core.timefmt import utcnow
-    from app.services import recall, recall_tracking
+    from app.services.memory import recall, recall_tracking
 
     now = utcnow()
     days = max(n.day for n in notes) + 1
@@ -115,8 +115,8 @@ def _one_month(ctx, seed: int, noise_per_day: int, protect_days: float) -> dict[
     from sqlalchemy import text
 
     from app.bench.consolidation_month import PLANTED, month
-    from app.services import consolidation
-    from app.services.tenants import create_tenant
+    from app.services.memory import consolidation
+    from app.services.tenancy.tenants import create_tenant
 
     rng = random.Random(seed)
     notes = month(seed=seed, noise_per_day=noise_per_day)

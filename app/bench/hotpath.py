@@ -209,8 +209,8 @@ def _process_cpu_s(pid: int) -> float:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Round trips and CPU per request of each operation, in process."""
     from app.main import create_app
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
 
     with common.scratch_dir() as data_dir, \
             common.in_process_context(data_dir, pool_size=5, secret_key="hotpath-bench") as (ctx, _urls):
@@ -218,7 +218,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         tenant = create_tenant(ctx, name="hotpath", actor=common.BENCH_ACTOR)
         owner = None
         if args.key_owner:  # the key belongs to a reviewer: each approval is counted as theirs (one read more)
-            from app.services.users import create_user
+            from app.services.tenancy.users import create_user
 
             owner = create_user(ctx, username="hotpath-reviewer", password="hotpath-bench-password",
                                 tenant_id=tenant.id, role="reviewer", actor=common.BENCH_ACTOR).id

@@ -71,9 +71,9 @@ def mem0_export(count: int, agents: int, seed: int) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Settings
-    from app.services.context import AppContext
-    from app.services.importer import import_file
-    from app.services.tenants import create_tenant
+    from app.services.runtime.context import AppContext
+    from app.services.transfer.importer import import_file
+    from app.services.tenancy.tenants import create_tenant
 
     report: dict[str, Any] = {"benchmark": "import", "config": {
         "count": args.count, "agents": args.agents, "batch_size": args.batch_size, "format": "mem0", "seed": args.seed}}

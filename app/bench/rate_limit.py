@@ -32,7 +32,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
 
 
 def _sequential(ctx, token: str, principal, per_round: int, rounds: int) -> dict[str, Any]:
-    from app.services import apikeys, rate_limits
+    from app.services.tenancy import apikeys, rate_limits
 
     variants = {
         "authenticate": lambda: apikeys.authenticate_and_take_token(ctx, token, per_minute=0),
@@ -54,7 +54,7 @@ def _sequential(ctx, token: str, principal, per_round: int, rounds: int) -> dict
 
 
 def _contended(ctx, principal, threads: int, per_thread: int) -> dict[str, Any]:
-    from app.services import rate_limits
+    from app.services.tenancy import rate_limits
 
     samples: list[float] = []
     lock = threading.Lock()
@@ -81,8 +81,8 @@ def _contended(ctx, principal, threads: int, per_thread: int) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services import apikeys
-    from app.services.tenants import create_tenant
+    from app.services.tenancy import apikeys
+    from app.services.tenancy.tenants import create_tenant
 
     before = machine()
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=args.threads + 1) as (ctx, _):

@@ -39,7 +39,7 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
 
 
 def _round(ctx, principal, threads: int, seconds: float) -> dict[str, Any]:
-    from app.services.recall import recall
+    from app.services.memory.recall import recall
 
     samples: list[float] = []
     errors = [0]
@@ -102,8 +102,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.replicas import Replica, ReplicaSet
     from app.db.standby import make_standby
     from app.local_server import free_port
-    from app.services import apikeys, memories
-    from app.services.tenants import create_tenant
+    from app.services.tenancy import apikeys
+    from app.services.memory import memories
+    from app.services.tenancy.tenants import create_tenant
 
     before = machine()
     pool_size = args.threads + 2

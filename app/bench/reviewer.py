@@ -15,7 +15,7 @@ that reached memory without a human (a 201, i.e. a learned rule or the policy le
 that must be 0, else the command exits 1.
 
 With canaries on (`--canary-one-in`, default 20; 0 turns them off), the server stages a reviewer
-canary (`app.services.canaries`) for every that many real staged writes. The scripted reviewer
+canary (`app.services.review.canaries`) for every that many real staged writes. The scripted reviewer
 knows nothing of them: every so often it sweeps the queue for changes it did not write and decides
 them as a person reading the page would, by what screening says (reject at risk medium or high,
 approve otherwise). The report's `canaries` gives how many it decided, caught and missed (its

@@ -51,7 +51,7 @@ def _fact(i: int) -> str:
 
 
 def _deliver_all(ctx) -> tuple[int, float]:
-    from app.services import backends
+    from app.services.router import backends
 
     started, total = time.perf_counter(), 0
     while True:
@@ -62,8 +62,10 @@ def _deliver_all(ctx) -> tuple[int, float]:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services import apikeys, backends, memories, recall
-    from app.services.tenants import create_tenant
+    from app.services.tenancy import apikeys
+    from app.services.router import backends
+    from app.services.memory import memories, recall
+    from app.services.tenancy.tenants import create_tenant
 
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=8, backend_retry_base_seconds=0.2,
                                                        backend_retry_max_seconds=0.5) as (ctx, urls):
@@ -154,7 +156,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 def _erasure(ctx, tenant, principal, ids: list[str], dsn: str, lose_every: int) -> dict:
     """Phase 4: forget `ids` with four backends routed, one of them losing deletes."""
-    from app.services import backends, erasure, memories
+    from app.services.router import backends
+    from app.services.audit import erasure
+    from app.services.memory import memories
 
     backends.add_backend(ctx, tenant_name=tenant.name, name="lossy", kind="memorywire", timeout_ms=5000, actor=ACTOR,
                          options={"factory": "app.bench.router_stores:lossy_pgvector_store",

@@ -111,10 +111,10 @@ def _big_config(sizes: list[int]) -> int | list[int]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from app.config import Settings
-    from app.services import recall  # noqa: F401  (fail now, not after an hour of loading)
-    from app.services.apikeys import authenticate, create_key
-    from app.services.context import AppContext
-    from app.services.tenants import create_tenant
+    from app.services.memory import recall  # noqa: F401  (fail now, not after an hour of loading)
+    from app.services.tenancy.apikeys import authenticate, create_key
+    from app.services.runtime.context import AppContext
+    from app.services.tenancy.tenants import create_tenant
 
     rows = plan(args.seed, args.memories, args.agents, args.users_per_agent, args.big_agent)
     report: dict[str, Any] = {

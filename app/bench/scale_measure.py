@@ -48,7 +48,7 @@ def explain(ctx, principal, row: Row) -> list[str]:
     from sqlalchemy import event
 
     from app.db import prepared
-    from app.services import recall
+    from app.services.memory import recall
 
     captured: list[tuple[str, Any]] = []
 
@@ -101,7 +101,7 @@ def row_updates(ctx, since: dict[str, Any] | None = None) -> dict[str, Any]:
 
 def scope_path(scope_rows: float, table_rows: int) -> str:
     """Which vector search recall takes for a scope of this size in a table of this size."""
-    from app.repos import search_sizes, search_vector
+    from app.repos.memory import search_sizes, search_vector
 
     if scope_rows <= min(search_sizes.FULL_SCAN_MAX, search_sizes.EXACT_SCAN_MAX):
         return "exact scan"
@@ -125,8 +125,8 @@ def vector_paths(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dict[s
     from sqlalchemy.orm import Session
 
     from app.db.vectors import SqlVector
-    from app.repos import search_vector
-    from app.repos.memories import Scope
+    from app.repos.memory import search_vector
+    from app.repos.memory.memories import Scope
 
     exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
                      "AND agent_id = :a AND status = 'live' ORDER BY d LIMIT :n")
@@ -168,8 +168,8 @@ def vector_vs_exact(ctx, tenant_id: str, targets: list[Row], n: int = 20) -> dic
     from sqlalchemy.orm import Session
 
     from app.db.vectors import SqlVector
-    from app.repos import search_vector
-    from app.repos.memories import Scope
+    from app.repos.memory import search_vector
+    from app.repos.memory.memories import Scope
 
     exact_nth = text("SELECT (embedding <=> CAST(:q AS vector)) + 0 AS d FROM memories WHERE tenant_id = :t "
                      "AND agent_id = :a AND status = 'live' ORDER BY d LIMIT :n")

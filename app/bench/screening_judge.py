@@ -13,7 +13,7 @@ from app.core.fsm import validate_fsm
 from app.core.policy import WriteRequest, default_policy
 from app.core.redaction import Redactor
 from app.core.screening import screen, semantic
-from app.services.screening import ALLOWED_SOURCES
+from app.services.memory.screening import ALLOWED_SOURCES
 
 
 def judge(row: dict[str, Any], redactor: Redactor | None = None, vector: Any = None, embedder: str | None = None,

@@ -4,7 +4,7 @@ One process, one fresh embedded PostgreSQL:
 
 * **Full-tenant check.** A tenant of N memories (default 100,000), each written with its
   `memory.remembered` audit entry as `remember` writes it (state digest included; constant
-  embeddings, since the check never reads them), then `integrity.check_tenant` over it, several
+  embeddings, since the check never reads them), then `state_check.check_tenant` over it, several
   times: rows per second, and the same with one row tampered (the report still lists it).
 * **Fail-closed recall.** A scope of real memories (bundled embedder) recalled with
   `MEMWARDEN_INTEGRITY_FAIL_CLOSED` off and on, alternating recall by recall (ABBA), so a busy box
@@ -44,8 +44,8 @@ def _fill(ctx, tenant_id: str, rows: int) -> float:
     from app.core.ids import new_id
     from app.core.timefmt import utcnow
     from app.db.models import Memory
-    from app.repos import memories as repo
-    from app.services.memories import memory_event
+    from app.repos.memory import memories as repo
+    from app.services.memory.memories import memory_event
 
     started, vector = time.perf_counter(), [0.0] * 383 + [1.0]
     for first in range(0, rows, BATCH):
@@ -69,17 +69,17 @@ def _fill(ctx, tenant_id: str, rows: int) -> float:
 def _full_checks(ctx, tenant_id: str, checks: int) -> dict[str, Any]:
     from sqlalchemy import text
 
-    from app.services import integrity
+    from app.services.audit import state_check
 
     runs = []
     for _ in range(checks):
-        report = integrity.check_tenant(ctx, tenant_id, detected_by="bench")
+        report = state_check.check_tenant(ctx, tenant_id, detected_by="bench")
         assert report.ok, report.mismatches[:3]
         runs.append(report.seconds)
     with ctx.db.sessions.begin() as session:  # one row edited behind the log: found, and the pass costs the same
         session.execute(text("UPDATE memories SET content = 'tampered' WHERE id = (SELECT id FROM memories "
                              "WHERE tenant_id = :t ORDER BY id LIMIT 1)"), {"t": tenant_id})
-    tampered = integrity.check_tenant(ctx, tenant_id, detected_by="bench")
+    tampered = state_check.check_tenant(ctx, tenant_id, detected_by="bench")
     median = statistics.median(runs)
     return {"rows": report.checked, "seconds": [round(s, 3) for s in runs], "seconds_median": round(median, 3),
             "rows_per_second": round(report.checked / median),
@@ -89,8 +89,9 @@ def _full_checks(ctx, tenant_id: str, checks: int) -> dict[str, Any]:
 
 def _recalls(ctx, tenant_id: str, scope: int, per_round: int, rounds: int) -> dict[str, Any]:
     from app.core.access import Principal
-    from app.services import integrity, memories, recall
-    from app.services.tenant_config import set_policy
+    from app.services.audit import state_check
+    from app.services.memory import memories, recall
+    from app.services.tenancy.tenant_config import set_policy
 
     set_policy(ctx, tenant_id=tenant_id, doc={"rules": []}, actor=ACTOR)  # every note live: recall sees them all
     principal = Principal(tenant_id=tenant_id, key_id="key_bench", scopes=frozenset({"memory:read", "memory:write"}),
@@ -117,7 +118,7 @@ def _recalls(ctx, tenant_id: str, scope: int, per_round: int, rounds: int) -> di
     with ctx.db.reader() as conn:
         for _ in range(per_round * 3):
             started = time.perf_counter()
-            assert integrity.check_rows(ctx, conn, tenant_id, ids) == []
+            assert state_check.check_rows(ctx, conn, tenant_id, ids) == []
             alone.append((time.perf_counter() - started) * 1000)
     off, on = latency_summary(samples["off"]), latency_summary(samples["on"])
     return {"scope": scope, "k": 5, "fail_closed_off": off, "fail_closed_on": on,
@@ -127,7 +128,7 @@ def _recalls(ctx, tenant_id: str, scope: int, per_round: int, rounds: int) -> di
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     before = machine()
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=2, checkpoint_every=10_000) as (ctx, _):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from app.core.ids import new_id
 
 ROLES = ("viewer", "reviewer", "auditor", "admin")
-"""A person's role in a tenant (what each may do: `app.services.users.ROLE_POWERS`)."""
+"""A person's role in a tenant (what each may do: `app.services.tenancy.users.ROLE_POWERS`)."""
 
 SCOPES = (
     "memory:read", "memory:write", "review:decide", "audit:read",
@@ -70,7 +70,7 @@ WRITE_SCOPES = ("memory:write", "workspace:write")
 
 def writes_and_decides(scopes: Iterable[str]) -> bool:
     """Whether a key holds a write scope and `review:decide`. Such a key can never decide its own
-    writes (`app.services.duties`), only others': one key per duty is the clearer split."""
+    writes (`app.services.review.duties`), only others': one key per duty is the clearer split."""
     return "review:decide" in scopes and any(scope in scopes for scope in WRITE_SCOPES)
 
 
@@ -120,7 +120,7 @@ class Principal:
     """Globs of privileged `source` values this key may assert without a provenance flag."""
     config_version: int | None = None
     """The version of the tenant's settings and secrets seen when the key was checked (keys the
-    per-process cache of `app.services.tenant_config.rules_for`); None when not known."""
+    per-process cache of `app.services.tenancy.tenant_config.rules_for`); None when not known."""
     owner_user_id: str | None = None
     """The person the key belongs to, or None: its approvals of changes count as that person's."""
     origins: tuple[str, ...] = ()
@@ -149,5 +149,5 @@ class Principal:
     @property
     def reviewer_actor(self) -> dict[str, str | None]:
         """`actor` plus the key's owner (None: no one), for deciding a change: an owned key's
-        approval is counted as its owner's (`app.services.review`); audit entries name the key."""
+        approval is counted as its owner's (`app.services.review.review`); audit entries name the key."""
         return {**self.actor, "owner_user_id": self.owner_user_id}

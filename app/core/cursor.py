@@ -28,7 +28,7 @@ def encode_cursor(ts: datetime, item_id: str) -> str:
 
 def parse_cursor(cursor: str) -> tuple[datetime, str]:
     """The (timestamp, id) inside a cursor `encode_cursor` made; ValueError for anything else
-    (`app.services.cursors.decode_cursor` answers that with a 422)."""
+    (`app.services.runtime.cursors.decode_cursor` answers that with a 422)."""
     try:
         ts, item_id = unpack(cursor)
         if not isinstance(item_id, str) or UNSTORABLE.search(item_id):  # a forged cursor: NUL reaches SQL

@@ -1,6 +1,6 @@
 """The blast radius of a set of memories, from the steps of the lineage walk (pure).
 
-The walk (`app.repos.derivations.walk`) yields, per root, every memory it reached with the depth,
+The walk (`app.repos.memory.derivations.walk`) yields, per root, every memory it reached with the depth,
 the time the root's content could first be in it, and the step before. Several paths may reach
 one memory; the one kept is the earliest (then the shortest, then the smallest ids), and its path
 is rebuilt by following each step's parent. A memory reached only past the depth bound marks its

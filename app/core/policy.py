@@ -11,7 +11,7 @@ asks for review (``approval_required: true``) always gets it, unless a rule
 denies the write.
 
 A *learned* rule (one with ``provenance``: accepted from a suggestion mined from
-the tenant's own decisions, ``app.services.suggestions``) only relaxes review:
+the tenant's own decisions, ``app.services.review.suggestions``) only relaxes review:
 it never waives the screening baseline (a write the baseline would stage is
 staged even when a learned allow rule matches), never overrides a deny rule
 listed after it, and never waives a hand-written rule that asks for two or more

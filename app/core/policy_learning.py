@@ -53,7 +53,7 @@ CONTENT_CLAUSE = ("only writes screening raised no flag on and that carry no lin
 
 
 class Decided(Protocol):
-    """What a decided staged write offers the miner (``app.repos.suggestions.DecidedWrite``)."""
+    """What a decided staged write offers the miner (``app.repos.review.suggestions.DecidedWrite``)."""
 
     status: str
     risk_level: str

@@ -51,7 +51,7 @@ class ApiKey(Base):
     revoked_at: Mapped[datetime | None]
     last_used_at: Mapped[datetime | None]
     read_budget_exceeded_at: Mapped[datetime | None]
-    """When the key last met its read budget (`app.services.read_budgets`); shown on the admin page."""
+    """When the key last met its read budget (`app.services.audit.read_budgets`); shown on the admin page."""
     owner_user_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"))
     """The person the key belongs to (None: no one). Its approvals count as that person's, so one
     person cannot give both approvals of a two-person change with a key and a sign-in."""
@@ -128,7 +128,7 @@ class Memory(Base):
     """Per-memory key of the content digest in the audit log; destroyed by a hard delete."""
     written_by: Mapped[str | None] = mapped_column(Text)
     """The API key id that wrote it (`cli:<user>` for an operator's import); NULL on rows older than
-    migration 0023, whose writer is the actor of their audit entry (see `app.services.recover`)."""
+    migration 0023, whose writer is the actor of their audit entry (see `app.services.audit.recover`)."""
 
 
 class Change(Base):
@@ -194,7 +194,7 @@ class User(Base):
     """Sessions created before this instant are void ("sign out everywhere")."""
     oidc_issuer: Mapped[str | None]
     oidc_subject: Mapped[str | None]
-    """Set for accounts provisioned by OpenID Connect sign-in (`app.services.oidc`); they have no
+    """Set for accounts provisioned by OpenID Connect sign-in (`app.services.tenancy.oidc`); they have no
     usable password."""
 
 
@@ -434,7 +434,7 @@ class CompactionRun(Base):
 
 
 class ConsolidationRun(Base):
-    """One consolidation pass over a tenant (short-term to long-term memory, `app.services.consolidation`)."""
+    """One consolidation pass over a tenant (short-term to long-term memory, `app.services.memory.consolidation`)."""
 
     __tablename__ = "consolidation_runs"
     id: Mapped[str] = mapped_column(Text, primary_key=True)

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
 from app.observability import metrics
-from app.repos import replication
+from app.repos.runtime import replication
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A service fills a `TransactionWork` during its transaction (audit records and events per chain,
 chain locks taken, refs minted, a webhook look-up cache, follow-ups for after the commit); the
-commit path drains it: `app.services.audit`'s `before_commit` hook writes each chain's records
+commit path drains it: `app.services.audit.audit`'s `before_commit` hook writes each chain's records
 under the chain's lock, and the follow-ups run once the work is durable.
 
 Durable means: at the session's own COMMIT when the session is bound to the engine; when it is
@@ -26,7 +26,7 @@ _KEY = "memwarden.transaction_work"  # Session.info: the TransactionWork of the 
 
 
 class AuditWriter(Protocol):
-    """Hashes and inserts a chain's pending audit records at commit (`app.services.audit.AuditLog`)."""
+    """Hashes and inserts a chain's pending audit records at commit (`app.services.audit.audit.AuditLog`)."""
 
     def write_at_commit(self, session: Session, chain_id: str, records: list[tuple], head: Row) -> None: ...
 

@@ -24,7 +24,7 @@ from starlette.requests import Request
 
 from app import __version__
 from app.api.idempotency import answer_once
-from app.api.routing import note_key_write, require_scope
+from app.api.routes import note_key_write, require_scope
 from app.contracts import default_contracts
 from app.api.jsonio import json_response
 from app.error_responses import as_app_error
@@ -33,7 +33,7 @@ from app.mcp import resources
 from app.middleware import header
 from app.mcp.schemas import output_schema
 from app.mcp.tools import TOOLS, Tool, v1_result_schemas, v1_scopes
-from app.services import idempotency
+from app.services.runtime import idempotency
 
 log = logging.getLogger(__name__)
 

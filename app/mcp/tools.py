@@ -8,10 +8,11 @@ from typing import Any, Callable
 
 from app.api import changes as changes_api
 from app.api import memories as memories_api
-from app.api.routing import ApiRoute, prefixed_id
+from app.api.routes import ApiRoute, prefixed_id
 from app.core.access import Principal
-from app.services import memories, recall, review
-from app.services.context import AppContext
+from app.services.memory import memories, recall
+from app.services.review import review
+from app.services.runtime.context import AppContext
 
 Runner = Callable[[AppContext, Principal, dict[str, Any]], dict[str, Any]]
 

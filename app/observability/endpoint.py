@@ -6,7 +6,7 @@ queue is, which is not for anyone who can reach the port. With it, the request n
 
 The counters and histograms come from this process, or from every worker's files under
 `memwarden serve --workers N`. The review-queue and audit gauges are read from the database at
-scrape time (one statement, `app.repos.ops_state`), so every worker answers the same.
+scrape time (one statement, `app.repos.runtime.ops_state`), so every worker answers the same.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from starlette.routing import Route
 
 from app.errors import NotFound, Unauthorized
 from app.observability import metrics
-from app.repos import canaries as canaries_repo
-from app.repos import ops_state
+from app.repos.review import canaries as canaries_repo
+from app.repos.runtime import ops_state
 
 log = logging.getLogger(__name__)
 PATH = "/metrics"
@@ -37,7 +37,7 @@ class DatabaseStateCollector:
     """Gauges computed when scraped: pending changes, the oldest one's age and those past the review
     SLA per tenant, each tenant's audit chain against its last checkpoint and its last witnessed
     checkpoint, each memory backend's outbox (owed, given up, oldest owed), and each reviewer's
-    canaries caught and missed (`app.services.canaries`)."""
+    canaries caught and missed (`app.services.review.canaries`)."""
 
     def __init__(self, ctx):
         self.ctx = ctx

@@ -57,7 +57,7 @@ def memory(dsn: str | None = None, collection: str = "memwarden") -> Any:
         from mem0 import Memory
     except ImportError as exc:
         raise ImportError("the mem0 backend needs mem0: pip install 'memwarden[mem0]'") from exc
-    from app.repos.schemas import ensure_schema
+    from app.repos.router.schemas import ensure_schema
 
     dsn = dsn or memwarden_dsn()
     # Its own schema: mem0 creates its tables wherever search_path points first, and they are not

@@ -20,9 +20,13 @@ from starlette.routing import Route
 from app.core.access import SCOPES, writes_and_decides
 from app.core.durations import format_duration
 from app.errors import AppError, BacktestFailed, ValidationFailed
-from app.services import apikeys, backends, policy_backtest, recover, suggestions, tenant_admin, tenant_config, users
-from app.services.context import AppContext
-from app.services.users import Reviewer, TenantRole
+from app.services.tenancy import apikeys, tenant_config, users
+from app.services.router import backends
+from app.services.review import policy_backtest, suggestions
+from app.services.audit import recover
+from app.web import admin_view
+from app.services.runtime.context import AppContext
+from app.services.tenancy.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
@@ -54,7 +58,7 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
                   "decides": "review:decide" in k.scopes,
                   "writes_and_decides": writes_and_decides(k.scopes) and k.revoked_at is None}
                  for k in keys],
-        **tenant_admin.settings_view(ctx, role.tenant_id),
+        **admin_view.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),
         "policy_rules": suggestions.rule_list(suggestions.policy_of(ctx, role.tenant_id)),
     }
@@ -123,7 +127,7 @@ def _form_action(section: str, act: Callable[[AppContext, Reviewer, TenantRole, 
 
 
 def _create_user(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
-    created = tenant_admin.create_member(
+    created = admin_view.create_member(
         ctx, tenant_id=role.tenant_id, username=_text(form, "username", 200),
         password=_text(form, "password", users.MAX_PASSWORD), role=_text(form, "role", 20),
         agents=_text(form, "agents") or "*", actor=user.actor)
@@ -134,7 +138,7 @@ def _change_user(ctx: AppContext, user: Reviewer, role: TenantRole, form, params
     action = str(form.get("action", ""))
     if action not in ("save", "remove"):
         raise ValidationFailed.at("/action", "choose save or remove")
-    tenant_admin.change_member(
+    admin_view.change_member(
         ctx, tenant_id=role.tenant_id, user_id=params["user_id"],
         role=_text(form, "role", 20) if action == "save" else None, agents=_text(form, "agents") or "*",
         acting_user_id=user.user_id, actor=user.actor)
@@ -168,7 +172,7 @@ async def save_policy(request: Request):
     text = str(form.get("policy", ""))  # the service refuses an over-long policy, kept in the textarea
     reason = str(form.get("override_reason") or "") or None
     try:
-        await run_in_threadpool(tenant_admin.save_policy_text, request.app.state.ctx, tenant_id=role.tenant_id,
+        await run_in_threadpool(admin_view.save_policy_text, request.app.state.ctx, tenant_id=role.tenant_id,
                                 text=text, actor=user.actor, override_reason=reason)
     except (ValidationFailed, BacktestFailed) as error:
         problems = error.details if isinstance(error.details, list) else []

@@ -19,7 +19,9 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from app.errors import AppError, ValidationFailed
-from app.services import auditing, canaries, decisions, erasure
+from app.web import audit_view
+from app.services.review import canaries
+from app.services.audit import decisions, erasure
 from app.web.auth import current_user, pick_tenant
 from app.web.memories import wants_fragment
 from app.web.templating import render
@@ -39,7 +41,7 @@ async def index(request: Request):
     user = current_user(request)
     role = pick_tenant(request, user, "audit")
     ctx = request.app.state.ctx
-    status = await run_in_threadpool(auditing.chain_status, ctx, role.tenant_id)
+    status = await run_in_threadpool(audit_view.chain_status, ctx, role.tenant_id)
     receipts = None
     memory_id = request.query_params.get("receipts_for", "").strip()
     if memory_id:  # any memory of the tenant, ended or not: receipts are about memories that ended
@@ -65,17 +67,17 @@ async def verify(request: Request):
     user = current_user(request)
     role = pick_tenant(request, user, "audit")
     ctx = request.app.state.ctx
-    report = await run_in_threadpool(auditing.verify, ctx, tenant_id=role.tenant_id, actor=user.actor)
+    report = await run_in_threadpool(audit_view.verify, ctx, tenant_id=role.tenant_id, actor=user.actor)
     if wants_fragment(request):
         return render(request, "audit/_status.html", {"report": report, "role": role})
-    status = await run_in_threadpool(auditing.chain_status, ctx, role.tenant_id)
+    status = await run_in_threadpool(audit_view.chain_status, ctx, role.tenant_id)
     return await _page(request, role, user.tenants_with("audit"), status, report)
 
 
 async def export(request: Request):
     user = current_user(request)
     role = pick_tenant(request, user, "audit")
-    lines = auditing.export(request.app.state.ctx, tenant_id=role.tenant_id, actor=user.actor)
+    lines = audit_view.export(request.app.state.ctx, tenant_id=role.tenant_id, actor=user.actor)
     # The first line (after the fresh checkpoint is signed) is produced before the response
     # starts, so a failure there is a proper error page rather than a truncated download.
     first = await run_in_threadpool(next, lines, None)

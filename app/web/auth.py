@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from urllib.parse import quote
 
 from app.errors import Forbidden, Unauthorized
-from app.services.users import Reviewer, TenantRole, load_reviewer
+from app.services.tenancy.users import Reviewer, TenantRole, load_reviewer
 from app.surfaces import BEARER_API_PREFIXES
 from app.web.csrf import _cookie
 

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from app.core.ids import has_prefix
 from app.errors import AppError, NotFound, ValidationFailed
-from app.services import incident, recover
+from app.services.audit import incident, recover
 from app.web.auth import current_user, pick_tenant
 from app.web.reads import ReadingRoute
 from app.web.templating import render

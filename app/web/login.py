@@ -1,5 +1,5 @@
 """Sign-in and sign-out pages. Password sign-in is throttled per client address and username
-(`app.services.users.sign_in`); behind a proxy, `serve --proxy-headers` makes the address the real client's.
+(`app.services.tenancy.users.sign_in`); behind a proxy, `serve --proxy-headers` makes the address the real client's.
 With an OpenID provider configured the page also offers it (`app.web.oidc`), or only it when local
 passwords are off (`MEMWARDEN_PASSWORD_SIGN_IN=0`)."""
 
@@ -11,7 +11,7 @@ from starlette.responses import RedirectResponse
 from starlette.routing import Route
 
 from app.errors import Forbidden, RateLimited, ValidationFailed
-from app.services import users
+from app.services.tenancy import users
 from app.web.auth import clear_session_cookie, current_user, set_session_cookie
 from app.web.csrf import rotate_presession_cookie
 from app.web.templating import render

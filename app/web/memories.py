@@ -10,9 +10,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from app.errors import NotFound
-from app.services import browse, read_audit
-from app.services.cursors import decode_cursor
-from app.services.users import Reviewer, TenantRole
+from app.services.review import browse
+from app.services.audit import read_audit
+from app.services.runtime.cursors import decode_cursor
+from app.services.tenancy.users import Reviewer, TenantRole
 from app.web.auth import current_user, pick_tenant
 from app.web.reads import ReadingRoute
 from app.web.templating import is_htmx, render, tenant_query

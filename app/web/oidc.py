@@ -1,7 +1,7 @@
 """Sign-in through the OpenID provider: `/login/oidc` sends the browser to the provider with a
 fresh state, nonce and PKCE challenge, remembered in a signed cookie that lives ten minutes and
 only on these paths; `/login/oidc/callback` checks the provider's answer against it, redeems the
-code and opens a session (`app.services.oidc`), or shows why the person was refused."""
+code and opens a session (`app.services.tenancy.oidc`), or shows why the person was refused."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from app.errors import AppError, Forbidden, NotFound
-from app.services import oidc
-from app.services.oidc_client import CALLBACK_PATH, OidcClient, PendingSignIn
+from app.services.tenancy import oidc
+from app.services.tenancy.oidc_client import CALLBACK_PATH, OidcClient, PendingSignIn
 from app.web.auth import set_session_cookie
 from app.web.csrf import rotate_presession_cookie
 from app.web.login import safe_next

@@ -22,8 +22,9 @@ from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
 from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
-from app.services import browse, canaries, change_reads, review, tenant_config
-from app.services.cursors import decode_cursor
+from app.services.review import browse, canaries, change_reads, review
+from app.services.tenancy import tenant_config
+from app.services.runtime.cursors import decode_cursor
 from app.web.auth import current_user, pick_tenant
 from app.web.reads import ReadingRoute
 from app.web.templating import is_htmx, render, risk_of, tenant_query

@@ -33,9 +33,10 @@ from starlette.routing import Route
 
 from app.core.timefmt import parse_ts, utcnow
 from app.errors import AppError, NotFound, ValidationFailed
-from app.services import events, review
-from app.services.event_tail import KEEPALIVE, EventTail
-from app.services.users import Reviewer, TenantRole, role_if_signed_in
+from app.services.events import events
+from app.services.review import review
+from app.services.events.event_tail import KEEPALIVE, EventTail
+from app.services.tenancy.users import Reviewer, TenantRole, role_if_signed_in
 from app.web.auth import current_user, pick_tenant
 from app.web.templating import age, templates
 

@@ -32,7 +32,7 @@ residual (scopes of 6 to 2,000 memories; the set's scopes all have 6 or more) an
 elsewhere, so both are checked against its constants. Leave-one-scope-out cross-validation (fit on
 the other scopes, score the held-out one) estimates how each rule does on data it was not fitted on.
 Recall ships the rule with the best cross-validated score (a more complex one only when strictly
-better); the chosen values are written to `app/services/recall.py` by hand.
+better); the chosen values are written to `app/services/memory/recall.py` by hand.
 """
 
 from __future__ import annotations
@@ -397,7 +397,7 @@ def summary(report: dict[str, Any]) -> str:
 
 
 def current_defaults() -> dict[str, float]:
-    from app.services import recall
+    from app.services.memory import recall
 
     return {name: getattr(recall, name) for name in ("DEFAULT_MIN_SCORE", "DEFAULT_MIN_LIFT", "LIFT_BETA",
                                                      "LIFT_PRIOR_ROWS", "GENERIC_MAX_MEAN", "GENERIC_MIN_GAP",
@@ -428,7 +428,7 @@ def cmd_calibrate(args: argparse.Namespace, settings) -> int:
     report["command"] = "memwarden bench calibrate" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
     print(f"chosen rule: {chosen['rule']} -> " + ", ".join(f"{k}={v}" for k, v in wanted.items()))
-    print("app/services/recall.py defaults " + ("match" if report["recall_defaults"]["up_to_date"] else
+    print("app/services/memory/recall.py defaults " + ("match" if report["recall_defaults"]["up_to_date"] else
                                                  f"DIFFER (current {defaults})"))
     common.write_json(args.out, report)
     return 0

@@ -13,8 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from app.main import create_app
-from app.services.context import AppContext
-from app.services.tenant_config import set_policy
+from app.services.runtime.context import AppContext
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 
 PUBLIC = "https://memwarden.example.com"

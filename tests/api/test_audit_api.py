@@ -18,9 +18,9 @@ from sqlalchemy import select
 
 from app.core import auditchain as chain
 from app.db.models import AuditEntry
-from app.services.apikeys import create_key
-from app.services.audit import chain_for
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.audit.audit import chain_for
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import bearer, unique
 from tests.schema_check import assert_error, assert_schema
 

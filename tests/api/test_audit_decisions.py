@@ -129,7 +129,7 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_neutralised(clie
 
 
 def test_csv_lines_neutralise_every_formula_prefix():
-    from app.services.decisions import COLUMNS, csv_lines
+    from app.services.audit.decisions import COLUMNS, csv_lines
 
     evil = ["=cmd|' /C calc'!A0", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "plain", "a=b"]
     items = [{**{c: "" for c in COLUMNS}, "approved_by": [], "agent_id": value} for value in evil]
@@ -144,7 +144,7 @@ def test_an_unknown_operation_filter_is_422_not_an_empty_page(client, log, opera
 
 
 def test_the_reviewer_filter_finds_the_first_approver_of_a_two_person_change(client, ctx, tenant, make_key, agent):
-    from app.services.tenant_config import set_policy
+    from app.services.tenancy.tenant_config import set_policy
 
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
         {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})

@@ -1,7 +1,7 @@
 """API keys at the boundary: 401 vs 403, revocation, tenant from the key (contract §2)."""
 
 from app.core.access import parse_token
-from app.services.apikeys import revoke_key
+from app.services.tenancy.apikeys import revoke_key
 from tests.harness import bearer
 from tests.schema_check import assert_error
 

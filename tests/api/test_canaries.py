@@ -11,9 +11,9 @@ from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from app.main import create_app
-from app.repos import suggestions as suggestions_repo
-from app.services import canaries
-from app.services.tenant_config import set_policy
+from app.repos.review import suggestions as suggestions_repo
+from app.services.review import canaries
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 
 ACTOR = {"kind": "test", "id": "pytest"}

@@ -7,9 +7,10 @@ import json
 from sqlalchemy import select, text
 
 from app.db.models import ConsolidationClaim, Event, Memory
-from app.repos import consolidation as consolidation_repo
-from app.services import consolidation, users
-from app.services.tenant_config import set_policy
+from app.repos.memory import consolidation as consolidation_repo
+from app.services.memory import consolidation
+from app.services.tenancy import users
+from app.services.tenancy.tenant_config import set_policy
 from tests.consolidation_data import VEGETARIAN, preference_and_noise, write_notes
 from tests.harness import bearer, web_sign_in
 from tests.schema_check import assert_error, assert_schema

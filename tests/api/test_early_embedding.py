@@ -1,4 +1,4 @@
-"""The embedding started before the key's check (`app.services.early_embedding`): only for a
+"""The embedding started before the key's check (`app.services.memory.early_embedding`): only for a
 token this process verified lately and left under its rate limit, and used only for the very text
 the service embeds."""
 
@@ -9,8 +9,8 @@ import json
 import numpy as np
 
 from app.core import access
-from app.services import early_embedding
-from app.services.apikeys import authenticate_and_take_token, recently_verified, revoke_key
+from app.services.memory import early_embedding
+from app.services.tenancy.apikeys import authenticate_and_take_token, recently_verified, revoke_key
 
 ACTOR = {"kind": "test", "id": "early"}
 

@@ -7,7 +7,7 @@ import pytest
 
 from app.core.screening import EXPLANATIONS
 from app.errors import BacktestFailed, ValidationFailed
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.schema_check import assert_schema
 
 # No IBAN: a valid one is a high ``pii`` flag, staged whoever sends it; an account number is not.
@@ -68,7 +68,7 @@ def test_tenant_category_tuning_denies_allows_and_stages(client, ctx, tenant, ag
         "command": {"untrusted": "deny"}, "high_impact_fact": {"untrusted": "allow"}, "destination": {"email": "allow"},
         "directive": {"trusted": "stage"}}}
     # Allowing two categories from untrusted origins is a loosening: its backtest finds known attacks it
-    # would admit, so it needs a stated reason (app.services.policy_backtest).
+    # would admit, so it needs a stated reason (app.services.review.policy_backtest).
     with pytest.raises(BacktestFailed) as refused:
         set_policy(ctx, tenant_id=tenant.id, actor={"type": "admin", "id": "t"}, doc=tuning)
     assert refused.value.details["newly_admitted_harmful"]["known_attack"] > 0

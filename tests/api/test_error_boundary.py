@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 from starlette.routing import Route
 
-from app.api.routing import ApiRoute
+from app.api.routes import ApiRoute
 from app.main import create_app
 from app.middleware import SECURITY_HEADERS
 from tests.harness import bearer, free_port

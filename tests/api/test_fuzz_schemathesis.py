@@ -36,8 +36,8 @@ def fuzz_key(committed_ctx) -> Iterator[str]:
     """A key with every scope in a fresh tenant. Afterwards the tenant's webhooks (and their pending
     deliveries) go: the fuzzer registers reachable-looking receivers, and their deliveries would
     otherwise sit in the queue of every later test that runs the delivery job."""
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
     from tests.harness import unique
 
     tenant = create_tenant(committed_ctx, name=unique("fuzz"), actor={"kind": "test", "id": "pytest"})

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from app.services import users
+from app.services.tenancy import users
 from tests.harness import csrf_token_in, web_sign_in
 from tests.schema_check import assert_error
 

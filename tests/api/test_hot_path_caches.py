@@ -6,13 +6,13 @@ from sqlalchemy import text
 
 from app.core.access import Principal
 from app.db import prepared
-from app.repos import search_sizes
-from app.repos.memories import Scope
-from app.services import recall as recall_service
-from app.services import recall_tracking
-from app.services.apikeys import authenticate, create_key
-from app.services.memories import remember
-from app.services.tenant_config import register_secret, set_policy, set_redaction_mode
+from app.repos.memory import search_sizes
+from app.repos.memory.memories import Scope
+from app.services.memory import recall as recall_service
+from app.services.memory import recall_tracking
+from app.services.tenancy.apikeys import authenticate, create_key
+from app.services.memory.memories import remember
+from app.services.tenancy.tenant_config import register_secret, set_policy, set_redaction_mode
 from tests.harness import bearer, unique
 
 ADMIN = {"kind": "test", "id": "pytest"}
@@ -58,7 +58,7 @@ def test_config_version_changes_with_every_settings_or_secret_change(ctx, tenant
 
 
 def test_recall_counts_are_batched_and_reach_the_rows(committed_ctx):
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     tenant = create_tenant(committed_ctx, name=unique("rc"), actor=ADMIN)
     set_policy(committed_ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ADMIN)
@@ -145,8 +145,8 @@ def test_one_statement_key_check_takes_no_token_for_a_wrong_secret(ctx, make_key
 
 def test_closing_the_context_writes_pending_recall_counts(settings, committed_ctx):
     from app.db.database import make_database, make_engine
-    from app.services.context import AppContext
-    from app.services.tenants import create_tenant
+    from app.services.runtime.context import AppContext
+    from app.services.tenancy.tenants import create_tenant
 
     own = AppContext(settings, make_database(make_engine(settings.database_url, pool_size=1)))
     tenant = create_tenant(own, name=unique("rc"), actor=ADMIN)

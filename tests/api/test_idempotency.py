@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from app.services import idempotency
+from app.services.runtime import idempotency
 from tests.harness import bearer, unique
 from tests.schema_check import assert_error
 

@@ -119,7 +119,7 @@ def test_one_agent_recall_stays_full_when_other_agents_rows_are_nearer(client, c
 
 
 def test_registered_secret_and_shapes_are_redacted_before_storing(client, ctx, make_key, tenant):
-    from app.services.tenant_config import register_secret
+    from app.services.tenancy.tenant_config import register_secret
 
     headers = bearer(make_key())
     register_secret(ctx, tenant_id=tenant.id, label="db_password", value="hunter2-Blue-Falcon",
@@ -143,7 +143,7 @@ def test_registered_secret_and_shapes_are_redacted_before_storing(client, ctx, m
 
 
 def test_reject_mode_refuses_secrets_with_secret_leakage(client, ctx, make_key, tenant):
-    from app.services.tenant_config import set_redaction_mode
+    from app.services.tenancy.tenant_config import set_redaction_mode
 
     headers = bearer(make_key())
     set_redaction_mode(ctx, tenant_id=tenant.id, mode="reject", actor={"kind": "test", "id": "t"})
@@ -165,7 +165,7 @@ def test_default_policy_stages_hard_deletes_for_review(client, make_key):
 
 
 def test_audit_log_never_holds_content_only_digests(client, ctx, make_key, tenant):
-    from app.services.tenant_config import set_policy
+    from app.services.tenancy.tenant_config import set_policy
 
     set_policy(ctx, tenant_id=tenant.id, doc={"rules": []}, actor={"kind": "test", "id": "t"})
     headers = bearer(make_key())

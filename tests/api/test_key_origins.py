@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.errors import ValidationFailed
-from app.services.apikeys import create_key
+from app.services.tenancy.apikeys import create_key
 from memwarden import errors
 from memwarden.client import Client
 from tests.harness import bearer

@@ -86,8 +86,8 @@ def anyio_backend() -> str:
 @pytest.fixture(scope="module", autouse=True)
 def live_client(live_server, committed_ctx):
     """One tenant and key for the module; every store is a fresh agent in it."""
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
 
     actor = {"kind": "test", "id": "pytest"}
     tenant = create_tenant(committed_ctx, name=f"lg-upstream-{uuid.uuid4().hex[:8]}", actor=actor)

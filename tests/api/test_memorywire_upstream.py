@@ -113,7 +113,7 @@ class BackdatingStore(MemwardenStore):
 
     def _import_aged(self, req: RememberRequest, age_ms: int) -> RememberResponse:
         from app.core.ids import new_id
-        from app.services.importer import import_bytes
+        from app.services.transfer.importer import import_bytes
 
         stored_at = int(time.time() * 1000) - age_ms
         record = {"id": new_id("mem"), "created_at": stored_at,
@@ -155,9 +155,9 @@ def store(live_server, committed_ctx, routing):
     """A fresh store per scenario: a new tenant and key, on the live server. Synchronous, since two
     of the runner's tests are; its HTTP client keeps no connection between requests, so each
     scenario's event loop owns only what it opens and nothing is left to close."""
-    from app.services import backends
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.router import backends
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
 
     actor = {"kind": "test", "id": "pytest"}
     tenant = create_tenant(committed_ctx, name=f"mw-conformance-{uuid.uuid4().hex[:8]}", actor=actor)

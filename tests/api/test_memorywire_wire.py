@@ -18,7 +18,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from sqlalchemy import text
 
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
 from tests.upstream import sdist_files

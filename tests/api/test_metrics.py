@@ -6,7 +6,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from app.main import create_app
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error
 
@@ -131,8 +131,8 @@ def _gauges(collector) -> dict[tuple[str, frozenset], float]:
 
 def test_audit_lag_counts_entries_past_the_last_checkpoint_and_the_witness_file(ctx, tenant, tmp_path):
     from app.observability.endpoint import DatabaseStateCollector
-    from app.services.audit import chain_for
-    from app.services.context import AppContext
+    from app.services.audit.audit import chain_for
+    from app.services.runtime.context import AppContext
 
     witnessing = AppContext(ctx.settings.with_changes(audit_witness_file=tmp_path / "witness.jsonl"), ctx.db)
     for n in range(3):
@@ -155,7 +155,7 @@ def test_audit_lag_counts_entries_past_the_last_checkpoint_and_the_witness_file(
 
 
 def test_the_router_outbox_backlog_per_backend(ctx, tenant, make_key):
-    from app.services import backends
+    from app.services.router import backends
 
     client = _client(ctx)
     headers = bearer(make_key())

@@ -5,7 +5,7 @@ import json
 
 from openapi_spec_validator import validate
 
-from app.api.routing import ApiRoute
+from app.api.routes import ApiRoute
 from app.contracts import default_contracts
 from tests.schema_check import assert_schema
 

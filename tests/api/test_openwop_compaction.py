@@ -7,8 +7,8 @@ import pytest
 from sqlalchemy import select, text
 
 from app.db.models import CompactionRun, Event, Memory
-from app.services import compaction
-from app.services.tenant_config import register_secret, set_policy, set_redaction_mode
+from app.services.memory import compaction
+from app.services.tenancy.tenant_config import register_secret, set_policy, set_redaction_mode
 from tests.harness import bearer
 from tests.schema_check import assert_schema
 
@@ -194,10 +194,10 @@ def test_background_job_runs_only_for_tenants_that_opted_in(client, ctx, tenant,
 
 def test_cli_compact(client, ctx, tenant, agent, monkeypatch, capsys):
     import app.cli
-    import app.cli_common
+    import app.cli.common
 
     seed(client, agent)
-    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    monkeypatch.setattr(app.cli.common, "open_context", lambda settings: ctx)
     assert app.cli.main(["compact", "--tenant", tenant.name, "--schedule", "on", "--similarity", "0.95"]) == 0
     with ctx.db.sessions() as session:
         assert compaction.tenant_config(session, tenant.id).enabled

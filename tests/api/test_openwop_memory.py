@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from app.core.timefmt import format_ts, utcnow
-from app.services import webhooks
+from app.services.events import webhooks
 from tests.harness import bearer
 from tests.http_receiver import Receiver
 from tests.schema_check import assert_error, assert_schema
@@ -345,7 +345,7 @@ def test_event_stream_keeps_alive_and_ends_when_the_key_is_revoked(ctx, make_key
     import asyncio
 
     from app.api import events as events_api
-    from app.services.apikeys import authenticate, revoke_key
+    from app.services.tenancy.apikeys import authenticate, revoke_key
 
     monkeypatch.setattr(events_api, "HEARTBEAT_SECONDS", 0.2)
     monkeypatch.setattr(events_api, "POLL_SECONDS", 0.05)
@@ -369,7 +369,7 @@ def test_webhooks_to_internal_addresses_are_refused_by_default(ctx, make_key):
     from starlette.testclient import TestClient
 
     from app.main import create_app
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
     strict_ctx = AppContext(ctx.settings.with_changes(webhook_allow_private=False), ctx.db)
     strict = create_app(strict_ctx.settings, ctx=strict_ctx)

@@ -9,8 +9,8 @@ from starlette.testclient import TestClient
 
 from app.db.models import Event
 from app.main import create_app
-from app.services.context import AppContext
-from app.services.tenant_config import set_policy, set_redaction_mode
+from app.services.runtime.context import AppContext
+from app.services.tenancy.tenant_config import set_policy, set_redaction_mode
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
 
@@ -277,7 +277,7 @@ def test_policy_gated_delete_leaves_a_tombstone_on_approval(client, ctx, tenant,
 def test_reviewers_see_the_line_diff_in_the_web_ui(client, ctx, tenant, ws):
     import re
 
-    from app.services.users import create_user
+    from app.services.tenancy.users import create_user
 
     put(client, ws, "DIRECTIVES.md", "keep\nold\n", status=201)
     _gate(ctx, tenant)
@@ -331,7 +331,7 @@ def test_a_benign_file_is_written_at_once_and_its_audit_names_no_flags(client, c
 
 def test_a_tenant_protected_path_stages_every_write_to_it(client, ctx, tenant, ws, reviewer):
     """Protected workspace files are the tenant's choice: none by default, then every write to one is high risk."""
-    from app.services.tenant_config import set_screening
+    from app.services.tenancy.tenant_config import set_screening
 
     put(client, ws, "DIRECTIVES.md", "# Directives\n- be brief\n", status=201)
     set_screening(ctx, tenant_id=tenant.id, doc={"protected_paths": ["DIRECTIVES*"]}, actor=ADMIN)

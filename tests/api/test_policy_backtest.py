@@ -112,9 +112,9 @@ def test_an_unknown_suggestion_is_404_and_only_admins_may_backtest(client, admin
 
 def test_the_cli_backtests_a_file_and_tenant_set_needs_an_override(ctx, tenant, tmp_path, monkeypatch, capsys):
     import app.cli
-    import app.cli_common
+    import app.cli.common
 
-    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    monkeypatch.setattr(app.cli.common, "open_context", lambda settings: ctx)
     loose, tight = tmp_path / "loose.json", tmp_path / "tight.json"
     loose.write_text(json.dumps(TRUST_BOT))
     tight.write_text(json.dumps(REVIEW_ALL))

@@ -13,8 +13,8 @@ import re
 import pytest
 from sqlalchemy import text
 
-from app.services.tenant_config import set_policy
-from app.services.users import create_user
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 from tests.spread import spread_decisions
 
@@ -256,7 +256,7 @@ def test_a_rule_revokes_itself_when_what_it_approved_is_undone(ctx, client, tena
 
 
 def _auditor(ctx, tenant):
-    from app.services.apikeys import create_key
+    from app.services.tenancy.apikeys import create_key
 
     return bearer(create_key(ctx, tenant_id=tenant.id, scopes="audit:read", agents="*", actor=ACTOR).token)
 

@@ -18,11 +18,12 @@ from starlette.testclient import TestClient
 from app.core.timefmt import utcnow
 from app.db.models import BackendDelivery
 from app.errors import ValidationFailed
-from app.services.outbound import OutboundRule, RefusedAddress, outbound_client, url_refusal
+from app.services.runtime.outbound import OutboundRule, RefusedAddress, outbound_client, url_refusal
 from app.main import create_app
-from app.services import backends, webhooks
-from app.services.context import AppContext
-from app.services.users import create_user
+from app.services.router import backends
+from app.services.events import webhooks
+from app.services.runtime.context import AppContext
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
@@ -189,7 +190,7 @@ def test_a_redirect_to_loopback_is_not_followed(strict, tenant, make_key, listen
     """A backend on the internet (here 127.0.0.2, which the rule is told to take for a public
     address) answers every request with a redirect to the internal service."""
     from app.core import addresses
-    from app.services import outbound
+    from app.services.runtime import outbound
 
     internet = "127.0.0.2"
     monkeypatch.setattr(outbound, "is_denied", lambda a: str(a) != internet and addresses.is_denied(a))
@@ -247,7 +248,7 @@ def test_the_identity_provider_is_held_to_the_rule_too(settings, listener, monke
     """The issuer is the operator's, but the endpoints come from the provider's discovery document:
     every request is checked, the issuer at startup by its syntax as well."""
     from app.errors import Unavailable
-    from app.services.oidc_client import OidcClient, OidcMisconfigured
+    from app.services.tenancy.oidc_client import OidcClient, OidcMisconfigured
 
     oidc = settings.with_changes(oidc_allow_private=False, oidc_client_id="memwarden",
                                  public_url="https://memwarden.example")

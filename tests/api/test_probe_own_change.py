@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import text
 
 from app.core.access import parse_token
-from app.repos import suggestions as suggestions_repo
-from app.services.apikeys import create_key
-from app.services.tenant_config import set_policy
-from app.services.users import create_user
+from app.repos.review import suggestions as suggestions_repo
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 from tests.schema_check import assert_error
 
@@ -223,7 +223,7 @@ def test_own_decisions_made_before_the_rule_are_not_evidence(client, ctx, tenant
     pat = person("pat")
     unowned, owned = _key(ctx, tenant), _key(ctx, tenant, owner=pat.id)
     pats_other_key = _key(ctx, tenant, "review:decide,memory:read", owner=pat.id)
-    monkeypatch.setattr("app.services.duties.refuse_own_change", lambda *a, **k: None, raising=False)
+    monkeypatch.setattr("app.services.review.duties.refuse_own_change", lambda *a, **k: None, raising=False)
     own = []
     for i in range(20):
         author, decider = [(unowned, unowned), (owned, owned), (owned, pats_other_key)][i % 3]

@@ -8,7 +8,7 @@ import time
 
 from sqlalchemy import text
 
-from app.services.tenant_config import set_read_budget
+from app.services.tenancy.tenant_config import set_read_budget
 from tests.harness import bearer
 from tests.schema_check import assert_error
 

@@ -8,7 +8,7 @@ import json
 
 from sqlalchemy import text
 
-from app.services.audit import chain_for
+from app.services.audit.audit import chain_for
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
 
@@ -140,11 +140,11 @@ def test_a_workspace_file_read_is_recorded_by_path(client, ctx, tenant, make_key
 
 def test_the_cli_lists_access_and_readers_and_sets_budgets(client, ctx, tenant, make_key, monkeypatch, capsys):
     import app.cli
-    import app.cli_common
-    from app.services.tenant_config import read_budget_of
-    from app.repos import tenants as tenant_repo
+    import app.cli.common
+    from app.services.tenancy.tenant_config import read_budget_of
+    from app.repos.tenancy import tenants as tenant_repo
 
-    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    monkeypatch.setattr(app.cli.common, "open_context", lambda settings: ctx)
     token = make_key()
     key_id = "_".join(token.split("_")[1:3])
     mid = _remember(client, bearer(token), SECRET)

@@ -6,9 +6,9 @@ the key is flagged. (The exfiltration against a live serve is
 
 from sqlalchemy import text
 
-from app.services.audit import chain_for
-from app.services.read_budgets import window_of
-from app.services.tenant_config import set_read_budget
+from app.services.audit.audit import chain_for
+from app.services.audit.read_budgets import window_of
+from app.services.tenancy.tenant_config import set_read_budget
 from app.core.timefmt import parse_ts
 from tests.harness import bearer
 from tests.schema_check import assert_error
@@ -105,8 +105,8 @@ def test_ended_windows_are_purged_and_the_current_one_kept(ctx, tenant):
     from datetime import timedelta
 
     from app.core.timefmt import utcnow
-    from app.repos import reads
-    from app.services.read_budgets import purge_ended
+    from app.repos.audit import reads
+    from app.services.audit.read_budgets import purge_ended
 
     current, _ = window_of(utcnow(), ctx.settings.read_budget_window_seconds)
     with ctx.db.reader() as conn:

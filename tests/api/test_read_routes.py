@@ -19,11 +19,11 @@ import pytest
 from sqlalchemy import text
 from starlette.routing import Mount, Route
 
-from app.api.routing import ApiRoute
+from app.api.routes import ApiRoute
 from app.main import api_routes, create_app
 from app.mcp.tools import TOOLS
-from app.services.tenant_config import set_read_budget
-from app.services.users import create_user
+from app.services.tenancy.tenant_config import set_read_budget
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 from tests.schema_check import assert_error
 

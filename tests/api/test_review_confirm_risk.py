@@ -1,7 +1,7 @@
 """Approving a high-risk change needs `confirm_risk`: without it the API answers
 422 `confirmation_required` and nothing is decided; low-risk approvals need nothing more."""
 
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
 

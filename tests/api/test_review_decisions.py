@@ -2,7 +2,7 @@
 
 from sqlalchemy import text
 
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
 

@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import text
 
 from app.core.access import parse_token
-from app.services.apikeys import create_key
-from app.services.tenant_config import set_policy, set_two_person_owned_keys
-from app.services.users import create_user
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenant_config import set_policy, set_two_person_owned_keys
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 from tests.schema_check import assert_error
 
@@ -154,9 +154,9 @@ def test_an_unknown_owner_is_refused(ctx, tenant, make_tenant):
 
 def test_cli_owner_and_warning(ctx, tenant, person, monkeypatch, capsys):
     import app.cli
-    import app.cli_common
+    import app.cli.common
 
-    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    monkeypatch.setattr(app.cli.common, "open_context", lambda settings: ctx)
     base = ["apikey", "create", "--tenant", tenant.name, "--scopes", "review:decide,memory:read"]
     assert app.cli.main([*base, "--owner", "nobody-here"]) == 2
     err = capsys.readouterr().err
@@ -177,7 +177,7 @@ def test_cli_owner_and_warning(ctx, tenant, person, monkeypatch, capsys):
 
 
 def test_a_key_whose_owner_left_the_tenant_decides_nothing(client, ctx, tenant, agent, two_person, person):
-    from app.services.users import set_role
+    from app.services.tenancy.users import set_role
 
     frank = person("frank")
     key = _key(ctx, tenant, owner=frank.id)
@@ -192,7 +192,7 @@ def test_a_key_whose_owner_left_the_tenant_decides_nothing(client, ctx, tenant, 
 def test_a_key_decides_no_more_than_its_owner_could(client, ctx, tenant, agent, two_person, person):
     """A `review:decide` key owned by a viewer (or an auditor) cannot approve or reject: least privilege
     holds across credentials, not only within one."""
-    from app.services.users import set_role
+    from app.services.tenancy.users import set_role
 
     vera = person("vera")
     key = _key(ctx, tenant, owner=vera.id)
@@ -229,9 +229,9 @@ def test_migrations_have_one_head_and_the_test_database_is_at_it(ctx):
 
 def test_cli_warns_of_a_key_that_both_writes_and_decides(ctx, tenant, monkeypatch, capsys):
     import app.cli
-    import app.cli_common
+    import app.cli.common
 
-    monkeypatch.setattr(app.cli_common, "open_context", lambda settings: ctx)
+    monkeypatch.setattr(app.cli.common, "open_context", lambda settings: ctx)
     assert app.cli.main(["apikey", "create", "--tenant", tenant.name, "--scopes", "memory:write,review:decide"]) == 0
     assert "can never approve or reject its own writes" in capsys.readouterr().err
     assert app.cli.main(["apikey", "create", "--tenant", tenant.name, "--scopes", "memory:write"]) == 0

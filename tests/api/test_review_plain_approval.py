@@ -8,7 +8,7 @@ import time
 from sqlalchemy import event, text
 
 from app.errors import Conflict
-from app.services import review
+from app.services.review import review
 from tests.harness import bearer, unique
 from tests.schema_check import assert_error, assert_schema
 
@@ -136,9 +136,9 @@ def test_plain_approval_outside_the_keys_agents_or_tenant_is_404_and_writes_noth
 def test_two_plain_approvals_waiting_on_one_change_exactly_one_wins(committed_ctx):
     """Both approvals queue on the change's row lock (held by the test), then race for it."""
     from app.core.access import Principal
-    from app.services import memories
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.memory import memories
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
 
     ctx = committed_ctx
     tenant = create_tenant(ctx, name=unique("plain-race"), actor={"kind": "test", "id": "t"})

@@ -10,9 +10,10 @@ from sqlalchemy import text
 
 from app.cli import build_parser
 from app.errors import ValidationFailed
-from app.services import events, review_sla, webhooks
-from app.services.tenant_config import parse_review_sla, set_review_sla, tenant_review_sla
-from app.services.users import create_user
+from app.services.events import events, webhooks
+from app.services.review import review_sla
+from app.services.tenancy.tenant_config import parse_review_sla, set_review_sla, tenant_review_sla
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, web_sign_in
 from tests.http_receiver import Receiver
 from tests.schema_check import assert_error, assert_schema
@@ -181,7 +182,7 @@ def test_digest_lists_what_waits_for_each_deciding_role(client, ctx, tenant, age
         user = create_user(ctx, username=f"{name}-{tenant.name}", password=PASSWORD, tenant_id=tenant.id, role=role,
                            actor=ACTOR)
         if agents != "*":
-            from app.services.users import set_role
+            from app.services.tenancy.users import set_role
 
             set_role(ctx, user_id=user.id, tenant_id=tenant.id, role=role, agents=[agents], actor=ACTOR)
     late = _stage(client, agent, agent_id="helper-1")
@@ -219,7 +220,7 @@ def test_admin_page_sets_the_review_sla(client, ctx, tenant):
 
 
 def test_a_tenant_closed_by_an_audit_alarm_is_announced_once_it_reopens(client, ctx, tenant, agent):
-    from app.repos import audit_alarms as alarms_repo
+    from app.repos.audit import audit_alarms as alarms_repo
 
     change = _stage(client, agent)
     _backdate(ctx, tenant.id, change, hours=3)

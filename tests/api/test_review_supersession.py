@@ -1,6 +1,6 @@
 """Approving a remember retires the live facts it replaces, on every path, unless the reviewer keeps
-both (`app.services.supersession`); approvals that need confirmation are refused without it
-(`app.services.confirmation`)."""
+both (`app.services.memory.supersession`); approvals that need confirmation are refused without it
+(`app.services.review.confirmation`)."""
 
 from tests.schema_check import assert_error, assert_schema
 

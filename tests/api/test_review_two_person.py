@@ -5,7 +5,7 @@ reviewer believing their edit or choice would apply."""
 
 import pytest
 
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error
 

@@ -11,9 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from app.core.ids import new_id
-from app.services import compaction, integrity
-from app.services.importer import import_bytes
-from app.services.tenant_config import set_policy
+from app.services.memory import compaction
+from app.services.audit import state_check as integrity
+from app.services.transfer.importer import import_bytes
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer
 from tests.schema_check import assert_error, assert_schema
 

@@ -6,7 +6,7 @@ go to the SDK's in-memory exporter instead of an OTLP collector; everything else
 import pytest
 
 from app.observability import tracing
-from app.services.tenant_config import set_policy
+from app.services.tenancy.tenant_config import set_policy
 from tests.harness import bearer, unique
 
 pytest.importorskip("opentelemetry.sdk", reason="the `otel` extra is not installed")

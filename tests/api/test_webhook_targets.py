@@ -8,8 +8,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from app.main import create_app
-from app.services import webhooks
-from app.services.context import AppContext
+from app.services.events import webhooks
+from app.services.runtime.context import AppContext
 from tests.harness import bearer
 
 

@@ -20,12 +20,12 @@ from sqlalchemy import func, select, text
 
 from app.db.models import AuditEntry, Memory
 from app.errors import AuditChainBroken
-from app.services import events
-from app.services.apikeys import create_key
-from app.services.audit import chain_for
-from app.services.tenant_config import set_policy
-from app.services.tenants import create_tenant
-from app.services.users import create_user
+from app.services.events import events
+from app.services.tenancy.apikeys import create_key
+from app.services.audit.audit import chain_for
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.tenants import create_tenant
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, unique
 from tests.integration.test_audit_tamper import (cli, edited, move_seq, owner, row, set_row,  # noqa: F401 (fixture)
                                                  tampering)
@@ -179,7 +179,7 @@ def test_a_break_under_the_last_checkpoint_is_found_by_the_periodic_verification
     with committed_ctx.db.sessions.begin() as session:  # a checkpoint reads rows from its last anchor on only
         committed_ctx.audit.checkpoint(session, tenant.chain_id)
     assert remember(live_server, tenant).status_code == 201  # so the append does not catch it
-    from app.services import audit_alarms
+    from app.services.audit import audit_alarms
 
     assert audit_alarms.verify_chains(committed_ctx) >= 1  # the MEMWARDEN_AUDIT_VERIFY_INTERVAL_SECONDS round
     assert_closed(committed_ctx, live_server, tenant, 12)

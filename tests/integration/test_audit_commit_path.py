@@ -21,8 +21,8 @@ from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
 from app.db import prepared
 from app.db.models import AuditEntry, Tenant
-from app.services.audit import actor_label, chain_for
-from app.services.tenants import create_tenant
+from app.services.audit.audit import actor_label, chain_for
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import unique
 
 ACTOR = {"kind": "test", "id": "commit-path"}

@@ -22,8 +22,8 @@ import pytest
 from sqlalchemy import func, select, text
 
 from app.db.models import AuditCheckpoint, AuditEntry
-from app.services.audit import chain_for
-from app.services.tenants import create_tenant
+from app.services.audit.audit import chain_for
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import unique
 
 pytestmark = pytest.mark.slow
@@ -48,7 +48,7 @@ def _writer(settings, writer: int, phases: list[list[str]], barrier, results) ->
     """For each phase: wait for every writer, then append EVENTS events, each transaction to the
     next of the phase's chains in turn (one chain per transaction, as the app's own transactions
     do; several chains locked in varying orders by one transaction could deadlock)."""
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     try:
@@ -69,7 +69,7 @@ def _writer(settings, writer: int, phases: list[list[str]], barrier, results) ->
 
 def _looping_writer(settings, tenant_id: str, writer: int, started) -> None:
     """Appends in small transactions until it is killed."""
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     i = 0
@@ -84,8 +84,8 @@ def _looping_writer(settings, tenant_id: str, writer: int, started) -> None:
 
 def _lock_holder(settings, tenant_id: str, holding) -> None:
     """Takes the chain's lock and appends in a transaction it never commits: it dies holding the lock."""
-    from app.services.audit import lock_chain
-    from app.services.context import AppContext
+    from app.services.audit.audit import lock_chain
+    from app.services.runtime.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)
     session = ctx.db.sessions()

@@ -32,8 +32,8 @@ from app.core import auditchain as chain
 from app.core.access import Principal
 from app.core.timefmt import format_ts
 from app.db.models import AuditCheckpoint, AuditEntry, Memory
-from app.services.audit import actor_label, chain_for
-from app.services.tenants import create_tenant
+from app.services.audit.audit import actor_label, chain_for
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import PROJECT_ROOT, server_env, unique
 
 ACTOR = {"kind": "test", "id": "tamper-suite"}
@@ -318,9 +318,9 @@ def test_an_entry_spliced_in_from_another_tenants_chain_is_caught(settings, owne
 # --- a GDPR hard delete leaves the chain intact -----------------------------------------------------------
 
 def test_a_hard_delete_of_a_memory_leaves_the_chain_verifying(settings, committed_ctx, tmp_path):
-    from app.services import memories
-    from app.services.apikeys import create_key
-    from app.services.tenant_config import set_policy
+    from app.services.memory import memories
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenant_config import set_policy
 
     tenant = create_tenant(committed_ctx, name=unique("gdpr"), actor=ACTOR)
     set_policy(committed_ctx, tenant_id=tenant.id, doc={"rules": []}, actor=ACTOR)
@@ -466,7 +466,7 @@ def witness_file(tmp_path) -> Path:
 @pytest.fixture
 def witnessed_ctx(settings, committed_ctx, witness_file):
     """The services of a deployment that witnesses every checkpoint (same database and key)."""
-    from app.services.context import AppContext
+    from app.services.runtime.context import AppContext
 
     return AppContext(settings.with_changes(audit_witness_file=witness_file), committed_ctx.db)
 
@@ -604,8 +604,8 @@ def test_an_append_refuses_to_extend_a_forged_head(settings, committed_ctx, vict
 
 
 def test_an_api_write_on_a_forged_head_is_409_and_writes_nothing(settings, committed_ctx, live_server, victim):
-    from app.services.apikeys import create_key
-    from app.services.tenant_config import set_policy
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenant_config import set_policy
 
     set_policy(committed_ctx, tenant_id=victim.tenant_id, doc={"rules": []}, actor=ACTOR)
     token = create_key(committed_ctx, tenant_id=victim.tenant_id, scopes="memory:read,memory:write",
@@ -625,7 +625,7 @@ def test_an_api_write_on_a_forged_head_is_409_and_writes_nothing(settings, commi
 # --- exporting a broken chain ------------------------------------------------------------------------------------
 
 def test_the_http_export_of_a_broken_chain_is_409_before_any_body(settings, owner, committed_ctx, live_server, victim):
-    from app.services.apikeys import create_key
+    from app.services.tenancy.apikeys import create_key
 
     token = create_key(committed_ctx, tenant_id=victim.tenant_id, scopes="audit:read", actor=ACTOR).token
     with tampering(owner) as conn:

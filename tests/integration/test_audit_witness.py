@@ -19,12 +19,12 @@ import httpx
 import pytest
 
 from app.core import auditchain as chain
-from app.services import audit_witness
-from app.services.apikeys import create_key
-from app.services.audit import chain_for, list_checkpoints
-from app.services.context import AppContext
-from app.services.outbound import OutboundRule
-from app.services.tenants import create_tenant
+from app.services.audit import audit_witness
+from app.services.tenancy.apikeys import create_key
+from app.services.audit.audit import chain_for, list_checkpoints
+from app.services.runtime.context import AppContext
+from app.services.runtime.outbound import OutboundRule
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import bearer, start_server, stop_server, unique
 
 ACTOR = {"kind": "test", "id": "audit-witness"}

@@ -18,11 +18,11 @@ from typing import Callable, Iterator
 import httpx
 import pytest
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from sqlalchemy import text
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import start_server, stop_server, unique
 
 ACTOR = {"kind": "test", "id": "pytest"}

@@ -13,9 +13,9 @@ import time
 import httpx
 from sqlalchemy import text
 
-from app.services import consolidation
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.memory import consolidation
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from tests.consolidation_data import (
     NOISE,
     VEGETARIAN,

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import PROJECT_ROOT, server_env, start_server, stop_server, unique
 
 pytestmark = pytest.mark.slow

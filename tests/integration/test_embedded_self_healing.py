@@ -19,7 +19,7 @@ from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
 from app.db.embedded import postmaster_alive, postmaster_pid, start_embedded
-from app.services.context import AppContext
+from app.services.runtime.context import AppContext
 from tests.harness import PROJECT_ROOT, free_port, fresh_env, memwarden_cli, stop_server, wait_ready
 
 pytestmark = pytest.mark.slow

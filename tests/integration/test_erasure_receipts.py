@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from app.services.apikeys import create_key
+from app.services.tenancy.apikeys import create_key
 from tests.harness import PROJECT_ROOT, server_env, start_server, stop_server, unique, web_sign_in
 from tests.schema_check import assert_schema
 
@@ -28,7 +28,7 @@ def _bearer(token: str) -> dict[str, str]:
 
 
 def _tenant_with_key(ctx, prefix: str, scopes: str = "memory:read,memory:write"):
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     tenant = create_tenant(ctx, name=unique(prefix), actor=ACTOR)
     return tenant, create_key(ctx, tenant_id=tenant.id, scopes=scopes, agents="*", actor=ACTOR).token
@@ -82,7 +82,7 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
                                                                                   tmp_path):
     pytest.importorskip("memorywire.store.pgvector_adapter")
     pytest.importorskip("asyncpg")
-    from app.services import backends
+    from app.services.router import backends
 
     front, key = _tenant_with_key(committed_ctx, "erase")
     _, back_key = _tenant_with_key(committed_ctx, "erase-back")
@@ -137,7 +137,7 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
         assert [m["metadata"]["memwarden_id"] for m in held] == [kept]
 
     # The auditor's page shows a memory's receipts and downloads them all.
-    from app.services.users import create_user
+    from app.services.tenancy.users import create_user
 
     auditor_user = create_user(committed_ctx, username=unique("auditor"), password="correct horse battery",
                                tenant_id=front.id, role="auditor", actor=ACTOR)
@@ -178,7 +178,7 @@ def test_forget_and_hard_delete_earn_a_receipt_from_each_store_and_verify_offlin
 def test_a_store_that_keeps_what_it_deleted_is_an_alert_and_a_retry_never_a_receipt(settings, committed_ctx, server):
     pytest.importorskip("memorywire.store.pgvector_adapter")
     pytest.importorskip("asyncpg")
-    from app.services import backends
+    from app.services.router import backends
 
     front, key = _tenant_with_key(committed_ctx, "lossy")
     auditor = create_key(committed_ctx, tenant_id=front.id, scopes="audit:read,events:read", actor=ACTOR).token
@@ -210,7 +210,7 @@ def test_a_recover_that_quarantines_a_memory_earns_its_receipt(settings, committ
     pytest.importorskip("memorywire.store.pgvector_adapter")
     pytest.importorskip("asyncpg")
     from app.core.timefmt import format_ts, utcnow
-    from app.services import backends
+    from app.services.router import backends
 
     front, key = _tenant_with_key(committed_ctx, "recover")
     admin = create_key(committed_ctx, tenant_id=front.id, scopes="admin,audit:read", actor=ACTOR).token

@@ -1,4 +1,4 @@
-"""Group commit of concurrent remembers of one tenant (`app.services.group_commit`), against a
+"""Group commit of concurrent remembers of one tenant (`app.services.memory.group_commit`), against a
 database that really commits: writes that queue while a commit is in flight go together in the
 next transaction, each keeps its own audit entry, outcome and durability, and a group that fails
 is retried write by write so only the failing write fails."""
@@ -16,12 +16,12 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from app.db.models import AuditCheckpoint, AuditEntry, Event, Memory
-from app.repos import audit_log as audit_log_repo
-from app.services import group_commit, memories
-from app.services.apikeys import authenticate, create_key
-from app.services.audit import chain_for
-from app.services.tenant_config import rules_for
-from app.services.tenants import create_tenant
+from app.repos.audit import audit_log as audit_log_repo
+from app.services.memory import group_commit, memories
+from app.services.tenancy.apikeys import authenticate, create_key
+from app.services.audit.audit import chain_for
+from app.services.tenancy.tenant_config import rules_for
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import PROJECT_ROOT, server_env, unique
 
 ACTOR = {"kind": "test", "id": "group-commit"}

@@ -11,10 +11,10 @@ from sqlalchemy import func, select
 
 from app.core.importformats import EXPORT_FORMAT
 from app.db.models import AuditEntry, Change, Memory
-from app.services.audit import chain_for
-from app.services.exporter import export_tenant
-from app.services.importer import import_bytes
-from app.services.tenant_config import set_policy, set_redaction_mode
+from app.services.audit.audit import chain_for
+from app.services.transfer.exporter import export_tenant
+from app.services.transfer.importer import import_bytes
+from app.services.tenancy.tenant_config import set_policy, set_redaction_mode
 
 ACTOR = {"kind": "cli", "id": "pytest"}
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
@@ -277,7 +277,7 @@ def test_cli_import_and_export_round_trip(settings, live_tenant, committed_ctx, 
     assert main(["import", "--tenant", live_tenant.name, str(exported)]) == 0
     captured = capsys.readouterr()
     assert "5 already present" in captured.out and "importing" not in captured.err  # no bar off a terminal
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     other = create_tenant(committed_ctx, name=f"{live_tenant.name}-copy", actor=ACTOR)
     assert main(["import", "--tenant", other.name, str(exported)]) == 1  # another tenant's ids

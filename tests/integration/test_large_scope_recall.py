@@ -8,15 +8,9 @@ from sqlalchemy.orm import Session
 
 from app.db import prepared
 from app.db.vectors import SqlVector, vector_param
-from app.repos import (
-    code_cache,
-    search_keyword,
-    search_sizes,
-    search_sql,
-    search_vector,
-)
-from app.repos.memories import Scope
-from app.services.tenants import create_tenant
+from app.repos.memory import code_cache, search_keyword, search_sizes, search_sql, search_vector
+from app.repos.memory.memories import Scope
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import unique
 
 ACTOR = {"kind": "test", "id": "pytest"}

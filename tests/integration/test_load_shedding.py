@@ -65,8 +65,8 @@ async def _burst(base_url: str, shaped, bystander_key: str):
 
 
 def test_a_burst_with_idempotency_keys_is_answered_without_500s_or_pool_stalls(settings, committed_ctx):
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
 
     actor = {"kind": "test", "id": "pytest"}
     busy = create_tenant(committed_ctx, name=unique("busy"), actor=actor)

@@ -46,8 +46,8 @@ def runner() -> Path:
 @pytest.fixture(scope="module")
 def proxied_mcp(live_server, committed_ctx):
     """`/mcp` behind the key-adding proxy, for a fresh tenant's read/write key."""
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
     from tests.harness import unique
 
     actor = {"kind": "test", "id": "pytest"}

@@ -21,8 +21,8 @@ from app.core.access import parse_token
 from app.mcp.schemas import input_schema, output_schema
 from app.mcp.server import IDEMPOTENCY_META, REPLAYED_META
 from app.mcp.tools import TOOLS, v1_result_schemas
-from app.services.apikeys import create_key, revoke_key
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key, revoke_key
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import bearer, unique
 from tests.schema_check import assert_error, assert_schema
 

@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import PROJECT_ROOT, unique
 from tests.upstream import node_22, npm_package
 

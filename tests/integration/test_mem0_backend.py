@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from memwarden.client import Client
 from tests.harness import PROJECT_ROOT, server_env, unique
 

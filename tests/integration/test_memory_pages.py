@@ -4,8 +4,8 @@ new row version elsewhere plus a new entry in every index (HNSW and word indexes
 import numpy as np
 from sqlalchemy import text
 
-from app.repos import memories as repo
-from app.services.tenants import create_tenant
+from app.repos.memory import memories as repo
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import unique
 
 ACTOR = {"kind": "test", "id": "pytest"}

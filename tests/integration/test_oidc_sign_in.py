@@ -75,7 +75,7 @@ def sso_tenant(committed_ctx, settings):
     """A tenant admitting the provider's people of example.com (admins-RUN → admin, reviewers-RUN →
     reviewer), set up as an operator would: `memwarden tenant set`."""
     from app.cli import build_parser
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     tenant = create_tenant(committed_ctx, name=unique("sso"), actor=ACTOR)
     args = build_parser().parse_args(["tenant", "set", "--tenant", tenant.name, "--oidc-role-claim", "groups",
@@ -99,7 +99,7 @@ def sign_in_at_provider(http: httpx.Client, base: str, login: str) -> httpx.Resp
 
 def _role_of(ctx, email: str, tenant_id: str):
     """(the account named `email`, its role in the tenant) — (None, None) without an account."""
-    from app.services.users import find_user, list_users
+    from app.services.tenancy.users import find_user, list_users
 
     user = find_user(ctx, email)
     if user is None:
@@ -170,7 +170,7 @@ def test_leaving_the_group_removes_the_role_and_ends_open_sessions(stack, sso_te
 
 
 def test_password_sign_in_is_off_and_the_page_offers_only_the_provider(stack, committed_ctx, sso_tenant):
-    from app.services.users import create_user
+    from app.services.tenancy.users import create_user
 
     base, _, _ = stack
     name = unique("pw")

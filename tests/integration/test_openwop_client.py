@@ -27,8 +27,8 @@ import pytest
 from openwop_client import (ERROR_CODE_HTTP_STATUS, CreateRunRequest, OpenwopClient, RunEventDoc, WopError,
                             is_error_code, is_memory_written, is_vendor_error_code, memory_written_payload)
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import bearer, unique
 from tests.schema_check import assert_schema
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.services.apikeys import create_key
-from app.services.audit import chain_for
-from app.services.importer import import_bytes
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.audit.audit import chain_for
+from app.services.transfer.importer import import_bytes
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import start_server, stop_server, unique
 
 pytestmark = pytest.mark.slow
@@ -188,8 +188,8 @@ def _assert_flagged(ctx, tenant_id, key_id):
 def test_reads_of_a_tenant_whose_chain_is_closed_are_recorded_in_the_system_chain(committed_ctx):
     """An open alarm refuses writes to the tenant's chain; reads still happen (an investigation
     reads), so their records go to the system chain, naming the tenant, and to the indexes."""
-    from app.services import read_audit
-    from app.services.audit import SYSTEM_CHAIN
+    from app.services.audit import read_audit
+    from app.services.audit.audit import SYSTEM_CHAIN
 
     tenant = create_tenant(committed_ctx, name=unique("closed"), actor=ACTOR)
     committed_ctx.audit.raise_alarm(committed_ctx.db.engine, chain_for(tenant.id), first_bad_seq=1, reason="test",
@@ -211,7 +211,7 @@ def test_the_budget_count_is_exact_under_concurrent_takers(committed_ctx):
     import threading
     from datetime import datetime, timezone
 
-    from app.repos import reads
+    from app.repos.audit import reads
 
     tenant_id, limit = unique("race"), 60
     window = datetime(2030, 1, 1, tzinfo=timezone.utc)

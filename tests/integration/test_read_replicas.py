@@ -24,10 +24,10 @@ from app.db.replicas import Replica, ReplicaSet, lsn_int
 from app.db.standby import Standby, make_standby
 from app.local_server import free_port
 from app.main import create_app
-from app.services.apikeys import create_key
-from app.services.context import AppContext
-from app.services.exporter import export_tenant
-from app.services.tenants import create_tenant
+from app.services.tenancy.apikeys import create_key
+from app.services.runtime.context import AppContext
+from app.services.transfer.exporter import export_tenant
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import bearer, start_server, stop_server, unique
 
 pytestmark = pytest.mark.slow

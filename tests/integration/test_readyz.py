@@ -6,7 +6,7 @@ from starlette.testclient import TestClient
 from app.config import Settings
 from app.db.database import make_database, make_engine, migrate, resolve_urls
 from app.main import create_app
-from app.services.context import AppContext
+from app.services.runtime.context import AppContext
 from tests.schema_check import assert_error
 
 pytestmark = pytest.mark.slow

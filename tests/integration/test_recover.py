@@ -18,8 +18,8 @@ from memwarden.client import Client
 
 from app.core.access import parse_token
 from app.core.timefmt import format_ts, utcnow
-from app.repos import audit_reads
-from app.services.audit import chain_for
+from app.repos.audit import audit_reads
+from app.services.audit.audit import chain_for
 from tests.harness import PROJECT_ROOT, bearer, fresh_env, memwarden_cli
 
 pytestmark = pytest.mark.slow

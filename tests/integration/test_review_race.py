@@ -5,9 +5,9 @@ import multiprocessing as mp
 import pytest
 
 from app.core.access import Principal
-from app.services import memories
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
+from app.services.memory import memories
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
 from tests.harness import unique
 
 pytestmark = pytest.mark.slow
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.slow
 
 def _decide(settings, tenant_id, change_id, kind, barrier, results):
     from app.errors import Conflict
-    from app.services.context import AppContext
-    from app.services.review import DecisionRequest, decide
+    from app.services.runtime.context import AppContext
+    from app.services.review.review import DecisionRequest, decide
 
     ctx = AppContext.open(settings, migrate=False)
     barrier.wait(timeout=30)
@@ -52,7 +52,7 @@ def test_concurrent_approve_and_reject_exactly_one_wins(settings, committed_ctx)
         assert len(winners) == 1, outcomes
         loser = "reject" if winners[0] == "approve" else "approve"
         assert outcomes[loser] == "conflict:already_decided"
-        from app.services.review import get_change
+        from app.services.review.review import get_change
 
         final = get_change(committed_ctx, tenant.id, change_id, lambda a: True)
         assert final["status"] == ("approved" if winners[0] == "approve" else "rejected")

@@ -9,9 +9,9 @@ import uuid
 
 import httpx
 
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
-from app.services.users import create_user
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 ACTOR = {"kind": "test", "id": "pytest"}

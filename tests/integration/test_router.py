@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from app.local_server import free_port
-from app.services.apikeys import create_key
+from app.services.tenancy.apikeys import create_key
 from tests.harness import start_server, stop_server, unique
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ FAST = {"MEMWARDEN_BACKEND_POLL_SECONDS": "0.2", "MEMWARDEN_BACKEND_RETRY_BASE_S
 
 
 def _tenant_with_key(ctx, prefix: str, scopes: str = "memory:read,memory:write"):
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.tenants import create_tenant
 
     tenant = create_tenant(ctx, name=unique(prefix), actor=ACTOR)
     return tenant, create_key(ctx, tenant_id=tenant.id, scopes=scopes, agents="*", actor=ACTOR).token
@@ -61,7 +61,7 @@ def _serving(settings, **env):
 
 
 def _route(ctx, tenant, base_url: str, backend_key: str, name: str = "second") -> None:
-    from app.services import backends
+    from app.services.router import backends
 
     backends.add_backend(ctx, tenant_name=tenant.name, name=name, kind="memwarden", agents="bot*",
                          options={"url": base_url}, secret=backend_key, timeout_ms=3000, actor=ACTOR)
@@ -148,7 +148,7 @@ def test_kill_9_during_delivery_loses_and_duplicates_nothing(settings, committed
             _wait(lambda: any(_delivered(http, front_key, i) for i in ids), what="the first delivery")
         proc.send_signal(signal.SIGKILL)  # mid-way through the batch
         proc.wait()
-        from app.services import backends
+        from app.services.router import backends
 
         owed = backends.status(committed_ctx, tenant_id=front.id)[0]["pending"]
         assert 0 < owed < len(ids)  # killed with some delivered and some (one of them leased) not
@@ -165,7 +165,7 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
     pytest.importorskip("mem0")
     pytest.importorskip("memorywire.store.pgvector_adapter")
     pytest.importorskip("asyncpg")
-    from app.services import backends
+    from app.services.router import backends
 
     front, front_key = _tenant_with_key(committed_ctx, "front")
     # Both stores live in the test's PostgreSQL, so whichever serving process leads the delivery job
@@ -210,7 +210,7 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
 
 
 def test_drift_finds_what_a_backend_lost_or_changed_and_resync_puts_it_right(committed_ctx, pair, router_server):
-    from app.services import backend_checks, backends
+    from app.services.router import backend_checks, backends
 
     front, front_key, back_key = pair
     base_url = router_server

@@ -16,8 +16,8 @@ import pytest
 
 from app.core.access import parse_token
 from app.core.timefmt import format_ts, utcnow
-from app.repos import audit_reads
-from app.services.audit import chain_for
+from app.repos.audit import audit_reads
+from app.services.audit.audit import chain_for
 from memwarden import Client, errors
 from tests.harness import bearer, memwarden_cli
 from tests.schema_check import assert_schema

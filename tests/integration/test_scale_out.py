@@ -19,12 +19,12 @@ from sqlalchemy.engine import make_url
 
 from app.db.database import DatabaseUrls, make_database, make_engine, migrate
 from app.db.models import AuditCheckpoint
-from app.services.apikeys import create_key
-from app.services.audit import chain_for
-from app.services.context import AppContext
-from app.services.leader import APPLICATION_NAME
-from app.services.tenants import create_tenant
-from app.services.users import create_user
+from app.services.tenancy.apikeys import create_key
+from app.services.audit.audit import chain_for
+from app.services.runtime.context import AppContext
+from app.services.runtime.leader import APPLICATION_NAME
+from app.services.tenancy.tenants import create_tenant
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, start_server, stop_server, unique
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ import httpx
 from starlette.testclient import TestClient
 
 from app.main import create_app
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import csrf_token_in, unique
 
 PASSWORD = "correct horse battery"

@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from app.services.apikeys import create_key, revoke_key
+from app.services.tenancy.apikeys import create_key, revoke_key
 from tests.harness import bearer
 from tests.sse import iter_events
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from app.services.events import CHANNEL
+from app.services.events.events import CHANNEL
 
 from tests.harness import bearer, start_server, stop_server
 from tests.sse import iter_events

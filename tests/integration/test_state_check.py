@@ -16,11 +16,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from app.core.ids import new_id
-from app.services import events
-from app.services.apikeys import create_key
-from app.services.tenant_config import set_policy
-from app.services.tenants import create_tenant
-from app.services.users import create_user
+from app.services.events import events
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.tenants import create_tenant
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, start_server, stop_server, unique
 from tests.http_receiver import Receiver
 from tests.integration.test_audit_tamper import cli

@@ -22,10 +22,10 @@ from sqlalchemy import text
 
 from app.core.access import parse_token
 from app.core.timefmt import format_ts, utcnow
-from app.repos import audit_reads
-from app.services import consolidation
-from app.services.audit import chain_for
-from app.services.users import create_user
+from app.repos.audit import audit_reads
+from app.services.memory import consolidation
+from app.services.audit.audit import chain_for
+from app.services.tenancy.users import create_user
 from tests.consolidation_data import preference_and_noise
 from tests.harness import PROJECT_ROOT, bearer, memwarden_cli, web_sign_in
 from tests.schema_check import assert_error, assert_schema
@@ -179,8 +179,8 @@ def test_recover_follows_taint_and_reports_who_read_it(tainted, data_dir, commit
     assert_error(http.get("/v1/recover/rcv_00000000000000000000000000/report", headers=bearer(t["auditor"])),
                  404, "not_found")
     assert_error(http.get("/v1/recover/report", params=target, headers=bearer(t["reader"])), 403, "forbidden")
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
     from tests.harness import unique
 
     stranger = create_tenant(committed_ctx, name=unique("other"), actor=ADMIN)
@@ -224,8 +224,8 @@ def test_the_auditors_page_shows_the_report_escaped_and_records_what_it_quotes(t
 
 
 def test_consolidation_promotions_are_derived(live_server, committed_ctx):
-    from app.services.apikeys import create_key
-    from app.services.tenants import create_tenant
+    from app.services.tenancy.apikeys import create_key
+    from app.services.tenancy.tenants import create_tenant
     from tests.harness import unique
 
     ctx = committed_ctx

@@ -41,7 +41,7 @@ ALLOWED = (
     DIST_INFO + "top_level.txt", DIST_INFO + "licenses/LICENSE", DIST_INFO + "licenses/*NOTICE.md",
     DIST_INFO + "licenses/static/vendor/*.LICENSE",
 )
-# `memwarden bench …` modules (app/cli_bench.py registers each) and the helpers they share.
+# `memwarden bench …` modules (app/cli/bench.py registers each) and the helpers they share.
 BENCH_MODULES = {
     "audit", "audit_guards", "backtest", "blast", "compare", "compare_ab", "consolidate", "contradiction", "fusion",
     "hotpath", "import_", "rate_limit", "recall", "replicas", "review", "reviewer", "router", "scale", "screening",

@@ -1,6 +1,6 @@
-"""What a staged change's diff quotes of live memory (`app.services.change_reads`), per operation."""
+"""What a staged change's diff quotes of live memory (`app.services.review.change_reads`), per operation."""
 
-from app.services.change_reads import shown_in_change, shown_in_diff
+from app.services.review.change_reads import shown_in_change, shown_in_diff
 
 
 def _brief(memory_id: str, content: str | None = "text") -> dict:

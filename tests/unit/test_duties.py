@@ -1,10 +1,10 @@
-"""Who is a change's author (`app.services.duties`), without a database: the submitting key's owner
+"""Who is a change's author (`app.services.review.duties`), without a database: the submitting key's owner
 is read through `apikeys_repo.owner_of`, stubbed here, and only when the decider is a person."""
 
 import pytest
 
 from app.errors import OwnChange
-from app.services import duties
+from app.services.review import duties
 
 OWNERS = {"key_a": "usr_p", "key_b": "usr_p", "key_c": None}
 

@@ -1,14 +1,14 @@
-"""The state digest (`app.core.memstate`): equal for a row as written and as PostgreSQL gives it
+"""The state digest (`app.core.state_digest`): equal for a row as written and as PostgreSQL gives it
 back, different for any change a state covers, and keyed twice (payload under the memory's own
 key, state under the tenant's)."""
 
 from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
-from app.core import memstate
+from app.core import state_digest
 
 KEY = b"m" * 32
-TENANT_KEY = memstate.tenant_state_key(b"s" * 32, "ten_a")
+TENANT_KEY = state_digest.tenant_state_key(b"s" * 32, "ten_a")
 NOW = datetime(2026, 11, 25, 1, 2, 3, 456789, tzinfo=timezone.utc)
 
 
@@ -22,7 +22,7 @@ def row(**changes):
 
 
 def digest(r, key=TENANT_KEY, **after):
-    return memstate.state_digest(key, memstate.state_of(r, **after))
+    return state_digest.state_digest(key, state_digest.state_of(r, **after))
 
 
 def test_a_row_read_back_from_postgresql_digests_as_it_was_written():
@@ -47,10 +47,10 @@ def test_overrides_are_the_update_about_to_happen():
 
 
 def test_keys_are_per_tenant_and_the_payload_dies_with_its_key():
-    other = memstate.tenant_state_key(b"s" * 32, "ten_b")
+    other = state_digest.tenant_state_key(b"s" * 32, "ten_b")
     assert digest(row(), key=other) != digest(row())
-    tombstone = memstate.state_of(row(content=None, digest_key=None, metadata_={}, tags=[], hard_deleted=True))
+    tombstone = state_digest.state_of(row(content=None, digest_key=None, metadata_={}, tags=[], hard_deleted=True))
     assert tombstone[-1] is None  # no key, no payload digest: nothing left to test a guess against
-    assert memstate.content_hmac(None, "Ada likes tea.") is None
-    assert memstate.content_hmac(KEY, "Ada likes tea.") != memstate.content_hmac(b"k" * 32, "Ada likes tea.")
-    assert "Ada" not in repr(memstate.state_of(row()))
+    assert state_digest.content_hmac(None, "Ada likes tea.") is None
+    assert state_digest.content_hmac(KEY, "Ada likes tea.") != state_digest.content_hmac(b"k" * 32, "Ada likes tea.")
+    assert "Ada" not in repr(state_digest.state_of(row()))

@@ -1,7 +1,7 @@
 """The process's cache of committed refs is bounded: a caller minting scope after scope cannot grow
 the server without limit, and what it forgets is read from the database again (refs never change)."""
 
-from app.services import refs
+from app.services.memory import refs
 
 
 def test_the_known_refs_cache_forgets_the_oldest_scope_past_its_bound(monkeypatch):

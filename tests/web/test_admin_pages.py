@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from app.core.policy import DEFAULT_POLICY
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
@@ -230,7 +230,7 @@ def test_a_key_can_be_given_an_owner_and_the_list_shows_it(client, ctx, admin, t
                                                 "owner": "usr_not_here"}, headers=HX)
     assert stranger.status_code == 422 and "holds a role in this tenant" in stranger.text
     assert "key of no one may give one" in client.get("/admin").text
-    from app.services.tenant_config import set_two_person_owned_keys
+    from app.services.tenancy.tenant_config import set_two_person_owned_keys
 
     set_two_person_owned_keys(ctx, tenant_id=tenant.id, on=True, actor=ACTOR)
     assert "people only" in client.get("/admin").text

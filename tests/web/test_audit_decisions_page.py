@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

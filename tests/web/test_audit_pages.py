@@ -15,9 +15,9 @@ from starlette.testclient import TestClient
 from app.core import auditchain
 from app.db.database import make_engine
 from app.main import create_app
-from app.services.apikeys import create_key
-from app.services.tenants import create_tenant
-from app.services.users import create_user
+from app.services.tenancy.apikeys import create_key
+from app.services.tenancy.tenants import create_tenant
+from app.services.tenancy.users import create_user
 from tests.harness import csrf_token_in, unique, web_sign_in
 
 PASSWORD = "correct horse battery"
@@ -164,7 +164,7 @@ def test_export_downloads_valid_jsonl_and_is_audited(committed_client, committed
 
 
 def test_admin_with_several_tenants_picks_the_chain(committed_client, committed_ctx, chain):
-    from app.services.users import set_role
+    from app.services.tenancy.users import set_role
 
     tenant, auditor = chain
     second = create_tenant(committed_ctx, name=unique("aud"), actor=ACTOR)

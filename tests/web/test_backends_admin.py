@@ -4,7 +4,7 @@ removes it; mem0 and memorywire stores, which run code in the server, are the op
 
 from dataclasses import replace
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

@@ -7,9 +7,9 @@ import re
 import pytest
 from sqlalchemy import text
 
-from app.services import canaries
-from app.services.tenant_config import set_policy
-from app.services.users import create_user
+from app.services.review import canaries
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

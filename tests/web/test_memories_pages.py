@@ -12,8 +12,8 @@ from sqlalchemy import text
 from app.core.ids import new_id
 from app.core.timefmt import utcnow
 from app.db.models import Memory
-from app.repos import browse
-from app.services.users import create_user
+from app.repos.review import browse
+from app.services.tenancy.users import create_user
 from app.web import memories as memory_pages
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
@@ -181,7 +181,7 @@ def test_forgotten_and_pending_memories_are_not_shown(client, viewer, headers):
 
 
 def test_user_with_several_tenants_picks_one(client, ctx, tenant, make_tenant, make_key, headers):
-    from app.services.users import set_role
+    from app.services.tenancy.users import set_role
 
     here = _remember(client, headers)
     second = make_tenant()

@@ -2,7 +2,7 @@
 and people, newest first, with the audit seq); a viewer's own view is recorded but the panel is
 not shown to a role without the audit power."""
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, web_sign_in
 
 PASSWORD = "correct horse battery"
@@ -41,7 +41,7 @@ def test_an_auditor_sees_who_read_the_memory(client, ctx, tenant, make_key):
 
 
 def test_a_key_that_met_its_read_budget_is_flagged_on_the_admin_page(client, ctx, tenant, make_key):
-    from app.services.tenant_config import set_read_budget
+    from app.services.tenancy.tenant_config import set_read_budget
 
     set_read_budget(ctx, tenant_id=tenant.id, actor=ACTOR, per_key=1)
     writer = bearer(make_key())

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from app.errors import ValidationFailed
-from app.services import users
-from app.services.oidc import UNUSABLE_PASSWORD, SignInRefused, set_oidc_rule, sign_in_with_claims
-from app.services.users import create_user, find_user, list_users, set_role
+from app.services.tenancy import users
+from app.services.tenancy.oidc import UNUSABLE_PASSWORD, SignInRefused, set_oidc_rule, sign_in_with_claims
+from app.services.tenancy.users import create_user, find_user, list_users, set_role
 from tests.harness import unique
 
 ACTOR = {"kind": "test", "id": "pytest"}
@@ -114,7 +114,7 @@ def test_a_callback_this_browser_did_not_start_is_refused(unreachable_idp_app, q
 
 def test_provider_settings_without_a_client_id_or_public_url_stop_startup(ctx):
     from app.main import create_app
-    from app.services.oidc_client import OidcMisconfigured
+    from app.services.tenancy.oidc_client import OidcMisconfigured
 
     for missing in ({"oidc_client_id": None, "public_url": "https://mw.example"},
                     {"oidc_client_id": "memwarden", "public_url": None}):
@@ -137,7 +137,7 @@ def test_a_disabled_account_is_refused_whatever_the_provider_says(ctx, ruled, gr
 
 def test_an_unreadable_client_secret_file_stops_startup(ctx, tmp_path):
     from app.main import create_app
-    from app.services.oidc_client import OidcMisconfigured
+    from app.services.tenancy.oidc_client import OidcMisconfigured
 
     with pytest.raises(OidcMisconfigured, match="CLIENT_SECRET_FILE"):
         create_app(ctx.settings.with_changes(oidc_issuer="https://idp.example", oidc_client_id="memwarden",

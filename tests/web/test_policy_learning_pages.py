@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from app.services.tenant_config import set_policy
-from app.services.users import create_user
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 from tests.spread import spread_decisions
 
@@ -138,7 +138,7 @@ def test_the_policy_editor_shows_the_backtest_and_saves_only_with_an_override(cl
 def planted_attack(tmp_path, monkeypatch):
     """A known-attack corpus holding one write the learned rule would admit: plain words, no link,
     number or instruction screening or the high-impact guard would catch."""
-    from app.services import policy_backtest
+    from app.services.review import policy_backtest
 
     corpus = tmp_path / "attacks.jsonl"
     corpus.write_text('{"id": "planted-1", "class": "false_fact", "label": "poisoned", "type": "semantic", '

@@ -7,7 +7,7 @@ import re
 
 from app.core.access import parse_token
 from app.core.timefmt import format_ts, utcnow
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

@@ -6,8 +6,8 @@ second one."""
 
 import re
 
-from app.services.tenant_config import set_policy
-from app.services.users import create_user
+from app.services.tenancy.tenant_config import set_policy
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

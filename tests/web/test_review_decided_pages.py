@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, web_sign_in
 
 PASSWORD = "correct horse battery"
@@ -51,7 +51,7 @@ def test_a_hard_deleted_memory_leaves_no_copy_on_the_decided_page(client, make_k
 
 
 def test_a_write_a_learned_rule_approved_names_the_rule_and_links_its_memory(client, ctx, tenant, make_key, signed_in):
-    from app.services.tenant_config import set_policy
+    from app.services.tenancy.tenant_config import set_policy
 
     provenance = {"kind": "learned", "suggestion_id": "sug_abc123", "accepted_by": "user:usr_1",
                   "accepted_at": "2026-11-25T04:00:00Z", "evidence": {"decisions": 25, "rejected": 0}}

@@ -9,7 +9,7 @@ import pytest
 
 from app.core.diff import STRONG_MATCH_COSINE
 from app.core.screening import EXPLANATIONS, FLAG_NAMES
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from app.web import flag_text
 from app.web.review import DEFAULT_SORT, SIMILAR_MIN_COSINE, similar_listed
 from tests.harness import bearer, web_sign_in
@@ -67,7 +67,7 @@ def test_queue_defaults_to_risk_first_and_pages_carry_help(client, reviewer, mak
 
 
 def test_accepting_a_suggestion_without_javascript_lands_on_the_rule_it_made(client, ctx, tenant, reviewer):
-    from app.services import tenant_config
+    from app.services.tenancy import tenant_config
     from app.web import admin
 
     tenant_config.set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [

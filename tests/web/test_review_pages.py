@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import bearer, csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"
@@ -248,8 +248,8 @@ def test_change_page_explains_each_flag_in_a_plain_sentence(client, reviewer, ma
 def test_next_looks_past_a_queue_head_you_already_approved(client, ctx, tenant, reviewer, make_key, monkeypatch):
     """"Next" skips the two-person changes this reviewer already approved, however many head the queue
     (the first look reads only NEXT_LOOKAHEAD rows; past them SQL leaves this reviewer's approvals out)."""
-    from app.services import review
-    from app.services.tenant_config import set_policy
+    from app.services.review import review
+    from app.services.tenancy.tenant_config import set_policy
 
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
         {"id": "pairs", "match": {"agents": ["pair-*"]}, "action": "require_approval", "approvals_required": 2}]})

@@ -5,7 +5,7 @@ from sqlalchemy import text
 from starlette.testclient import TestClient
 
 from app.middleware import CSP
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

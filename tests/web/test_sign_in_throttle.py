@@ -5,8 +5,8 @@ import pytest
 from sqlalchemy import text
 from starlette.testclient import TestClient
 
-from app.services import users
-from app.services.users import create_user
+from app.services.tenancy import users
+from app.services.tenancy.users import create_user
 from tests.harness import csrf_token_in
 
 PASSWORD = "correct horse battery"

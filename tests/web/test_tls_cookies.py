@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.main import create_app
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import PROJECT_ROOT, csrf_token_in, server_env, start_server, stop_server
 
 PASSWORD = "correct horse battery"

@@ -1,7 +1,7 @@
 """Pages refuse NUL in the URL or a form with a 422 page before any handler runs (these were 500s:
 PostgreSQL cannot store or compare NUL), and a non-ASCII digit is not a number."""
 
-from app.services.users import create_user
+from app.services.tenancy.users import create_user
 from tests.harness import csrf_token_in, web_sign_in
 
 PASSWORD = "correct horse battery"

@@ -8,7 +8,7 @@ several languages), or the same frame negated or given another value (``app.core
 (``app.core.attributes.Meaning``, from the recall embedder's vectors), a change of state by meaning
 (``changed_state``: one subject, one attribute, a word of change and none of a state held beside,
 passing or past, a value the old text does not give). Approving a write that replaces a live memory retires it
-(``app.services.supersession``). Most contradictions are honest updates ("Bob lives in Lisbon"
+(``app.services.memory.supersession``). Most contradictions are honest updates ("Bob lives in Lisbon"
 after "Bob lives in Porto"): medium. A contradiction about something an attacker gains by
 changing — money (bank, IBAN, account, payee, wallet), health (allergy, medication, dose, blood
 type), identity and contact (email, phone, address, password, emergency contact) — is high.

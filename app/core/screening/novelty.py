@@ -1,7 +1,7 @@
 """``unlike_agent``: a write far from everything its agent holds live, read beside the categories.
 
 A support bot that suddenly records a rule to forward invoices is unusual whatever its words. The
-caller (``app.services.screening``) looks up, on the embedding ``remember`` already computed, how
+caller (``app.services.memory.screening``) looks up, on the embedding ``remember`` already computed, how
 many live memories the agent holds (what it wrote and what reviewers approved for it) and the
 cosine similarity of the write to the nearest of them: a ``Familiarity``. From that:
 

@@ -12,7 +12,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # `id` is assigned per tenant under the tenant's advisory lock (app/services/events.py), so
+    # `id` is assigned per tenant under the tenant's advisory lock (app/services/events/events.py), so
     # for one tenant id order is commit order: a reader resuming after id N never skips an event.
     op.execute("""
         CREATE TABLE events (

@@ -7,7 +7,7 @@ per row (a scope's rows are scattered over the table), 36 ms of a recall on a lo
 with it (NULL after a hard delete). `memories_scope_bits` keys the live rows by scope and carries
 what recall's filter reads (user, type, expiry) with the id and the code, so the scan compares every
 row's code with the query's without visiting the table; recall then re-ranks the nearest few hundred
-with the full vectors (`app.repos.search_vector`).
+with the full vectors (`app.repos.memory.search_vector`).
 
 Adding a stored generated column rewrites `memories` once (minutes at 1M rows; writes to the table
 wait meanwhile). About 60 bytes a row in the table, ~170 in the index. The rewrite leaves no page

@@ -2,7 +2,7 @@
 scope's binary codes.
 
 Recall keeps a large scope's binary codes (`embedding_bits`, migration 0033) in memory and compares
-the query with them there (`app.repos.code_cache`): a scan of 50,000-100,000 codes in PostgreSQL
+the query with them there (`app.repos.memory.code_cache`): a scan of 50,000-100,000 codes in PostgreSQL
 cost 12-37 ms of executor time, the same in numpy ~1-3 ms. What the cached copy cannot know is
 what changed after it was read; `search_changed_at` is set by PostgreSQL itself (a trigger, so every
 writer is covered: remember, review, recover, merge, import, COPY) whenever a row is inserted or its

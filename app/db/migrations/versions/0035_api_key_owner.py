@@ -3,7 +3,7 @@
 `api_keys.owner_user_id` names the user a key belongs to (NULL: a key of no one, as every key
 made before). An approval given with an owned key is recorded as its owner's, so one person
 holding a `review:decide` key and a sign-in (or two keys) cannot give both approvals of a
-two-person change (`app.services.review`).
+two-person change (`app.services.review.review`).
 
 A nullable column with no default: adding it rewrites nothing and takes a brief lock only. The
 foreign key is added NOT VALID (no scan of existing rows, which are all NULL anyway).

@@ -5,7 +5,7 @@ memory from each duplicate folded into it (`merge`, or `compaction` when a compa
 them), a memory that superseded another (`supersede`), a consolidation's semantic fact from each
 episodic item it was promoted from (`consolidation`). `via` names the change, compaction run or
 consolidation run that made it, when there is one. Every deriving path writes its rows in the
-same transaction as the derived memory (`app.services.derivations`); recover follows them
+same transaction as the derived memory (`app.services.memory.derivations`); recover follows them
 transitively (its blast radius). The primary key serves derived → sources, the second index
 sources → derived, both tenant first. Append-only for the app role, like the read indexes:
 lineage is evidence.

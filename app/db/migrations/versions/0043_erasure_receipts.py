@@ -1,7 +1,7 @@
 """Erasure receipts: one signed receipt per memory and store, for each delete a store confirmed.
 
 The router writes a row when a store, read back after its delete, no longer returns the item
-(`app.services.erasure`): the memory id, the backend (its id, and its name as the receipt names
+(`app.services.audit.erasure`): the memory id, the backend (its id, and its name as the receipt names
 it), the confirmation time, the audit sequence of the event that ended the memory, and the signed
 note itself (`app.core.auditchain.receipts`). No foreign key to the backend: a receipt outlives the
 backend's removal. Append-only for the app role, like the audit log: receipts are evidence.

@@ -1,0 +1,5 @@
+"""`python -m app.cli`: the `memwarden` command."""
+
+from app.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Review: staged changes and their decisions, confirmations, separation of duties, learned rules and their backtests."""

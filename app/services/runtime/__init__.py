@@ -1,0 +1,1 @@
+"""Runtime: the services' context, background jobs and leaders, health, idempotency, the outbound rule."""

@@ -1,0 +1,1 @@
+"""Import and export of a tenant's memories."""
