@@ -1,6 +1,6 @@
 """The tenant admin page (admin role only): members and their roles, API keys, review policy,
-redaction mode and registered secrets, and recover (quarantine what a compromised key, agent or
-source wrote). Every change goes through a service that audits it.
+redaction mode and registered secrets, memory backends, reviewer canaries, and recover (quarantine
+what a compromised key, agent or source wrote). Every change goes through a service that audits it.
 
 Each section is a partial (`templates/admin/_<section>.html`); an htmx POST gets back only the
 section it changed, a plain form POST is redirected to the page (or, on a problem, gets the page
@@ -22,7 +22,7 @@ from app.core.durations import format_duration
 from app.errors import AppError, BacktestFailed, ValidationFailed
 from app.services.tenancy import apikeys, tenant_config, users
 from app.services.router import backends
-from app.services.review import policy_backtest, suggestions
+from app.services.review import canaries, policy_backtest, suggestions
 from app.services.audit import recover
 from app.web import admin_view
 from app.services.runtime.context import AppContext
@@ -33,7 +33,7 @@ from app.web.templating import render
 
 SECTIONS = {"users": "admin/_users.html", "keys": "admin/_keys.html", "policy": "admin/_policy.html",
             "redaction": "admin/_redaction.html", "backends": "admin/_backends.html",
-            "recover": "admin/_recover.html"}
+            "canaries": "admin/_canaries.html", "recover": "admin/_recover.html"}
 EMPTY_RECOVER_FORM = {"kind": "key", "value": "", "since": "", "until": "", "dry_run": True}
 SAMPLE_WRITE = ('{"operation": "remember", "agent_id": "support-bot", "type": "semantic", "source": "zendesk",\n'
                 ' "tags": ["faq"], "risk_level": "none", "content": "The store opens at 9."}')
@@ -61,7 +61,14 @@ def _load(ctx, role: TenantRole) -> dict[str, Any]:
         **admin_view.settings_view(ctx, role.tenant_id),
         "backends": backends.admin_view(ctx, tenant_id=role.tenant_id),
         "policy_rules": suggestions.rule_list(suggestions.policy_of(ctx, role.tenant_id)),
+        **_canary_view(ctx, role.tenant_id),
     }
+
+
+def _canary_view(ctx, tenant_id: str) -> dict[str, Any]:
+    cfg = canaries.get_config(ctx, tenant_id)
+    return {"canary_config": cfg, "canary_families": canaries.families(cfg["corpus"]),
+            "canary_corpora": sorted(canaries.CORPORA), "canary_rates": canaries.catch_rates(ctx, tenant_id)}
 
 
 async def _page_context(request: Request, user: Reviewer, role: TenantRole) -> dict[str, Any]:
@@ -278,6 +285,28 @@ def _register_secret(ctx: AppContext, user: Reviewer, role: TenantRole, form, pa
     return f"Registered secret {label}; writes containing it are now redacted or rejected."
 
 
+def _int_field(form, name: str, limit: int = 12) -> int:
+    try:
+        return int(_text(form, name, limit).strip())
+    except ValueError:
+        raise ValidationFailed.at(f"/{name}", "a whole number") from None
+
+
+def _save_canaries(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
+    """The canaries form: the same settings `PUT /v1/policy/canaries` takes, validated by the service."""
+    try:
+        threshold = float(_text(form, "miss_threshold_percent", 12).strip()) / 100
+    except ValueError:
+        raise ValidationFailed.at("/miss_threshold", "a percentage from 0 to 100") from None
+    doc = {"enabled": form.get("enabled") == "on", "one_in": _int_field(form, "one_in"),
+           "corpus": _text(form, "corpus", 40).strip(), "families": [str(f)[:100] for f in form.getlist("families")],
+           "miss_threshold": threshold, "min_decided": _int_field(form, "min_decided")}
+    cfg = canaries.set_config(ctx, tenant_id=role.tenant_id, doc=doc, actor=user.actor)
+    if not cfg["enabled"]:
+        return "Canaries are off."
+    return f"Canaries on: one per {cfg['one_in']} staged writes."
+
+
 def _add_backend(ctx: AppContext, user: Reviewer, role: TenantRole, form, params) -> str:
     name = _text(form, "name", 64).strip()
     backends.add_backend(ctx, tenant_name=role.tenant_name, name=name, kind="memwarden",
@@ -334,5 +363,6 @@ routes = [
     Route("/admin/secrets", _form_action("redaction", _register_secret), methods=["POST"]),
     Route("/admin/backends", _form_action("backends", _add_backend), methods=["POST"]),
     Route("/admin/backends/{name}", _form_action("backends", _change_backend), methods=["POST"]),
+    Route("/admin/canaries", _form_action("canaries", _save_canaries), methods=["POST"]),
     Route("/admin/recover", run_recover, methods=["POST"]),
 ]

@@ -257,3 +257,26 @@ def test_keys_that_both_write_and_decide_are_listed_with_why(client, ctx, admin,
     flagged = re.findall(r'data-key-id="(key_[0-9a-z]+)" data-status[^>]*>(?:(?!</tr>).)*key-write-and-decide',
                          page, re.S)
     assert flagged == [both, workspace]
+
+
+def test_canaries_are_turned_on_from_the_page_and_bad_settings_change_nothing(client, ctx, admin, tenant, csrf,
+                                                                              make_key):
+    page = client.get("/admin").text
+    assert 'id="admin-canaries"' in page and 'data-testid="canary-form"' in page and "No canary decided yet" in page
+    form = {"csrf_token": csrf, "enabled": "on", "one_in": "7", "corpus": "screening", "families": ["exfiltration"],
+            "miss_threshold_percent": "40", "min_decided": "3"}
+    saved = client.post("/admin/canaries", data=form, headers=HX)
+    assert saved.status_code == 200 and "Canaries on: one per 7 staged writes." in saved.text
+    assert re.search(r'name="enabled"\s+checked', saved.text) and 'value="exfiltration" checked' in saved.text
+    key = make_key("admin")
+    via_api = client.get("/v1/policy/canaries", headers=bearer(key)).json()
+    assert {k: via_api["config"][k] for k in ("enabled", "one_in", "families", "miss_threshold", "min_decided")} == {
+        "enabled": True, "one_in": 7, "families": ["exfiltration"], "miss_threshold": 0.4, "min_decided": 3}
+    for bad, field in (({"one_in": "seven"}, "one_in"), ({"one_in": "0"}, "one_in"),
+                       ({"families": ["no-such-family"]}, "families"), ({"miss_threshold_percent": "150"}, "miss_threshold")):
+        refused = client.post("/admin/canaries", data={**form, **bad}, headers=HX)
+        assert refused.status_code == 422, (bad, refused.text[:300])
+    assert client.get("/v1/policy/canaries", headers=bearer(key)).json()["config"]["one_in"] == 7
+    off = client.post("/admin/canaries", data={k: v for k, v in form.items() if k != "enabled"}, headers=HX)
+    assert off.status_code == 200 and "Canaries are off." in off.text
+    assert "tenant.settings_changed" in _events(ctx, tenant.id, "tenant.settings")
