@@ -9,7 +9,7 @@ from app.api.jsonio import json_response, read_json
 from app.api.routes import ApiRoute, ctx_of, parse_query, path_id
 from app.core.access import Principal
 from app.core.cursor import encode_cursor
-from app.services.review import review
+from app.services.review import changes, diffs, review
 from app.services.runtime.cursors import decode_cursor
 
 
@@ -19,24 +19,24 @@ def _change_id(request: Request) -> str:
 
 async def get_change(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
-        review.get_change_for_key, ctx_of(request), principal, _change_id(request)))
+        changes.get_change_for_key, ctx_of(request), principal, _change_id(request)))
 
 
 async def get_diff(request: Request, principal: Principal):
     return json_response(await run_in_threadpool(
-        review.review_view_for_key, ctx_of(request), principal, _change_id(request)))
+        diffs.review_view_for_key, ctx_of(request), principal, _change_id(request)))
 
 
 async def list_changes(request: Request, principal: Principal):
     query = parse_query(request, "changes.query")
-    flt = review.QueueFilter(status=query.get("status", "pending"), agent_id=query.get("agent_id"),
+    flt = changes.QueueFilter(status=query.get("status", "pending"), agent_id=query.get("agent_id"),
                              operation=query.get("operation"))
     after = decode_cursor(query["cursor"]) if query.get("cursor") else None
     limit = query.get("limit", 50)
-    rows, total = await run_in_threadpool(review.list_changes, ctx_of(request), principal.tenant_id,
+    rows, total = await run_in_threadpool(changes.list_changes, ctx_of(request), principal.tenant_id,
                                           principal.agents, flt, limit, after)
     cursor = encode_cursor(rows[-1].submitted_at, rows[-1].id) if len(rows) == limit else None
-    return json_response({"items": [review.change_json(c) for c in rows], "total": total, "next_cursor": cursor})
+    return json_response({"items": [changes.change_json(c) for c in rows], "total": total, "next_cursor": cursor})
 
 
 def _decision(kind: str):
@@ -52,7 +52,7 @@ def _decision(kind: str):
         result = await run_in_threadpool(
             review.decide, ctx_of(request), tenant_id=principal.tenant_id, change_id=change_id,
             actor=principal.reviewer_actor, may_see=principal.may_act_for, request=decision,
-            shown=review.key_shown(request.app.state.ctx, principal, change_id))
+            shown=diffs.key_shown(request.app.state.ctx, principal, change_id))
         return json_response(result)
 
     handler.__name__ = kind

@@ -11,7 +11,7 @@ from app.api import memories as memories_api
 from app.api.routes import ApiRoute, prefixed_id
 from app.core.access import Principal
 from app.services.memory import memories, recall
-from app.services.review import review
+from app.services.review import changes
 from app.services.runtime.context import AppContext
 
 Runner = Callable[[AppContext, Principal, dict[str, Any]], dict[str, Any]]
@@ -67,7 +67,7 @@ def _history(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dic
 
 def _change_status(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
     change_id = prefixed_id(args["id"], "chg", "change")
-    return review.get_change_for_key(ctx, principal, change_id)
+    return changes.get_change_for_key(ctx, principal, change_id)
 
 
 TOOLS: tuple[Tool, ...] = (

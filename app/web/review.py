@@ -22,9 +22,10 @@ from app.core.timefmt import utcnow
 from app.db.models import Change
 from app.core.durations import format_duration
 from app.errors import AppError, ConfirmationRequired, Conflict, NotFound, ValidationFailed
-from app.services.review import browse, canaries, change_reads, review
+from app.services.review import browse, canaries, change_reads, changes, diffs, review
 from app.services.tenancy import tenant_config
 from app.services.runtime.cursors import decode_cursor
+from app.web import change_view
 from app.web.auth import current_user, pick_tenant
 from app.web.reads import ReadingRoute
 from app.web.templating import is_htmx, render, risk_of, tenant_query
@@ -45,7 +46,7 @@ def _cursor(change: Change, sort: str = "oldest") -> str:
     """Where the next page starts, in the queue's sort order (opaque to clients)."""
     if sort != "risk":
         return encode_cursor(change.submitted_at, change.id)
-    return pack([review.RISK_RANK.get(change.risk_level, 0), change.submitted_at.isoformat(), change.id])
+    return pack([changes.RISK_RANK.get(change.risk_level, 0), change.submitted_at.isoformat(), change.id])
 
 
 def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
@@ -62,12 +63,12 @@ def _uncursor(value: str | None, sort: str = "oldest") -> tuple | None:
         raise ValidationFailed.at("/after", "not a cursor returned by this page") from None
 
 
-def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
+def _filters(request: Request) -> tuple[changes.QueueFilter, dict[str, str]]:
     q = request.query_params
     raw = {k: q.get(k, "").strip() for k in ("agent", "operation", "type", "rule", "age", "risk", "sort", "overdue")}
     raw["overdue"] = "1" if raw["overdue"] in ("1", "on") else ""
     age = int(raw["age"]) if raw["age"].isascii() and raw["age"].isdigit() and len(raw["age"]) < 7 else None
-    flt = review.QueueFilter(
+    flt = changes.QueueFilter(
         status="pending", agent_id=raw["agent"][:128] or None,
         operation=raw["operation"] if raw["operation"] in OPERATIONS else None,
         memory_type=raw["type"] if raw["type"] in TYPES else None, policy_rule=raw["rule"][:64] or None,
@@ -79,7 +80,7 @@ def _filters(request: Request) -> tuple[review.QueueFilter, dict[str, str]]:
     return flt, shown
 
 
-async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
+async def _page(request: Request, flt: changes.QueueFilter, after: tuple | None):
     """The signed-in user's role, one keyset page of pending changes matching `flt` with previews,
     and the tenant's review SLA in seconds (0: none). With `flt.overdue` and an SLA, only changes
     past it are listed."""
@@ -87,7 +88,7 @@ async def _page(request: Request, flt: review.QueueFilter, after: tuple | None):
     role = pick_tenant(request, user, "read")
     ctx = request.app.state.ctx
     sla = await run_in_threadpool(tenant_config.tenant_review_sla, ctx, role.tenant_id)
-    rows, total = await run_in_threadpool(review.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
+    rows, total = await run_in_threadpool(changes.list_changes, ctx, role.tenant_id, role.agents, flt, PAGE, after)
     previews = await run_in_threadpool(browse.queue_previews, ctx, role.tenant_id, rows)
     await run_in_threadpool(_note_previews, ctx, user, role, rows, previews)
     return user, role, rows, total, previews, sla
@@ -229,7 +230,7 @@ def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
         try:
             if not CHANGE_ID.match(change_id):
                 raise NotFound("change not found")
-            view = review.review_view(ctx, role.tenant_id, change_id, role.sees_agent, reviewer=user.actor)
+            view = diffs.review_view(ctx, role.tenant_id, change_id, role.sees_agent, reviewer=user.actor)
         except AppError as error:
             plans.append({"id": change_id, "error": error.message, "gone": False})
             continue
@@ -241,7 +242,7 @@ def _plans(ctx, role, ids: list[str], user) -> list[dict[str, Any]]:
             plans.append({"id": change_id, "error": "you submitted it, and you cannot decide your own change: "
                           "another reviewer must", "gone": False})
             continue
-        if review.approved_by(view, user):
+        if change_view.approved_by(view, user):
             plans.append({"id": change_id, "error": "you already approved it; another reviewer must give the "
                           "next approval", "gone": False})
             continue
@@ -281,7 +282,7 @@ async def _bulk_done(request: Request, role, outcomes: list[dict[str, Any]]):
     flt, shown = _filters(request)
     if not is_htmx(request):  # back to the queue as it was filtered and sorted
         return RedirectResponse(f"/review?{tenant_query(role.tenant_name, shown)}", 303)
-    _, total = await run_in_threadpool(review.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
+    _, total = await run_in_threadpool(changes.list_changes, request.app.state.ctx, role.tenant_id, role.agents,
                                        flt, 1)
     return render(request, "review/_bulk_result.html", {"outcomes": outcomes, "total": total})
 
@@ -348,7 +349,7 @@ def similar_listed(diff: dict[str, Any] | None, contradicts: str | None = None) 
     return listed, len(similar) - len(listed)
 
 
-def _body_context(page: review.ChangePage, shown: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def _body_context(page: change_view.ChangePage, shown: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
     """Everything the change page shows: the change, its live diff, risk flags and what approve would do.
     `shown` is the queue's filter and sort the page was opened with (kept in its links and forms)."""
     view, role = page.view, page.role
@@ -383,7 +384,7 @@ async def detail(request: Request):
     way back keep them."""
     user = current_user(request)
     flt, shown = _filters(request)
-    page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
+    page = await run_in_threadpool(change_view.change_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], flt)
     return render(request, "review/detail.html", _body_context(page, pending=page.pending, shown=shown))
 
@@ -393,7 +394,7 @@ async def peek(request: Request):
     memory when it is about the same thing, and approve/reject that stay on the queue."""
     user = current_user(request)
     flt, shown = _filters(request)
-    page = await run_in_threadpool(review.change_page, request.app.state.ctx, user,
+    page = await run_in_threadpool(change_view.change_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], flt)
     return render(request, "review/_peek.html", _body_context(page, shown=shown))
 
@@ -453,7 +454,7 @@ async def decide(request: Request):
         memory_ids=_chosen_memories(form) if kind == "approve" else None)
     template = "review/_body.html" if is_htmx(request) else "review/detail.html"
     flt, shown = _filters(request)
-    page = await run_in_threadpool(review.decide_on_page, request.app.state.ctx, user,
+    page = await run_in_threadpool(change_view.decide_on_page, request.app.state.ctx, user,
                                    request.path_params["change_id"], decision, str(form.get("also_live", "")), flt)
     in_row = is_htmx(request) and form.get("from_queue") == "1"  # decided from a queue row opened in place
     if in_row:

@@ -34,7 +34,7 @@ from starlette.routing import Route
 from app.core.timefmt import parse_ts, utcnow
 from app.errors import AppError, NotFound, ValidationFailed
 from app.services.events import events
-from app.services.review import review
+from app.services.review import changes
 from app.services.events.event_tail import KEEPALIVE, EventTail
 from app.services.tenancy.users import Reviewer, TenantRole, role_if_signed_in
 from app.web.auth import current_user, pick_tenant
@@ -57,7 +57,7 @@ def _banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> str | None
     """The change page's banner for a decision by another reviewer or the agent's withdrawal, on one
     line (None: pending, or decided by this user, whose own page already shows it)."""
     try:
-        change = review.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
+        change = changes.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
     except AppError:
         return None
     if change["status"] == "pending" or change["decided_by"] == f"user:{user.user_id}":
@@ -72,7 +72,7 @@ def _approval_banner(ctx, role: TenantRole, user: Reviewer, change_id: str) -> s
     """The change page's banner for another reviewer's approval that leaves the change pending
     ("approved by X (1 of 2)"); None once decided, or when the approval is this user's own."""
     try:
-        change = review.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
+        change = changes.get_change(ctx, role.tenant_id, change_id, role.sees_agent)
     except AppError:
         return None
     if change["status"] != "pending" or not change["approvals"]:

@@ -52,7 +52,7 @@ def test_concurrent_approve_and_reject_exactly_one_wins(settings, committed_ctx)
         assert len(winners) == 1, outcomes
         loser = "reject" if winners[0] == "approve" else "approve"
         assert outcomes[loser] == "conflict:already_decided"
-        from app.services.review.review import get_change
+        from app.services.review.changes import get_change
 
         final = get_change(committed_ctx, tenant.id, change_id, lambda a: True)
         assert final["status"] == ("approved" if winners[0] == "approve" else "rejected")

@@ -248,7 +248,7 @@ def test_change_page_explains_each_flag_in_a_plain_sentence(client, reviewer, ma
 def test_next_looks_past_a_queue_head_you_already_approved(client, ctx, tenant, reviewer, make_key, monkeypatch):
     """"Next" skips the two-person changes this reviewer already approved, however many head the queue
     (the first look reads only NEXT_LOOKAHEAD rows; past them SQL leaves this reviewer's approvals out)."""
-    from app.services.review import review
+    from app.web import change_view
     from app.services.tenancy.tenant_config import set_policy
 
     set_policy(ctx, tenant_id=tenant.id, actor={"kind": "test", "id": "t"}, doc={"rules": [
@@ -261,7 +261,7 @@ def test_next_looks_past_a_queue_head_you_already_approved(client, ctx, tenant, 
 
     paired = [stage("pair-bot", f"Paired fact {i} about the vault.") for i in range(3)]
     plain, target = stage("helper", "Plain fact about the lobby."), stage("helper", "Target fact about the roof.")
-    monkeypatch.setattr(review, "NEXT_LOOKAHEAD", 2)
+    monkeypatch.setattr(change_view, "NEXT_LOOKAHEAD", 2)
     _sign_in(client, reviewer.username)
     token = _csrf(client.get("/review").text)
     for change_id in paired:  # the first of two approvals each: they stay pending, at the head of the queue

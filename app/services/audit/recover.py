@@ -338,7 +338,7 @@ def _quarantine_derived(ctx: AppContext, session, tenant_id: str, target: Target
     return change.id
 
 
-# --- deciding the changes a recover raised (called by app.services.review.review) ------------------------
+# --- deciding the changes a recover raised (called by app.services.review: diffs, approval, review) -------
 
 RECOVER_OPERATIONS = ("quarantine", "revert")
 

@@ -12,9 +12,9 @@ both (``keep_both``). It replaces a live memory of the same agent and user that
 
 A memory the reviewer names (``supersedes``) is retired too (``chosen``). The page, the keyboard,
 bulk approval, ``POST /v1/changes/{id}/approve``, the client and the LangGraph store all decide
-through ``app.services.review.review``, which plans with ``plan`` and applies with ``retire``; the
-decision's result says which memories were retired (``retired``, ``superseded`` the first), or
-which were kept live by choice (``kept_by_choice``).
+through ``app.services.review.review``, which plans with ``plan`` (``app.services.review.diffs.replaced``)
+and applies with ``retire``; the decision's result says which memories were retired (``retired``,
+``superseded`` the first), or which were kept live by choice (``kept_by_choice``).
 """
 
 from __future__ import annotations

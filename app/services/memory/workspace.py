@@ -278,7 +278,7 @@ def _commit(ctx: AppContext, session: Session, tenant_id: str, actor: dict[str, 
     return version, creating
 
 
-# --- governance (called by app/services/review/review.py) -----------------------------------------------
+# --- governance (called by app/services/review/diffs.py and approval.py) --------------------------------
 
 def review_diff(session: Session, change: Change) -> dict[str, Any]:
     """A staged workspace write against the file as it is now: a unified line diff; `_state` is

@@ -9,7 +9,7 @@ the chosen attack corpus (`app.paths.ATTACK_CORPUS`), written through the ordina
 key, agent, user and tags. So its change, ids, page, listing, events and audit entries are those of
 a real write; the one record that it is a canary is its `canaries` row (`app.repos.review.canaries`).
 
-Every decision passes through `app.services.review.review._decide_in`, which asks `lookup` first and, for
+Every decision passes through `app.services.review.review.decide_in`, which asks `lookup` first and, for
 a canary, calls `decided` instead of applying the change: a canary never becomes memory, whatever
 the path (page, keyboard, bulk, API). Learned rules never see one: canaries are staged for review
 whatever the policy says, and decisions on them are no evidence for suggestions.
