@@ -276,6 +276,7 @@ def test_canaries_are_turned_on_from_the_page_and_bad_settings_change_nothing(cl
                        ({"families": ["no-such-family"]}, "families"), ({"miss_threshold_percent": "150"}, "miss_threshold")):
         refused = client.post("/admin/canaries", data={**form, **bad}, headers=HX)
         assert refused.status_code == 422, (bad, refused.text[:300])
+        assert f"<code>/{field}</code>" in refused.text  # the problem is named at its field
     assert client.get("/v1/policy/canaries", headers=bearer(key)).json()["config"]["one_in"] == 7
     off = client.post("/admin/canaries", data={k: v for k, v in form.items() if k != "enabled"}, headers=HX)
     assert off.status_code == 200 and "Canaries are off." in off.text
