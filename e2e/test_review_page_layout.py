@@ -254,6 +254,9 @@ def test_question_mark_opens_the_shortcut_help_on_every_page(page, world, axe_so
     for path in ("/review", f"/review/{change_id}", "/memories", f"/memories/{memory}", "/audit", "/admin",
                  "/admin/suggestions"):
         page.goto(world.base_url + path)
+        # Chromium applies `autofocus` at a rendering update after load: let two frames pass so the
+        # element focused before `?` is the one the page settled on.
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         before = page.evaluate("() => document.activeElement.tagName")
         dialog = page.get_by_role("dialog", name="Keyboard shortcuts")
         expect(dialog).to_be_hidden()
