@@ -57,11 +57,20 @@ def test_a_trusted_marker_alone_is_medium() -> None:
 
 
 def test_grant_values_in_wide_metadata_stay_fast() -> None:
-    """Linear in the metadata: 5,000 grant-shaped values screen in well under a second."""
-    metadata = {"groups": [f"team{i}-admins" for i in range(5000)]}
-    started = time.perf_counter()
-    flags = flags_of("Lunch at noon.", metadata=metadata)
-    assert time.perf_counter() - started < 2.0
+    """Linear in the metadata: twice the grant-shaped values take about twice as long, not four
+    times (the best of three runs each, so a loaded machine slows both sides alike)."""
+    def best(values: int) -> tuple[float, list]:
+        metadata = {"groups": [f"team{i}-admins" for i in range(values)]}
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            flags = flags_of("Lunch at noon.", metadata=metadata)
+            runs.append(time.perf_counter() - started)
+        return min(runs), flags
+
+    small, _ = best(2500)
+    large, flags = best(5000)
+    assert large < 3.0 * small + 0.05, (small, large)
     assert severity(flags, "protected_memory") == "high"
 
 
