@@ -8,7 +8,7 @@ from datetime import timedelta
 from app.core.access import Principal
 from app.core.ids import new_id
 from app.core.timefmt import utcnow
-from app.services.memory import memories as mem
+from app.services.memory import remembering
 from app.services.tenancy.tenant_config import rules_for
 
 VEGETARIAN = ["Booked dinner at Tasca; the user asked for a vegetarian menu.",
@@ -31,10 +31,10 @@ def write_notes(ctx, tenant_id: str, notes: list[tuple[float, str]], agent_id: s
         body = {"agent_id": agent_id, "type": "episodic", "content": content, "confidence": confidence}
         if user_id is not None:
             body["user_id"] = user_id
-        writes.append(mem.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=at,
+        writes.append(remembering.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=at,
                                            updated_at=at, precheck=False))
     with ctx.db.sessions.begin() as session:
-        mem.write_prepared(ctx, session, principal, writes, [v.tolist() for v in vectors])
+        remembering.write_prepared(ctx, session, principal, writes, [v.tolist() for v in vectors])
     return [w.memory.id for w in writes]
 
 

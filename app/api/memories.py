@@ -17,7 +17,7 @@ from app.api.routes import (DEFERRED_AUTH, ApiRoute, ctx_of, note_key_write_here
                              require_scope)
 from app.core.access import Principal
 from app.services.router import backends
-from app.services.memory import early_embedding, memories, recall as recall_service
+from app.services.memory import early_embedding, memories, reads, recall as recall_service, remembering
 from app.services.audit import erasure, read_audit
 
 
@@ -84,7 +84,7 @@ def _mutation(service: Callable, schema: str):
 
 async def list_memories(request: Request, principal: Principal):
     query = parse_query(request, "list.query")
-    return json_response(await run_in_threadpool(memories.list_memories, ctx_of(request), principal, query))
+    return json_response(await run_in_threadpool(reads.list_memories, ctx_of(request), principal, query))
 
 
 def _memory_id(request: Request) -> str:
@@ -93,7 +93,7 @@ def _memory_id(request: Request) -> str:
 
 async def get_memory(request: Request, principal: Principal):
     query = parse_query(request, "get.query")
-    entry = await run_in_threadpool(memories.get_memory, ctx_of(request), principal, _memory_id(request),
+    entry = await run_in_threadpool(reads.get_memory, ctx_of(request), principal, _memory_id(request),
                                     query.get("as_of"))
     return json_response(entry)
 
@@ -111,7 +111,7 @@ async def readers(request: Request, principal: Principal):
 
 
 async def history(request: Request, principal: Principal):
-    return json_response(await run_in_threadpool(memories.history, ctx_of(request), principal, _memory_id(request)))
+    return json_response(await run_in_threadpool(reads.history, ctx_of(request), principal, _memory_id(request)))
 
 
 async def erasure_receipts(request: Request, principal: Principal):
@@ -124,7 +124,7 @@ async def deliveries(request: Request, principal: Principal):
 
 
 routes = [
-    ApiRoute("/v1/memories/remember", _one_hop(memories.remember, "remember.request", "memory:write", _outcome, "content"),
+    ApiRoute("/v1/memories/remember", _one_hop(remembering.remember, "remember.request", "memory:write", _outcome, "content"),
              method="POST", summary="Remember a memory (201), or stage it for review (202)", scope="memory:write",
              request="remember.request", responses={201: "remember.response", 202: "pending.response"}, one_hop=True),
     ApiRoute("/v1/memories/recall", _one_hop(recall_service.recall, "recall.request", "memory:read", json_response, "query"),

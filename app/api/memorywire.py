@@ -25,7 +25,7 @@ from app.api.jsonio import json_response, read_json
 from app.api.routes import ApiRoute, ctx_of
 from app.core.access import Principal
 from app.core.timefmt import parse_ts
-from app.services.memory import memories, recall as recall_service
+from app.services.memory import memories, recall as recall_service, remembering
 from app.services.memory.memories import Outcome
 from app.surfaces import MEMORYWIRE
 
@@ -117,7 +117,7 @@ def _route(verb: str, handler: Callable, summary: str, scope: str, reads_memory:
 
 
 routes = [
-    _route("remember", _mutation(memories.remember, _remember),
+    _route("remember", _mutation(remembering.remember, _remember),
            "memorywire remember: stored, or staged for review (pending_approval)", "memory:write"),
     _route("recall", memorywire_recall, "memorywire recall (hops boost linked hits)", "memory:read",
            reads_memory=True),

@@ -19,7 +19,7 @@ from app.core.access import Principal
 from app.core.ids import has_prefix
 from app.core.timefmt import format_ts, parse_ts
 from app.errors import NotFound, ValidationFailed
-from app.services.memory import memories, refs
+from app.services.memory import memories, reads, refs, remembering
 from app.services.runtime.context import AppContext
 
 # OpenWOP request field → memorywire field of `remember`.
@@ -64,7 +64,7 @@ def _entry_in_scope(ctx: AppContext, principal: Principal, scope: refs.RefScope,
                     as_of: str | None) -> dict[str, Any]:
     if not has_prefix(memory_id, "mem"):
         raise NotFound("entry not found")
-    entry = memories.get_memory(ctx, principal, memory_id, as_of)
+    entry = reads.get_memory(ctx, principal, memory_id, as_of)
     if entry["agent_id"] != scope.agent_id or (scope.user_id is not None and entry["user_id"] != scope.user_id):
         raise NotFound("entry not found")
     return entry
@@ -85,7 +85,7 @@ def list_entries(ctx: AppContext, principal: Principal, ref: str, query: dict[st
     as_of = _as_of(ctx, principal, query)
     if as_of:
         body["as_of"] = as_of
-    page = memories.list_memories(ctx, principal, body)
+    page = reads.list_memories(ctx, principal, body)
     return {"entries": [openwop_entry(e) for e in page["items"]], "nextCursor": page["next_cursor"]}
 
 
@@ -98,7 +98,7 @@ def put_entry(ctx: AppContext, principal: Principal, ref: str, body: dict[str, A
     scope = refs.resolve(ctx, principal, ref)
     remember = {**_scope_body(scope), "type": "semantic", "content": body["content"]}
     remember.update({wire: body[field] for field, wire in PUT_FIELDS.items() if field in body})
-    outcome = memories.remember(ctx, principal, remember)
+    outcome = remembering.remember(ctx, principal, remember)
     if outcome.status == 201:
         return 201, openwop_entry(outcome.body["memory"])
     return outcome.status, _pending(outcome.body)

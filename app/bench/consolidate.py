@@ -47,7 +47,7 @@ def _write_month(ctx, tenant_id: str, notes) -> dict[str, str]:
     from app.core.access import Principal
     from app.core.ids import new_id
     from app.core.timefmt import utcnow
-    from app.services.memory import memories as mem
+    from app.services.memory import remembering
     from app.services.tenancy.tenant_config import rules_for
 
     principal = Principal(tenant_id=tenant_id, key_id="key_bench", scopes=frozenset({"memory:write"}), agents=("*",))
@@ -62,14 +62,14 @@ def _write_month(ctx, tenant_id: str, notes) -> dict[str, str]:
             for i in range(start, min(len(notes), start + 200)):
                 note = notes[i]
                 at = end - timedelta(days=days - note.day) + timedelta(minutes=note.minute)
-                write = mem.prepare_remember(ctx, principal, {"agent_id": AGENT, "user_id": USER, "type": "episodic",
+                write = remembering.prepare_remember(ctx, principal, {"agent_id": AGENT, "user_id": USER, "type": "episodic",
                                                               "content": note.content, "confidence": note.confidence},
                                              rules, memory_id=new_id("mem"), created_at=at, updated_at=at,
                                              precheck=False)
                 writes.append(write)
                 vectors.append(embeddings[i].tolist())
                 ids[write.memory.id] = i
-            mem.write_prepared(ctx, session, principal, writes, vectors)
+            remembering.write_prepared(ctx, session, principal, writes, vectors)
     return ids
 
 

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.db.standby import make_standby
     from app.local_server import free_port
     from app.services.tenancy import apikeys
-    from app.services.memory import memories
+    from app.services.memory import remembering
     from app.services.tenancy.tenants import create_tenant
 
     before = machine()
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
                                    actor=ACTOR).token
         principal = apikeys.authenticate(ctx, token)
         for i in range(args.memories):
-            memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic",
+            remembering.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic",
                                                "content": f"Person {i} {TOPICS[i % len(TOPICS)]} (note {i})"})
         standbys = [make_standby(urls.embedded, data_dir.parent / f"replica{n}", free_port()) for n in (1, 2)]
         try:

@@ -64,7 +64,7 @@ def _deliver_all(ctx) -> tuple[int, float]:
 def run(args: argparse.Namespace, settings: Settings) -> int:
     from app.services.tenancy import apikeys
     from app.services.router import backends
-    from app.services.memory import memories, recall
+    from app.services.memory import recall, remembering
     from app.services.tenancy.tenants import create_tenant
 
     with scratch_dir() as data_dir, in_process_context(data_dir, pool_size=8, backend_retry_base_seconds=0.2,
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         token = apikeys.create_key(ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", agents="*",
                                    actor=ACTOR).token
         principal = apikeys.authenticate(ctx, token)
-        ids = [memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)}).body["id"]
+        ids = [remembering.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic", "content": _fact(i)}).body["id"]
                for i in range(args.memories)]
         dsn = urls.admin_url.replace("postgresql+psycopg://", "postgresql://")
         specs = [("mem0", "mem0", {"factory": "app.stores.mem0_local:memory",
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         worker.start()
         started = time.perf_counter()
         for i in range(args.writes):
-            memories.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic",
+            remembering.remember(ctx, principal, {"agent_id": AGENT, "type": "semantic",
                                                "content": _fact(args.memories + i)})
         write_seconds = time.perf_counter() - started
         while backends.status(ctx, tenant_id=tenant.id) and any(s["pending"]

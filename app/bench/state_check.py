@@ -90,7 +90,7 @@ def _full_checks(ctx, tenant_id: str, checks: int) -> dict[str, Any]:
 def _recalls(ctx, tenant_id: str, scope: int, per_round: int, rounds: int) -> dict[str, Any]:
     from app.core.access import Principal
     from app.services.audit import state_check
-    from app.services.memory import memories, recall
+    from app.services.memory import recall, remembering
     from app.services.tenancy.tenant_config import set_policy
 
     set_policy(ctx, tenant_id=tenant_id, doc={"rules": []}, actor=ACTOR)  # every note live: recall sees them all
@@ -99,7 +99,7 @@ def _recalls(ctx, tenant_id: str, scope: int, per_round: int, rounds: int) -> di
     topics = ["the quarterly budget review", "the office move to Lisbon", "the on-call rota", "the vendor contract",
               "the customer escalation", "the hiring plan", "the product launch", "the security audit"]
     for i in range(scope):
-        memories.remember(ctx, principal, {"agent_id": "recall-agent", "type": "semantic",
+        remembering.remember(ctx, principal, {"agent_id": "recall-agent", "type": "semantic",
                                            "content": f"Note {i} about {topics[i % len(topics)]}: owner {i % 13}."})
     plain, closed = ctx.settings, ctx.settings.with_changes(integrity_fail_closed=True)
     samples: dict[str, list[float]] = {"off": [], "on": []}

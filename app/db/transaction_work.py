@@ -2,7 +2,7 @@
 
 A service fills a `TransactionWork` during its transaction (audit records and events per chain,
 chain locks taken, refs minted, a webhook look-up cache, follow-ups for after the commit); the
-commit path drains it: `app.services.audit.audit`'s `before_commit` hook writes each chain's records
+commit path drains it: `app.services.audit.audit_commit`'s `before_commit` hook writes each chain's records
 under the chain's lock, and the follow-ups run once the work is durable.
 
 Durable means: at the session's own COMMIT when the session is bound to the engine; when it is

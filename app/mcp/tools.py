@@ -10,7 +10,7 @@ from app.api import changes as changes_api
 from app.api import memories as memories_api
 from app.api.routes import ApiRoute, prefixed_id
 from app.core.access import Principal
-from app.services.memory import memories, recall
+from app.services.memory import memories, reads, recall, remembering
 from app.services.review import changes
 from app.services.runtime.context import AppContext
 
@@ -58,11 +58,11 @@ def _body(service: Callable[[AppContext, Principal, dict[str, Any]], memories.Ou
 
 
 def _get(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return memories.get_memory(ctx, principal, prefixed_id(args["id"], "mem", "memory"), args.get("as_of"))
+    return reads.get_memory(ctx, principal, prefixed_id(args["id"], "mem", "memory"), args.get("as_of"))
 
 
 def _history(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
-    return memories.history(ctx, principal, prefixed_id(args["id"], "mem", "memory"))
+    return reads.history(ctx, principal, prefixed_id(args["id"], "mem", "memory"))
 
 
 def _change_status(ctx: AppContext, principal: Principal, args: dict[str, Any]) -> dict[str, Any]:
@@ -74,7 +74,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("remember", "Store a memory for an agent. Returns the stored entry, or — when a tenant policy "
          "or approval_required asks for review — status 'pending' with change_id and review_url "
          "(poll change_status). Secret-shaped values are redacted first.",
-         "remember.request", ("POST", "/v1/memories/remember"), _body(memories.remember), read_only=False,
+         "remember.request", ("POST", "/v1/memories/remember"), _body(remembering.remember), read_only=False,
          defaults=(("type", "semantic"),)),
     Tool("recall", "Hybrid (semantic + keyword) search over one agent's live memories, best first.",
          "recall.request", ("POST", "/v1/memories/recall"), recall.recall, read_only=True),
@@ -91,7 +91,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("get", "One memory by id (as of an instant, optionally).",
          "mcp-get.request", ("GET", "/v1/memories/{memory_id}"), _get, read_only=True),
     Tool("list", "An agent's memories, newest first, with a cursor for the next page.",
-         "list.query", ("GET", "/v1/memories"), memories.list_memories, read_only=True),
+         "list.query", ("GET", "/v1/memories"), reads.list_memories, read_only=True),
     Tool("history", "A memory's audit trail, oldest first (identifiers and digests, never content).",
          "mcp-history.request", ("GET", "/v1/memories/{memory_id}/history"), _history, read_only=True),
     Tool("change_status", "A staged change: pending, approved, rejected or withdrawn, with who decided and why.",

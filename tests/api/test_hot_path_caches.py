@@ -11,7 +11,7 @@ from app.repos.memory.memories import Scope
 from app.services.memory import recall as recall_service
 from app.services.memory import recall_tracking
 from app.services.tenancy.apikeys import authenticate, create_key
-from app.services.memory.memories import remember
+from app.services.memory.remembering import remember
 from app.services.tenancy.tenant_config import register_secret, set_policy, set_redaction_mode
 from tests.harness import bearer, unique
 

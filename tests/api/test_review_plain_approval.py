@@ -136,14 +136,14 @@ def test_plain_approval_outside_the_keys_agents_or_tenant_is_404_and_writes_noth
 def test_two_plain_approvals_waiting_on_one_change_exactly_one_wins(committed_ctx):
     """Both approvals queue on the change's row lock (held by the test), then race for it."""
     from app.core.access import Principal
-    from app.services.memory import memories
+    from app.services.memory import remembering
     from app.services.tenancy.apikeys import create_key
     from app.services.tenancy.tenants import create_tenant
 
     ctx = committed_ctx
     tenant = create_tenant(ctx, name=unique("plain-race"), actor={"kind": "test", "id": "t"})
     key = create_key(ctx, tenant_id=tenant.id, scopes="memory:write", actor={"kind": "test", "id": "t"}).key
-    staged = memories.remember(ctx, Principal(tenant.id, key.id, frozenset(key.scopes), tuple(key.agents)), {
+    staged = remembering.remember(ctx, Principal(tenant.id, key.id, frozenset(key.scopes), tuple(key.agents)), {
         "agent_id": "racer", "type": "semantic", "content": "Kira's locker code changes weekly.",
         "approval_required": True}).body
     change_id, memory_id = staged["change_id"], staged["id"]

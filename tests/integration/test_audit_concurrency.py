@@ -84,7 +84,7 @@ def _looping_writer(settings, tenant_id: str, writer: int, started) -> None:
 
 def _lock_holder(settings, tenant_id: str, holding) -> None:
     """Takes the chain's lock and appends in a transaction it never commits: it dies holding the lock."""
-    from app.services.audit.audit import lock_chain
+    from app.services.audit.audit_commit import lock_chain
     from app.services.runtime.context import AppContext
 
     ctx = AppContext.open(settings, migrate=False)

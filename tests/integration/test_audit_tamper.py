@@ -318,7 +318,7 @@ def test_an_entry_spliced_in_from_another_tenants_chain_is_caught(settings, owne
 # --- a GDPR hard delete leaves the chain intact -----------------------------------------------------------
 
 def test_a_hard_delete_of_a_memory_leaves_the_chain_verifying(settings, committed_ctx, tmp_path):
-    from app.services.memory import memories
+    from app.services.memory import memories, remembering
     from app.services.tenancy.apikeys import create_key
     from app.services.tenancy.tenant_config import set_policy
 
@@ -327,7 +327,7 @@ def test_a_hard_delete_of_a_memory_leaves_the_chain_verifying(settings, committe
     key = create_key(committed_ctx, tenant_id=tenant.id, scopes="memory:read,memory:write", actor=ACTOR).key
     agent = Principal(tenant.id, key.id, frozenset(key.scopes), tuple(key.agents))
     secret = f"Dana's home address is {unique('street')} 12."
-    written = memories.remember(committed_ctx, agent, {"agent_id": "gdpr-agent", "type": "semantic",
+    written = remembering.remember(committed_ctx, agent, {"agent_id": "gdpr-agent", "type": "semantic",
                                                        "content": secret})
     assert written.status == 201
     memory_id = written.body["id"]

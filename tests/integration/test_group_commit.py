@@ -14,10 +14,13 @@ import time
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
+from app.core.ids import new_id
+from app.core.timefmt import utcnow
 from app.db.models import AuditCheckpoint, AuditEntry, Event, Memory
 from app.repos.audit import audit_log as audit_log_repo
-from app.services.memory import group_commit, memories
+from app.services.memory import group_commit, memories, remembering
 from app.services.tenancy.apikeys import authenticate, create_key
 from app.services.audit.audit import chain_for
 from app.services.tenancy.tenant_config import rules_for
@@ -68,7 +71,7 @@ def test_writes_queued_behind_a_commit_go_in_one_transaction_each_with_its_own_e
     with ctx.db.sessions.begin() as blocker:
         audit_log_repo.lock_chain(blocker, chain_for(tenant_id))
         threads, results = _run_threads(
-            [lambda i=i: memories.remember(ctx, principals[i % 3], _body(i)) for i in range(6)])
+            [lambda i=i: remembering.remember(ctx, principals[i % 3], _body(i)) for i in range(6)])
         _wait_until(lambda: committer.waiting(tenant_id) == 5)
         with ctx.db.sessions() as session:  # nothing is visible before its commit
             assert session.scalar(select(func.count()).select_from(Memory).where(Memory.tenant_id == tenant_id)) == 0
@@ -97,15 +100,15 @@ def test_a_failing_group_is_retried_write_by_write_and_only_the_failing_write_fa
     committer = group_commit.committer(ctx)
     decided = _decider(ctx, principals[0])
 
-    taken = memories.new_id("mem")
+    taken = new_id("mem")
     with ctx.db.sessions.begin() as blocker:
         audit_log_repo.lock_chain(blocker, chain_for(tenant_id))
-        first = _run_threads([lambda: committer.commit(ctx, decided(0, memories.new_id("mem")), memories.write_decided)])
+        first = _run_threads([lambda: committer.commit(ctx, decided(0, new_id("mem")), remembering.write_decided)])
         _wait_until(lambda: tenant_id in committer._committing)
         # Two writes with one id (a primary-key clash in their shared transaction) and a third.
-        rest = _run_threads([lambda: committer.commit(ctx, decided(1, taken), memories.write_decided),
-                             lambda: committer.commit(ctx, decided(2, taken), memories.write_decided),
-                             lambda: committer.commit(ctx, decided(3, memories.new_id("mem")), memories.write_decided)])
+        rest = _run_threads([lambda: committer.commit(ctx, decided(1, taken), remembering.write_decided),
+                             lambda: committer.commit(ctx, decided(2, taken), remembering.write_decided),
+                             lambda: committer.commit(ctx, decided(3, new_id("mem")), remembering.write_decided)])
         _wait_until(lambda: committer.waiting(tenant_id) == 3)
     for thread in [*first[0], *rest[0]]:
         thread.join(60)
@@ -123,9 +126,9 @@ def test_a_failing_group_is_retried_write_by_write_and_only_the_failing_write_fa
 # --- the group's commit on the driver connection, without a Session ------
 
 def _spy_on_driver_commits(monkeypatch) -> dict[str, int]:
-    """Count `memories.commit_on_driver`'s calls by result: committed, declined (None), raised."""
+    """Count `remembering.commit_on_driver`'s calls by result: committed, declined (None), raised."""
     seen = {"committed": 0, "declined": 0, "raised": 0}
-    real = memories.commit_on_driver
+    real = remembering.commit_on_driver
 
     def spy(ctx, decided):
         try:
@@ -136,7 +139,7 @@ def _spy_on_driver_commits(monkeypatch) -> dict[str, int]:
         seen["committed" if outcomes is not None else "declined"] += 1
         return outcomes
 
-    monkeypatch.setattr(memories, "commit_on_driver", spy)
+    monkeypatch.setattr(remembering, "commit_on_driver", spy)
     return seen
 
 
@@ -152,11 +155,11 @@ def test_a_chain_written_on_the_driver_is_the_same_kind_of_chain_and_verifies_of
     tenant = create_tenant(ctx, name=unique("driver"), actor=ACTOR)
     principal = authenticate(ctx, create_key(ctx, tenant_id=tenant.id, scopes="memory:write", actor=ACTOR).token)
     body = {**_body(0), "tags": ["shelf"], "metadata": {"room": "attic"}}
-    first = memories.remember(ctx, principal, body)  # the scope's first write mints its ref: through a Session
+    first = remembering.remember(ctx, principal, body)  # the scope's first write mints its ref: through a Session
     assert first.status == 201 and seen == {"committed": 0, "declined": 1, "raised": 0}
     # Sequential writes past seq 50 (the tests' checkpoint_every): one lands on the checkpoint and is
     # declined too (signed through a Session); every other goes on the driver.
-    outcomes = [memories.remember(ctx, principal, {**body, "content": f"Fact {i} on the {i}th shelf."})
+    outcomes = [remembering.remember(ctx, principal, {**body, "content": f"Fact {i} on the {i}th shelf."})
                 for i in range(1, 51)]
     assert all(o.status == 201 for o in outcomes)
     assert seen["committed"] == 49 and seen["declined"] == 2 and seen["raised"] == 0, seen
@@ -199,18 +202,18 @@ def test_a_failing_group_on_the_driver_is_retried_write_by_write(committed_ctx, 
     seen = _spy_on_driver_commits(monkeypatch)
     committer = group_commit.committer(ctx)
     decided = _decider(ctx, principals[0])
-    assert memories.remember(ctx, principals[0], _body(9)).status == 201  # the scope's ref, minted and known
+    assert remembering.remember(ctx, principals[0], _body(9)).status == 201  # the scope's ref, minted and known
 
     def commit(d):
-        return committer.commit(ctx, d, memories.write_decided, direct=memories.commit_on_driver)
+        return committer.commit(ctx, d, remembering.write_decided, direct=remembering.commit_on_driver)
 
-    taken = memories.new_id("mem")
+    taken = new_id("mem")
     with ctx.db.sessions.begin() as blocker:
         audit_log_repo.lock_chain(blocker, chain_for(tenant_id))
-        first = _run_threads([lambda: commit(decided(0, memories.new_id("mem")))])
+        first = _run_threads([lambda: commit(decided(0, new_id("mem")))])
         _wait_until(lambda: tenant_id in committer._committing)
         rest = _run_threads([lambda: commit(decided(1, taken)), lambda: commit(decided(2, taken)),
-                             lambda: commit(decided(3, memories.new_id("mem")))])
+                             lambda: commit(decided(3, new_id("mem")))])
         _wait_until(lambda: committer.waiting(tenant_id) == 3)
     for thread in [*first[0], *rest[0]]:
         thread.join(60)
@@ -235,11 +238,11 @@ def _decider(ctx, principal):
     rules = rules_for(ctx, principal)
 
     def decided(i: int, memory_id: str):
-        now = memories.utcnow()
-        write = memories.prepare_remember(ctx, principal, _body(i), rules, memory_id=memory_id,
+        now = utcnow()
+        write = remembering.prepare_remember(ctx, principal, _body(i), rules, memory_id=memory_id,
                                           created_at=now, updated_at=now)
         embedding = ctx.embedder.embed([write.memory.content])[0]
-        with ctx.db.reader() as conn, memories.Session(bind=conn) as session:
-            return memories.decide(ctx, session, principal, write, embedding)
+        with ctx.db.reader() as conn, Session(bind=conn) as session:
+            return remembering.decide(ctx, session, principal, write, embedding)
 
     return decided

@@ -5,7 +5,7 @@ import multiprocessing as mp
 import pytest
 
 from app.core.access import Principal
-from app.services.memory import memories
+from app.services.memory import remembering
 from app.services.tenancy.apikeys import create_key
 from app.services.tenancy.tenants import create_tenant
 from tests.harness import unique
@@ -36,7 +36,7 @@ def test_concurrent_approve_and_reject_exactly_one_wins(settings, committed_ctx)
     agent = Principal(tenant.id, key.id, frozenset(key.scopes), tuple(key.agents))
     spawn = mp.get_context("spawn")
     for round_ in range(3):
-        staged = memories.remember(committed_ctx, agent, {"agent_id": "racer", "type": "semantic",
+        staged = remembering.remember(committed_ctx, agent, {"agent_id": "racer", "type": "semantic",
                                                           "content": f"Race fact {round_}.", "approval_required": True})
         change_id = staged.body["change_id"]
         barrier, results = spawn.Barrier(2), spawn.Queue()

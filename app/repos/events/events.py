@@ -23,7 +23,7 @@ NEW_ROWS_SQL = ("INSERT INTO events (tenant_id, id, type, payload, created_at) "
 
 def insert_rows(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """`insert_many`'s rows as an INSERT's psycopg text and parameter rows (payload as JSONB), for
-    `app.services.audit.audit.insert_with_commit`."""
+    `app.services.audit.audit_commit.insert_with_commit`."""
     return NEW_ROWS_SQL, [{**row, "payload": Jsonb(row["payload"])} for row in rows]
 
 

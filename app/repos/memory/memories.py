@@ -79,7 +79,7 @@ def insert_all(session: Session, memories: Sequence[Memory]) -> None:
 
 # The columns a new row is written with (`prepare_remember` sets each; the rest take their server
 # defaults), as the psycopg text `insert_rows` returns: sent by the driver in one pipeline with the
-# transaction's COMMIT, past the ORM's unit of work (`app.services.audit.audit.insert_with_commit`).
+# transaction's COMMIT, past the ORM's unit of work (`app.services.audit.audit_commit.insert_with_commit`).
 _NEW_ROW_COLUMNS = ("id", "tenant_id", "agent_id", "user_id", "type", "content", "metadata_", "tags", "confidence",
                     "source", "embedding", "status", "created_at", "updated_at", "live_from", "ended_at",
                     "expires_at", "merged_into", "superseded_by", "change_id", "run_id", "node_id", "digest_key",

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, undefer
 
 from app.db import prepared
 from app.db.models import Memory
-from app.db.vectors import SqlVector, vector_param  # noqa: F401 — SqlVector: app.services.memory.memories binds it here
+from app.db.vectors import vector_param
 from app.repos.memory import search_keyword, search_sizes, search_vector
 from app.repos.memory.memories import Scope
 from app.repos.memory.search_sql import shape_and_params

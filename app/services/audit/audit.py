@@ -2,16 +2,18 @@
 
 Hashing and verification are pure (`app.core.auditchain`); this module only moves bytes to and
 from PostgreSQL. `append` records an entry in the caller's transaction; the entry is hashed and
-inserted when that transaction commits (a `before_commit` hook), still inside it, under a
-transaction-scoped advisory lock on the chain taken right then. So appends are serialised per
-chain under READ COMMITTED (each sees every earlier committed entry) while the lock is held only
-for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No sequences: they gap.
+inserted when that transaction commits (a `before_commit` hook, `app.services.audit.audit_commit`),
+still inside it, under a transaction-scoped advisory lock on the chain taken right then. So appends
+are serialised per chain under READ COMMITTED (each sees every earlier committed entry) while the
+lock is held only for the commit itself; `PRIMARY KEY (chain_id, seq)` is the backstop. No
+sequences: they gap.
 
 Fail closed: an append first checks that the chain head it extends recomputes from its stored
 bytes and its predecessor's chain hash (skipped when the head is the one this process last
-wrote or checked; the lock call returns those rows, so the check adds no round trip), a checkpoint is only signed
-after proving the chain extends the last signed and the last witnessed checkpoint, and an export verifies its range
-(bytes, links and the query columns it serves) before its first line. Each refusal raises `AuditChainBroken` (409
+wrote or checked; the lock call returns those rows, so the check adds no round trip), a checkpoint
+is only signed after proving the chain extends the last signed and the last witnessed checkpoint
+(`app.services.audit.audit_proofs`), and an export verifies its range (bytes, links and the query
+columns it serves) before its first line. Each refusal raises `AuditChainBroken` (409
 `audit_chain_broken`), is logged and opens the chain's alarm (`app.repos.audit.audit_alarms`), in its
 own transaction so it outlives the refused one. While a chain's alarm is open every write to it is
 refused at commit, under the chain's lock (`memwarden_lock_chain` returns the open alarm), so a
@@ -26,10 +28,8 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-import psycopg
-from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine, Row
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -37,20 +37,18 @@ from app.core import auditchain as chain
 from app.core.timefmt import format_ts, utcnow
 from app.db import prepared
 from app.db.models import AuditCheckpoint, AuditEntry
-from app.db.transaction_work import (ChainWork, TransactionWork, after_commit, commits_at_own_commit, commits_durably,
-                                     pending_work, work_of)
+from app.db.transaction_work import ChainWork, after_commit, commits_durably, work_of
 from app.errors import AuditChainBroken
 from app.observability import metrics, tracing
 from app.repos.audit import audit_alarms, audit_reads
 from app.repos.audit import audit_log as audit_log_repo
+from app.services.audit import audit_proofs
+from app.services.audit.audit_commit import (chain_closed, commit_pipelined, insert_with_commit, lock_chain,
+                                            sends_with_commit)
 from app.services.audit.audit_witness import Witness
 
 log = logging.getLogger(__name__)
 SYSTEM_CHAIN = "system"
-
-# The statements of the append path, built once and run on the session's connection: building and
-# running a fresh ORM statement per append cost more client CPU than the hashing (bench audit).
-_AT_COMMIT = "memwarden.rows_at_commit"  # Connection.info key: (transaction, [(sql, rows), ...])
 
 
 def chain_for(tenant_id: str | None) -> str:
@@ -112,17 +110,17 @@ class AuditLog:
     def write_at_commit(self, session: Session, chain_id: str, records: list[tuple], head: Row) -> None:
         """Hash and insert pending entries of one chain after `head` (the `memwarden_lock_chain`
         row read under the chain's lock, which the caller holds; `audit_seq` None: empty chain).
-        Called by the commit hook (`_write_pending`) for what `append` deferred.
+        Called by the commit hook (`audit_commit._write_pending`) for what `append` deferred.
 
         When this commit is the database's and signs no checkpoint, the INSERT goes out in one
-        pipeline with the COMMIT (`_insert_with_commit`): one round trip fewer under the lock."""
+        pipeline with the COMMIT (`audit_commit._insert_with_commit`): one round trip fewer under the lock."""
         conn = session.connection()
         seq, prev = self._extend(chain_id, head, lambda: session_engine(session))
         rows, seq, prev, checkpoint_due = self.build_rows(chain_id, records, seq, prev)
         if checkpoint_due or not sends_with_commit(session):
             audit_log_repo.insert_entries(conn, rows)  # read back by the checkpoint, or not the last statement
         else:
-            _insert_at_commit(conn, audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
+            insert_with_commit(session, audit_log_repo.pipelined_insert_sql(tuple(rows[0])), rows)
         self._touched.add(chain_id)
         metrics.AUDIT_APPENDS.inc(len(rows))
         if commits_durably(session):
@@ -176,7 +174,7 @@ class AuditLog:
                 prepared.transaction(engine) as driver:
             heads = audit_log_repo.lock_and_read_heads_on(driver, chain_id=chain_id, tenant_id=tenant_id, notify=True)
             if heads.alarm_id is not None:
-                raise _closed(chain_id, heads)
+                raise chain_closed(chain_id, heads)
             if heads.has_webhooks:  # deliveries are queued through the ORM (`events._write_queued`)
                 return False
             seq, prev = self._extend(chain_id, heads, lambda: engine)
@@ -263,7 +261,7 @@ class AuditLog:
         record = self.witness.latest(origin, self.vkey)
         witnessed = record.checkpoint if record is not None else None
         try:
-            size, head, frontier, proofs = self._prove_extensions(session, chain_id, last, witnessed)
+            size, head, frontier, proofs = audit_proofs.prove_extensions(session, chain_id, last, witnessed)
         except chain.AuditChainError as exc:
             raise self._broken(session_engine(session), chain_id, exc, "checkpoint",
                                "checkpoint refused: the chain does not extend the last signed checkpoint") from None
@@ -283,54 +281,6 @@ class AuditLog:
                                       proof=proofs.get(base.size, []) if base else [])
             after_commit(session, lambda: self.witness.publish(line))
         return latest
-
-    def _prove_extensions(self, session: Session, chain_id: str, last: AuditCheckpoint | None,
-                          witnessed: chain.Checkpoint | None):
-        """The stored chain's (size, head, frontier) and the consistency proofs {anchor size:
-        proof} from each signed anchor (the last stored checkpoint, the last witnessed one) to
-        it. Raises `AuditChainError` unless the stored chain extends every anchor."""
-        last_cp = chain.parse_checkpoint(last.note) if last else None
-        anchors = [a for a in (last_cp, witnessed) if a is not None]
-        if len(anchors) == 2 and _state(last_cp) == _state(witnessed):
-            anchors.pop()
-        first = min((a.size for a in anchors), default=0) or 1  # the rows read: the oldest anchor's on
-        rows = audit_reads.links_from(session, chain_id=chain_id, first=first)
-        for i, r in enumerate(rows):
-            if r.seq != first + i:
-                raise chain.NotAnExtension(f"seq {first + i} is missing", seq=first + i, found=r.seq)
-        size = rows[-1].seq if rows else audit_reads.length(session, chain_id=chain_id)
-        head = bytes(rows[-1].chain_hash) if rows else chain.GENESIS
-        frontier, proofs = None, {}
-        for anchor in anchors or [None]:
-            if anchor is None or anchor.size == 0:  # nothing signed yet: start at genesis and link
-                old_frontier = None if anchor is None else chain.MerkleFrontier()
-                old_head, new_rows = chain.GENESIS, rows
-            else:
-                if anchor.size > size:
-                    raise chain.ChainError("truncated", f"the chain ends at seq {size} but a signed checkpoint "
-                                           f"covers {anchor.size}", seq=size + 1, expected=anchor.size, found=size)
-                old_frontier = (chain.MerkleFrontier.from_json(last.frontier) if anchor is last_cp
-                                else self._frontier_at(session, chain_id, anchor))
-                old_head, new_rows = bytes(rows[anchor.size - first].chain_hash), rows[anchor.size - first + 1:]
-            frontier, proof = chain.prove_extension(anchor, old_frontier, old_head,
-                                                    [bytes(r.leaf_hash) for r in new_rows],
-                                                    [bytes(r.chain_hash) for r in new_rows], size)
-            if anchor is not None:
-                proofs[anchor.size] = proof
-        return size, head, frontier, proofs
-
-    def _frontier_at(self, session: Session, chain_id: str, anchor: chain.Checkpoint) -> chain.MerkleFrontier:
-        """The Merkle frontier at a checkpoint's size: the stored one if that checkpoint is in the
-        database, else recomputed from the stored leaves (checked against the signed root after)."""
-        stored = audit_reads.checkpoint_frontier(session, chain_id=chain_id, size=anchor.size)
-        if stored is not None:
-            frontier = chain.MerkleFrontier.from_json(stored)
-            if frontier.root() == anchor.root:
-                return frontier
-        frontier = chain.MerkleFrontier()
-        frontier.extend(bytes(h) for h in audit_reads.leaf_hashes_through(session, chain_id=chain_id,
-                                                                          size=anchor.size))
-        return frontier
 
     def checkpoint_touched(self, sessions) -> int:
         """Sign a checkpoint of every chain this process appended to since the last call (the
@@ -452,10 +402,6 @@ class AuditLog:
         return report
 
 
-def _state(cp: chain.Checkpoint) -> tuple[int, bytes, bytes]:
-    return cp.size, cp.root, cp.chain_head
-
-
 def _note_size(note: str) -> int:
     try:
         return chain.parse_checkpoint(note).size
@@ -495,120 +441,6 @@ def chain_work(session: Session, tenant_id: str | None) -> ChainWork:
     """What this transaction will write to a tenant's logs at commit: its audit records, its
     events (the event log shares the chain's lock) and writes to run under that lock."""
     return work_of(session).chain(chain_for(tenant_id), tenant_id)
-
-
-@event.listens_for(Session, "before_commit")
-def _write_pending(session: Session) -> None:
-    """At commit, lock each touched chain (in a fixed order: no deadlocks between chains) and
-    write what the transaction deferred to it. One round trip takes the lock and reads the audit
-    head (with the rows its check needs) and, for a transaction that writes events, the event-log
-    head and whether the tenant has webhooks, and sends the wake-up NOTIFY."""
-    work = pending_work(session)
-    if work is None or not work.chains:
-        return
-    chains, work.chains = work.chains, {}
-    for chain_id in sorted(chains):
-        pending = chains[chain_id]
-        # The span covers the wait for the chain's lock too: under contention that is the cost.
-        with tracing.span("memwarden.audit.append", **{"memwarden.audit.chain": "system" if pending.tenant_id is None
-                                                       else "tenant", "memwarden.audit.entries": len(pending.audit)}):
-            _write_chain(session, work, chain_id, pending)
-
-
-def _write_chain(session: Session, work: TransactionWork, chain_id: str, pending: ChainWork) -> None:
-    """Lock one chain, check it is open, and write its pending audit entries (and event-log work)."""
-    has_events = bool(pending.events)
-    heads = audit_log_repo.lock_and_read_heads(session, chain_id=chain_id, tenant_id=pending.tenant_id,
-                                               notify=has_events)
-    work.locks.add(chain_id)
-    if heads.alarm_id is not None and not pending.despite_alarm:
-        raise _closed(chain_id, heads)
-    if pending.audit:
-        pending.writer.write_at_commit(session, chain_id, pending.audit, head=heads)
-    if has_events:  # the event-log head is only read for them (migration 0016)
-        pending.event_id, pending.has_webhooks = heads.event_id, heads.has_webhooks
-    for write in pending.after_lock:
-        write(session, pending)
-
-
-def _closed(chain_id: str, heads: Row) -> AuditChainBroken:
-    """The refusal of a write to a chain whose alarm is open (nothing of the write is kept)."""
-    return AuditChainBroken(
-        f"audit chain {chain_id} is closed to writes: it did not verify (first bad seq {heads.alarm_seq}: "
-        f"{heads.alarm_reason}); an operator must repair it and clear the alarm",
-        details={"chain_id": chain_id, "first_bad_seq": heads.alarm_seq, "reason": heads.alarm_reason,
-                 "detail": "the chain's alarm is open: writes are refused until it is cleared"})
-
-
-def _insert_at_commit(conn: Connection, sql: str, rows: list[dict[str, Any]]) -> None:
-    """Have `_insert_with_commit` send this INSERT (psycopg text) of `rows` with the transaction's COMMIT."""
-    tx = conn.get_transaction()
-    deferred = conn.info.get(_AT_COMMIT)
-    if deferred is None or deferred[0] is not tx:
-        deferred = conn.info[_AT_COMMIT] = (tx, [])
-    deferred[1].append((sql, rows))
-
-
-def sends_with_commit(session: Session) -> bool:
-    """Whether INSERTs nothing else in the transaction reads back may wait for its COMMIT and go
-    out in one pipeline with it (`insert_with_commit`): only when the session's commit is the
-    database's, outside a savepoint."""
-    return commits_at_own_commit(session) and not session.in_nested_transaction()
-
-
-def insert_with_commit(session: Session, sql: str, rows: list[dict[str, Any]]) -> None:
-    """Send an INSERT (psycopg text, `rows` as the driver takes them) in one pipeline with the
-    transaction's COMMIT instead of a round trip of its own; only where `sends_with_commit`. An
-    error it meets surfaces at commit, as the COMMIT's own would (the transaction rolls back)."""
-    _insert_at_commit(session.connection(), sql, rows)
-
-
-@event.listens_for(Engine, "commit")
-def _insert_with_commit(conn: Connection) -> None:
-    """Send the transaction's deferred INSERTs (audit entries, and those `insert_with_commit`
-    queued) and its COMMIT in one psycopg pipeline.
-
-    Runs as SQLAlchemy is about to commit the connection, after the last flush: the INSERTs are
-    still the transaction's own statements, and the COMMIT's reply (after its WAL flush, as
-    `synchronous_commit` requires) comes in the same round trip, so the chain's lock is held for
-    one round trip fewer. If an INSERT fails the COMMIT is skipped, the transaction stays failed
-    and the error is raised as SQLAlchemy's own would be. The COMMIT SQLAlchemy sends next finds
-    the transaction ended and sends nothing."""
-    deferred = conn.info.pop(_AT_COMMIT, None)
-    if deferred is None or deferred[0] is not conn.get_transaction():
-        return
-    try:
-        commit_pipelined(conn.connection.driver_connection, deferred[1])
-    except psycopg.Error as exc:
-        raise DBAPIError.instance(None, None, exc, psycopg.Error, hide_parameters=True,
-                                  dialect=conn.dialect) from exc
-
-
-def commit_pipelined(driver: psycopg.Connection, statements: list[tuple[str, list[dict[str, Any]]]]) -> None:
-    """Send INSERTs (psycopg text, each with its parameter rows) and the COMMIT in one pipeline:
-    one round trip, its reply after the WAL flush. An INSERT that fails skips the COMMIT (the
-    transaction stays failed) and raises psycopg's error."""
-    with driver.cursor() as cursor, driver.pipeline():
-        for sql, rows in statements:
-            cursor.executemany(sql, rows)
-        cursor.execute("COMMIT", prepare=False)
-
-
-@event.listens_for(Engine, "rollback")
-def _drop_insert_with_commit(conn: Connection) -> None:
-    # A connection the database dropped (invalidated) has no info left to clear, and asking for it
-    # would raise over the error that caused the rollback.
-    if conn.invalidated or conn.closed:
-        return
-    conn.info.pop(_AT_COMMIT, None)
-
-
-def lock_chain(session: Session, chain_id: str) -> None:
-    """Take the chain's transaction-scoped advisory lock (once per transaction)."""
-    locks = work_of(session).locks
-    if chain_id not in locks:
-        audit_log_repo.lock_chain(session, chain_id)
-        locks.add(chain_id)
 
 
 def latest_checkpoint(session: Session, chain_id: str) -> AuditCheckpoint | None:

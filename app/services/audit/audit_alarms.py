@@ -19,7 +19,8 @@ from typing import Any
 from app.core.auditchain import VerifyReport
 from app.repos.audit import audit_alarms as alarms_repo
 from app.services.events import events
-from app.services.audit.audit import actor_label, chain_for, chain_work, lock_chain
+from app.services.audit.audit import actor_label, chain_for, chain_work
+from app.services.audit.audit_commit import lock_chain
 from app.services.runtime.context import AppContext
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,8 @@ from app.core.timefmt import format_ts, parse_ts, utcnow
 from app.errors import AppError, AuditChainBroken, NotFound, ValidationFailed
 from app.repos.memory import memories as memories_repo
 from app.repos.audit import reads as repo
-from app.services.audit.audit import chain_for, insert_with_commit, sends_with_commit
+from app.services.audit.audit import chain_for
+from app.services.audit.audit_commit import insert_with_commit, sends_with_commit
 from app.services.runtime.cursors import decode_cursor
 from app.services.runtime.flusher import Flusher, PerDatabase
 

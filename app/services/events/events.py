@@ -28,7 +28,8 @@ from app.db.transaction_work import ChainWork
 from app.repos.events import events as events_repo
 from app.services.memory import refs
 from app.services.events import webhooks
-from app.services.audit.audit import chain_for, chain_work, insert_with_commit, lock_chain, sends_with_commit
+from app.services.audit.audit import chain_for, chain_work
+from app.services.audit.audit_commit import insert_with_commit, lock_chain, sends_with_commit
 
 CHANNEL = "memwarden_events"
 EVENT_TYPES = frozenset({
@@ -52,7 +53,7 @@ def emit(session: Session, tenant_id: str, type: str, payload: dict[str, Any]) -
     """Append one event to the tenant's log as part of `session`'s transaction.
 
     Events are inserted at commit, in that transaction, under the tenant's lock (see
-    `app.services.audit.audit`), so ids follow commit order. `type` is one of `EVENT_TYPES`; `payload`
+    `app.services.audit.audit_commit`), so ids follow commit order. `type` is one of `EVENT_TYPES`; `payload`
     follows the module's payload rules (a `content`, `metadata` or `secret` key is refused).
     """
     if type not in EVENT_TYPES:
@@ -71,7 +72,7 @@ def _queue(session: Session, tenant_id: str) -> list:
 
 def _write_queued(session: Session, work: ChainWork) -> None:
     """Insert the transaction's events of one tenant in one statement (the lock is held, the
-    head known and the NOTIFY sent by `app.services.audit.audit`), sent with the COMMIT when it can be."""
+    head known and the NOTIFY sent by `app.services.audit.audit_commit`), sent with the COMMIT when it can be."""
     tenant_id = work.tenant_id
     rows = event_rows(tenant_id, work.event_id,
                       [(type, payload(session) if callable(payload) else payload) for type, payload in work.events])
@@ -94,7 +95,7 @@ def event_rows(tenant_id: str, event_id: int, events: list[tuple[str, dict[str, 
 
 def insert_rows(tenant_id: str, event_id: int, events: list[tuple[str, dict[str, Any]]]) -> tuple[str, list]:
     """`event_rows` as an INSERT's psycopg text and parameter rows (a commit on the driver,
-    `memories.commit_on_driver`; a tenant with webhooks never takes that path)."""
+    `remembering.commit_on_driver`; a tenant with webhooks never takes that path)."""
     return events_repo.insert_rows(event_rows(tenant_id, event_id, events))
 
 

@@ -52,6 +52,7 @@ from app.repos.memory.memories import Scope
 from app.services.memory import derivations, recall_tracking, refs, staging
 from app.services.events import events
 from app.services.memory import memories as mem
+from app.services.memory import remembering
 from app.services.runtime import exclusive_pass
 from app.services.runtime.context import AppContext
 from app.services.tenancy.tenant_config import rules_for
@@ -353,9 +354,9 @@ def _promote(ctx: AppContext, session: Session, principal: _Consolidator, run: C
                 stats["already_claimed"] += 1
                 return {"outcome": "already_claimed"}
             now = utcnow()
-            write = mem.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now,
+            write = remembering.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now,
                                          updated_at=now, precheck=False, future_expiry=True)
-            result = mem.write_prepared(ctx, session, principal, [write], [embedding])[0]
+            result = remembering.write_prepared(ctx, session, principal, [write], [embedding])[0]
             change_id = result.body.get("change_id")
             repo.record_outcome(session, tenant_id=tenant_id, key=key, memory_id=write.memory.id,
                                 change_id=change_id)

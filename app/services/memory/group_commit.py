@@ -17,7 +17,7 @@ What each write keeps:
   returned, with `synchronous_commit` on;
 - its own audit entry (its key as the actor), event and outcome; the chain stays one sequence;
 - isolation from the others' failures: screening and the policy decision (which refuse a single
-  write) run in the writer's own thread before it joins a group (`memories.decide`); if the
+  write) run in the writer's own thread before it joins a group (`remembering.decide`); if the
   group's transaction fails anyway (the database, a constraint), nothing of it is kept and every
   write of it is committed again alone, so only a write that fails alone fails.
 
@@ -25,7 +25,7 @@ Only writes that went live by the plain policy are grouped; staged writes (a cha
 and those decided by a learned rule commit alone, as before.
 
 A group commits on a pooled psycopg connection without an ORM Session where it can
-(`memories.commit_on_driver`: the same rows, entries and events, built by the same code, in one
+(`remembering.commit_on_driver`: the same rows, entries and events, built by the same code, in one
 pipeline with the COMMIT); where it cannot (a scope's first ref, webhooks, a checkpoint due) it
 commits through a Session. A group that fails is retried write by write through a Session.
 """
@@ -39,13 +39,14 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:
 
     from app.services.runtime.context import AppContext
-    from app.services.memory.memories import DecidedWrite, Outcome
+    from app.services.memory.memories import Outcome
+    from app.services.memory.remembering import DecidedWrite
 
     #: What inserts, journals and returns the outcomes of decided writes inside a transaction
-    #: (`memories.write_decided`, handed in by the caller so this module never imports it).
+    #: (`remembering.write_decided`, handed in by the caller so this module never imports it).
     WriteDecided = Callable[..., list[Outcome]]
     #: What commits a group on the driver connection, without a Session, or declines with None
-    #: having written nothing (`memories.commit_on_driver`).
+    #: having written nothing (`remembering.commit_on_driver`).
     CommitDirect = Callable[[AppContext, list[DecidedWrite]], list[Outcome] | None]
 
 MAX_WRITES = 32

@@ -42,10 +42,10 @@ from app.errors import AppError, NotFound, ValidationFailed
 from app.paths import ATTACK_CORPUS
 from app.repos.review import canaries as repo
 from app.repos.tenancy import tenants as tenant_repo
-from app.repos.memory.search import SqlVector
+from app.db.vectors import SqlVector
 from app.services.events import events
 from app.services.tenancy import tenant_config
-from app.services.memory import memories as mem
+from app.services.memory import remembering
 from app.services.runtime.context import AppContext
 
 log = logging.getLogger(__name__)
@@ -193,18 +193,18 @@ def _stage(ctx: AppContext, session, tenant_id: str, template: repo.Template, en
             "tags": list(template.tags), **({"user_id": template.user_id} if template.user_id else {})}
     rules = tenant_config.load_rules(ctx, session, tenant_id)
     try:
-        write = mem.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now,
+        write = remembering.prepare_remember(ctx, principal, body, rules, memory_id=new_id("mem"), created_at=now,
                                      updated_at=now, precheck=False)
         embedding = SqlVector(ctx.embedder.embed([str(write.memory.content)])[0].tolist())
-        decided = mem.decide(ctx, session, principal, write, embedding)
+        decided = remembering.decide(ctx, session, principal, write, embedding)
         if decided.write.memory.status != "pending":
             # One the policy (a learned rule among them) would admit is staged as an agent asking for
             # review would stage it: a canary is only ever decided by a person.
             write.review = True
-            decided = mem.decide(ctx, session, principal, write, embedding)
+            decided = remembering.decide(ctx, session, principal, write, embedding)
         if decided.write.memory.status != "pending":
             return None
-        mem.write_decided(ctx, session, [decided])
+        remembering.write_decided(ctx, session, [decided])
     except AppError:  # refused by the tenant's redaction mode or policy: try another row
         return None
     change_id = decided.write.memory.change_id

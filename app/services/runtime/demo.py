@@ -8,7 +8,7 @@ import secrets
 from app.core.access import Principal
 from app.errors import Conflict
 from app.repos.tenancy import users as users_repo
-from app.services.memory import memories
+from app.services.memory import remembering
 from app.services.tenancy.apikeys import create_key
 from app.services.runtime.context import AppContext
 from app.services.tenancy.tenants import create_tenant, resolve_tenant
@@ -56,10 +56,10 @@ def seed_demo(ctx: AppContext) -> str:
                         "workspace:write", name="demo-agent", actor=ACTOR)
     agent = Principal(tenant.id, writer.key.id, frozenset(writer.key.scopes), tuple(writer.key.agents))
     for user_id, content in LIVE:
-        memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
+        remembering.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
                                        "content": content})
     for user_id, content in PENDING:
-        memories.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
+        remembering.remember(ctx, agent, {"agent_id": "assistant", "user_id": user_id, "type": "semantic",
                                        "content": content, "approval_required": True})
     return (f"demo tenant ready: sign in at /login as demo-admin / {password}\n"
             f"demo reviewer API key (reads and decides, owned by demo-admin):\n{key.token}\n"

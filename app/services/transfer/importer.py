@@ -1,6 +1,6 @@
 """`memwarden import`: memories from memorywire JSON, mem0 exports or Memwarden JSONL into a tenant.
 
-Every record goes through the rules of `remember` (app.services.memory.memories): agent id checks,
+Every record goes through the rules of `remember` (app.services.memory.remembering): agent id checks,
 size and FSM limits, redaction (SR-1) and the tenant's review policy, so a policy can stage
 imported memories as pending changes. The import runs in two phases:
 
@@ -35,7 +35,7 @@ from app.core.access import Principal
 from app.core.importformats import FileError, ImportRecord, Problem
 from app.errors import AppError, Forbidden
 from app.repos.memory import memories as memories_repo
-from app.services.memory import derivations, memories
+from app.services.memory import derivations, remembering
 from app.services.tenancy import tenant_config
 from app.services.runtime.context import AppContext
 
@@ -159,7 +159,7 @@ def _parse(source: formats.Source, text: str, report: ImportReport, progress: Pr
 
 
 def _check(ctx: AppContext, principal: Principal, records: list[ImportRecord], report: ImportReport,
-           progress: Progress | None) -> list[tuple[ImportRecord, memories.PreparedWrite]]:
+           progress: Progress | None) -> list[tuple[ImportRecord, remembering.PreparedWrite]]:
     """Skip ids already imported; run the rules of `remember` on the rest (nothing is written)."""
     prepared = []
     advance = progress("checking", len(records)) if progress else None
@@ -176,7 +176,7 @@ def _check(ctx: AppContext, principal: Principal, records: list[ImportRecord], r
                                                record=record.extra.get("ordinal")))
             else:
                 try:
-                    prepared.append((record, memories.prepare_remember(
+                    prepared.append((record, remembering.prepare_remember(
                         ctx, principal, record.body, rules, memory_id=record.id,
                         created_at=record.created_at, updated_at=record.updated_at, status=record.status,
                         ended_at=record.ended_at, merged_into=record.merged_into,
@@ -207,7 +207,7 @@ def _existing(session, ids: list[str]) -> dict[str, str]:
 
 # --- phase 2: write in batches ---------------------------------------------------------------------
 
-def _write(ctx: AppContext, principal: Principal, prepared: list[tuple[ImportRecord, memories.PreparedWrite]],
+def _write(ctx: AppContext, principal: Principal, prepared: list[tuple[ImportRecord, remembering.PreparedWrite]],
            report: ImportReport, batch_size: int, progress: Progress | None) -> None:
     advance = progress("importing", len(prepared)) if progress else None
     batches = [prepared[i:i + batch_size] for i in range(0, len(prepared), batch_size)] or [[]]
@@ -240,7 +240,7 @@ def _link(session, tenant_id: str, rows: list) -> None:
                                    kind=kind, via="import", at=memory.ended_at or memory.updated_at)
 
 
-def _write_batch(ctx: AppContext, principal: Principal, batch: list[tuple[ImportRecord, memories.PreparedWrite]],
+def _write_batch(ctx: AppContext, principal: Principal, batch: list[tuple[ImportRecord, remembering.PreparedWrite]],
                  vectors, report: ImportReport, *, last: bool) -> bool:
     """One batch in one transaction; False (and the problem recorded) when a policy refused it."""
     try:
@@ -248,7 +248,7 @@ def _write_batch(ctx: AppContext, principal: Principal, batch: list[tuple[Import
             # Another import of the same file may have committed these meanwhile: skip, don't fail.
             taken = _existing(session, [w.memory.id for _, w in batch])
             fresh = [i for i, (_, w) in enumerate(batch) if w.memory.id not in taken]
-            outcomes = memories.write_prepared(
+            outcomes = remembering.write_prepared(
                 ctx, session, principal, [batch[i][1] for i in fresh], [vectors[i].tolist() for i in fresh],
                 via="import", import_sha256=report.file_sha256)
             report.skipped_existing += len(batch) - len(fresh)

@@ -2,7 +2,7 @@
 
 `api_keys.origins` lists the provenance origins (`app.core.screening.provenance.ORIGINS`:
 `user`, `document`, `email`, `web`, `tool`, `inferred`) a key's writes may name in `source`; a
-write claiming another documented origin is refused (`app.services.memory.memories.prepare_remember`).
+write claiming another documented origin is refused (`app.services.memory.remembering.prepare_remember`).
 Empty (every key made before, and the default): no limit. An absent or undocumented `source` is
 untrusted and always allowed, since it claims nothing.
 
