@@ -95,7 +95,9 @@ def _seed(ctx, tenant_id: str, bad_key: str, good_key: str, args: argparse.Names
             read_at = earliest + timedelta(seconds=rng.random() * (now - earliest).total_seconds())
             records.append({"tenant_id": tenant_id, "id": new_id("read"), "read_at": read_at,
                             "actor": f"api_key:{good_key}", "key_id": good_key, "agent_id": f"agent-{r % 10}",
-                            "operation": "recall", "query_digest": None, "memory_ids": [ids[i] for i in picked]})
+                            "operation": "recall", "query_digest": None, "memory_ids": [ids[i] for i in picked],
+                            # half the reads name one of 200 agent runs, so the report lists the runs reached
+                            "run_id": f"run_bench{r % 200:03d}" if r % 2 else None})
         with ctx.db.sessions.begin() as session:
             reads.insert_records(session, records)
     seeded["reads_s"] = time.perf_counter() - started

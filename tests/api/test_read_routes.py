@@ -200,6 +200,7 @@ QUIET_API: dict[tuple[str, str], Probe] = {
         f"/v1/memories/{env.marked(1)[0]}", headers=h),
     ("GET", "/v1/memories/{memory_id}/deliveries"): _get("/v1/memories/{env.ids[0]}/deliveries"),
     ("GET", "/v1/memories/{memory_id}/readers"): _get("/v1/memories/{env.ids[0]}/readers"),
+    ("GET", "/v1/memories/{memory_id}/erasure-receipts"): _get("/v1/memories/{env.ids[0]}/erasure-receipts"),
     ("GET", "/v1/changes"): _get("/v1/changes", status="pending"),
     ("POST", "/v1/changes/{change_id}/withdraw"): _withdraw,
     ("GET", "/v1/audit/export"): _get("/v1/audit/export"),
@@ -235,6 +236,9 @@ QUIET_API: dict[tuple[str, str], Probe] = {
         {"id": "trust-all", "match": {"agents": [AGENT]}, "action": "allow"}]}}),
     ("POST", "/v1/consolidate"): _post("/v1/consolidate", lambda env: {"agent_id": AGENT, "dry_run": True}),
     ("GET", "/v1/policy/suggestions"): _get("/v1/policy/suggestions"),
+    ("GET", "/v1/policy/canaries"): _get("/v1/policy/canaries"),
+    ("PUT", "/v1/policy/canaries"): lambda env, h: env.client.put("/v1/policy/canaries", headers=h, json={
+        "enabled": False, "one_in": 5}),
     ("POST", "/v1/policy/suggestions/{suggestion_id}/accept"): _post(
         "/v1/policy/suggestions/sug_00000000000000000000000000/accept", lambda env: {}),
     ("POST", "/v1/policy/suggestions/{suggestion_id}/dismiss"): _post(
@@ -308,6 +312,7 @@ QUIET_WEB: dict[tuple[str, str], WebProbe] = {
     ("GET", "/review/{change_id}/live"): _page("/review/{env.decided}/live"),
     ("GET", "/audit"): _page("/audit"),
     ("GET", "/audit/export"): _page("/audit/export"),
+    ("GET", "/audit/receipts.jsonl"): _page("/audit/receipts.jsonl"),
     ("GET", "/audit/decisions"): _page("/audit/decisions"),
     ("GET", "/audit/decisions.csv"): _page("/audit/decisions.csv"),
     ("GET", "/audit/decisions.json"): _page("/audit/decisions.json"),

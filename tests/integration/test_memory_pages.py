@@ -21,7 +21,9 @@ def test_a_recall_counter_update_stays_on_its_page(committed_ctx):
     """One committed row per page (full pages as a bulk write leaves them) gets its counters
     bumped: every update must be HOT. At fillfactor 100 four ~1.8 kB rows fill a page and none is."""
     tenant = create_tenant(committed_ctx, name=unique("pages"), actor=ACTOR)
-    vectors = np.random.default_rng(3).standard_normal((40, 384))
+    # Enough rows that many land on pages the table grows for them: a long suite leaves free space
+    # (vacuumed rows of other tests) on old pages, and the first rows fill that.
+    vectors = np.random.default_rng(3).standard_normal((400, 384))
     with committed_ctx.db.sessions.begin() as session:
         session.execute(text("INSERT INTO memories (id, tenant_id, agent_id, type, content, embedding, status, live_from) "
                              "VALUES (:id, :t, 'pages', 'semantic', :c, CAST(:v AS vector), 'live', now())"),

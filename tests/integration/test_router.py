@@ -177,7 +177,8 @@ def test_a_tenant_routed_to_mem0_and_a_memorywire_store(settings, committed_ctx)
                                       "factory_args": {"dsn": dsn, "schema": unique("mw").replace("-", "_")}})}
     for name, (kind, options) in stores.items():
         backends.add_backend(committed_ctx, tenant_name=front.name, name=name, kind=kind, agents="bot",
-                             options=options, timeout_ms=5000, actor=ACTOR)
+                             # A loaded CI box: mem0's first search in a fresh process can take seconds.
+                             options=options, timeout_ms=20000, actor=ACTOR)
     proc, base_url = start_server(settings, **FAST)
     try:
         with httpx.Client(base_url=base_url, timeout=30) as http:
