@@ -161,7 +161,7 @@ def test_a_breach_is_announced_once_by_event_and_webhooks(client, ctx, tenant, a
     assert f"<https://mw.example.com/review/{late}|{late}>" in message["text"]
     assert "https://mw.example.com/review" in message["text"]
     for _, body in plain.requests + slack.requests:
-        assert b"Quokka" not in body and b"8812" not in body
+        assert b"Quokka" not in body and b"lantern" not in body
 
 
 def test_decided_changes_are_not_announced(client, ctx, tenant, agent, reviewer):

@@ -39,7 +39,7 @@ def test_an_auditor_sees_the_table_filters_and_downloads(client, ctx, tenant, ag
     assert 'href="/audit/decisions?tenant=' in client.get("/audit").text
     page = client.get("/audit/decisions")
     assert page.status_code == 200 and 'data-testid="decisions-table"' in page.text
-    assert approved in page.text and rejected in page.text and "9921" not in page.text
+    assert approved in page.text and rejected in page.text and "locker code" not in page.text
     assert f'href="/review/{approved}"' in page.text  # each decision opens its change, as decided
     assert client.get(f"/review/{approved}").status_code == 200
     narrowed = client.get("/audit/decisions", params={"status": "rejected"}).text
