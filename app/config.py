@@ -40,6 +40,10 @@ class Settings:
     embedder: str = _setting(
         "MEMWARDEN_EMBEDDER", "local",
         "Embedding model: `local` (bundled all-MiniLM-L6-v2 ONNX) or `openai:<model>@<base_url>`.")
+    contradiction_model: bool = _setting(
+        "MEMWARDEN_CONTRADICTION_MODEL", True,
+        "Read what an approval retires with the shipped contradiction model as well as the rules: a write that "
+        "reports a change retires the live memory the model reads it as ruling out. Off: rules only.")
     host: str = _setting("MEMWARDEN_HOST", "127.0.0.1", "Address `memwarden serve` binds.")
     port: int = _setting("MEMWARDEN_PORT", 8000, "Port `memwarden serve` binds.")
     max_body_bytes: int = _setting(

@@ -67,6 +67,8 @@ def create_app(settings: Settings | None = None, *, ctx: AppContext | None = Non
             from app.services.tenancy.users import warm_up
 
             warm_up(app.state.ctx)  # before the first sign-in: its refusal costs what any other does
+            if app.state.ctx.contradiction_model is None:  # loaded now, before a review page needs it (~1.5 s)
+                log.info("contradiction model off: approvals retire what the rules read as replaced")
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(mcp.running())
             if owned:  # an injected (test) context runs no background jobs

@@ -2,7 +2,8 @@
 after in one run: "before" is the detector at a base commit (loaded from git), "after" the working
 tree's. A pair is predicted "replaces" when the ``contradiction`` flag fires for ``new`` against
 ``[live]``, read as the service reads it: with the attribute readings of both texts by the recall
-embedder (``MEMWARDEN_EMBEDDER``; the local MiniLM by default) when the detector takes them. Prints
+embedder (``MEMWARDEN_EMBEDDER``; the local MiniLM by default) when the detector takes them, and
+the contradiction model (``app.nli``, unless ``MEMWARDEN_CONTRADICTION_MODEL=off``) when it takes one. Prints
 and writes accuracy, precision and recall of "replaces", overall, for non-English pairs (the
 pair's ``lang``/``language`` field when it has one, else a stop-word test), per language when the
 rows carry one, and per half of the ids (even and odd number); and for each label how many pairs
@@ -28,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from app.core import attributes  # noqa: E402
 from app.core.screening import contradiction as after  # noqa: E402
 from app.embeddings import get_embedder  # noqa: E402
+from app.nli import get_scorer  # noqa: E402
 
 _ENGLISH = re.compile(r"\b(?:the|is|are|lives|in|at|to|has|and|of|works|moved|now|his|her|a)\b", re.I)
 
@@ -91,8 +93,9 @@ def _guesses(module, pairs: list[dict]) -> list[bool]:
     embedder = get_embedder()
     new = embedder.embed([p["new"] for p in pairs])
     live = embedder.embed([p["live"] for p in pairs])
+    extra = {"model": get_scorer()} if "model" in inspect.signature(module.detect).parameters else {}
     return [module.detect(p["new"], [p["live"]],
-                          attributes.meaning(embedder.embed, embedder.name, new[i], [live[i]])) is not None
+                          attributes.meaning(embedder.embed, embedder.name, new[i], [live[i]]), **extra) is not None
             for i, p in enumerate(pairs)]
 
 

@@ -2,6 +2,8 @@
 both (`app.services.memory.supersession`); approvals that need confirmation are refused without it
 (`app.services.review.confirmation`)."""
 
+import pytest
+
 from tests.schema_check import assert_error, assert_schema
 
 
@@ -114,3 +116,22 @@ def test_a_compatible_look_alike_is_not_flagged_and_approving_it_keeps_both(clie
         body = _approve(client, reviewer, staged["change_id"], confirm_risk=True)
         assert "retired" not in body["result"], new
         assert _live(client, agent, agent_id) == {"Ana lives in Lisbon.", new}
+
+
+@pytest.mark.parametrize("model_on", [True, False])
+def test_a_change_said_in_other_words_retires_what_it_changes(client, ctx, agent, reviewer, model_on):
+    # No shared frame for the rules ("payroll provider is" against "switched payroll over to"): the
+    # contradiction model ties the change the write reports to the live fact; switched off, the
+    # reviewer's plan names nothing and both stay live.
+    if not model_on:
+        ctx.__dict__["contradiction_model"] = None  # the cached property, as MEMWARDEN_CONTRADICTION_MODEL=false
+    old = _remember(client, agent, "Our payroll provider is Gusto.", agent_id="agent-p")["id"]
+    kept = _remember(client, agent, "The office coffee supplier is Bean Bros.", agent_id="agent-p")["id"]
+    staged = _remember(client, agent, "We switched payroll over to Rippling last quarter.", agent_id="agent-p",
+                       approval_required=True)
+    diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+    assert [m["id"] for m in diff["replaces"]] == ([old] if model_on else [])
+    body = _approve(client, reviewer, staged["change_id"], confirm_risk=True)
+    assert body["result"].get("retired") == ([{"id": old, "reason": "contradiction"}] if model_on else None)
+    live = {m["id"] for m in client.get("/v1/memories", params={"agent_id": "agent-p"}, headers=agent).json()["items"]}
+    assert live == ({kept, staged["id"]} if model_on else {old, kept, staged["id"]})

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Sequence
+from typing import Callable, Sequence
 
 from app.core import attributes, high_impact, statechange
 from app.core.diff import Contradiction, detect_contradiction
@@ -40,6 +40,14 @@ SENSITIVE_SCORE, ORDINARY_SCORE = 0.8, 0.5
 PRONOUN_COSINE = 0.6
 """How similar two texts must be for "she" in one to be the person the other names (only a caller
 that knows the similarity can say; screening's texts come without it)."""
+Model = Callable[[Sequence[tuple[str, str]]], list[float]]
+"""The contradiction model (``app.nli``): (old, new) pairs to the probability that new rules old out."""
+MODEL_THRESHOLD = 0.5
+"""The model's probability at which a change the write reports is taken to be a change of that live text."""
+MODEL_COSINE = 0.3
+"""Below this cosine a live text is about something else, and the model is not asked."""
+MODEL_NEIGHBOURS = 3
+"""Nearest live texts the model reads per write (a model run is ~10 ms a pair on one core)."""
 _SENSITIVE = re.compile(
     r"\b(?:bank|iban|account|routing|sort code|swift|bic|payee|beneficiary|wallet|crypto|bitcoin|card|"
     r"salary|payment|pay|allerg\w*|medication|medicine|dose|dosage|blood|insulin|prescription|diagnos\w*|"
@@ -48,10 +56,12 @@ _SENSITIVE = re.compile(
 
 
 def replaces(new: str, old: str, *, similarity: float | None = None,
-             meaning: tuple[attributes.Reading, attributes.Reading, float] | None = None) -> Contradiction | None:
+             meaning: tuple[attributes.Reading, attributes.Reading, float] | None = None,
+             model: Model | None = None) -> Contradiction | None:
     """Whether `new` states a fact that makes `old`'s no longer true (same subject and attribute,
     another value; or the same frame negated), and which; None when they can both hold. With
-    `meaning` (the two texts' attribute readings and their cosine) a change of state is read too:
+    `meaning` (the two texts' attribute readings and their cosine) a change of state is read too,
+    and with `model` confirmed by the contradiction model where the rules cannot tie it to `old`:
     see ``changed_state``."""
     fresh, held = facts(new), facts(old)
     for a in fresh:
@@ -62,23 +72,29 @@ def replaces(new: str, old: str, *, similarity: float | None = None,
                                      "negation" if a.ends else "value_change")
     if fresh and held and _agree(fresh, held):
         return None  # the frames say the same thing; the word-level reader would only misread a rephrasing
-    return changed_state(new, old, meaning) if meaning is not None else detect_contradiction(new, old)
+    return changed_state(new, old, meaning, model) if meaning is not None else detect_contradiction(new, old)
 
 
 _SHOWN = 120
 
 
-def changed_state(new: str, old: str, meaning: tuple[attributes.Reading, attributes.Reading, float]
-                  ) -> Contradiction | None:
-    """`new` reports a change of the state `old` states: one subject (``statechange.same_subject``),
-    one attribute by meaning (``attributes.same_attribute``), a word of change in `new` and none
-    saying the old state still holds or the new one passes (``statechange.cues``), and a value
-    `old` does not already give (``statechange.restates``). Falls back to the word-level reader."""
+def changed_state(new: str, old: str, meaning: tuple[attributes.Reading, attributes.Reading, float],
+                  model: Model | None = None) -> Contradiction | None:
+    """`new` reports a change of the state `old` states: a word of change in `new` and none saying
+    the old state still holds or the new one passes (``statechange.cues``), a value `old` does not
+    already give (``statechange.restates``), and either one subject (``statechange.same_subject``)
+    and one attribute by meaning (``attributes.same_attribute``), or the contradiction model
+    reading the pair as one that cannot both hold (a role in place of a name, the attribute said
+    in other words, another script). Falls back to the word-level reader."""
     reading_new, reading_old, cosine = meaning
     said = statechange.cues(new)
-    if (said.change and not said.held and statechange.same_subject(new, old)
-            and attributes.same_attribute(reading_new, reading_old, cosine) and not statechange.restates(new, old)):
-        return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
+    if said.change and not said.held and not statechange.restates(new, old):
+        if statechange.same_subject(new, old) and attributes.same_attribute(reading_new, reading_old, cosine):
+            return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
+        # The model alone calls two notes that merely differ a contradiction; the change the write
+        # itself reports is what it confirms here, so it never fires on a write that reports none.
+        if model is not None and cosine >= MODEL_COSINE and model([(old, new)])[0] >= MODEL_THRESHOLD:
+            return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
     return detect_contradiction(new, old)
 
 
@@ -222,15 +238,18 @@ def changed_channel(content: str, live: Sequence[str]) -> tuple[Span, ...]:
     return ()
 
 
-def detect(content: str, live: Sequence[str], meaning: attributes.Meaning | None = None) -> RiskFlag | None:
+def detect(content: str, live: Sequence[str], meaning: attributes.Meaning | None = None,
+           model: Model | None = None) -> RiskFlag | None:
     """The ``contradiction`` flag of ``content`` against the nearest live memories' texts, or None;
     `meaning` (the write's and the live texts' attribute readings, in `live`'s order) lets it read
-    changes of state as well."""
+    changes of state as well, `model` (the contradiction model) confirms them for the
+    ``MODEL_NEIGHBOURS`` nearest."""
     best: tuple[float, Span] | None = None
     for index, existing in enumerate(live):
         if not existing:
             continue
-        found = replaces(content, existing, meaning=meaning.pair(index) if meaning is not None else None)
+        found = replaces(content, existing, meaning=meaning.pair(index) if meaning is not None else None,
+                         model=model if index < MODEL_NEIGHBOURS else None)
         if found is None:
             continue
         # A change read by meaning (the attribute each whole text is nearest) is the least certain

@@ -7,7 +7,8 @@ both (``keep_both``). It replaces a live memory of the same agent and user that
 * carries the same key tag (``KEY_TAG_PREFIXES``: the LangGraph store's one tag per namespace and
   key): a new value for the key, so the old value is no longer the key's (``same_key``); or
 * states the same subject and attribute with another value (``contradiction``: "Heidi moved to
-  Brooklyn" over "Heidi lives in Oslo", read by ``app.core.screening.contradiction.replaces``), so
+  Brooklyn" over "Heidi lives in Oslo", read by ``app.core.screening.contradiction.replaces``, with
+  the contradiction model where the rules cannot tie a reported change to its live fact), so
   a contradiction screening flagged retires every memory it contradicts, not only the closest.
 
 A memory the reviewer names (``supersedes``) is retired too (``chosen``). The page, the keyboard,
@@ -24,7 +25,7 @@ from typing import Any, Sequence
 from sqlalchemy import inspect as sa_inspect
 
 from app.core import attributes
-from app.core.screening.contradiction import replaces
+from app.core.screening import contradiction
 from app.core.timefmt import utcnow
 from app.db.models import Memory
 from app.errors import NotFound, ValidationFailed
@@ -48,12 +49,14 @@ def key_tags(tags: Sequence[str]) -> list[str]:
 
 def plan(session, *, tenant_id: str, agent_id: str, memory: Any, content: str,
          candidates: Sequence[tuple[Memory, float]], encoder: attributes.Encoder | None = None,
-         model: str | None = None, vector: Any = None) -> list[dict[str, Any]]:
+         model: str | None = None, vector: Any = None,
+         contradiction_model: contradiction.Model | None = None) -> list[dict[str, Any]]:
     """The live memories approving `memory` (with `content`, its text as it would go live) replaces,
     each `{"memory": Memory, "reason", "similarity"?, "frame"?, "old_value"?, "new_value"?}`, the
     same key's first. `candidates` are its nearest live memories with their cosine similarity;
     `encoder`, `model` and `vector` (the embedding function, its model's name and `content`'s
-    vector) let the contradiction reader read changes of state by meaning, as screening does."""
+    vector) let the contradiction reader read changes of state by meaning, confirmed by
+    `contradiction_model` (``app.nli``) for the nearest ``contradiction.MODEL_NEIGHBOURS``."""
     found: dict[str, dict[str, Any]] = {}
     for tag in key_tags(memory.tags):
         rows = repo.matching(session, scope=Scope(tenant_id, agent_id), tags=[tag])[:MAX_SAME_KEY]
@@ -70,8 +73,9 @@ def plan(session, *, tenant_id: str, agent_id: str, memory: Any, content: str,
         meaning = attributes.meaning(encoder, model, vector, [vectors.get(row.id) if row.id in unloaded
                                                               else row.embedding for row, _ in compared])
     for index, (row, similarity) in enumerate(compared):
-        hit = replaces(content or "", row.content or "", similarity=similarity,
-                       meaning=meaning.pair(index) if meaning is not None else None)
+        hit = contradiction.replaces(content or "", row.content or "", similarity=similarity,
+                                     meaning=meaning.pair(index) if meaning is not None else None,
+                                     model=contradiction_model if index < contradiction.MODEL_NEIGHBOURS else None)
         if hit is not None:
             found[row.id] = {"memory": row, "reason": "contradiction", "similarity": round(similarity, 4),
                              "frame": hit.frame, "old_value": hit.old_value, "new_value": hit.new_value,

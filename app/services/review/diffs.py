@@ -96,7 +96,8 @@ def replaced(ctx: AppContext, session, change, memory, candidates, content: str 
         embedding = _embedding(session, change, memory)
     return supersession.plan(session, tenant_id=change.tenant_id, agent_id=change.agent_id, memory=memory,
                              content=memory.content if content is None else content, candidates=candidates,
-                             encoder=ctx.embedder.embed, model=ctx.embedder.name, vector=embedding)
+                             encoder=ctx.embedder.embed, model=ctx.embedder.name, vector=embedding,
+                             contradiction_model=ctx.contradiction_model)
 
 
 def _remember_diff(ctx: AppContext, session, change: Change) -> dict[str, Any]:

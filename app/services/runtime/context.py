@@ -13,6 +13,7 @@ from app.services.audit.audit import AuditLog
 
 if TYPE_CHECKING:
     from app.embeddings import Embedder
+    from app.nli import Scorer
     from app.services.audit.state_digests import StateKeys
 
 
@@ -39,6 +40,13 @@ class AppContext:
         from app.embeddings import get_embedder
 
         return get_embedder(self.settings.embedder)
+
+    @cached_property
+    def contradiction_model(self) -> Scorer | None:
+        """The contradiction model's scorer (``app.nli``), or None when it is switched off."""
+        from app.nli import get_scorer
+
+        return get_scorer(self.settings.contradiction_model)
 
     @cached_property
     def state_keys(self) -> StateKeys:
