@@ -5,6 +5,7 @@ from __future__ import annotations
 import hmac
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from app.core import access
 from app.core.timefmt import utcnow
@@ -36,22 +37,10 @@ def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agen
     to: its approvals count as theirs (422 when no such user is in the tenant). `origins` limits
     the provenance origins its writes may claim in `source` (e.g. every origin but `user`, for a
     key of an agent that reads mail): a write claiming another is refused; by default any."""
-    try:
-        scope_list = access.normalise_scopes(scopes)
-    except ValueError as exc:
-        raise ValidationFailed.at("/scopes", str(exc)) from None
-    try:
-        agent_list = access.normalise_agents(agents)
-    except ValueError as exc:
-        raise ValidationFailed.at("/agents", str(exc)) from None
-    try:
-        source_list = access.normalise_sources(sources)
-    except ValueError as exc:
-        raise ValidationFailed.at("/sources", str(exc)) from None
-    try:
-        origin_list = access.normalise_origins(origins)
-    except ValueError as exc:
-        raise ValidationFailed.at("/origins", str(exc)) from None
+    scope_list = _normalised(access.normalise_scopes, scopes, "/scopes")
+    agent_list = _normalised(access.normalise_agents, agents, "/agents")
+    source_list = _normalised(access.normalise_sources, sources, "/sources")
+    origin_list = _normalised(access.normalise_origins, origins, "/origins")
     issued = access.issue_token()
     with ctx.db.sessions.begin() as session:
         owner_id = _owner_id(session, tenant_id, owner) if owner else None
@@ -63,6 +52,14 @@ def create_key(ctx: AppContext, *, tenant_id: str, scopes: str | list[str], agen
                          data={"scopes": scope_list, "agents": agent_list, "sources": source_list,
                                "owner_user_id": owner_id, "origins": origin_list})
     return CreatedKey(key, issued.token)
+
+
+def _normalised(normalise: Callable[[Any], Any], value: Any, field: str) -> Any:
+    """`normalise(value)`, its ValueError a 422 at `field` (a JSON pointer into the request)."""
+    try:
+        return normalise(value)
+    except ValueError as exc:
+        raise ValidationFailed.at(field, str(exc)) from None
 
 
 def _owner_id(session, tenant_id: str, owner: str) -> str:
