@@ -33,32 +33,21 @@ def run_uvicorn(
 ) -> None:
     import uvicorn
 
-    if workers > 1:
-        uvicorn.run(
-            "app.main:create_app",
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            workers=workers,
-            log_level=log_level,
-            log_config=log_config,
-            server_header=False,
-            timeout_graceful_shutdown=5,
-            **proxy,
-        )
+    common: dict[str, Any] = dict(
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level,
+        log_config=log_config,
+        server_header=False,
+        timeout_graceful_shutdown=5,
+        **proxy,
+    )
+    if workers > 1:  # workers import the app themselves, from the environment `serve` prepared
+        uvicorn.run("app.main:create_app", factory=True, workers=workers, **common)
     else:
         from app.main import create_app
 
-        uvicorn.run(
-            create_app(settings),
-            host=settings.host,
-            port=settings.port,
-            log_level=log_level,
-            log_config=log_config,
-            server_header=False,
-            timeout_graceful_shutdown=5,
-            **proxy,
-        )
+        uvicorn.run(create_app(settings), **common)
 
 
 def granian_app():

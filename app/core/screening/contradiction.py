@@ -89,11 +89,10 @@ def changed_state(new: str, old: str, meaning: tuple[attributes.Reading, attribu
     reading_new, reading_old, cosine = meaning
     said = statechange.cues(new)
     if said.change and not said.held and not statechange.restates(new, old):
-        if statechange.same_subject(new, old) and attributes.same_attribute(reading_new, reading_old, cosine):
-            return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
+        tied = statechange.same_subject(new, old) and attributes.same_attribute(reading_new, reading_old, cosine)
         # The model alone calls two notes that merely differ a contradiction; the change the write
         # itself reports is what it confirms here, so it never fires on a write that reports none.
-        if model is not None and cosine >= MODEL_COSINE and model([(old, new)])[0] >= MODEL_THRESHOLD:
+        if tied or (model is not None and cosine >= MODEL_COSINE and model([(old, new)])[0] >= MODEL_THRESHOLD):
             return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
     return detect_contradiction(new, old)
 
