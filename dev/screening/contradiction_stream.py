@@ -59,7 +59,8 @@ def main(path: str, out: str) -> None:
             meaning = attributes.meaning(embedder.embed, embedder.name, vectors[i], [vectors[j] for j in nearest])
             if contradiction.detect(row["content"], live, meaning) is not None:
                 flagged["rules"].append(row["id"])
-            if contradiction.detect(row["content"], live, meaning, counted) is not None:
+            states = [row.get("type") == rows[j].get("type") == "semantic" for j in nearest]
+            if contradiction.detect(row["content"], live, meaning, counted, states) is not None:
                 flagged["rules_and_model"].append(row["id"])
         earlier.append(i)
     added = sorted(set(flagged["rules_and_model"]) - set(flagged["rules"]))

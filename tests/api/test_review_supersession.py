@@ -135,3 +135,19 @@ def test_a_change_said_in_other_words_retires_what_it_changes(client, ctx, agent
     assert body["result"].get("retired") == ([{"id": old, "reason": "contradiction"}] if model_on else None)
     live = {m["id"] for m in client.get("/v1/memories", params={"agent_id": "agent-p"}, headers=agent).json()["items"]}
     assert live == ({kept, staged["id"]} if model_on else {old, kept, staged["id"]})
+
+
+@pytest.mark.parametrize("kind", ["semantic", "episodic"])
+def test_a_new_value_with_no_word_of_change_retires_a_state_but_not_a_record(client, agent, reviewer, kind):
+    # "Jenkins is gone, ..." names no change the rules know; the model reads one. Between facts of
+    # state the old one is retired; between records of events neither makes the other untrue.
+    agent_id = f"agent-ci-{kind}"
+    old = client.post("/v1/memories/remember", json={"agent_id": agent_id, "type": kind, "content": "CI runs on Jenkins."},
+                      headers=agent).json()["id"]
+    staged = client.post("/v1/memories/remember", json={
+        "agent_id": agent_id, "type": kind, "content": "Jenkins is gone, everything builds on GitHub Actions.",
+        "approval_required": True}, headers=agent).json()
+    diff = client.get(f"/v1/changes/{staged['change_id']}/diff", headers=reviewer).json()["diff"]
+    assert [m["id"] for m in diff["replaces"]] == ([old] if kind == "semantic" else [])
+    body = _approve(client, reviewer, staged["change_id"], confirm_risk=True)
+    assert body["result"].get("retired") == ([{"id": old, "reason": "contradiction"}] if kind == "semantic" else None)

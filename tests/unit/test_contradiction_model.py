@@ -1,5 +1,6 @@
 """The shipped contradiction model (`app.nli`) and how the contradiction reader uses it: only to
-tie a change the write itself reports to a live fact the rules could not tie it to."""
+tie a change the write reports (in a word of change, or as the model reads it) to a live fact the
+rules could not tie it to."""
 
 import pytest
 
@@ -54,9 +55,31 @@ def test_a_reported_change_the_rules_cannot_place_is_confirmed_by_the_model(mode
     ("Tom's personal email is tom@fastmail.com.", "Tom also uses a new work email, tom@acme.io."),  # beside
     ("The user drives a Honda Civic.", "The user's brother switched to a Tesla."),  # someone else
     ("Ana lives in Porto.", "Ana is moving to Berlin next year, she hopes."),  # not yet
+    ("Work laptop is a ThinkPad X1.", "Personal laptop is an old MacBook Air."),  # another one, no change word
+    ("Frau Becker fährt einen VW Golf.", "Herr Becker fährt einen BMW 3er."),  # someone else, no change word
 ])
 def test_notes_that_can_both_hold_are_not_retired_by_the_model(model, old, new):
     assert _replaces(new, old, model) is None
+
+
+def test_a_change_stated_without_a_word_of_change_is_read_by_the_model(model):
+    old, new = "CI runs on Jenkins.", "Jenkins is gone, everything builds on GitHub Actions."
+    assert not contradiction.statechange.cues(new).change
+    assert _replaces(new, old) is None
+    found = _replaces(new, old, model)
+    assert found is not None and found.old_value == old and found.new_value == new
+
+
+def test_a_write_the_model_reads_as_no_change_is_never_paired_with_a_live_text():
+    asked = []
+
+    def counting(pairs):
+        asked.extend(pairs)
+        return [0.0] * len(pairs)
+
+    new, old = "Car insurance: Progressive.", "Car insurance with Geico."
+    assert _replaces(new, old, counting) is None
+    assert asked == [(new, contradiction.UNCHANGED)]
 
 
 def test_the_model_reads_only_the_nearest_neighbours():

@@ -75,7 +75,8 @@ def plan(session, *, tenant_id: str, agent_id: str, memory: Any, content: str,
     for index, (row, similarity) in enumerate(compared):
         hit = contradiction.replaces(content or "", row.content or "", similarity=similarity,
                                      meaning=meaning.pair(index) if meaning is not None else None,
-                                     model=contradiction_model if index < contradiction.MODEL_NEIGHBOURS else None)
+                                     model=contradiction_model if index < contradiction.MODEL_NEIGHBOURS else None,
+                                     unnamed=memory.type == row.type == "semantic")
         if hit is not None:
             found[row.id] = {"memory": row, "reason": "contradiction", "similarity": round(similarity, 4),
                              "frame": hit.frame, "old_value": hit.old_value, "new_value": hit.new_value,
