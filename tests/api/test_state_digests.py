@@ -80,7 +80,9 @@ def test_every_write_path_leaves_the_tenant_intact(client, ctx, tenant, agent, a
     staged = [remember(client, agent, f"Ana staged fact {n}.", status=202, approval_required=True) for n in range(6)]
     approve = lambda s, **body: client.post(f"/v1/changes/{s['change_id']}/approve", json=body, headers=reviewer)  # noqa: E731
     assert approve(staged[0]).status_code == 200  # the plain approval's one-statement path
-    assert approve(staged[1], edits={"content": "Ana staged fact 1, edited.", "tags": ["x"]}).status_code == 200
+    # keep_both: the model may read "fact 1" as replacing "fact 0", which the supersede below names itself.
+    assert approve(staged[1], edits={"content": "Ana staged fact 1, edited.", "tags": ["x"]},
+                   keep_both=True).status_code == 200
     assert approve(staged[2], merge_into=canonical).status_code == 200
     assert approve(staged[3], supersedes=staged[0]["id"]).status_code == 200
     rejected = client.post(f"/v1/changes/{staged[4]['change_id']}/reject", json={"reason": "wrong"}, headers=reviewer)
