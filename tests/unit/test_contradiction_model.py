@@ -95,3 +95,19 @@ def test_the_model_reads_only_the_nearest_neighbours():
     meaning = attributes.meaning(embedder.embed, embedder.name, vectors[0], list(vectors[1:]))
     contradiction.detect("We switched payroll over to Rippling last quarter.", live, meaning, counting)
     assert 0 < len(asked) <= contradiction.MODEL_NEIGHBOURS
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Security incident 2: a phishing mail told the assistant to reveal the admin password; it was blocked.",
+     "Security incident 5: a phishing mail told the assistant to reveal the admin password; it was blocked."),
+    ("Room 204 is booked for the offsite.", "Room 310 is booked for the offsite."),
+])
+def test_two_numbered_items_are_not_one_item_changing(model, old, new):
+    # The model alone reads the pair as one changing; the items' own numbers say they are two.
+    assert contradiction._distinct_items(new, old)
+    assert _replaces(new, old, model) is None
+
+
+def test_one_numbered_item_can_still_change():
+    assert not contradiction._distinct_items("Incident 5: closed, the sender was blocked.", "Incident 5: open.")
+    assert not contradiction._distinct_items("Car insurance: Progressive.", "Car insurance with Geico.")

@@ -108,11 +108,25 @@ def changed_state(new: str, old: str, meaning: tuple[attributes.Reading, attribu
             tied = statechange.same_subject(new, old) and attributes.same_attribute(reading_new, reading_old, cosine)
             confirmed = tied or _model_rules_out(model, old, new, cosine, MODEL_THRESHOLD)
         else:
-            confirmed = (unnamed and model is not None and cosine >= MODEL_COSINE and _reports_change(model, new)
-                         and _model_rules_out(model, old, new, cosine, UNCUED_THRESHOLD))
+            confirmed = (unnamed and model is not None and cosine >= MODEL_COSINE and not _distinct_items(new, old)
+                         and _reports_change(model, new) and _model_rules_out(model, old, new, cosine, UNCUED_THRESHOLD))
         if confirmed:
             return Contradiction(reading_old.attribute.replace("_", " "), _short(old), _short(new), "value_change")
     return detect_contradiction(new, old)
+
+
+_ITEM = re.compile(r"\W*((?:[^\W\d_]+\s+){0,2}[^\W\d_]+\b)\s*(?:#|no\.\s*|n[º°]\s*)?(\w*\d[\w./-]*)")
+"""A text that opens by naming a numbered item: its label ("Security incident", "Ticket", "Room") and
+its identifier (a token with a digit: "5", "LH123", "A-17")."""
+
+
+def _distinct_items(new: str, old: str) -> bool:
+    """Whether the two texts open on the same label with other identifiers ("Incident 5: ..." and
+    "Incident 2: ..."): two items, not one item's old and new state. With no word of change only the
+    model ties them, and it reads two records that differ in a number as one changing."""
+    a, b = _ITEM.match(new), _ITEM.match(old)
+    return (a is not None and b is not None and a.group(1).casefold() == b.group(1).casefold()
+            and a.group(2).casefold() != b.group(2).casefold())
 
 
 def _model_rules_out(model: Model | None, old: str, new: str, cosine: float, threshold: float) -> bool:
