@@ -262,7 +262,12 @@ def dev_vector_cache(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     """The environment that lets the screening trainer's processes of one run share their embeddings
     (``dev.screening.train.exemplars.VECTOR_CACHE_ENV``): its `--check` and the held-out benchmark
     embed the same few thousand training rows with the same model."""
-    return {"DEV_SCREENING_VECTOR_CACHE": str(tmp_path_factory.mktemp("dev-vectors"))}
+    # One folder for the run's workers (each has its own temp root below the run's): whichever runs first
+    # embeds, the other reads.
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "dev-vectors"
+    folder.mkdir(exist_ok=True)
+    return {"DEV_SCREENING_VECTOR_CACHE": str(folder)}
 
 
 @pytest.fixture(scope="session")

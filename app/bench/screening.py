@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from app.bench import common
 from app.bench.corpora import AMSB, DATA, amsb_corpus, benign_load_writes, external_corpus, load_corpus
@@ -46,10 +46,11 @@ GOAL_CATCH, GOAL_BENIGN_STAGED = 0.90, 0.05
 SPLITS = ("dev", "test", "all")
 
 
-def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hostile: bool = True,
-                  extra: bool = True) -> dict[str, Any]:
+def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA,
+                  hostile: bool | Sequence[str] = True, extra: bool = True) -> dict[str, Any]:
     """Judge every write; summarise per split; check the goals on the test split (and time hostile
-    inputs); with ``extra``, also the benign-load and external corpora and agent-memory-guard side by side."""
+    inputs: all of them, or those named in ``hostile``); with ``extra``, also the benign-load and
+    external corpora and agent-memory-guard side by side."""
     redactor = Redactor()
     embedder = _embedder()
     vectors = embed_rows(corpus, redactor, embedder)
@@ -69,7 +70,7 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA, hosti
                   "measured_on": "test"},
         "splits": splits,
         "screen_latency": common.latency_summary([j["screen_ms"] for j in judged]),
-        "hostile_64kib_ms": hostile_timings() if hostile else None,
+        "hostile_64kib_ms": (hostile_timings(None if hostile is True else hostile) if hostile else None),
         "machine": common.machine(),
     }
     if extra:
@@ -165,10 +166,12 @@ def _embedder():
         return None
 
 
-def hostile_timings() -> dict[str, float]:
-    """Milliseconds to screen each hostile 64 KiB input (content, plus 1 KiB of it as a tag)."""
+def hostile_timings(names: Sequence[str] | None = None) -> dict[str, float]:
+    """Milliseconds to screen each hostile 64 KiB input (content, plus 1 KiB of it as a tag): every
+    shape, or those in ``names``."""
     out = {}
-    for name, text in HOSTILE.items():
+    for name in HOSTILE if names is None else names:
+        text = HOSTILE[name]
         started = time.perf_counter()
         screen(text, memory_type="semantic", tags=[text[:1024]])
         out[name] = round((time.perf_counter() - started) * 1000, 1)
@@ -233,7 +236,8 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
 
 
 def cmd_screening(args: argparse.Namespace, settings) -> int:
-    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra)
+    report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra,
+                           hostile=args.hostile.split(",") if args.hostile else True)
     report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
     goals = report["goals"]
@@ -250,4 +254,15 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the JSON report here")
     p.add_argument("--no-extra", action="store_true",
                    help="skip the benign-load and external corpora and agent-memory-guard (only --data)")
+    p.add_argument("--hostile", type=_hostile_names, metavar="NAMES",
+                   help="time only these hostile 64 KiB inputs, comma-separated (default: all "
+                        f"{len(HOSTILE)}, about a second each)")
     p.set_defaults(func=cmd_screening)
+
+
+def _hostile_names(value: str) -> str:
+    unknown = sorted(set(value.split(",")) - set(HOSTILE))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no hostile input named {', '.join(unknown)}; "
+                                         f"known: {', '.join(sorted(HOSTILE))}")
+    return value

@@ -3,7 +3,7 @@
 - `kill -9` of the server right after reads: every read answered more than one flush interval
   before the kill is in the tenant's chain and its indexes; none that was not made is; the chain
   verifies.
-- An exfiltration with the default budgets: a key paging through 5,000 memories by list, and
+- An exfiltration with the default budgets: a key paging through 2,500 memories by list, and
   another by varied recalls, are each stopped (429 `read_budget_exceeded`, `Retry-After`) at the
   per-key budget, and the access log names exactly the memories each was returned.
 - A normal agent's session never meets the budget.
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 ACTOR = {"kind": "test", "id": "read-audit-live"}
 VICTIM = "victim-agent"
-MEMORIES = 5_000
+MEMORIES = 2_500
 FLUSH_MS = 200
 WORDS = ("harbour lantern orchard copper violin glacier meadow falcon ember quarry saffron tundra "
          "compass velvet monsoon granite pepper ribbon cedar lagoon thimble marble walnut cobalt").split()
@@ -91,7 +91,7 @@ def test_kill_9_loses_at_most_the_last_flush_interval(settings, committed_ctx):
 
 @pytest.fixture(scope="module")
 def victim(settings, committed_ctx):
-    """A tenant holding 5,000 memories of one agent (imported: every write rule applies) and a
+    """A tenant holding 2,500 memories of one agent (imported: every write rule applies) and a
     live server with the default read budgets."""
     tenant = create_tenant(committed_ctx, name=unique("exfil"), actor=ACTOR)
     rng = random.Random(20)

@@ -24,6 +24,9 @@ CORPUS = PROJECT_ROOT / "app" / "bench" / "data" / "screening_corpus.jsonl"
 HELDOUT = PROJECT_ROOT / "dev" / "screening" / "data" / "screening_heldout.jsonl"
 
 
+TIMED = sorted(HOSTILE)[:2]
+
+
 def load_corpus() -> list[dict[str, Any]]:
     return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
 
@@ -61,9 +64,10 @@ def run_bench(command: list[str], data: Path, tmp_path: Path, **env: str) -> tup
 
 @pytest.fixture(scope="module")
 def shipped_run(bench_rows, tmp_path_factory) -> tuple[list[dict[str, Any]], dict[str, Any], str]:
-    """One `memwarden bench screening --data ROWS --no-extra --out …`: (the rows given, the report, stdout)."""
+    """One `memwarden bench screening --data ROWS --no-extra --hostile TIMED --out …`: (the rows given, the
+    report, stdout). Two hostile shapes are timed; the unit tests screen every one (about a second each)."""
     rows, data = bench_rows
-    report, printed = run_bench(["app.cli", "bench", "screening", "--no-extra"], data,
+    report, printed = run_bench(["app.cli", "bench", "screening", "--no-extra", "--hostile", ",".join(TIMED)], data,
                                 tmp_path_factory.mktemp("bench-screening"))
     return rows, report, printed
 
@@ -107,8 +111,8 @@ def test_the_cli_reports_a_subset_of_every_class(run, request) -> None:
     for rate in ("catch_rate", "false_positive_rate", "reviewer_load"):
         assert 0 <= everything[rate] <= 1
     assert set(report["goals"]) == {"catch_rate_ge_0.90", "benign_staged_le_0.05", "measured_on"}
-    # The shipped command times every hostile input; the held-out run leaves that to it.
-    assert set(report["hostile_64kib_ms"] or ()) == (set(HOSTILE) if run == "shipped_run" else set())
+    # The shipped command times the hostile inputs it is given; the held-out run leaves that to it.
+    assert set(report["hostile_64kib_ms"] or ()) == (set(TIMED) if run == "shipped_run" else set())
     assert "poisoned caught" in printed
 
 
@@ -162,3 +166,11 @@ def test_an_unknown_set_or_family_is_refused_before_any_work(tmp_path) -> None:
                              cwd=PROJECT_ROOT, env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True,
                              timeout=120)
     assert shipped.returncode == 2 and "--sets" in shipped.stderr  # the held-out sets are not in the package
+
+
+def test_an_unknown_hostile_input_is_refused_before_anything_runs(tmp_path) -> None:
+    done = subprocess.run([sys.executable, "-m", "app.cli", "bench", "screening", "--hostile", "nope,spaces",
+                           "--out", str(tmp_path / "out.json")], cwd=PROJECT_ROOT,
+                          env=fresh_env(tmp_path / ".memwarden"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no hostile input named nope" in done.stderr
+    assert not (tmp_path / "out.json").exists()

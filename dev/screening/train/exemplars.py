@@ -226,7 +226,7 @@ def embed_all(embedder, texts: Iterable[str], cache: dict[str, np.ndarray] | Non
         if store is not None:
             store.parent.mkdir(parents=True, exist_ok=True)
             known = [t for t, v in cache.items() if isinstance(t, str) and isinstance(v, np.ndarray)]
-            partial = store.with_suffix(".partial.npz")
+            partial = store.with_suffix(f".{os.getpid()}.partial.npz")  # the run's processes may write at once
             np.savez(partial, texts=np.array(known, dtype=str), vectors=np.stack([cache[t] for t in known]))
             partial.replace(store)
     return np.stack([cache[t] for t in texts]) if texts else np.zeros((0, 384), dtype=np.float32)
