@@ -47,9 +47,9 @@ SPLITS = ("dev", "test", "all")
 
 
 def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA,
-                  hostile: bool | Sequence[str] = True, extra: bool = True) -> dict[str, Any]:
-    """Judge every write; summarise per split; check the goals on the test split (and time hostile
-    inputs: all of them, or those named in ``hostile``); with ``extra``, also the benign-load and
+                  hostile: Sequence[str] = tuple(HOSTILE), extra: bool = True) -> dict[str, Any]:
+    """Judge every write; summarise per split; check the goals on the test split (and time the hostile
+    inputs named in ``hostile``, all by default); with ``extra``, also the benign-load and
     external corpora and agent-memory-guard side by side."""
     redactor = Redactor()
     embedder = _embedder()
@@ -70,7 +70,7 @@ def run_benchmark(corpus: list[dict[str, Any]], source: str | Path = DATA,
                   "measured_on": "test"},
         "splits": splits,
         "screen_latency": common.latency_summary([j["screen_ms"] for j in judged]),
-        "hostile_64kib_ms": (hostile_timings(None if hostile is True else hostile) if hostile else None),
+        "hostile_64kib_ms": hostile_timings(hostile) if hostile else None,
         "machine": common.machine(),
     }
     if extra:
@@ -166,11 +166,10 @@ def _embedder():
         return None
 
 
-def hostile_timings(names: Sequence[str] | None = None) -> dict[str, float]:
-    """Milliseconds to screen each hostile 64 KiB input (content, plus 1 KiB of it as a tag): every
-    shape, or those in ``names``."""
+def hostile_timings(names: Sequence[str]) -> dict[str, float]:
+    """Milliseconds to screen each hostile 64 KiB input named (content, plus 1 KiB of it as a tag)."""
     out = {}
-    for name in HOSTILE if names is None else names:
+    for name in names:
         text = HOSTILE[name]
         started = time.perf_counter()
         screen(text, memory_type="semantic", tags=[text[:1024]])
@@ -237,7 +236,7 @@ def extra_summary(report: dict[str, Any]) -> list[str]:
 
 def cmd_screening(args: argparse.Namespace, settings) -> int:
     report = run_benchmark(load_corpus(args.data), args.data, extra=not args.no_extra,
-                           hostile=args.hostile.split(",") if args.hostile else True)
+                           hostile=args.hostile or tuple(HOSTILE))
     report["command"] = "memwarden bench screening" + (f" --out {args.out}" if args.out else "")
     print(summary(report))
     goals = report["goals"]
@@ -260,9 +259,10 @@ def add_parser(bench: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_screening)
 
 
-def _hostile_names(value: str) -> str:
-    unknown = sorted(set(value.split(",")) - set(HOSTILE))
+def _hostile_names(value: str) -> tuple[str, ...]:
+    names = tuple(value.split(","))
+    unknown = sorted(set(names) - set(HOSTILE))
     if unknown:
         raise argparse.ArgumentTypeError(f"no hostile input named {', '.join(unknown)}; "
                                          f"known: {', '.join(sorted(HOSTILE))}")
-    return value
+    return names
